@@ -1,0 +1,1 @@
+"""fairshare wire API namespace: the versioned gRPC/protobuf packages (fairshare.v1)."""
