@@ -32,6 +32,7 @@ MILLI: Final = 1000
 """Milli-units per unit: quantities have three decimals."""
 
 _MAX_MILLIS: Final = 2**62  # far below int64 on the wire, far above any real machine
+_MAX_DIGITS: Final = 15  # decimal exponent beyond which a quantity is too large in any unit
 _NAME_RE: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-/]*$")
 _FIRST_NAMES: Final = ("cpus", "mem", "disk", "gpus")
 _MILLI_QUANTUM: Final = Decimal("0.001")
@@ -88,7 +89,9 @@ def _to_millis(name: str, value: object) -> int:
             raise ResourceError(f"resource {name!r}: quantity is NaN")
         if dec.is_infinite():
             raise ResourceError(f"resource {name!r}: quantity is infinite")
-        if abs(dec) > _MAX_MILLIS:
+        if dec < 0:  # before rounding: -0.0001 is a negative quantity, not zero
+            raise ResourceError(f"resource {name!r}: quantity {text} is negative")
+        if dec and dec.adjusted() > _MAX_DIGITS:  # the exponent alone: no arithmetic can overflow
             raise ResourceError(f"resource {name!r}: quantity {text} is too large")
         millis = int(dec.quantize(_MILLI_QUANTUM, rounding=ROUND_HALF_EVEN) * MILLI)
     if millis < 0:
@@ -278,6 +281,8 @@ class ResourceVector(Mapping[str, float]):
             raise ResourceError(f"cannot scale resources by negative factor {factor}")
         if factor == 0:
             return ResourceVector._trusted({})
+        if factor == 1:
+            return self
         return ResourceVector._trusted({k: v * factor for k, v in self._m.items()})
 
     __rmul__ = __mul__

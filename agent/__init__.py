@@ -1,0 +1,1 @@
+"""The fairshare agent daemon: pure ``AgentState``, placeholder-task executor and runtime."""

@@ -1,0 +1,1 @@
+"""The fairshare master: allocation core, durable registry, gRPC services and simulator."""

@@ -1,0 +1,297 @@
+"""``fairshare allocate``: the offline allocation calculator (DESIGN.md §4).
+
+Reads a case (one pool ``resources`` or heterogeneous ``agents``, and ``frameworks`` with a task
+shape, optional ``weight`` and ``max_tasks``), and prints the allocation as JSON:
+
+- ``--mode tasks``: whole tasks placed by the very core the master runs (``MasterState``: one
+  allocation run of progressive filling with declared demands), so the answer is exactly what a
+  live master would offer;
+- ``--mode fluid``: divisible tasks, the papers' closed forms (``master.core.fluid``).
+
+Invariants: a malformed case raises ``CaseError`` whose message names the offending field
+(``frameworks[1].task.cpus``); nothing is printed to stdout then. The same case always gives the
+same output (placement ``random`` is seeded by the case's ``seed``, default 0).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from framework_sdk.resources import ResourceError, ResourceVector
+from master.core import CoreConfig, MasterState, SendOffers
+from master.core.fairness import FAIRNESS_POLICIES
+from master.core.fluid import FluidAgent, FluidError, FluidFramework, FluidResult, solve_fluid
+from master.core.placement import PLACEMENT_POLICIES
+
+__all__ = ["MODES", "Case", "CaseError", "allocate", "parse_case"]
+
+MODES = ("tasks", "fluid")
+POOL_AGENT_ID = "pool"
+_TOP_KEYS = {
+    "resources",
+    "agents",
+    "frameworks",
+    "policy",
+    "placement",
+    "mode",
+    "seed",
+    "slots_per_agent",
+}
+_FRAMEWORK_KEYS = {"name", "task", "weight", "max_tasks"}
+_AGENT_KEYS = {"id", "resources"}
+
+
+class CaseError(ValueError):
+    """A case file that cannot be allocated; the message names the field."""
+
+
+@dataclass(frozen=True)
+class CaseFramework:
+    """One framework of a case."""
+
+    name: str
+    task: ResourceVector
+    weight: float
+    max_tasks: int | None
+
+
+@dataclass(frozen=True)
+class Case:
+    """A validated case: agents (one named ``pool`` for a single pool) and frameworks."""
+
+    agents: list[tuple[str, ResourceVector]]
+    frameworks: list[CaseFramework]
+    policy: str
+    placement: str
+    mode: str
+    seed: int
+    slots_per_agent: int
+
+
+def _resources(value: object, where: str) -> ResourceVector:
+    try:
+        if isinstance(value, str):
+            vector = ResourceVector.parse(value)
+        elif isinstance(value, Mapping):
+            vector = ResourceVector(value)
+        else:
+            raise CaseError(f"{where}: expected an object like {{\"cpus\": 4}} or 'cpus:4;mem:8'")
+    except ResourceError as error:
+        raise CaseError(f"{where}: {error}") from None
+    if not vector:
+        raise CaseError(f"{where}: no positive quantity")
+    return vector
+
+
+def _choice(
+    raw: Mapping[str, Any], key: str, override: str | None, allowed: list[str], default: str
+) -> str:
+    value = override if override is not None else raw.get(key, default)
+    if value not in allowed:
+        raise CaseError(f"{key}: {value!r} is not one of {', '.join(allowed)}")
+    return str(value)
+
+
+def _whole(raw: Mapping[str, Any], key: str, default: int, minimum: int, where: str) -> int:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise CaseError(f"{where}{key}: expected a whole number >= {minimum}, got {value!r}")
+    return value
+
+
+def _framework(raw: object, index: int, seen: set[str]) -> CaseFramework:
+    where = f"frameworks[{index}]"
+    if not isinstance(raw, Mapping):
+        raise CaseError(f"{where}: expected an object with name and task")
+    unknown = sorted(set(raw) - _FRAMEWORK_KEYS)
+    if unknown:
+        raise CaseError(
+            f"{where}.{unknown[0]}: unknown field (known: name, task, weight, max_tasks)"
+        )
+    name = raw.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise CaseError(f"{where}.name: expected a non-empty string")
+    if name in seen:
+        raise CaseError(f"{where}.name: {name!r} is used twice")
+    seen.add(name)
+    if "task" not in raw:
+        raise CaseError(f"{where}.task: missing")
+    task = _resources(raw["task"], f"{where}.task")
+    weight = raw.get("weight", 1)
+    if (
+        isinstance(weight, bool)
+        or not isinstance(weight, (int, float))
+        or not (math.isfinite(weight) and weight > 0)
+    ):
+        raise CaseError(f"{where}.weight: expected a positive number, got {weight!r}")
+    max_tasks = raw.get("max_tasks")
+    if max_tasks is not None and (
+        isinstance(max_tasks, bool) or not isinstance(max_tasks, int) or max_tasks < 0
+    ):
+        raise CaseError(f"{where}.max_tasks: expected a whole number >= 0, got {max_tasks!r}")
+    return CaseFramework(name, task, float(weight), max_tasks)
+
+
+def _agents(raw: Mapping[str, Any]) -> list[tuple[str, ResourceVector]]:
+    if ("resources" in raw) == ("agents" in raw):
+        raise CaseError("resources/agents: give exactly one of 'resources' (one pool) or 'agents'")
+    if "resources" in raw:
+        return [(POOL_AGENT_ID, _resources(raw["resources"], "resources"))]
+    listed = raw["agents"]
+    if not isinstance(listed, list) or not listed:
+        raise CaseError("agents: expected a non-empty list of {id, resources}")
+    agents: list[tuple[str, ResourceVector]] = []
+    for index, agent in enumerate(listed):
+        where = f"agents[{index}]"
+        if not isinstance(agent, Mapping):
+            raise CaseError(f"{where}: expected an object with id and resources")
+        unknown = sorted(set(agent) - _AGENT_KEYS)
+        if unknown:
+            raise CaseError(f"{where}.{unknown[0]}: unknown field (known: id, resources)")
+        agent_id = agent.get("id", f"agent-{index + 1}")
+        if not isinstance(agent_id, str) or not agent_id.strip():
+            raise CaseError(f"{where}.id: expected a non-empty string")
+        if any(agent_id == known for known, _ in agents):
+            raise CaseError(f"{where}.id: {agent_id!r} is used twice")
+        if "resources" not in agent:
+            raise CaseError(f"{where}.resources: missing")
+        agents.append((agent_id, _resources(agent["resources"], f"{where}.resources")))
+    return agents
+
+
+def parse_case(
+    raw: object,
+    policy: str | None = None,
+    placement: str | None = None,
+    mode: str | None = None,
+) -> Case:
+    """Validate a decoded case; flags (``policy``, ``placement``, ``mode``) win over the file."""
+    if not isinstance(raw, Mapping):
+        raise CaseError("case: expected a JSON object")
+    unknown = sorted(set(raw) - _TOP_KEYS)
+    if unknown:
+        raise CaseError(f"{unknown[0]}: unknown field (known: {', '.join(sorted(_TOP_KEYS))})")
+    agents = _agents(raw)
+    listed = raw.get("frameworks")
+    if not isinstance(listed, list) or not listed:
+        raise CaseError("frameworks: expected a non-empty list")
+    seen: set[str] = set()
+    frameworks = [_framework(fw, index, seen) for index, fw in enumerate(listed)]
+    return Case(
+        agents=agents,
+        frameworks=frameworks,
+        policy=_choice(raw, "policy", policy, sorted(FAIRNESS_POLICIES), "drf"),
+        placement=_choice(raw, "placement", placement, sorted(PLACEMENT_POLICIES), "best-fit"),
+        mode=_choice(raw, "mode", mode, list(MODES), "tasks"),
+        seed=_whole(raw, "seed", 0, 0, ""),
+        slots_per_agent=_whole(raw, "slots_per_agent", 14, 1, ""),
+    )
+
+
+def _number(value: Fraction | float | int) -> float | int:
+    if isinstance(value, Fraction) and value.denominator == 1:
+        return int(value)
+    return float(value)
+
+
+def _allocate_tasks(case: Case) -> dict[str, Any]:
+    state = MasterState(
+        CoreConfig(
+            policy=case.policy,
+            placement=case.placement,
+            seed=case.seed,
+            slots_per_agent=case.slots_per_agent,
+            sample_size=max(16, len(case.agents)),
+        )
+    )
+    for agent_id, resources in case.agents:
+        state.handle_add_agent(agent_id, resources, 0.0)
+    for index, fw in enumerate(case.frameworks):
+        framework_id = f"{index:06d}"
+        state.handle_add_framework(framework_id, 0.0, name=fw.name, weight=fw.weight)
+        wanted = fw.max_tasks if fw.max_tasks is not None else fw.task.times_fits_in(state.total)
+        state.handle_update_demand(framework_id, fw.task, min(wanted, 2**31), 0.0)
+    per_framework: dict[str, dict[str, int]] = {}
+    for message in state.handle_allocate(0.0):
+        if isinstance(message, SendOffers):
+            counts = per_framework.setdefault(message.framework_id, {})
+            for offer in message.offers:
+                counts[offer.agent_id] = counts.get(offer.agent_id, 0) + offer.fair_tasks
+    state.validate()
+    used = ResourceVector()
+    rows = []
+    for index, fw in enumerate(case.frameworks):
+        counts = per_framework.get(f"{index:06d}", {})
+        tasks = sum(counts.values())
+        allocated = fw.task * tasks
+        used = used + allocated
+        rows.append(
+            {
+                "name": fw.name,
+                "tasks": tasks,
+                "dominant_share": allocated.dominant_share(state.total),
+                "allocated": allocated.to_dict(),
+                "per_agent": {
+                    agent_id: counts[agent_id] for agent_id, _ in case.agents if agent_id in counts
+                },
+            }
+        )
+    utilization = {name: used.millis(name) / millis for name, millis in state.total.millis_items()}
+    return {"frameworks": rows, "utilization": utilization}
+
+
+def _fluid_output(result: FluidResult) -> dict[str, Any]:
+    rows = []
+    for share in result.frameworks:
+        row: dict[str, Any] = {
+            "name": share.name,
+            "tasks": _number(share.tasks),
+            "dominant_share": _number(share.dominant_share),
+            "allocated": {k: _number(v) for k, v in share.allocated.items()},
+            "per_agent": {k: _number(v) for k, v in share.per_agent.items()},
+        }
+        if isinstance(share.tasks, Fraction):
+            row["tasks_exact"] = str(share.tasks)
+            row["dominant_share_exact"] = str(share.dominant_share)
+        rows.append(row)
+    output: dict[str, Any] = {
+        "frameworks": rows,
+        "utilization": {k: _number(v) for k, v in result.utilization.items()},
+    }
+    if result.prices is not None:
+        output["prices"] = result.prices
+    return output
+
+
+def allocate(case: Case) -> dict[str, Any]:
+    """The allocation of ``case`` as a JSON-ready dict (DESIGN.md §4 output format)."""
+    if case.mode == "tasks":
+        output = _allocate_tasks(case)
+    else:
+        agents = [FluidAgent(agent_id, resources) for agent_id, resources in case.agents]
+        frameworks = [
+            FluidFramework(fw.name, fw.task, Fraction(repr(fw.weight)), fw.max_tasks)
+            for fw in case.frameworks
+        ]
+        try:
+            output = _fluid_output(solve_fluid(agents, frameworks, case.policy))
+        except FluidError as error:
+            raise CaseError(str(error)) from None
+    output["policy"] = case.policy
+    output["mode"] = case.mode
+    if case.mode == "tasks":
+        output["placement"] = case.placement
+    return output
+
+
+def load_case_text(text: str, source: str) -> object:
+    """Decode a case's JSON text (``CaseError`` naming the line on a syntax error)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise CaseError(f"not valid JSON: {error.msg} at line {error.lineno}") from None

@@ -1,0 +1,47 @@
+"""The pure allocation core: fairness, placement, offers and tasks as a state machine.
+
+Pure means: stdlib and sortedcontainers only; no grpc, asyncio, prometheus_client, wire types,
+clock or global randomness (time and seeds are passed in). An import-linter contract in
+pyproject.toml enforces it. Entry point: ``MasterState`` with ``CoreConfig``.
+"""
+
+from master.core.errors import (
+    AlreadyExists,
+    CoreError,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+)
+from master.core.messages import (
+    KillTask,
+    LaunchTasks,
+    Message,
+    OfferView,
+    RescindOffer,
+    SendOffers,
+    TaskLaunch,
+    TaskStatusChange,
+)
+from master.core.records import TaskState
+from master.core.state import CoreConfig, MasterState
+
+__all__ = [
+    "AlreadyExists",
+    "CoreConfig",
+    "CoreError",
+    "FailedPrecondition",
+    "InvalidArgument",
+    "KillTask",
+    "LaunchTasks",
+    "MasterState",
+    "Message",
+    "NotFound",
+    "OfferView",
+    "PermissionDenied",
+    "RescindOffer",
+    "SendOffers",
+    "TaskLaunch",
+    "TaskState",
+    "TaskStatusChange",
+]

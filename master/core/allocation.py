@@ -1,0 +1,236 @@
+"""One allocation run: who is offered what, in fairness order (DESIGN.md §2).
+
+The run is progressive filling (Ghodsi et al., Algorithm 1; on many agents DRFH §V-B): take the
+framework with the lowest fairness key, give it its next unit, update its key, repeat until no
+framework can take another unit. A framework's unit depends on what it declared:
+
+- a declared task shape with a wanted count (demand-aware offers, our step beyond Mesos): one
+  task's worth of resources, ``fairness.footprint(shape)``, on the agent chosen by the placement
+  policy, while the framework has fewer tasks running or offered than it wants. Units placed on
+  the same agent in one run become one offer sized to that many tasks (``fair_tasks``), so the
+  live cluster converges to the DRF/DRFH allocation even when frameworks accept greedily.
+- nothing declared: Mesos-style coarse offers, all free resources of the next agent that the
+  framework has not refused, agents taken round-robin from a start that moves between runs.
+
+A framework that cannot take a unit (wants nothing more, nothing fits, every agent refused) is
+parked for the rest of the run. Within a run free resources only shrink, so a parked framework
+could not be served later in the same run either; this is what makes the run terminate and what
+makes the result Pareto-efficient (no framework below its wanted count has a task that fits).
+
+Invariants kept: resources move from ``agent.free`` to offers and ``framework.allocated`` together;
+the sorter gets back every entry it lent, keyed by the frameworks' new allocations. Within
+the run the entries live in a binary heap (the DRF paper's O(log n) per decision, §4.2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from heapq import heappop, heappush
+from typing import TYPE_CHECKING
+
+from framework_sdk.resources import ResourceVector
+from master.core.fairness import KeyStepper
+from master.core.messages import Message, SendOffers
+from master.core.placement import PlacementQuery
+from master.core.records import AgentRecord, FrameworkRecord, Offer
+from master.core.sorter import SorterEntry
+
+if TYPE_CHECKING:
+    from master.core.state import MasterState
+
+__all__ = ["run"]
+
+_NOTHING_REFUSED: frozenset[str] = frozenset()
+EMPTY = ResourceVector()
+
+
+class _CoarseCursor:
+    """Round-robin over agents with free resources, for coarse (whole-agent) offers."""
+
+    __slots__ = ("agents", "count", "pos", "start")
+
+    def __init__(self, agents: Sequence[AgentRecord], start: int) -> None:
+        self.agents = agents
+        self.count = len(agents)
+        self.start = start % self.count if self.count else 0
+        self.pos = 0  # agents before start+pos have nothing free (this run)
+
+    def next_for(self, refused: frozenset[str] | set[str]) -> AgentRecord | None:
+        """The next agent with free resources that the framework has not refused."""
+        agents, count, start = self.agents, self.count, self.start
+        pos = self.pos
+        while pos < count:
+            index = start + pos
+            agent = agents[index - count if index >= count else index]
+            if agent.free:
+                break
+            pos += 1
+        self.pos = pos
+        for offset in range(pos, count):
+            index = start + offset
+            agent = agents[index - count if index >= count else index]
+            if agent.free and agent.id not in refused:
+                return agent
+        return None
+
+    def next_start(self) -> int:
+        """Where the next run starts: right after the agents this run handed out."""
+        return (self.start + self.pos) % self.count if self.count else 0
+
+
+def _refusals(fw: FrameworkRecord, now: float) -> frozenset[str] | set[str]:
+    if not fw.filters:
+        return _NOTHING_REFUSED
+    return {agent_id for agent_id, until in fw.filters.items() if until > now}
+
+
+def _record_offer(
+    state: MasterState,
+    fw: FrameworkRecord,
+    agent: AgentRecord,
+    resources: ResourceVector,
+    fair_tasks: int,
+    now: float,
+) -> Offer:
+    """Register an offer whose resources were already moved out of ``agent.free``."""
+    offer = Offer(
+        state.new_offer_id(),
+        fw.id,
+        agent.id,
+        agent.hostname,
+        resources,
+        fair_tasks,
+        agent.attributes,
+        now,
+    )
+    offer_id = offer.offer_id
+    state.offers[offer_id] = offer
+    agent.offer_ids.add(offer_id)
+    fw.offer_ids.add(offer_id)
+    return offer
+
+
+class _Demand:
+    """A demand-aware framework's state within one run."""
+
+    __slots__ = ("count", "footprint", "placed", "query", "step")
+
+    def __init__(self, footprint: ResourceVector, query: PlacementQuery, step: KeyStepper) -> None:
+        self.footprint = footprint
+        self.query = query
+        self.step = step  # fairness key after k more footprints, bit for bit
+        self.placed: dict[str, int] = {}  # agent id -> tasks placed there this run
+        self.count = 0  # tasks placed this run, all agents
+
+
+class _Run:
+    """The bookkeeping of one run: what each framework got, what can no longer be placed.
+
+    Demand-aware frameworks' ``allocated`` is settled once, in ``finish``; during the run their
+    keys come from ``KeyStepper``s, which compute exactly what ``key`` would. Agents' ``free``
+    is kept current at every step, since placement reads it.
+    """
+
+    def __init__(self, state: MasterState, now: float) -> None:
+        self.state = state
+        self.now = now
+        self.coarse = _CoarseCursor(state.agent_list, state.coarse_start)
+        self.demands: dict[str, _Demand] = {}
+        self.made: dict[str, list[Offer]] = {}
+        # Footprints no agent could hold (nobody refused): free resources only shrink within a
+        # run, so any footprint covering one of these cannot be placed either.
+        self.unplaceable: list[ResourceVector] = []
+
+    def serve_coarse(self, fw: FrameworkRecord, refused: frozenset[str] | set[str]) -> bool:
+        """Offer the next agent's free resources whole; False when no agent is left."""
+        agent = self.coarse.next_for(refused)
+        if agent is None:
+            return False
+        resources = agent.free
+        agent.free = EMPTY
+        fw.allocated = fw.allocated + resources
+        offer = _record_offer(self.state, fw, agent, resources, 0, self.now)
+        self.made.setdefault(fw.id, []).append(offer)
+        return True
+
+    def _demand_of(self, fw: FrameworkRecord, shape: ResourceVector) -> _Demand:
+        state = self.state
+        footprint = state.fairness.footprint(shape)
+        demand = _Demand(
+            footprint,
+            state.placement.prepare(footprint, state.total),
+            state.fairness.stepper(fw.allocated, footprint, state.total, fw.weight, shape),
+        )
+        self.demands[fw.id] = demand
+        return demand
+
+    def serve_demand(
+        self, fw: FrameworkRecord, shape: ResourceVector, refused: frozenset[str] | set[str]
+    ) -> float | None:
+        """Place one task's footprint and return the new key; None if it wants no more or
+        nothing fits."""
+        if fw.live_tasks + fw.offered_tasks >= fw.wanted:
+            return None
+        demand = self.demands.get(fw.id) or self._demand_of(fw, shape)
+        footprint = demand.footprint
+        for hopeless in self.unplaceable:
+            if hopeless.fits_in(footprint):
+                return None
+        chosen = self.state.placement.choose(demand.query, self.state.agent_list, refused)
+        if chosen is None:
+            if not refused:
+                self.unplaceable.append(footprint)
+            return None
+        chosen.free = chosen.free - footprint
+        fw.offered_tasks += 1
+        placed = demand.placed
+        placed[chosen.id] = placed.get(chosen.id, 0) + 1
+        demand.count += 1
+        return demand.step(demand.count)
+
+    def finish(self) -> list[Message]:
+        """Turn placements into offers (one per framework and agent) and batch the messages."""
+        state = self.state
+        state.coarse_start = self.coarse.next_start()
+        for framework_id, demand in self.demands.items():
+            if not demand.placed:
+                continue
+            fw = state.frameworks[framework_id]
+            offers = self.made.setdefault(framework_id, [])
+            footprint = demand.footprint
+            for agent_id, count in demand.placed.items():
+                agent = state.agents[agent_id]
+                resources = footprint * count
+                fw.allocated = fw.allocated + resources
+                offers.append(_record_offer(state, fw, agent, resources, count, self.now))
+        return [SendOffers(fid, tuple(offers)) for fid, offers in self.made.items()]
+
+
+def run(state: MasterState, now: float) -> list[Message]:
+    """Run progressive filling once and return the offers made, one message per framework."""
+    heap = state.sorter.take_entries()  # sorted, hence already a binary heap
+    frameworks = state.frameworks
+    fairness = state.fairness
+    total = state.total
+    state.placement.begin_run()
+    this_run = _Run(state, now)
+    parked: list[SorterEntry] = []
+    while heap:
+        entry = heappop(heap)
+        fw = frameworks[entry[2]]
+        refused = _refusals(fw, now) if fw.filters else _NOTHING_REFUSED
+        shape = fw.demand
+        key: float | None
+        if shape is None:
+            served = this_run.serve_coarse(fw, refused)
+            key = fairness.key(fw.allocated, total, fw.weight, shape) if served else None
+        else:
+            key = this_run.serve_demand(fw, shape, refused)
+        if key is None:
+            parked.append(entry)
+            continue
+        fw.times_chosen += 1
+        heappush(heap, (key, fw.times_chosen, fw.id))
+    messages = this_run.finish()
+    state.sorter.restore_entries(parked)
+    return messages

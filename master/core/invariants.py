@@ -1,0 +1,111 @@
+"""The invariants of ``MasterState``, checked after every ``handle_*`` call in validate mode.
+
+Checked (DESIGN.md §2):
+- per agent ``free + offered + used == total`` (exact, fixed point), nothing negative (a
+  ``ResourceVector`` cannot hold a negative quantity, so this reduces to the equation);
+- the pool total is the sum of the agents' totals;
+- per framework ``allocated == offered + used``, ``offered_tasks`` and ``live_tasks`` match;
+- every outstanding offer and live task refers to a live framework and a live agent, and the
+  back-references (``agent.offer_ids``, ``framework.task_ids``, …) agree both ways;
+- the sorter holds exactly the active, unsuppressed frameworks, sorted by their current keys.
+
+This is O(size of the state): for tests and debugging, never for the hot path.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from framework_sdk.resources import ResourceVector
+
+if TYPE_CHECKING:
+    from master.core.state import MasterState
+
+__all__ = ["check"]
+
+EMPTY = ResourceVector()
+
+
+def _check_agents(state: MasterState) -> None:
+    assert [a.id for a in state.agent_list] == list(state.agents), "agent list and index differ"
+    columns = state.agent_list.free_columns
+    assert columns.size == len(state.agent_list), "free columns and agent list differ in size"
+    total = EMPTY
+    for index, agent in enumerate(state.agent_list):
+        assert agent.index == index, f"agent {agent.id} has index {agent.index}, not {index}"
+        for name, column in columns.columns.items():
+            assert column[index] == agent.free.millis(name), (
+                f"agent {agent.id}: free column {name} holds {column[index]},"
+                f" free is {agent.free.millis(name)}"
+            )
+        offered = EMPTY
+        for offer_id in agent.offer_ids:
+            offer = state.offers.get(offer_id)
+            assert offer is not None, f"agent {agent.id} names missing offer {offer_id}"
+            assert offer.agent_id == agent.id, f"offer {offer_id} is not on agent {agent.id}"
+            offered = offered + offer.resources
+        used = EMPTY
+        for key in agent.task_keys:
+            task = state.tasks.get(key)
+            assert task is not None, f"agent {agent.id} names missing task {key}"
+            assert task.agent_id == agent.id, f"task {key} is not on agent {agent.id}"
+            used = used + task.resources
+        assert agent.free + offered + used == agent.total, (
+            f"agent {agent.id}: free {agent.free} + offered {offered} + used {used}"
+            f" != total {agent.total}"
+        )
+        total = total + agent.total
+    assert total == state.total, f"pool total {state.total} != sum of agents {total}"
+
+
+def _check_frameworks(state: MasterState) -> None:
+    for fw in state.frameworks.values():
+        offered = EMPTY
+        offered_tasks = 0
+        for offer_id in fw.offer_ids:
+            offer = state.offers.get(offer_id)
+            assert offer is not None, f"framework {fw.id} names missing offer {offer_id}"
+            assert offer.framework_id == fw.id, f"offer {offer_id} is not of framework {fw.id}"
+            offered = offered + offer.resources
+            offered_tasks += offer.fair_tasks
+        used = EMPTY
+        for task_id in fw.task_ids:
+            task = state.tasks.get((fw.id, task_id))
+            assert task is not None, f"framework {fw.id} names missing task {task_id}"
+            assert not task.state.terminal, f"task {task_id} is terminal but still held"
+            used = used + task.resources
+        assert fw.allocated == offered + used, (
+            f"framework {fw.id}: allocated {fw.allocated} != offered {offered} + used {used}"
+        )
+        assert fw.offered_tasks == offered_tasks, f"framework {fw.id}: offered_tasks is off"
+        assert fw.live_tasks == len(fw.task_ids), f"framework {fw.id}: live_tasks is off"
+        assert fw.weight > 0, f"framework {fw.id}: weight {fw.weight} is not positive"
+
+
+def _check_references(state: MasterState) -> None:
+    for offer in state.offers.values():
+        assert offer.framework_id in state.frameworks, f"offer {offer.offer_id}: framework is gone"
+        assert offer.agent_id in state.agents, f"offer {offer.offer_id}: agent is gone"
+        assert offer.offer_id in state.frameworks[offer.framework_id].offer_ids
+        assert offer.offer_id in state.agents[offer.agent_id].offer_ids
+        assert offer.resources, f"offer {offer.offer_id} is empty"
+    for (framework_id, task_id), task in state.tasks.items():
+        assert framework_id in state.frameworks, f"task {task_id}: framework is gone"
+        assert task.agent_id in state.agents, f"task {task_id}: agent is gone"
+        assert task_id in state.frameworks[framework_id].task_ids
+        assert (framework_id, task_id) in state.agents[task.agent_id].task_keys
+
+
+def _check_sorter(state: MasterState) -> None:
+    expected = {fw.id for fw in state.frameworks.values() if fw.active and not fw.suppressed}
+    listed = set(state.ordered_frameworks())
+    assert listed == expected, f"sorter holds {sorted(listed)}, expected {sorted(expected)}"
+    state.sorter.check()
+
+
+def check(state: MasterState) -> None:
+    """Assert every invariant of ``state``."""
+    _check_agents(state)
+    _check_frameworks(state)
+    _check_references(state)
+    _check_sorter(state)

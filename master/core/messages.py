@@ -1,0 +1,90 @@
+"""Messages the allocation core returns from ``handle_*`` calls; the runtime performs the I/O.
+
+Invariant: messages are immutable values that describe a change the core has already made (an
+offer exists once ``SendOffers`` names it; a task is STAGING once ``LaunchTasks`` names it). They
+carry no wire types, so the core stays free of ``fairshare.v1``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from framework_sdk.resources import ResourceVector
+from master.core.records import Offer, TaskState
+
+__all__ = [
+    "KillTask",
+    "LaunchTasks",
+    "Message",
+    "OfferView",
+    "RescindOffer",
+    "SendOffers",
+    "TaskLaunch",
+    "TaskStatusChange",
+]
+
+
+OfferView = Offer
+"""What a framework sees of one offer: the core's immutable ``Offer`` itself."""
+
+
+@dataclass(frozen=True, slots=True)
+class SendOffers:
+    """New offers for one framework, batched per allocation run."""
+
+    framework_id: str
+    offers: tuple[Offer, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RescindOffer:
+    """An outstanding offer was withdrawn (agent gone, timeout, framework inactive)."""
+
+    framework_id: str
+    offer_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class TaskLaunch:
+    """One task to start on an agent (placeholder task: holds resources for ``duration``)."""
+
+    task_id: str
+    name: str
+    resources: ResourceVector
+    duration: float | None = None
+    exit_code: int = 0
+    agent_id: str | None = None  # as the framework named it; must match the offers' agent
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchTasks:
+    """Tasks accepted from offers, to be started by one agent."""
+
+    agent_id: str
+    framework_id: str
+    tasks: tuple[TaskLaunch, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class KillTask:
+    """Ask an agent to kill one task."""
+
+    agent_id: str
+    framework_id: str
+    task_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class TaskStatusChange:
+    """A task state the master decided itself (e.g. LOST when its agent was removed)."""
+
+    framework_id: str
+    task_id: str
+    agent_id: str
+    state: TaskState
+    reason: str
+    message: str
+
+
+Message = SendOffers | RescindOffer | LaunchTasks | KillTask | TaskStatusChange

@@ -1,0 +1,367 @@
+"""Placement policies: on which agent the next task of a framework goes.
+
+Placement apart from fairness (DESIGN.md §2): the allocator picks *who* is served (fairness
+policy); a ``PlacementPolicy`` picks *where*. Policies are picked by name from
+``PLACEMENT_POLICIES``.
+
+- ``best-fit``: Best-Fit DRFH (Wang, Li & Liang §V-B, heuristic eq. 9): the agent minimising
+  ``H(i,l) = || D_i / D_i1 - c_l / c_l1 ||_1`` where ``D_i`` is the task's demand and ``c_l`` the
+  agent's free resources, both as shares of the pool total, and index 1 is the task's first
+  demanded resource in canonical order (``cpus`` usually). Resources the task does not use count
+  too, so a GPU agent is a poor fit for a CPU task. Ties go to the earlier agent.
+- ``first-fit``: the first agent in registration order that fits (First-Fit DRFH, §V-B).
+- ``random``: a uniformly random fitting agent, from a seeded generator passed in.
+
+Large clusters: when there are more agents than ``sample_size``, best-fit and random score a
+bounded sample, as Kubernetes does (``percentageOfNodesToScore``): agents are scanned round-robin
+from where the previous decision stopped until ``sample_size`` fitting agents are found, so one
+decision costs O(sample) while agents keep fitting; only a cluster with almost nothing free
+degrades to a full scan, and the allocator then parks the framework for the rest of the run.
+
+Invariants: ``choose`` returns an agent whose free resources hold ``shape`` and that is not in
+``refused``, or ``None`` when no such agent exists (never ``None`` while one exists: that is the
+Pareto-efficiency guarantee the property tests check). Policies hold no clock and no global
+randomness; their only state is a scan cursor and a seeded generator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Container, Mapping, Sequence
+from typing import Protocol
+
+from framework_sdk.resources import ResourceVector, canonical_order
+from master.core.records import AgentRecord, FreeColumns
+
+__all__ = [
+    "PLACEMENT_POLICIES",
+    "BestFitPlacement",
+    "FirstFitPlacement",
+    "PlacementPolicy",
+    "PlacementQuery",
+    "RandomPlacement",
+    "SplitMix64",
+    "make_placement_policy",
+]
+
+DEFAULT_SAMPLE_SIZE = 8
+_NO_REFUSALS: frozenset[str] = frozenset()
+
+
+class PlacementPolicy(Protocol):
+    """Strategy choosing the agent for one task."""
+
+    name: str
+
+    def begin_run(self) -> None:
+        """An allocation run starts (free resources may have grown since the last one)."""
+
+    def prepare(self, shape: ResourceVector, total: ResourceVector) -> PlacementQuery:
+        """Precompute what ``choose`` needs for tasks of ``shape`` (reused within a run)."""
+        ...
+
+    def choose(
+        self,
+        query: PlacementQuery,
+        agents: Sequence[AgentRecord],
+        refused: Container[str] = _NO_REFUSALS,
+    ) -> AgentRecord | None:
+        """An agent whose free resources hold the query's shape and not in ``refused``."""
+        ...
+
+
+class SplitMix64:
+    """A tiny deterministic generator (SplitMix64) so the core needs no ``random`` module."""
+
+    __slots__ = ("_state",)
+    _MASK = (1 << 64) - 1
+
+    def __init__(self, seed: int) -> None:
+        self._state = seed & self._MASK
+
+    def next_u64(self) -> int:
+        """The next 64-bit value."""
+        self._state = (self._state + 0x9E3779B97F4A7C15) & self._MASK
+        z = self._state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & self._MASK
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & self._MASK
+        return z ^ (z >> 31)
+
+    def below(self, bound: int) -> int:
+        """A value in ``range(bound)`` (bound > 0)."""
+        return self.next_u64() % bound
+
+
+def _needs(shape: ResourceVector) -> list[tuple[str, int]]:
+    return list(shape.millis_items())
+
+
+def _fits(free: Mapping[str, int], needs: list[tuple[str, int]]) -> bool:
+    for name, need in needs:
+        if free.get(name, 0) < need:
+            return False
+    return True
+
+
+class PlacementQuery:
+    """One task shape, prepared for placement: what it needs and the terms of eq. 9.
+
+    ``names`` orders the resources a scan reads: the needed ones first (the reference resource,
+    the task's first in canonical order, at position 0), then the pool's other resources.
+    ``H(i,l) = sum_j w_j |q_j - f_j / f_0|`` over ``terms = (j, w_j, q_j)`` with
+    ``q_j = D_ij / D_i0`` (raw quantities), ``w_j = total_0 / total_j`` (the share normalisation
+    of eq. 9) and ``f`` the agent's free quantities; the reference's own term is always 0.
+    """
+
+    __slots__ = ("names", "needs", "terms")
+
+    def __init__(self, shape: ResourceVector, total: ResourceVector) -> None:
+        self.needs = list(shape.millis_items())
+        needed = [name for name, _ in self.needs]
+        others = sorted(total.names() - shape.names(), key=canonical_order)
+        self.names = needed + others
+        self.terms: list[tuple[int, float, float]] = []
+        if self.needs:
+            ref, ref_need = self.needs[0]
+            ref_total = total.millis(ref) or 1
+            self.terms = [
+                (j, ref_total / (total.millis(name) or 1), shape.millis(name) / ref_need)
+                for j, name in enumerate(self.names)
+                if j > 0
+            ]
+
+    def fits(self, free: Mapping[str, int]) -> bool:
+        """True when ``free`` holds the shape."""
+        return _fits(free, self.needs)
+
+    def score(self, free: Mapping[str, int]) -> float:
+        """H(i,l) of eq. 9 for an agent with ``free`` milli quantities that fits the task."""
+        if not self.needs:
+            return 0.0
+        ref_free = free.get(self.needs[0][0], 0) or 1
+        return sum(
+            weight * abs(ratio - free.get(self.names[j], 0) / ref_free)
+            for j, weight, ratio in self.terms
+        )
+
+
+class _Column(Protocol):
+    """Agents' free quantities of one resource, by agent index."""
+
+    def __getitem__(self, index: int, /) -> int: ...
+
+
+class _Zeros:
+    """A column for a resource no agent has: every row is 0."""
+
+    __slots__ = ()
+
+    def __getitem__(self, index: int) -> int:
+        return 0
+
+
+_ZEROS = _Zeros()
+
+
+def _columns_of(agents: Sequence[AgentRecord], names: Sequence[str]) -> list[_Column]:
+    """Columns built on the fly for a plain sequence of agents (no ``FreeColumns``)."""
+    return [[agent.free.millis(name) for agent in agents] for name in names]
+
+
+class BestFitPlacement:
+    """Best-Fit DRFH (eq. 9), over a bounded round-robin sample on large clusters."""
+
+    name = "best-fit"
+
+    def __init__(self, sample_size: int = DEFAULT_SAMPLE_SIZE) -> None:
+        if sample_size < 1:
+            raise ValueError(f"sample_size must be at least 1, got {sample_size}")
+        self.sample_size = sample_size
+        self._cursor = 0
+
+    def begin_run(self) -> None:
+        """Nothing to reset: the cursor keeps rotating across runs."""
+
+    def prepare(self, shape: ResourceVector, total: ResourceVector) -> PlacementQuery:
+        """The eq. 9 terms of ``shape`` against ``total``."""
+        return PlacementQuery(shape, total)
+
+    def choose(
+        self,
+        query: PlacementQuery,
+        agents: Sequence[AgentRecord],
+        refused: Container[str] = _NO_REFUSALS,
+    ) -> AgentRecord | None:
+        """The fitting agent with the least H(i,l) among (a sample of) the fitting agents.
+
+        The fit test and eq. 9 are inlined: this loop is the allocator's hot path. When the
+        agents come with ``FreeColumns`` (the core's ``AgentList``), the scan reads those
+        contiguous arrays; any other sequence is scanned through the agents' ``free``.
+        """
+        count = len(agents)
+        if not count:
+            return None
+        exhaustive = count <= self.sample_size
+        start = 0 if exhaustive else self._cursor % count
+        wanted = count if exhaustive else self.sample_size
+        if not query.needs:
+            return next((agent for agent in agents if agent.id not in refused), None)
+        free_columns: FreeColumns | None = getattr(agents, "free_columns", None)
+        columns: list[_Column]
+        if free_columns is None:
+            columns = _columns_of(agents, query.names)
+        else:
+            columns = [free_columns.columns.get(name, _ZEROS) for name in query.names]
+        best_index, index = self._scan(query, columns, agents, refused, start, wanted)
+        if not exhaustive:
+            self._cursor = index
+        return None if best_index < 0 else agents[best_index]
+
+    @staticmethod
+    def _scan(
+        query: PlacementQuery,
+        columns: list[_Column],
+        agents: Sequence[AgentRecord],
+        refused: Container[str],
+        index: int,
+        wanted: int,
+    ) -> tuple[int, int]:
+        """Scan from ``index`` until ``wanted`` agents fit; returns (best index or -1, next).
+
+        ``columns[j][i]`` is agent i's free quantity of ``query.names[j]``: first the needed
+        resources (reference first), then the other pool resources of eq. 9.
+        """
+        count = len(agents)
+        ref_column = columns[0]
+        ref_need = query.needs[0][1]
+        checks = [(columns[j], need) for j, (_, need) in enumerate(query.needs) if j > 0]
+        terms = [(columns[j], weight, ratio) for j, weight, ratio in query.terms]
+        best = -1
+        best_score = 0.0
+        found = 0
+        for _ in range(count):
+            i = index
+            index += 1
+            if index == count:
+                index = 0
+            ref_free = ref_column[i]
+            if ref_free < ref_need:
+                continue
+            for column, need in checks:
+                if column[i] < need:
+                    break
+            else:
+                if refused and agents[i].id in refused:
+                    continue
+                score = 0.0
+                for column, weight, ratio in terms:
+                    score += weight * abs(ratio - column[i] / ref_free)
+                if best < 0 or score < best_score:
+                    best, best_score = i, score
+                found += 1
+                if found == wanted:
+                    break
+        return best, index
+
+
+class FirstFitPlacement:
+    """First-Fit DRFH: the first agent in registration order that fits.
+
+    Within a run free resources only shrink, so an agent that cannot hold a shape now will not
+    hold it later in the run: a cursor per shape skips them, which makes a run O(agents) per
+    distinct shape instead of O(agents) per decision.
+    """
+
+    name = "first-fit"
+
+    def __init__(self, sample_size: int = DEFAULT_SAMPLE_SIZE) -> None:
+        self._cursors: dict[tuple[tuple[str, int], ...], int] = {}
+
+    def begin_run(self) -> None:
+        """Free resources may have grown: scan from the first agent again."""
+        self._cursors.clear()
+
+    def prepare(self, shape: ResourceVector, total: ResourceVector) -> PlacementQuery:
+        """What the shape needs (the eq. 9 terms are unused here)."""
+        return PlacementQuery(shape, total)
+
+    def choose(
+        self,
+        query: PlacementQuery,
+        agents: Sequence[AgentRecord],
+        refused: Container[str] = _NO_REFUSALS,
+    ) -> AgentRecord | None:
+        """The first fitting agent not in ``refused``."""
+        key = tuple(query.needs)
+        index = self._cursors.get(key, 0)
+        advancing = True
+        for index in range(index, len(agents)):  # noqa: B020 - the cursor continues the scan
+            agent = agents[index]
+            if not query.fits(agent.free.millis_view()):
+                if advancing:
+                    self._cursors[key] = index + 1
+                continue
+            if agent.id in refused:
+                advancing = False  # it fits: keep it in reach for frameworks not refusing it
+                continue
+            return agent
+        return None
+
+
+class RandomPlacement:
+    """A random fitting agent (uniform among a sample on large clusters), seeded."""
+
+    name = "random"
+
+    def __init__(self, sample_size: int = DEFAULT_SAMPLE_SIZE, seed: int = 0) -> None:
+        self.sample_size = sample_size
+        self._rng = SplitMix64(seed)
+
+    def begin_run(self) -> None:
+        """Nothing to reset."""
+
+    def prepare(self, shape: ResourceVector, total: ResourceVector) -> PlacementQuery:
+        """What the shape needs (the eq. 9 terms are unused here)."""
+        return PlacementQuery(shape, total)
+
+    def choose(
+        self,
+        query: PlacementQuery,
+        agents: Sequence[AgentRecord],
+        refused: Container[str] = _NO_REFUSALS,
+    ) -> AgentRecord | None:
+        """Scan from a random start, gather up to ``sample_size`` fitting agents, pick one."""
+        count = len(agents)
+        if not count:
+            return None
+        limit = count if count <= self.sample_size else self.sample_size
+        index = self._rng.below(count)
+        fitting: list[AgentRecord] = []
+        for _ in range(count):
+            agent = agents[index]
+            index = index + 1 if index + 1 < count else 0
+            if query.fits(agent.free.millis_view()) and agent.id not in refused:
+                fitting.append(agent)
+                if len(fitting) == limit:
+                    break
+        if not fitting:
+            return None
+        return fitting[self._rng.below(len(fitting))]
+
+
+PLACEMENT_POLICIES: dict[str, Callable[[int, int], PlacementPolicy]] = {
+    "best-fit": lambda sample, seed: BestFitPlacement(sample),
+    "first-fit": lambda sample, seed: FirstFitPlacement(sample),
+    "random": lambda sample, seed: RandomPlacement(sample, seed),
+}
+
+
+def make_placement_policy(
+    name: str, sample_size: int = DEFAULT_SAMPLE_SIZE, seed: int = 0
+) -> PlacementPolicy:
+    """The placement policy called ``name`` (``best-fit``, ``first-fit`` or ``random``)."""
+    try:
+        factory = PLACEMENT_POLICIES[name]
+    except KeyError:
+        known = ", ".join(sorted(PLACEMENT_POLICIES))
+        raise ValueError(f"unknown placement policy {name!r}; choose one of {known}") from None
+    return factory(sample_size, seed)

@@ -1,0 +1,614 @@
+"""``MasterState``: the pure allocation core as a state machine (DESIGN.md §2).
+
+One owner of state (dask's ``WorkerState``): the master's runtime calls ``handle_*(…, now)`` on
+its event loop; each call changes the state and returns the ``Message`` values the runtime must
+deliver. The core does no I/O, reads no clock (``now`` is passed in, in seconds) and uses no
+global randomness (seeds come in through ``CoreConfig``).
+
+Invariants (checked by ``validate`` after every call when ``CoreConfig.validate`` is on):
+- per agent ``free + offered + used == total``; per framework ``allocated == offered + used``;
+  no quantity is ever negative;
+- offers count as allocated until accepted (they become tasks), declined or rescinded;
+- every outstanding offer and live task belongs to a live framework and a live agent;
+- the sorter holds exactly the active, unsuppressed frameworks, keyed by their current shares;
+- a call that raises ``CoreError`` has changed nothing (all checks happen before any change).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Concatenate, ParamSpec, TypeVar
+
+from framework_sdk.resources import ResourceVector
+from master.core import allocation, invariants
+from master.core.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+)
+from master.core.fairness import (
+    DeclaredDemand,
+    FairnessPolicy,
+    PoolShape,
+    make_fairness_policy,
+)
+from master.core.messages import (
+    KillTask,
+    LaunchTasks,
+    Message,
+    RescindOffer,
+    TaskLaunch,
+    TaskStatusChange,
+)
+from master.core.placement import DEFAULT_SAMPLE_SIZE, PlacementPolicy, make_placement_policy
+from master.core.records import (
+    AgentList,
+    AgentRecord,
+    FrameworkRecord,
+    Offer,
+    TaskRecord,
+    TaskState,
+)
+from master.core.sorter import Sorter
+
+__all__ = ["CoreConfig", "MasterState"]
+
+EMPTY = ResourceVector()
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class CoreConfig:
+    """Settings of the allocation core."""
+
+    policy: str = "drf"
+    placement: str = "best-fit"
+    sample_size: int = DEFAULT_SAMPLE_SIZE
+    seed: int = 0
+    default_refuse_seconds: float = 5.0
+    offer_timeout: float | None = None
+    slots_per_agent: int = 14
+    offer_id_prefix: str = "o"
+    validate: bool = False
+
+
+def _checked(
+    method: Callable[Concatenate[MasterState, P], R],
+) -> Callable[Concatenate[MasterState, P], R]:
+    """Run ``validate`` after the call when the core was built with ``validate=True``."""
+
+    def wrapper(self: MasterState, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        result = method(self, *args, **kwargs)
+        if self.config.validate:
+            self.validate()
+        return result
+
+    functools.update_wrapper(wrapper, method)
+    return wrapper
+
+
+def _check_weight(weight: float, what: str) -> float:
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)):
+        raise InvalidArgument(f"{what}: weight {weight!r} is not a number")
+    if not math.isfinite(weight) or weight <= 0:
+        raise InvalidArgument(f"{what}: weight must be a positive finite number, got {weight!r}")
+    return float(weight)
+
+
+def _check_refuse(refuse_seconds: float | None, default: float) -> float:
+    if refuse_seconds is None:
+        return default
+    if isinstance(refuse_seconds, bool) or not isinstance(refuse_seconds, (int, float)):
+        raise InvalidArgument(f"refuse_seconds {refuse_seconds!r} is not a number")
+    if math.isnan(refuse_seconds) or refuse_seconds < 0:
+        raise InvalidArgument(f"refuse_seconds must be >= 0, got {refuse_seconds!r}")
+    return float(refuse_seconds)
+
+
+class MasterState:
+    """Agents, frameworks, offers and tasks, and the allocator that decides who gets what."""
+
+    def __init__(self, config: CoreConfig | None = None) -> None:
+        self.config = config or CoreConfig()
+        if self.config.sample_size < 1:
+            raise ValueError("sample_size must be at least 1")
+        self.fairness: FairnessPolicy = make_fairness_policy(self.config.policy)
+        if self.config.policy == "slots":
+            from master.core.fairness import SlotFairness
+
+            self.fairness = SlotFairness(self.config.slots_per_agent)
+        self.placement: PlacementPolicy = make_placement_policy(
+            self.config.placement, self.config.sample_size, self.config.seed
+        )
+        self.agents: dict[str, AgentRecord] = {}
+        self.agent_list = AgentList()
+        self.frameworks: dict[str, FrameworkRecord] = {}
+        self.offers: dict[str, Offer] = {}
+        self.tasks: dict[tuple[str, str], TaskRecord] = {}
+        self.role_weights: dict[str, float] = {}
+        self.total = EMPTY
+        self.largest_agent = EMPTY
+        self.sorter = Sorter(self._key_of)
+        self.coarse_start = 0
+        self._policy_stale = True
+        self._next_offer = 0
+
+    # -- fairness keys ----------------------------------------------------------------------------
+
+    def _key_of(self, framework_id: str) -> tuple[float, int]:
+        if self._policy_stale:
+            self._prepare_policy()
+        fw = self.frameworks[framework_id]
+        return self.fairness.key(fw.allocated, self.total, fw.weight, fw.demand), fw.times_chosen
+
+    def _prepare_policy(self) -> None:
+        demands = [
+            DeclaredDemand(fw.demand, fw.wanted, fw.weight)
+            for fw in self.frameworks.values()
+            if fw.demand is not None and fw.active and not fw.suppressed and fw.wanted > 0
+        ]
+        self._policy_stale = False
+        self.fairness.prepare(PoolShape(self.total, self.largest_agent), demands)
+        self.sorter.invalidate()
+
+    def _pool_grew(self, agent: AgentRecord) -> None:
+        self.total = self.total + agent.total
+        largest = self.largest_agent.to_millis()
+        for name, millis in agent.total.millis_items():
+            if millis > largest.get(name, 0):
+                largest[name] = millis
+        self.largest_agent = ResourceVector.from_millis(largest)
+        self._policy_stale = True
+        self.sorter.invalidate()
+
+    def _pool_shrank(self, agent: AgentRecord) -> None:
+        self.total = self.total - agent.total
+        if not agent.total.fits_in(self.largest_agent) or any(
+            agent.total.millis(n) == m for n, m in self.largest_agent.millis_items()
+        ):
+            largest: dict[str, int] = {}
+            for other in self.agent_list:
+                for name, millis in other.total.millis_items():
+                    if millis > largest.get(name, 0):
+                        largest[name] = millis
+            self.largest_agent = ResourceVector.from_millis(largest)
+        self._policy_stale = True
+        self.sorter.invalidate()
+
+    def _shapes_changed(self) -> None:
+        if self.fairness.name == "pf":
+            self._policy_stale = True
+            self.sorter.invalidate()
+
+    def share(self, framework_id: str) -> float:
+        """The framework's fairness key under the configured policy (its dominant share for drf)."""
+        return self._key_of(framework_id)[0]
+
+    def dominant_share(self, framework_id: str) -> float:
+        """``max_r allocated_r / total_r`` whatever the policy (DRF §4; DRFH global share)."""
+        return self.frameworks[framework_id].allocated.dominant_share(self.total)
+
+    def ordered_frameworks(self) -> list[str]:
+        """Active, unsuppressed framework ids, most deprived first."""
+        if self._policy_stale:
+            self._prepare_policy()
+        return list(self.sorter.ordered())
+
+    def validate(self) -> None:
+        """Check every invariant; raises ``AssertionError`` naming the first one broken."""
+        invariants.check(self)
+
+    # -- lookups that raise precise errors --------------------------------------------------------
+
+    def _framework(self, framework_id: str) -> FrameworkRecord:
+        fw = self.frameworks.get(framework_id)
+        if fw is None:
+            raise NotFound(f"framework {framework_id!r} is not registered")
+        return fw
+
+    def _agent(self, agent_id: str) -> AgentRecord:
+        agent = self.agents.get(agent_id)
+        if agent is None:
+            raise NotFound(f"agent {agent_id!r} is not registered")
+        return agent
+
+    def _owned_offers(self, fw: FrameworkRecord, offer_ids: Sequence[str]) -> list[Offer]:
+        if not offer_ids:
+            raise InvalidArgument("offer_ids is empty")
+        if len(set(offer_ids)) != len(offer_ids):
+            raise InvalidArgument("offer_ids names the same offer twice")
+        offers = []
+        for offer_id in offer_ids:
+            offer = self.offers.get(offer_id)
+            if offer is None:
+                raise NotFound(f"offer {offer_id!r} is unknown, expired, rescinded or already used")
+            if offer.framework_id != fw.id:
+                raise PermissionDenied(f"offer {offer_id!r} was made to another framework")
+            offers.append(offer)
+        return offers
+
+    # -- offers and tasks as mechanism ------------------------------------------------------------
+
+    def new_offer_id(self) -> str:
+        """A fresh offer id (the prefix keeps ids unique across master restarts)."""
+        self._next_offer += 1
+        return f"{self.config.offer_id_prefix}-{self._next_offer}"
+
+    def _drop_offer(self, offer: Offer) -> None:
+        """Forget an offer; its resources go back to its agent and leave its framework."""
+        del self.offers[offer.offer_id]
+        agent = self.agents[offer.agent_id]
+        fw = self.frameworks[offer.framework_id]
+        agent.offer_ids.discard(offer.offer_id)
+        agent.free = agent.free + offer.resources
+        fw.offer_ids.discard(offer.offer_id)
+        fw.allocated = fw.allocated - offer.resources
+        fw.offered_tasks -= offer.fair_tasks
+
+    def _end_task(self, task: TaskRecord, state: TaskState, now: float) -> None:
+        """Make a task terminal: its resources return to its agent and leave its framework."""
+        task.state = state
+        task.updated_at = now
+        del self.tasks[(task.framework_id, task.id)]
+        agent = self.agents.get(task.agent_id)
+        if agent is not None:
+            agent.task_keys.discard((task.framework_id, task.id))
+            agent.free = agent.free + task.resources
+        fw = self.frameworks.get(task.framework_id)
+        if fw is not None:
+            fw.task_ids.discard(task.id)
+            fw.allocated = fw.allocated - task.resources
+            fw.live_tasks -= 1
+
+    def _reposition(self, framework_ids: Iterable[str]) -> None:
+        for framework_id in set(framework_ids):
+            self.sorter.update(framework_id)
+
+    # -- agents -----------------------------------------------------------------------------------
+
+    @_checked
+    def handle_add_agent(
+        self,
+        agent_id: str,
+        resources: ResourceVector,
+        now: float,
+        hostname: str = "",
+        attributes: Mapping[str, str] | None = None,
+    ) -> list[Message]:
+        """Admit an agent with ``resources``; its resources join the pool."""
+        if not agent_id:
+            raise InvalidArgument("agent_id is empty")
+        if agent_id in self.agents:
+            raise AlreadyExists(f"agent {agent_id!r} is registered already")
+        if not resources:
+            raise InvalidArgument(f"agent {agent_id!r}: resources are empty")
+        agent = AgentRecord(
+            id=agent_id,
+            hostname=hostname or agent_id,
+            total=resources,
+            free=resources,
+            attributes=tuple(sorted((attributes or {}).items())),
+            registered_at=now,
+        )
+        self.agents[agent_id] = agent
+        self.agent_list.append(agent)
+        self._pool_grew(agent)
+        return []
+
+    @_checked
+    def handle_remove_agent(
+        self,
+        agent_id: str,
+        now: float,
+        state: TaskState = TaskState.LOST,
+        reason: str = "agent removed",
+    ) -> list[Message]:
+        """Remove an agent: rescind its offers, end its tasks with ``state``, shrink the pool."""
+        agent = self._agent(agent_id)
+        messages: list[Message] = []
+        touched: list[str] = []
+        for offer_id in sorted(agent.offer_ids):
+            offer = self.offers[offer_id]
+            self._drop_offer(offer)
+            touched.append(offer.framework_id)
+            messages.append(RescindOffer(offer.framework_id, offer.offer_id, reason))
+        for key in sorted(agent.task_keys):
+            task = self.tasks[key]
+            self._end_task(task, state, now)
+            touched.append(task.framework_id)
+            messages.append(
+                TaskStatusChange(task.framework_id, task.id, agent_id, state, reason, reason)
+            )
+        del self.agents[agent_id]
+        self.agent_list = AgentList(a for a in self.agent_list if a.id != agent_id)
+        for fw in self.frameworks.values():
+            fw.filters.pop(agent_id, None)
+        self._pool_shrank(agent)
+        self._reposition(touched)
+        return messages
+
+    # -- frameworks -------------------------------------------------------------------------------
+
+    @_checked
+    def handle_add_framework(
+        self,
+        framework_id: str,
+        now: float,
+        name: str = "",
+        role: str = "*",
+        weight: float = 1.0,
+    ) -> list[Message]:
+        """Register a framework; it joins the sorter with nothing allocated."""
+        if not framework_id:
+            raise InvalidArgument("framework_id is empty")
+        if framework_id in self.frameworks:
+            raise AlreadyExists(f"framework {framework_id!r} is registered already")
+        requested = _check_weight(weight, f"framework {framework_id!r}")
+        fw = FrameworkRecord(
+            id=framework_id,
+            name=name or framework_id,
+            role=role or "*",
+            weight=self.role_weights.get(role or "*", requested),
+            registered_at=now,
+        )
+        self.frameworks[framework_id] = fw
+        self.sorter.add(framework_id)
+        return []
+
+    @_checked
+    def handle_remove_framework(self, framework_id: str, now: float) -> list[Message]:
+        """Teardown: drop its offers, kill its tasks (resources return at once), forget it."""
+        fw = self._framework(framework_id)
+        messages: list[Message] = []
+        for offer_id in sorted(fw.offer_ids):
+            self._drop_offer(self.offers[offer_id])
+        for task_id in sorted(fw.task_ids):
+            task = self.tasks[(framework_id, task_id)]
+            messages.append(KillTask(task.agent_id, framework_id, task_id))
+            self._end_task(task, TaskState.KILLED, now)
+        self.sorter.discard(framework_id)
+        del self.frameworks[framework_id]
+        self._shapes_changed()
+        return messages
+
+    @_checked
+    def handle_deactivate_framework(self, framework_id: str, now: float) -> list[Message]:
+        """The framework disconnected: rescind its offers and stop offering to it."""
+        fw = self._framework(framework_id)
+        messages: list[Message] = []
+        for offer_id in sorted(fw.offer_ids):
+            self._drop_offer(self.offers[offer_id])
+            messages.append(RescindOffer(framework_id, offer_id, "framework disconnected"))
+        fw.active = False
+        self.sorter.discard(framework_id)
+        self._shapes_changed()
+        return messages
+
+    @_checked
+    def handle_activate_framework(self, framework_id: str, now: float) -> list[Message]:
+        """The framework (re)connected: offer to it again unless it is suppressed."""
+        fw = self._framework(framework_id)
+        fw.active = True
+        if not fw.suppressed:
+            self.sorter.add(framework_id)
+        self._shapes_changed()
+        return []
+
+    @_checked
+    def handle_update_demand(
+        self,
+        framework_id: str,
+        shape: ResourceVector | None,
+        wanted: int,
+        now: float,
+    ) -> list[Message]:
+        """Declare the task shape and how many tasks the framework wants (``None``: coarse)."""
+        fw = self._framework(framework_id)
+        if shape is not None and not shape:
+            raise InvalidArgument("demand: task shape is empty; send no shape to clear the demand")
+        if isinstance(wanted, bool) or not isinstance(wanted, int) or wanted < 0:
+            raise InvalidArgument(f"demand: wanted must be a whole number >= 0, got {wanted!r}")
+        fw.demand = shape
+        fw.wanted = wanted if shape is not None else 0
+        self._shapes_changed()
+        return []
+
+    @_checked
+    def handle_set_weight(self, role: str, weight: float, now: float) -> list[Message]:
+        """Set the weight of every framework in ``role`` (now and later)."""
+        if not role:
+            raise InvalidArgument("role is empty")
+        self.role_weights[role] = _check_weight(weight, f"role {role!r}")
+        changed = [fw.id for fw in self.frameworks.values() if fw.role == role]
+        for framework_id in changed:
+            self.frameworks[framework_id].weight = self.role_weights[role]
+        self._reposition(changed)
+        self._shapes_changed()  # PF prices depend on weights
+        return []
+
+    @_checked
+    def handle_suppress(self, framework_id: str, now: float) -> list[Message]:
+        """Stop offering to the framework until it revives."""
+        fw = self._framework(framework_id)
+        fw.suppressed = True
+        self.sorter.discard(framework_id)
+        self._shapes_changed()
+        return []
+
+    @_checked
+    def handle_revive(self, framework_id: str, now: float) -> list[Message]:
+        """Clear the framework's decline filters and offer to it again."""
+        fw = self._framework(framework_id)
+        fw.filters.clear()
+        fw.suppressed = False
+        if fw.active:
+            self.sorter.add(framework_id)
+        self._shapes_changed()
+        return []
+
+    # -- offers -----------------------------------------------------------------------------------
+
+    def _refuse(self, fw: FrameworkRecord, agent_id: str, seconds: float, now: float) -> None:
+        if seconds > 0:
+            until = now + seconds
+            if fw.filters.get(agent_id, -math.inf) < until:
+                fw.filters[agent_id] = until
+
+    @_checked
+    def handle_decline(
+        self,
+        framework_id: str,
+        offer_ids: Sequence[str],
+        now: float,
+        refuse_seconds: float | None = None,
+    ) -> list[Message]:
+        """Return offers; their agents are not offered to the framework for ``refuse_seconds``."""
+        fw = self._framework(framework_id)
+        seconds = _check_refuse(refuse_seconds, self.config.default_refuse_seconds)
+        for offer in self._owned_offers(fw, offer_ids):
+            self._drop_offer(offer)
+            self._refuse(fw, offer.agent_id, seconds, now)
+        self.sorter.update(framework_id)
+        return []
+
+    def _check_launches(
+        self,
+        fw: FrameworkRecord,
+        agent_id: str,
+        launches: Sequence[TaskLaunch],
+        held: ResourceVector,
+    ) -> ResourceVector:
+        needed = EMPTY
+        seen: set[str] = set()
+        for launch in launches:
+            if not launch.task_id:
+                raise InvalidArgument("a task has an empty task_id")
+            if launch.task_id in seen:
+                raise InvalidArgument(f"task {launch.task_id!r} is launched twice in one call")
+            if (fw.id, launch.task_id) in self.tasks:
+                raise AlreadyExists(f"task {launch.task_id!r} exists already")
+            if launch.agent_id is not None and launch.agent_id != agent_id:
+                raise InvalidArgument(
+                    f"task {launch.task_id!r} names agent {launch.agent_id!r}"
+                    f" but the offers are for agent {agent_id!r}"
+                )
+            if not launch.resources:
+                raise InvalidArgument(f"task {launch.task_id!r} asks for no resources")
+            seen.add(launch.task_id)
+            needed = needed + launch.resources
+        if not needed.fits_in(held):
+            raise InvalidArgument(f"tasks need {needed} but the offers hold {held}")
+        return needed
+
+    @_checked
+    def handle_accept(
+        self,
+        framework_id: str,
+        offer_ids: Sequence[str],
+        launches: Sequence[TaskLaunch],
+        now: float,
+        refuse_seconds: float | None = None,
+    ) -> list[Message]:
+        """Launch tasks on the resources of offers (all on one agent); decline what is left."""
+        fw = self._framework(framework_id)
+        if not fw.active:
+            raise FailedPrecondition(f"framework {framework_id!r} is not connected")
+        seconds = _check_refuse(refuse_seconds, self.config.default_refuse_seconds)
+        offers = self._owned_offers(fw, offer_ids)
+        agent_ids = {offer.agent_id for offer in offers}
+        if len(agent_ids) != 1:
+            raise InvalidArgument(f"offers span several agents: {sorted(agent_ids)}")
+        agent_id = agent_ids.pop()
+        held = sum((offer.resources for offer in offers), EMPTY)
+        needed = self._check_launches(fw, agent_id, launches, held)
+        for offer in offers:
+            self._drop_offer(offer)
+        agent = self.agents[agent_id]
+        agent.free = agent.free - needed
+        fw.allocated = fw.allocated + needed
+        for launch in launches:
+            task = TaskRecord(
+                launch.task_id,
+                fw.id,
+                agent_id,
+                launch.name,
+                launch.resources,
+                TaskState.STAGING,
+                now,
+            )
+            self.tasks[(fw.id, task.id)] = task
+            agent.task_keys.add((fw.id, task.id))
+            fw.task_ids.add(task.id)
+            fw.live_tasks += 1
+        if held != needed:
+            self._refuse(fw, agent_id, seconds, now)
+        self.sorter.update(framework_id)
+        if not launches:
+            return []
+        return [LaunchTasks(agent_id, fw.id, tuple(launches))]
+
+    # -- tasks ------------------------------------------------------------------------------------
+
+    @_checked
+    def handle_kill(self, framework_id: str, task_id: str, now: float) -> list[Message]:
+        """Ask the task's agent to kill it; resources return when the agent reports it ended."""
+        self._framework(framework_id)
+        task = self.tasks.get((framework_id, task_id))
+        if task is None:
+            raise NotFound(f"task {task_id!r} of framework {framework_id!r} is not running")
+        if task.state is not TaskState.KILLING:
+            task.state = TaskState.KILLING
+            task.updated_at = now
+        return [KillTask(task.agent_id, framework_id, task_id)]
+
+    @_checked
+    def handle_task_status(
+        self, agent_id: str, framework_id: str, task_id: str, state: TaskState, now: float
+    ) -> list[Message]:
+        """An agent reports a task state; a terminal state frees the task's resources."""
+        task = self.tasks.get((framework_id, task_id))
+        if task is None:
+            raise NotFound(f"task {task_id!r} of framework {framework_id!r} is not live")
+        if task.agent_id != agent_id:
+            raise PermissionDenied(
+                f"task {task_id!r} runs on agent {task.agent_id!r}, not {agent_id!r}"
+            )
+        if state.terminal:
+            self._end_task(task, state, now)
+            if framework_id in self.frameworks:
+                self.sorter.update(framework_id)
+        elif not (task.state is TaskState.KILLING and state is not TaskState.KILLING):
+            task.state = state
+            task.updated_at = now
+        return []
+
+    # -- time -------------------------------------------------------------------------------------
+
+    @_checked
+    def handle_tick(self, now: float) -> list[Message]:
+        """Rescind offers older than ``offer_timeout`` and forget expired decline filters."""
+        messages: list[Message] = []
+        timeout = self.config.offer_timeout
+        if timeout is not None:
+            expired = [o for o in self.offers.values() if o.created_at + timeout <= now]
+            for offer in expired:
+                self._drop_offer(offer)
+                messages.append(RescindOffer(offer.framework_id, offer.offer_id, "offer timed out"))
+            self._reposition(o.framework_id for o in expired)
+        for fw in self.frameworks.values():
+            for agent_id in [a for a, until in fw.filters.items() if until <= now]:
+                del fw.filters[agent_id]
+        return messages
+
+    @_checked
+    def handle_allocate(self, now: float) -> list[Message]:
+        """One allocation run: offers in fairness order (progressive filling with demands)."""
+        if self._policy_stale:
+            self._prepare_policy()
+        return allocation.run(self, now)

@@ -1,0 +1,1 @@
+"""Durable master state (agents admitted, frameworks, weights) in SQLite. Built with the daemons."""

@@ -1,0 +1,1 @@
+"""Discrete-event simulator over ``master.core`` (no network). Built with the simulator issue."""
