@@ -31,6 +31,7 @@ from master.core.placement import PLACEMENT_POLICIES
 __all__ = ["MODES", "Case", "CaseError", "allocate", "parse_case"]
 
 MODES = ("tasks", "fluid")
+MAX_TASKS = 2_000_000  # tasks mode places tasks one by one: about ten seconds of work
 POOL_AGENT_ID = "pool"
 _TOP_KEYS = {
     "resources",
@@ -199,7 +200,23 @@ def _number(value: Fraction | float | int) -> float | int:
     return float(value)
 
 
+def _task_bound(case: Case) -> int:
+    """How many tasks the case could place at most (each framework alone in the pool)."""
+    total = sum((resources for _, resources in case.agents), ResourceVector())
+    bound = 0
+    for fw in case.frameworks:
+        fits = fw.task.times_fits_in(total)
+        bound += fits if fw.max_tasks is None else min(fits, fw.max_tasks)
+    return bound
+
+
 def _allocate_tasks(case: Case) -> dict[str, Any]:
+    bound = _task_bound(case)
+    if bound > MAX_TASKS:
+        raise CaseError(
+            f"frameworks: up to {bound:,} whole tasks could be placed, more than the"
+            f" {MAX_TASKS:,} tasks mode handles; set max_tasks or use --mode fluid"
+        )
     state = MasterState(
         CoreConfig(
             policy=case.policy,
@@ -273,12 +290,12 @@ def allocate(case: Case) -> dict[str, Any]:
     if case.mode == "tasks":
         output = _allocate_tasks(case)
     else:
-        agents = [FluidAgent(agent_id, resources) for agent_id, resources in case.agents]
-        frameworks = [
-            FluidFramework(fw.name, fw.task, Fraction(repr(fw.weight)), fw.max_tasks)
-            for fw in case.frameworks
-        ]
         try:
+            agents = [FluidAgent(agent_id, resources) for agent_id, resources in case.agents]
+            frameworks = [
+                FluidFramework(fw.name, fw.task, Fraction(repr(fw.weight)), fw.max_tasks)
+                for fw in case.frameworks
+            ]
             output = _fluid_output(solve_fluid(agents, frameworks, case.policy))
         except FluidError as error:
             raise CaseError(str(error)) from None

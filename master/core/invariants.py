@@ -29,11 +29,13 @@ EMPTY = ResourceVector()
 def _check_agents(state: MasterState) -> None:
     assert [a.id for a in state.agent_list] == list(state.agents), "agent list and index differ"
     columns = state.agent_list.free_columns
-    assert columns.size == len(state.agent_list), "free columns and agent list differ in size"
+    assert columns.agents is state.agent_list, "free columns belong to another agent list"
+    fresh = columns.fresh_columns()
     total = EMPTY
     for index, agent in enumerate(state.agent_list):
         assert agent.index == index, f"agent {agent.id} has index {agent.index}, not {index}"
-        for name, column in columns.columns.items():
+        for name, column in fresh.items():
+            assert len(column) == len(state.agent_list), f"free column {name} has a wrong size"
             assert column[index] == agent.free.millis(name), (
                 f"agent {agent.id}: free column {name} holds {column[index]},"
                 f" free is {agent.free.millis(name)}"

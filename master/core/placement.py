@@ -210,7 +210,8 @@ class BestFitPlacement:
         if free_columns is None:
             columns = _columns_of(agents, query.names)
         else:
-            columns = [free_columns.columns.get(name, _ZEROS) for name in query.names]
+            fresh = free_columns.fresh_columns()
+            columns = [fresh.get(name, _ZEROS) for name in query.names]
         best_index, index = self._scan(query, columns, agents, refused, start, wanted)
         if not exhaustive:
             self._cursor = index

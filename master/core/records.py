@@ -72,42 +72,50 @@ class FreeColumns:
     """Agents' free resources as one contiguous array per resource (structure of arrays).
 
     Placement scans read ``columns[name][i]`` instead of three scattered objects per agent,
-    which is what keeps a sampled best-fit decision cheap on 10,000 agents.
+    which is what keeps a sampled best-fit decision cheap on 10,000 agents. Writes are lazy:
+    changing an agent's ``free`` only marks its row dirty, and ``fresh_columns`` copies dirty
+    rows in before a scan, so workloads that never scan (coarse offers) never pay for it.
 
-    Invariant: for the ``AgentList`` that owns it and every resource name ever seen,
-    ``columns[name][agent.index] == agent.free.millis(name)``.
+    Invariant: after ``fresh_columns()``, for every agent of the owning ``AgentList`` and every
+    resource name ever seen, ``columns[name][agent.index] == agent.free.millis(name)``.
     """
 
-    __slots__ = ("columns", "size")
+    __slots__ = ("agents", "columns", "dirty")
 
-    def __init__(self) -> None:
+    def __init__(self, agents: list[AgentRecord]) -> None:
+        self.agents = agents
         self.columns: dict[str, array[int]] = {}
-        self.size = 0
+        self.dirty: set[int] = set()
 
-    def append(self, free: ResourceVector) -> int:
-        """Add a row for a new agent; returns its index."""
-        index = self.size
-        self.size += 1
+    def grow(self) -> int:
+        """Add a (dirty) row for a new last agent; returns its index."""
+        index = len(self.agents) - 1
         for column in self.columns.values():
             column.append(0)
-        self.write(index, free)
+        self.dirty.add(index)
         return index
 
-    def write(self, index: int, free: ResourceVector) -> None:
-        """Copy ``free`` into row ``index``."""
-        millis = free.millis_view()
-        columns = self.columns
-        for name in millis:
-            if name not in columns:
-                columns[name] = array("q", bytes(8 * self.size))
-        for name, column in columns.items():
-            column[index] = millis.get(name, 0)
+    def fresh_columns(self) -> dict[str, array[int]]:
+        """The columns, with every dirty row copied in."""
+        if self.dirty:
+            columns = self.columns
+            agents = self.agents
+            for index in self.dirty:
+                millis = agents[index].free.millis_view()
+                if not millis.keys() <= columns.keys():
+                    for name in millis:
+                        if name not in columns:
+                            columns[name] = array("q", bytes(8 * len(agents)))
+                for name, column in columns.items():
+                    column[index] = millis.get(name, 0)
+            self.dirty.clear()
+        return self.columns
 
 
 class AgentRecord:
     """One agent: its capacity, what is free (neither offered nor used) and its tasks.
 
-    Setting ``free`` also updates the agent's row in its list's ``FreeColumns``.
+    Setting ``free`` also marks the agent's row of its list's ``FreeColumns`` dirty.
     """
 
     __slots__ = (
@@ -152,7 +160,7 @@ class AgentRecord:
     def free(self, value: ResourceVector) -> None:
         self._free = value
         if self._columns is not None:
-            self._columns.write(self.index, value)
+            self._columns.dirty.add(self.index)
 
 
 class AgentList(list[AgentRecord]):
@@ -164,15 +172,15 @@ class AgentList(list[AgentRecord]):
 
     def __init__(self, agents: Iterable[AgentRecord] = ()) -> None:
         super().__init__()
-        self.free_columns = FreeColumns()
+        self.free_columns = FreeColumns(self)
         for agent in agents:
             self.append(agent)
 
     def append(self, agent: AgentRecord) -> None:
         """Add an agent at the end and give it its row."""
-        agent.index = self.free_columns.append(agent.free)
-        agent._columns = self.free_columns
         super().append(agent)
+        agent.index = self.free_columns.grow()
+        agent._columns = self.free_columns
 
 
 @dataclass(slots=True, eq=False)
