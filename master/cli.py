@@ -22,11 +22,6 @@ EXIT_NOT_BUILT = 1
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 _NOT_BUILT = {
-    "master": "the master daemon is not built yet (issue: the live offer cycle over gRPC)",
-    "agent": "the agent daemon is not built yet (issue: the live offer cycle over gRPC)",
-    "status": "cluster status needs the master daemon, which is not built yet",
-    "run": "the built-in framework needs the master daemon, which is not built yet",
-    "up": "local clusters need the master and agent daemons, which are not built yet",
     "simulate": "the simulator is not built yet (issue: reproduce the papers' experiments)",
 }
 
@@ -42,26 +37,83 @@ def parse_duration(text: str) -> float:
 
 
 def _add_master_flags(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    master = sub.add_parser("master", help="run the master daemon")
-    master.add_argument("--port", type=int, default=5050)
-    master.add_argument("--metrics-port", type=int, default=9100)
-    master.add_argument("--work-dir", default="./fairshare-master")
-    master.add_argument("--policy", choices=["drf", "asset", "pf", "slots"], default="drf")
-    master.add_argument(
-        "--placement", choices=["best-fit", "first-fit", "random"], default="best-fit"
+    # Defaults live in master/config.py: a flag left unset falls back to FAIRSHARE_MASTER_<FLAG>,
+    # then to the TOML file, then to the default shown in the help.
+    master = sub.add_parser(
+        "master",
+        help="run the master daemon",
+        description="Run the master: offer agents' resources to frameworks in fairness order."
+        " Every flag may also come from FAIRSHARE_MASTER_<FLAG> (e.g. FAIRSHARE_MASTER_PORT;"
+        " FAIRSHARE_LOG_FORMAT and FAIRSHARE_LOG_LEVEL too) or from the [master] table of the"
+        " --config TOML file; flags win over variables, variables over the file.",
     )
-    master.add_argument("--allocation-interval", type=parse_duration, default=1.0)
-    master.add_argument("--agent-timeout", type=parse_duration, default=15.0)
+    master.add_argument("--host", help="address to bind (default 127.0.0.1)")
+    master.add_argument("--port", type=int, help="gRPC port, 0 picks one (default 5050)")
+    master.add_argument("--metrics-port", type=int, help="Prometheus port (default 9100)")
+    master.add_argument("--work-dir", help="state directory (default ./fairshare-master)")
+    master.add_argument(
+        "--policy", choices=["drf", "asset", "pf", "slots"], help="fairness policy (default drf)"
+    )
+    master.add_argument(
+        "--placement",
+        choices=["best-fit", "first-fit", "random"],
+        help="placement policy (default best-fit)",
+    )
+    master.add_argument(
+        "--allocation-interval", type=parse_duration, help="periodic allocation (default 1s)"
+    )
+    master.add_argument(
+        "--agent-timeout",
+        type=parse_duration,
+        help="an agent unheard this long becomes unreachable (default 15s)",
+    )
+    master.add_argument(
+        "--offer-timeout", type=parse_duration, help="rescind unused offers after (default never)"
+    )
+    master.add_argument(
+        "--heartbeat-interval",
+        type=parse_duration,
+        help="heartbeats on framework streams (default 5s)",
+    )
+    master.add_argument(
+        "--shutdown-grace", type=parse_duration, help="SIGTERM: time for calls in flight (5s)"
+    )
+    master.add_argument("--log-format", choices=["text", "json"], help="stderr logs (default text)")
+    master.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    master.add_argument("--config", metavar="FILE.toml", help="TOML settings file")
+    master.add_argument(
+        "--validate",
+        action="store_const",
+        const=True,
+        help="check the allocation core's invariants after every change (tests, debugging)",
+    )
 
 
 def _add_agent_flags(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    agent = sub.add_parser("agent", help="run an agent daemon")
-    agent.add_argument("--master", required=True, metavar="HOST:PORT")
+    # Defaults live in agent/config.py: a flag left unset falls back to FAIRSHARE_<FLAG>, then
+    # to the TOML file, then to the default shown in the help.
+    agent = sub.add_parser(
+        "agent",
+        help="run an agent daemon",
+        description="Run an agent: register with the master and run placeholder tasks. Every"
+        " flag may also come from FAIRSHARE_<FLAG> (e.g. FAIRSHARE_WORK_DIR) or from the [agent]"
+        " table of the --config TOML file; flags win over variables, variables over the file.",
+    )
+    agent.add_argument("--master", metavar="HOST:PORT", help="the master (required)")
     agent.add_argument("--resources", help="e.g. 'cpus:8;mem:16384' (default: this host's)")
     agent.add_argument("--attributes", help="e.g. 'rack:r1;zone:a'")
-    agent.add_argument("--port", type=int, default=0)
-    agent.add_argument("--metrics-port", type=int, default=9101)
-    agent.add_argument("--work-dir", default="./fairshare-agent")
+    agent.add_argument("--host", help="address to bind (default 127.0.0.1)")
+    agent.add_argument("--port", type=int, help="gRPC (health) port, 0 picks one (default 0)")
+    agent.add_argument("--metrics-port", type=int, help="Prometheus port (default 9101)")
+    agent.add_argument("--work-dir", help="state directory (default ./fairshare-agent)")
+    agent.add_argument("--hostname", help="name reported to the master (default: this host's)")
+    agent.add_argument("--log-format", choices=["text", "json"], help="stderr logs (default text)")
+    agent.add_argument("--config", metavar="FILE.toml", help="TOML settings file")
+    agent.add_argument(
+        "--status-update-retry",
+        metavar="DURATION",
+        help="first retry of an unacknowledged status update, doubling up to 60s (default 1s)",
+    )
 
 
 def _add_client_flags(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -77,11 +129,40 @@ def _add_client_flags(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     run.add_argument("--role", default="*")
     run.add_argument("--weight", type=float, default=1.0)
     up = sub.add_parser("up", help="run a master and N agents as local processes")
-    up.add_argument("--agents", type=int, default=2)
-    up.add_argument("--resources", default=None)
+    up.add_argument("--agents", type=int, default=2, help="how many agents (default 2)")
+    up.add_argument("--resources", help="each agent's resources (default: this host's)")
+    up.add_argument("--port", type=int, default=5050, help="master port, 0 picks one")
+    up.add_argument("--work-dir", help="base directory of the daemons (default: a temp dir)")
+    up.add_argument("--policy", choices=["drf", "asset", "pf", "slots"], default="drf")
+    up.add_argument("--placement", choices=["best-fit", "first-fit", "random"], default="best-fit")
+    up.add_argument(
+        "--demo",
+        action="store_true",
+        help="also run the DRF paper's two frameworks and print the status as they run",
+    )
+    up.add_argument(
+        "--for",
+        dest="duration",
+        type=parse_duration,
+        metavar="DURATION",
+        help="stop everything after this long (default: until Ctrl-C)",
+    )
     simulate = sub.add_parser("simulate", help="trace-driven simulation")
     simulate.add_argument("scenario", metavar="SCENARIO.json")
     simulate.add_argument("--out", default="./fairshare-sim")
+
+
+def _add_agents_flags(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    agents = sub.add_parser(
+        "agents",
+        help="deactivate or reactivate agents (maintenance)",
+        description="Deactivate agents (their offers are rescinded and nothing of them is"
+        " offered; their tasks keep running) or reactivate them, all named agents in one call.",
+    )
+    agents.add_argument("--master", required=True, metavar="HOST:PORT")
+    action = agents.add_mutually_exclusive_group(required=True)
+    action.add_argument("--deactivate", nargs="+", metavar="AGENT_ID", help="agents to deactivate")
+    action.add_argument("--reactivate", nargs="+", metavar="AGENT_ID", help="agents to reactivate")
 
 
 def _add_allocate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -106,6 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_master_flags(sub)
     _add_agent_flags(sub)
     _add_client_flags(sub)
+    _add_agents_flags(sub)
     _add_allocate(sub)
     return parser
 
@@ -137,6 +219,12 @@ def run_allocate(args: argparse.Namespace) -> int:
 # imported lazily so that one subcommand never pays for another's imports.
 _HANDLERS: dict[str, str] = {
     "allocate": "master.cli:run_allocate",
+    "master": "master.daemon:main",
+    "agent": "agent.daemon:main",
+    "run": "framework_sdk.cli:run",
+    "status": "framework_sdk.cli:status",
+    "up": "master.local_cluster:run_up",
+    "agents": "master.maintenance_cli:run_agents",
 }
 
 

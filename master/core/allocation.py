@@ -24,7 +24,7 @@ the run the entries live in a binary heap (the DRF paper's O(log n) per decision
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from bisect import bisect_left
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING
 
@@ -32,7 +32,7 @@ from framework_sdk.resources import ResourceVector
 from master.core.fairness import KeyStepper
 from master.core.messages import Message, SendOffers
 from master.core.placement import PlacementQuery
-from master.core.records import AgentRecord, FrameworkRecord, Offer
+from master.core.records import AgentList, AgentRecord, FrameworkRecord, Offer
 from master.core.sorter import SorterEntry
 
 if TYPE_CHECKING:
@@ -45,37 +45,41 @@ EMPTY = ResourceVector()
 
 
 class _CoarseCursor:
-    """Round-robin over agents with free resources, for coarse (whole-agent) offers."""
+    """Round-robin over the agents with free resources, for coarse (whole-agent) offers.
 
-    __slots__ = ("agents", "count", "pos", "start")
+    It walks only the agents that had something free when the run started (the list's
+    ``with_free`` index), from where the previous run stopped, so a run that hands out a few
+    agents costs O(those agents), not O(cluster).
+    """
 
-    def __init__(self, agents: Sequence[AgentRecord], start: int) -> None:
+    __slots__ = ("agents", "order", "pos", "start")
+
+    def __init__(self, agents: AgentList, start: int) -> None:
         self.agents = agents
-        self.count = len(agents)
-        self.start = start % self.count if self.count else 0
-        self.pos = 0  # agents before start+pos have nothing free (this run)
+        with_free = sorted(agents.free_columns.with_free)
+        split = bisect_left(with_free, start)
+        self.order = with_free[split:] + with_free[:split]
+        self.start = start
+        self.pos = 0  # order[:pos] have nothing free any more (this run)
 
     def next_for(self, refused: frozenset[str] | set[str]) -> AgentRecord | None:
         """The next agent with free resources that the framework has not refused."""
-        agents, count, start = self.agents, self.count, self.start
+        agents, order = self.agents, self.order
         pos = self.pos
-        while pos < count:
-            index = start + pos
-            agent = agents[index - count if index >= count else index]
-            if agent.free:
-                break
+        while pos < len(order) and not agents[order[pos]].free:
             pos += 1
         self.pos = pos
-        for offset in range(pos, count):
-            index = start + offset
-            agent = agents[index - count if index >= count else index]
+        for offset in range(pos, len(order)):
+            agent = agents[order[offset]]
             if agent.free and agent.id not in refused:
                 return agent
         return None
 
     def next_start(self) -> int:
         """Where the next run starts: right after the agents this run handed out."""
-        return (self.start + self.pos) % self.count if self.count else 0
+        if self.pos == 0 or not self.agents:
+            return self.start
+        return (self.order[self.pos - 1] + 1) % len(self.agents)
 
 
 def _refusals(fw: FrameworkRecord, now: float) -> frozenset[str] | set[str]:

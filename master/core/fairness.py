@@ -120,6 +120,18 @@ def _infinite(tasks: int) -> float:
     return math.inf
 
 
+def _rebuilding_stepper(
+    policy: FairnessPolicy,
+    allocated: ResourceVector,
+    footprint: ResourceVector,
+    total: ResourceVector,
+    weight: float,
+    shape: ResourceVector | None,
+) -> KeyStepper:
+    """A stepper that builds ``allocated + k * footprint`` and asks ``policy.key``."""
+    return lambda tasks: policy.key(allocated + footprint * tasks, total, weight, shape)
+
+
 class DominantResourceFairness:
     """Weighted DRF (Ghodsi et al. §4, §4.3); DRFH's global dominant share on many agents."""
 
@@ -209,7 +221,7 @@ class AssetFairness:
         shape: ResourceVector | None,
     ) -> KeyStepper:
         """``key`` of ``allocated + k * footprint`` (exact sums; asset is not on a hot path)."""
-        return lambda tasks: self.key(allocated + footprint * tasks, total, weight, shape)
+        return _rebuilding_stepper(self, allocated, footprint, total, weight, shape)
 
 
 class ProportionalFairness:
@@ -343,7 +355,7 @@ class SlotFairness:
         shape: ResourceVector | None,
     ) -> KeyStepper:
         """``key`` of ``allocated + k * footprint``."""
-        return lambda tasks: self.key(allocated + footprint * tasks, total, weight, shape)
+        return _rebuilding_stepper(self, allocated, footprint, total, weight, shape)
 
 
 FAIRNESS_POLICIES: dict[str, Callable[[], FairnessPolicy]] = {

@@ -3,7 +3,9 @@
 Checked (DESIGN.md §2):
 - per agent ``free + offered + used == total`` (exact, fixed point), nothing negative (a
   ``ResourceVector`` cannot hold a negative quantity, so this reduces to the equation);
-- the pool total is the sum of the agents' totals;
+- the pool total is the sum of the agents' totals, deactivated agents included;
+- the allocator's agent list holds exactly the active agents, each at its index with its free
+  columns current; a deactivated agent has no row and no outstanding offer;
 - per framework ``allocated == offered + used``, ``offered_tasks`` and ``live_tasks`` match;
 - every outstanding offer and live task refers to a live framework and a live agent, and the
   back-references (``agent.offer_ids``, ``framework.task_ids``, …) agree both ways;
@@ -26,13 +28,17 @@ __all__ = ["check"]
 EMPTY = ResourceVector()
 
 
-def _check_agents(state: MasterState) -> None:
-    assert [a.id for a in state.agent_list] == list(state.agents), "agent list and index differ"
+def _check_agent_list(state: MasterState) -> None:
+    listed = [a.id for a in state.agent_list]
+    active = [a.id for a in state.agents.values() if a.active]
+    assert sorted(listed) == sorted(active), "the agent list is not the active agents"
     columns = state.agent_list.free_columns
     assert columns.agents is state.agent_list, "free columns belong to another agent list"
     fresh = columns.fresh_columns()
-    total = EMPTY
+    with_free = {i for i, agent in enumerate(state.agent_list) if agent.free}
+    assert columns.with_free == with_free, "the index of agents with free resources is off"
     for index, agent in enumerate(state.agent_list):
+        assert state.agents.get(agent.id) is agent, f"listed agent {agent.id} is not registered"
         assert agent.index == index, f"agent {agent.id} has index {agent.index}, not {index}"
         for name, column in fresh.items():
             assert len(column) == len(state.agent_list), f"free column {name} has a wrong size"
@@ -40,6 +46,15 @@ def _check_agents(state: MasterState) -> None:
                 f"agent {agent.id}: free column {name} holds {column[index]},"
                 f" free is {agent.free.millis(name)}"
             )
+
+
+def _check_agents(state: MasterState) -> None:
+    _check_agent_list(state)
+    total = EMPTY
+    for agent in state.agents.values():
+        if not agent.active:
+            assert agent.index == -1, f"deactivated agent {agent.id} keeps a row"
+            assert not agent.offer_ids, f"deactivated agent {agent.id} has offers"
         offered = EMPTY
         for offer_id in agent.offer_ids:
             offer = state.offers.get(offer_id)

@@ -7,7 +7,8 @@ inside a ``handle_*`` call. The invariants ``MasterState.validate`` checks over 
   ``used`` the resources of its non-terminal tasks; no quantity is negative;
 - per framework: ``allocated == offered + used`` over its offers and non-terminal tasks, and
   ``offered_tasks`` is the sum of ``fair_tasks`` of its outstanding offers;
-- every outstanding offer and task refers to a live framework and agent.
+- every outstanding offer and task refers to a live framework and agent; offers only to
+  active agents (an operator-deactivated agent has none).
 """
 
 from __future__ import annotations
@@ -76,16 +77,18 @@ class FreeColumns:
     changing an agent's ``free`` only marks its row dirty, and ``fresh_columns`` copies dirty
     rows in before a scan, so workloads that never scan (coarse offers) never pay for it.
 
-    Invariant: after ``fresh_columns()``, for every agent of the owning ``AgentList`` and every
-    resource name ever seen, ``columns[name][agent.index] == agent.free.millis(name)``.
+    Invariants: after ``fresh_columns()``, for every agent of the owning ``AgentList`` and every
+    resource name ever seen, ``columns[name][agent.index] == agent.free.millis(name)``;
+    ``with_free`` holds exactly the indices of the agents whose ``free`` is not empty.
     """
 
-    __slots__ = ("agents", "columns", "dirty")
+    __slots__ = ("agents", "columns", "dirty", "with_free")
 
     def __init__(self, agents: list[AgentRecord]) -> None:
         self.agents = agents
         self.columns: dict[str, array[int]] = {}
         self.dirty: set[int] = set()
+        self.with_free: set[int] = set()  # indices of agents with anything free
 
     def grow(self) -> int:
         """Add a (dirty) row for a new last agent; returns its index."""
@@ -93,6 +96,8 @@ class FreeColumns:
         for column in self.columns.values():
             column.append(0)
         self.dirty.add(index)
+        if self.agents[index].free:
+            self.with_free.add(index)
         return index
 
     def fresh_columns(self) -> dict[str, array[int]]:
@@ -115,12 +120,15 @@ class FreeColumns:
 class AgentRecord:
     """One agent: its capacity, what is free (neither offered nor used) and its tasks.
 
-    Setting ``free`` also marks the agent's row of its list's ``FreeColumns`` dirty.
+    Setting ``free`` also marks the agent's row of its list's ``FreeColumns`` dirty. An agent
+    the operator deactivated (``active`` false) is in no ``AgentList`` (``index == -1``): nothing
+    of it is offered, but its tasks run on and its resources stay in the pool.
     """
 
     __slots__ = (
         "_columns",
         "_free",
+        "active",
         "attributes",
         "hostname",
         "id",
@@ -150,6 +158,7 @@ class AgentRecord:
         self.offer_ids: set[str] = set()
         self.task_keys: set[tuple[str, str]] = set()  # (framework_id, task_id)
         self.registered_at = registered_at
+        self.active = True
 
     @property
     def free(self) -> ResourceVector:
@@ -159,15 +168,21 @@ class AgentRecord:
     @free.setter
     def free(self, value: ResourceVector) -> None:
         self._free = value
-        if self._columns is not None:
-            self._columns.dirty.add(self.index)
+        columns = self._columns
+        if columns is not None:
+            columns.dirty.add(self.index)
+            if value:
+                columns.with_free.add(self.index)
+            else:
+                columns.with_free.discard(self.index)
 
 
 class AgentList(list[AgentRecord]):
-    """The live agents in registration order, with their ``FreeColumns``.
+    """The active agents (the ones the allocator offers) in activation order, with their
+    ``FreeColumns``.
 
     Invariant: ``self[i].index == i`` and ``self.free_columns`` mirrors every agent's ``free``.
-    Agents are only appended; removing one builds a new ``AgentList``.
+    Agents are only appended; removing one builds a new ``AgentList`` (``without``).
     """
 
     def __init__(self, agents: Iterable[AgentRecord] = ()) -> None:
@@ -181,6 +196,15 @@ class AgentList(list[AgentRecord]):
         super().append(agent)
         agent.index = self.free_columns.grow()
         agent._columns = self.free_columns
+
+    def without(self, agent_id: str) -> AgentList:
+        """A new list of every agent but ``agent_id``, which loses its row (``index == -1``)."""
+        kept = AgentList(agent for agent in self if agent.id != agent_id)
+        for agent in self:
+            if agent.id == agent_id:
+                agent.index = -1
+                agent._columns = None
+        return kept
 
 
 @dataclass(slots=True, eq=False)

@@ -10,6 +10,8 @@ Invariants (checked by ``validate`` after every call when ``CoreConfig.validate`
   no quantity is ever negative;
 - offers count as allocated until accepted (they become tasks), declined or rescinded;
 - every outstanding offer and live task belongs to a live framework and a live agent;
+- the allocator's ``agent_list`` holds exactly the active agents; an agent the operator
+  deactivated has no offers but keeps its tasks and its part of the pool total;
 - the sorter holds exactly the active, unsuppressed frameworks, keyed by their current shares;
 - a call that raises ``CoreError`` has changed nothing (all checks happen before any change).
 """
@@ -19,11 +21,12 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Concatenate, ParamSpec, TypeVar
 
 from framework_sdk.resources import ResourceVector
 from master.core import allocation, invariants
+from master.core.checks import check_launches, check_refuse, check_weight
+from master.core.config import CoreConfig
 from master.core.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -45,7 +48,7 @@ from master.core.messages import (
     TaskLaunch,
     TaskStatusChange,
 )
-from master.core.placement import DEFAULT_SAMPLE_SIZE, PlacementPolicy, make_placement_policy
+from master.core.placement import PlacementPolicy, make_placement_policy
 from master.core.records import (
     AgentList,
     AgentRecord,
@@ -56,26 +59,11 @@ from master.core.records import (
 )
 from master.core.sorter import Sorter
 
-__all__ = ["CoreConfig", "MasterState"]
+__all__ = ["CoreConfig", "MasterState"]  # CoreConfig lives in master.core.config
 
 EMPTY = ResourceVector()
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-@dataclass(frozen=True, slots=True)
-class CoreConfig:
-    """Settings of the allocation core."""
-
-    policy: str = "drf"
-    placement: str = "best-fit"
-    sample_size: int = DEFAULT_SAMPLE_SIZE
-    seed: int = 0
-    default_refuse_seconds: float = 5.0
-    offer_timeout: float | None = None
-    slots_per_agent: int = 14
-    offer_id_prefix: str = "o"
-    validate: bool = False
 
 
 def _checked(
@@ -91,24 +79,6 @@ def _checked(
 
     functools.update_wrapper(wrapper, method)
     return wrapper
-
-
-def _check_weight(weight: float, what: str) -> float:
-    if isinstance(weight, bool) or not isinstance(weight, (int, float)):
-        raise InvalidArgument(f"{what}: weight {weight!r} is not a number")
-    if not math.isfinite(weight) or weight <= 0:
-        raise InvalidArgument(f"{what}: weight must be a positive finite number, got {weight!r}")
-    return float(weight)
-
-
-def _check_refuse(refuse_seconds: float | None, default: float) -> float:
-    if refuse_seconds is None:
-        return default
-    if isinstance(refuse_seconds, bool) or not isinstance(refuse_seconds, (int, float)):
-        raise InvalidArgument(f"refuse_seconds {refuse_seconds!r} is not a number")
-    if math.isnan(refuse_seconds) or refuse_seconds < 0:
-        raise InvalidArgument(f"refuse_seconds must be >= 0, got {refuse_seconds!r}")
-    return float(refuse_seconds)
 
 
 class MasterState:
@@ -173,7 +143,7 @@ class MasterState:
             agent.total.millis(n) == m for n, m in self.largest_agent.millis_items()
         ):
             largest: dict[str, int] = {}
-            for other in self.agent_list:
+            for other in self.agents.values():
                 for name, millis in other.total.millis_items():
                     if millis > largest.get(name, 0):
                         largest[name] = millis
@@ -217,6 +187,11 @@ class MasterState:
         if agent is None:
             raise NotFound(f"agent {agent_id!r} is not registered")
         return agent
+
+    def _maintained(self, agent_id: str) -> AgentRecord:
+        if not agent_id:
+            raise InvalidArgument("agent_id is empty")
+        return self._agent(agent_id)
 
     def _owned_offers(self, fw: FrameworkRecord, offer_ids: Sequence[str]) -> list[Offer]:
         if not offer_ids:
@@ -311,13 +286,8 @@ class MasterState:
     ) -> list[Message]:
         """Remove an agent: rescind its offers, end its tasks with ``state``, shrink the pool."""
         agent = self._agent(agent_id)
-        messages: list[Message] = []
         touched: list[str] = []
-        for offer_id in sorted(agent.offer_ids):
-            offer = self.offers[offer_id]
-            self._drop_offer(offer)
-            touched.append(offer.framework_id)
-            messages.append(RescindOffer(offer.framework_id, offer.offer_id, reason))
+        messages = self._rescind_offers_on(agent, reason, touched)
         for key in sorted(agent.task_keys):
             task = self.tasks[key]
             self._end_task(task, state, now)
@@ -326,12 +296,51 @@ class MasterState:
                 TaskStatusChange(task.framework_id, task.id, agent_id, state, reason, reason)
             )
         del self.agents[agent_id]
-        self.agent_list = AgentList(a for a in self.agent_list if a.id != agent_id)
+        if agent.active:
+            self.agent_list = self.agent_list.without(agent_id)
         for fw in self.frameworks.values():
             fw.filters.pop(agent_id, None)
         self._pool_shrank(agent)
         self._reposition(touched)
         return messages
+
+    def _rescind_offers_on(
+        self, agent: AgentRecord, reason: str, touched: list[str]
+    ) -> list[Message]:
+        """Drop every offer on ``agent``; their frameworks are added to ``touched``."""
+        messages: list[Message] = []
+        for offer_id in sorted(agent.offer_ids):
+            offer = self.offers[offer_id]
+            self._drop_offer(offer)
+            touched.append(offer.framework_id)
+            messages.append(RescindOffer(offer.framework_id, offer_id, reason))
+        return messages
+
+    @_checked
+    def handle_deactivate_agent(self, agent_id: str, now: float) -> list[Message]:
+        """Maintenance: rescind the agent's offers and offer nothing of it until reactivated.
+
+        Its tasks keep running (their ends free resources on it as usual) and its resources stay
+        in the pool total, so shares do not move. Deactivating an inactive agent changes nothing.
+        """
+        agent = self._maintained(agent_id)
+        if not agent.active:
+            return []
+        touched: list[str] = []
+        messages = self._rescind_offers_on(agent, "agent deactivated", touched)
+        agent.active = False
+        self.agent_list = self.agent_list.without(agent_id)
+        self._reposition(touched)
+        return messages
+
+    @_checked
+    def handle_reactivate_agent(self, agent_id: str, now: float) -> list[Message]:
+        """Offer the agent's free resources again (from the next allocation run)."""
+        agent = self._maintained(agent_id)
+        if not agent.active:
+            agent.active = True
+            self.agent_list.append(agent)
+        return []
 
     # -- frameworks -------------------------------------------------------------------------------
 
@@ -349,7 +358,7 @@ class MasterState:
             raise InvalidArgument("framework_id is empty")
         if framework_id in self.frameworks:
             raise AlreadyExists(f"framework {framework_id!r} is registered already")
-        requested = _check_weight(weight, f"framework {framework_id!r}")
+        requested = check_weight(weight, f"framework {framework_id!r}")
         fw = FrameworkRecord(
             id=framework_id,
             name=name or framework_id,
@@ -424,7 +433,7 @@ class MasterState:
         """Set the weight of every framework in ``role`` (now and later)."""
         if not role:
             raise InvalidArgument("role is empty")
-        self.role_weights[role] = _check_weight(weight, f"role {role!r}")
+        self.role_weights[role] = check_weight(weight, f"role {role!r}")
         changed = [fw.id for fw in self.frameworks.values() if fw.role == role]
         for framework_id in changed:
             self.frameworks[framework_id].weight = self.role_weights[role]
@@ -470,41 +479,12 @@ class MasterState:
     ) -> list[Message]:
         """Return offers; their agents are not offered to the framework for ``refuse_seconds``."""
         fw = self._framework(framework_id)
-        seconds = _check_refuse(refuse_seconds, self.config.default_refuse_seconds)
+        seconds = check_refuse(refuse_seconds, self.config.default_refuse_seconds)
         for offer in self._owned_offers(fw, offer_ids):
             self._drop_offer(offer)
             self._refuse(fw, offer.agent_id, seconds, now)
         self.sorter.update(framework_id)
         return []
-
-    def _check_launches(
-        self,
-        fw: FrameworkRecord,
-        agent_id: str,
-        launches: Sequence[TaskLaunch],
-        held: ResourceVector,
-    ) -> ResourceVector:
-        needed = EMPTY
-        seen: set[str] = set()
-        for launch in launches:
-            if not launch.task_id:
-                raise InvalidArgument("a task has an empty task_id")
-            if launch.task_id in seen:
-                raise InvalidArgument(f"task {launch.task_id!r} is launched twice in one call")
-            if (fw.id, launch.task_id) in self.tasks:
-                raise AlreadyExists(f"task {launch.task_id!r} exists already")
-            if launch.agent_id is not None and launch.agent_id != agent_id:
-                raise InvalidArgument(
-                    f"task {launch.task_id!r} names agent {launch.agent_id!r}"
-                    f" but the offers are for agent {agent_id!r}"
-                )
-            if not launch.resources:
-                raise InvalidArgument(f"task {launch.task_id!r} asks for no resources")
-            seen.add(launch.task_id)
-            needed = needed + launch.resources
-        if not needed.fits_in(held):
-            raise InvalidArgument(f"tasks need {needed} but the offers hold {held}")
-        return needed
 
     @_checked
     def handle_accept(
@@ -519,14 +499,14 @@ class MasterState:
         fw = self._framework(framework_id)
         if not fw.active:
             raise FailedPrecondition(f"framework {framework_id!r} is not connected")
-        seconds = _check_refuse(refuse_seconds, self.config.default_refuse_seconds)
+        seconds = check_refuse(refuse_seconds, self.config.default_refuse_seconds)
         offers = self._owned_offers(fw, offer_ids)
         agent_ids = {offer.agent_id for offer in offers}
         if len(agent_ids) != 1:
             raise InvalidArgument(f"offers span several agents: {sorted(agent_ids)}")
         agent_id = agent_ids.pop()
         held = sum((offer.resources for offer in offers), EMPTY)
-        needed = self._check_launches(fw, agent_id, launches, held)
+        needed = check_launches(self.tasks, fw.id, agent_id, launches, held)
         for offer in offers:
             self._drop_offer(offer)
         agent = self.agents[agent_id]

@@ -1,0 +1,151 @@
+"""``fairshare agent``: the agent daemon's entry point (``main(args) -> exit code``).
+
+Startup: resolve settings (flags > ``FAIRSHARE_*`` > TOML > defaults; a bad value exits 2 with
+a message naming its flag, variable or key), create the work dir, probe this host's resources
+unless ``--resources`` is given, bind the agent's own gRPC server (the standard health service)
+on ``--host:--port`` and write its address atomically to ``<work-dir>/agent.addr``
+(``HOST:PORT\\n``), then run ``AgentRuntime`` against ``--master``.
+
+Invariants: SIGTERM and SIGINT drain (health NOT_SERVING, tasks killed and their updates given
+a bounded chance to reach the master, server stopped, address file removed) and exit 0; a
+failure to bind or to create the work dir exits 1 with one log line; a master that rejects the
+agent for good (INVALID_ARGUMENT) exits 1. No traceback reaches the user for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
+
+import grpc
+from fairshare.health import NOT_SERVING, SERVING, HealthServicer
+
+from agent.config import AgentSettings, ConfigError, resolve
+from agent.logs import configure_logging, log_event
+from agent.records import AgentSpec
+from agent.resources_probe import host_resources
+from agent.runtime import AgentFatalError, AgentRuntime, RuntimeConfig
+
+__all__ = ["ADDRESS_FILE", "main", "serve"]
+
+ADDRESS_FILE = "agent.addr"
+EXIT_BAD_INPUT = 2
+EXIT_FAILURE = 1
+_LOG = logging.getLogger("fairshare.agent")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the agent daemon until SIGTERM; returns the process exit code."""
+    try:
+        settings = resolve(args, os.environ)
+    except ConfigError as error:
+        print(f"fairshare agent: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    configure_logging(settings.log_format)
+    try:
+        return asyncio.run(serve(settings))
+    except AgentFatalError as error:
+        log_event(_LOG, "fatal", logging.ERROR, error=str(error))
+        return EXIT_FAILURE
+
+
+def _version() -> str:
+    try:
+        return metadata.version("fairshare")
+    except metadata.PackageNotFoundError:
+        return "0.0.0"
+
+
+def _write_address(path: Path, address: str) -> None:
+    """Write ``address`` atomically: readers see the whole line or no file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(address + "\n", encoding="ascii")
+    os.replace(tmp, path)
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _make_work_dir(work_dir: Path) -> bool:
+    try:
+        work_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        log_event(
+            _LOG,
+            "cannot create work dir",
+            logging.ERROR,
+            work_dir=str(work_dir),
+            error=error.strerror,
+        )
+        return False
+    return True
+
+
+def _bind(server: grpc.aio.Server, host: str, port: int) -> int | None:
+    """Bind ``host:port`` (0 picks a free port); the bound port, or None after logging why."""
+    address = _address(host, port)
+    try:
+        bound = server.add_insecure_port(address)
+    except RuntimeError as error:
+        log_event(_LOG, "cannot bind", logging.ERROR, address=address, error=str(error))
+        return None
+    return bound
+
+
+async def serve(settings: AgentSettings) -> int:
+    """Serve health, run the runtime until a signal, drain; returns the exit code."""
+    if not _make_work_dir(settings.work_dir):
+        return EXIT_FAILURE
+    resources = settings.resources or host_resources(settings.work_dir)
+    health = HealthServicer(())
+    health.set_all(NOT_SERVING)  # SERVING once the runtime starts
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((health.handler(),))
+    port = _bind(server, settings.host, settings.port)
+    if port is None:
+        return EXIT_FAILURE
+    await server.start()
+    address_file = settings.work_dir / ADDRESS_FILE
+    address = _address(settings.host, port)
+    _write_address(address_file, address)
+    log_event(_LOG, "listening", address=address)
+    spec = AgentSpec(settings.hostname, port, resources, settings.attributes, _version())
+    config = RuntimeConfig(
+        master=settings.master, status_retry_initial=settings.status_update_retry
+    )
+    runtime = AgentRuntime(config, spec)
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, _stopper(runtime, signum))
+    health.set_all(SERVING)
+    log_event(
+        _LOG,
+        "agent started",
+        master=settings.master,
+        resources=str(resources),
+        attributes=";".join(f"{n}:{v}" for n, v in settings.attributes),
+    )
+    try:
+        await runtime.run()
+    finally:
+        health.set_all(NOT_SERVING)
+        await server.stop(grace=1.0)
+        address_file.unlink(missing_ok=True)
+    log_event(_LOG, "stopped")
+    return 0
+
+
+def _stopper(runtime: AgentRuntime, signum: int) -> Callable[[], None]:
+    def stop() -> None:
+        log_event(_LOG, "signal received", signal=signal.Signals(signum).name)
+        runtime.stop()
+
+    return stop

@@ -1,0 +1,153 @@
+"""``PlaceholderExecutor``: runs placeholder tasks as asyncio timers that "hold resources".
+
+A placeholder task reports STARTING, waits ``startup_delay``, reports RUNNING, waits
+``duration`` (forever when unset) and then reports FINISHED (exit code 0) or FAILED (any other
+exit code, REASON_COMMAND_FAILED). With ``fail_on_start`` it reports STARTING then FAILED
+(REASON_EXECUTOR_TERMINATED). ``kill`` cancels it and it reports KILLED (reason
+REASON_TASK_KILLED_DURING_LAUNCH if it was not RUNNING yet, else the reason given to ``kill``).
+
+Invariants:
+- At most one run per task key; a key is free again as soon as its run ends or is killed.
+- Every run reports exactly one terminal state, unless it was killed with ``silent=True``.
+- Reports go through the ``report`` callback on the event loop, never from inside ``launch`` or
+  ``kill`` (no re-entrancy into the caller). No subprocesses: the executor is only timers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from fairshare.v1 import common_pb2
+
+from agent.records import CommandSpec, Reason, TaskKey, TaskState
+
+__all__ = ["PlaceholderExecutor", "TaskEvent"]
+
+_TS = common_pb2.TaskStatus
+
+
+@dataclass(frozen=True, slots=True)
+class TaskEvent:
+    """A placeholder task changed state."""
+
+    key: TaskKey
+    state: TaskState
+    reason: Reason = _TS.REASON_UNSPECIFIED
+    message: str = ""
+    exit_code: int | None = None
+
+
+@dataclass(slots=True)
+class _Run:
+    key: TaskKey
+    spec: CommandSpec
+    task: asyncio.Task[None] | None = None
+    running: bool = False
+    silent: bool = False
+    kill_reason: Reason = _TS.REASON_UNSPECIFIED
+
+
+class PlaceholderExecutor:
+    """Starts, times and kills placeholder tasks; reports their states through ``report``."""
+
+    def __init__(self, report: Callable[[TaskEvent], None]) -> None:
+        self._report = report
+        self._runs: dict[TaskKey, _Run] = {}
+        self._unfinished: set[asyncio.Task[None]] = set()  # includes killed runs still ending
+
+    def launch(self, key: TaskKey, spec: CommandSpec) -> None:
+        """Start a placeholder task (needs a running event loop); a live key is an error."""
+        if key in self._runs:
+            raise ValueError(f"task {key[1]} of framework {key[0]} is already running")
+        run = _Run(key, spec)
+        run.task = asyncio.get_running_loop().create_task(self._run(run), name=f"task:{key[1]}")
+        run.task.add_done_callback(lambda _task: self._finished(run))
+        self._runs[key] = run
+        self._unfinished.add(run.task)
+
+    def kill(
+        self, key: TaskKey, reason: Reason = _TS.REASON_UNSPECIFIED, *, silent: bool = False
+    ) -> bool:
+        """Cancel the task's run; it reports KILLED unless ``silent``. False if not running."""
+        run = self._runs.pop(key, None)
+        if run is None or run.task is None:
+            return False
+        run.kill_reason = reason
+        run.silent = silent
+        run.task.cancel()
+        return True
+
+    def kill_all(self, reason: Reason = _TS.REASON_UNSPECIFIED, *, silent: bool = False) -> int:
+        """Kill every run; returns how many were running."""
+        keys = list(self._runs)
+        for key in keys:
+            self.kill(key, reason, silent=silent)
+        return len(keys)
+
+    def running(self) -> list[TaskKey]:
+        """Keys of the runs not ended yet."""
+        return list(self._runs)
+
+    async def wait_idle(self, timeout: float) -> bool:
+        """Wait until every run has ended and reported (killed ones too); False on timeout."""
+        if self._unfinished:
+            _, not_done = await asyncio.wait(set(self._unfinished), timeout=timeout)
+            if not_done:
+                return False
+        await asyncio.sleep(0)  # done-callbacks (KILLED reports) run one loop step later
+        return True
+
+    async def aclose(self) -> None:
+        """Stop every run silently and wait for them to end."""
+        self.kill_all(silent=True)
+        if self._unfinished:
+            await asyncio.wait(set(self._unfinished))
+
+    async def _run(self, run: _Run) -> None:
+        spec = run.spec
+        self._emit(run, TaskEvent(run.key, common_pb2.TASK_STATE_STARTING))
+        if spec.fail_on_start:
+            failed = common_pb2.TASK_STATE_FAILED
+            reason = _TS.REASON_EXECUTOR_TERMINATED
+            self._emit(run, TaskEvent(run.key, failed, reason, "failed on start (fail_on_start)"))
+            return
+        if spec.startup_delay > 0:
+            await asyncio.sleep(spec.startup_delay)
+        run.running = True
+        self._emit(run, TaskEvent(run.key, common_pb2.TASK_STATE_RUNNING))
+        if spec.duration is None:
+            await asyncio.Event().wait()  # holds its resources until killed
+        else:
+            await asyncio.sleep(spec.duration)
+        if spec.exit_code == 0:
+            finished = common_pb2.TASK_STATE_FINISHED
+            self._emit(run, TaskEvent(run.key, finished, message="exited 0", exit_code=0))
+        else:
+            code = spec.exit_code
+            failed, reason = common_pb2.TASK_STATE_FAILED, _TS.REASON_COMMAND_FAILED
+            self._emit(run, TaskEvent(run.key, failed, reason, f"exited {code}", exit_code=code))
+
+    def _emit(self, run: _Run, event: TaskEvent) -> None:
+        if not run.silent:
+            self._report(event)
+
+    def _finished(self, run: _Run) -> None:
+        """Done-callback: free the key; report KILLED for a cancelled run (even unstarted)."""
+        if self._runs.get(run.key) is run:
+            del self._runs[run.key]
+        task = run.task
+        if task is not None:
+            self._unfinished.discard(task)
+        if task is None or run.silent:
+            return
+        if task.cancelled():
+            reason = run.kill_reason
+            if not run.running and reason == _TS.REASON_UNSPECIFIED:
+                reason = _TS.REASON_TASK_KILLED_DURING_LAUNCH
+            self._report(TaskEvent(run.key, common_pb2.TASK_STATE_KILLED, reason, "killed"))
+        elif task.exception() is not None:
+            message = f"placeholder task crashed: {task.exception()!r}"
+            failed, reason = common_pb2.TASK_STATE_FAILED, _TS.REASON_EXECUTOR_TERMINATED
+            self._report(TaskEvent(run.key, failed, reason, message))

@@ -1,0 +1,107 @@
+"""Plain value types the agent's state, executor and runtime exchange.
+
+Invariants: every type here is immutable (the ``TaskInfo`` inside ``TaskView`` is the agent's own
+copy and is never mutated after launch); task states and reasons are the wire enum values of
+``fairshare.v1`` (``common_pb2.TASK_STATE_*``, ``common_pb2.TaskStatus.REASON_*``), so no mapping
+table can drift from the API. A task is addressed by ``TaskKey = (framework_id, task_id)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, TypeAlias
+
+from fairshare.v1 import common_pb2
+
+from framework_sdk.resources import ResourceVector
+
+__all__ = [
+    "TERMINAL_STATES",
+    "AgentSpec",
+    "CommandSpec",
+    "Reason",
+    "StatusUpdate",
+    "TaskKey",
+    "TaskState",
+    "TaskView",
+    "state_name",
+]
+
+TaskKey: TypeAlias = tuple[str, str]
+"""``(framework_id, task_id)``: task ids are unique only within their framework."""
+
+TaskState: TypeAlias = common_pb2.TaskState.ValueType
+Reason: TypeAlias = common_pb2.TaskStatus.Reason.ValueType
+
+TERMINAL_STATES: Final[frozenset[TaskState]] = frozenset(
+    {
+        common_pb2.TASK_STATE_FINISHED,
+        common_pb2.TASK_STATE_FAILED,
+        common_pb2.TASK_STATE_KILLED,
+        common_pb2.TASK_STATE_ERROR,
+        common_pb2.TASK_STATE_LOST,
+        common_pb2.TASK_STATE_DROPPED,
+        common_pb2.TASK_STATE_GONE,
+    }
+)
+
+
+def state_name(state: TaskState) -> str:
+    """``TASK_STATE_RUNNING`` -> ``RUNNING`` (for logs and metrics labels)."""
+    return common_pb2.TaskState.Name(state).removeprefix("TASK_STATE_")
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSpec:
+    """Who the agent is and what it offers (becomes ``AgentInfo`` on the wire)."""
+
+    hostname: str
+    port: int
+    resources: ResourceVector
+    attributes: tuple[tuple[str, str], ...] = ()
+    version: str = "0.1.0"
+
+
+@dataclass(frozen=True, slots=True)
+class CommandSpec:
+    """What a placeholder task does (``CommandInfo`` in seconds)."""
+
+    duration: float | None = None  # None: until killed
+    exit_code: int = 0
+    startup_delay: float = 0.0
+    fail_on_start: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StatusUpdate:
+    """One agent-generated status update; ``uuid`` identifies it for acknowledgement."""
+
+    framework_id: str
+    task_id: str
+    state: TaskState
+    uuid: bytes
+    timestamp: float  # wall-clock seconds since the epoch, by the agent's clock
+    reason: Reason = common_pb2.TaskStatus.REASON_UNSPECIFIED
+    message: str = ""
+    exit_code: int | None = None
+
+    @property
+    def key(self) -> TaskKey:
+        """The task the update is about."""
+        return (self.framework_id, self.task_id)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskView:
+    """A task as the agent tracks it: its description, current state and newest update."""
+
+    framework_id: str
+    info: common_pb2.TaskInfo
+    resources: ResourceVector
+    state: TaskState
+    latest: StatusUpdate | None  # None while STAGING (no update minted yet)
+
+    @property
+    def key(self) -> TaskKey:
+        """``(framework_id, task_id)``."""
+        return (self.framework_id, self.info.task_id)

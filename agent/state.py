@@ -1,0 +1,436 @@
+"""``AgentState``: the agent's pure state machine (registration, tasks, unacknowledged updates).
+
+One owner of state: the runtime calls the ``on_*`` and ``handle_*`` methods on its event loop and
+performs the I/O they ask for. The state does no I/O, uses no asyncio and reads no clock: ``now``
+(monotonic seconds, for retry scheduling) and ``wall`` (epoch seconds, stamped on updates) are
+passed in; uuids and jitter come from injected sources, so tests are deterministic.
+
+Invariants:
+- A task is keyed by ``(framework_id, task_id)``. Its record lives until it is terminal and every
+  update about it is acknowledged; a launch of a key that is still live is ignored (idempotent).
+- ``used == sum of resources of non-terminal tasks`` (STAGING counts) and ``used <= total``:
+  a launch that does not fit the free resources is answered with TASK_STATE_ERROR.
+- A task's state only moves forward (STAGING < STARTING < RUNNING < KILLING < terminal): a
+  report that would not advance it is ignored, so no state is ever reported twice.
+- Updates of one task form a FIFO. Only its head is handed out by ``take_due`` (first at once,
+  then again after a jittered exponential backoff) and only while connected. An acknowledgement
+  removes the head only if its uuid is the head's: duplicate and unknown uuids are ignored, so
+  an update is never dropped unacknowledged and acknowledgements are never applied twice.
+- After (re)connecting every head is due at once (the contract's "immediately after
+  reregistering").
+
+Checkpoint seam (issue 5): ``snapshot()`` returns every task and unacknowledged update as plain
+values; persisting it under the work dir and rebuilding a state from it come with recovery.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+from fairshare.v1 import common_pb2
+
+from agent.backoff import Backoff
+from agent.records import (
+    TERMINAL_STATES,
+    AgentSpec,
+    CommandSpec,
+    Reason,
+    StatusUpdate,
+    TaskKey,
+    TaskState,
+    TaskView,
+    state_name,
+)
+from agent.wire import command_spec, resources_from_proto
+from framework_sdk.resources import ResourceError, ResourceVector
+
+__all__ = [
+    "AgentSnapshot",
+    "AgentState",
+    "KillDecision",
+    "LaunchResult",
+    "Outgoing",
+    "RegisterCall",
+    "ReregisterCall",
+]
+
+_TS = common_pb2.TaskStatus
+_RANK: dict[TaskState, int] = {
+    common_pb2.TASK_STATE_STAGING: 0,
+    common_pb2.TASK_STATE_STARTING: 1,
+    common_pb2.TASK_STATE_RUNNING: 2,
+    common_pb2.TASK_STATE_KILLING: 3,
+}
+_TERMINAL_RANK = 4
+
+
+def _rank(state: TaskState) -> int:
+    return _TERMINAL_RANK if state in TERMINAL_STATES else _RANK.get(state, -1)
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterCall:
+    """The agent has no id yet: call Register with this spec."""
+
+    spec: AgentSpec
+
+
+@dataclass(frozen=True, slots=True)
+class ReregisterCall:
+    """The agent has an id: call Reregister with its tasks and frameworks."""
+
+    agent_id: str
+    spec: AgentSpec
+    tasks: tuple[TaskView, ...]
+    framework_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchResult:
+    """What ``handle_launch`` decided, task by task."""
+
+    accepted: tuple[tuple[TaskKey, CommandSpec], ...] = ()  # the executor must start these
+    rejected: tuple[tuple[TaskKey, str], ...] = ()  # answered with TASK_STATE_ERROR
+    ignored: tuple[str, ...] = ()  # duplicates or tasks that cannot even be addressed
+
+
+class KillDecision(Enum):
+    """What the runtime must do after ``handle_kill``."""
+
+    KILL = "kill"  # the task is live: stop it in the executor (KILLING queued)
+    UNKNOWN = "unknown"  # the agent never had the task: DROPPED queued
+    ALREADY_TERMINAL = "already_terminal"  # nothing to do
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """One update to send now with UpdateStatus."""
+
+    update: StatusUpdate
+    latest_state: TaskState
+    attempt: int  # 1 for the first send
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSnapshot:
+    """Everything a checkpoint must keep (issue 5 persists and restores it)."""
+
+    agent_id: str | None
+    master_id: str | None
+    tasks: tuple[TaskView, ...]
+    updates: tuple[StatusUpdate, ...]  # unacknowledged, FIFO order per task
+
+
+@dataclass(slots=True)
+class _Task:
+    framework_id: str
+    info: common_pb2.TaskInfo
+    resources: ResourceVector
+    state: TaskState
+    latest: StatusUpdate | None = None
+
+    def view(self) -> TaskView:
+        return TaskView(self.framework_id, self.info, self.resources, self.state, self.latest)
+
+
+@dataclass(slots=True)
+class _Stream:
+    updates: deque[StatusUpdate] = field(default_factory=deque)
+    next_send: float = 0.0
+    attempts: int = 0
+
+
+class AgentState:
+    """Registration, tasks and the per-task FIFO of unacknowledged status updates."""
+
+    def __init__(self, spec: AgentSpec, *, retry: Backoff, new_uuid: Callable[[], bytes]) -> None:
+        self.spec = spec
+        self.agent_id: str | None = None
+        self.master_id: str | None = None
+        self.connected = False
+        self._retry = retry
+        self._new_uuid = new_uuid
+        self._tasks: dict[TaskKey, _Task] = {}
+        self._streams: dict[TaskKey, _Stream] = {}
+        self._used = ResourceVector()
+        # Counters for metrics (monotonic over the life of the state).
+        self.updates_minted_total = 0
+        self.updates_sent_total = 0
+        self.update_retries_total = 0
+        self.acks_applied_total = 0
+        self.acks_ignored_total = 0
+        self.terminal_total: Counter[str] = Counter()
+
+    # -- registration ---------------------------------------------------------------------------
+
+    def registration(self) -> RegisterCall | ReregisterCall:
+        """Register when the agent has no id, else Reregister with everything it tracks."""
+        if self.agent_id is None:
+            return RegisterCall(self.spec)
+        return ReregisterCall(
+            self.agent_id, self.spec, tuple(self.tasks()), tuple(self.framework_ids())
+        )
+
+    def on_registered(self, agent_id: str, master_id: str) -> None:
+        """Register succeeded: remember the master-minted id."""
+        self.agent_id = agent_id
+        self.master_id = master_id
+
+    def on_reregistered(self, master_id: str) -> None:
+        """Reregister succeeded (``master_id`` may be new: the master restarted)."""
+        self.master_id = master_id
+
+    def on_connected(self, now: float) -> None:
+        """The Commands stream is open: every pending update is due at once."""
+        self.connected = True
+        for stream in self._streams.values():
+            stream.next_send = now
+            stream.attempts = 0
+
+    def on_disconnected(self) -> None:
+        """The session ended; nothing is sent until ``on_connected``."""
+        self.connected = False
+
+    def on_removed(self) -> list[TaskKey]:
+        """The master removed the agent for good (FAILED_PRECONDITION): forget everything.
+
+        Returns the live tasks the executor must stop (silently: the master already reported
+        them GONE). The next ``registration()`` is a fresh Register.
+        """
+        live = [key for key, task in self._tasks.items() if task.state not in TERMINAL_STATES]
+        self._tasks.clear()
+        self._streams.clear()
+        self._used = ResourceVector()
+        self.agent_id = None
+        self.master_id = None
+        self.connected = False
+        return live
+
+    # -- commands -------------------------------------------------------------------------------
+
+    def handle_launch(
+        self, framework_id: str, infos: Sequence[common_pb2.TaskInfo], now: float, wall: float
+    ) -> LaunchResult:
+        """Admit the tasks that fit (STAGING), answer the invalid ones with TASK_STATE_ERROR."""
+        if not framework_id:
+            return LaunchResult(ignored=("launch without framework_id",))
+        accepted: list[tuple[TaskKey, CommandSpec]] = []
+        rejected: list[tuple[TaskKey, str]] = []
+        ignored: list[str] = []
+        for given in infos:
+            key = (framework_id, given.task_id)
+            if not given.task_id:
+                ignored.append(f"task without task_id in a launch of framework {framework_id}")
+                continue
+            existing = self._tasks.get(key)
+            if existing is not None and existing.state not in TERMINAL_STATES:
+                ignored.append(f"task {given.task_id} of {framework_id} is already live")
+                continue
+            info = common_pb2.TaskInfo()
+            info.CopyFrom(given)
+            problem, resources, spec = self._check_launch(info)
+            if problem is not None:
+                staging = common_pb2.TASK_STATE_STAGING
+                self._tasks[key] = _Task(framework_id, info, ResourceVector(), staging)
+                error = common_pb2.TASK_STATE_ERROR
+                self._advance(key, error, now, wall, _TS.REASON_TASK_INVALID, problem, None)
+                rejected.append((key, problem))
+                continue
+            self._tasks[key] = _Task(framework_id, info, resources, common_pb2.TASK_STATE_STAGING)
+            self._used = self._used + resources
+            accepted.append((key, spec))
+        return LaunchResult(tuple(accepted), tuple(rejected), tuple(ignored))
+
+    def _check_launch(
+        self, info: common_pb2.TaskInfo
+    ) -> tuple[str | None, ResourceVector, CommandSpec]:
+        """(problem or None, resources, command) of a task to launch."""
+        empty, default = ResourceVector(), CommandSpec()
+        if info.agent_id and self.agent_id is not None and info.agent_id != self.agent_id:
+            return f"task is for agent {info.agent_id}, this is {self.agent_id}", empty, default
+        if self.agent_id is not None:
+            info.agent_id = self.agent_id
+        try:
+            resources = resources_from_proto(info.resources)
+        except ResourceError as error:
+            return f"invalid resources: {error}", empty, default
+        if not resources:
+            return "task has no resources", empty, default
+        try:
+            spec = command_spec(info.command)
+        except ValueError as error:
+            return f"invalid command: {error}", empty, default
+        free = self.spec.resources.saturating_sub(self._used)
+        if not resources.fits_in(free):
+            return f"resources {resources} do not fit the agent's free {free}", empty, default
+        return None, resources, spec
+
+    def handle_kill(self, framework_id: str, task_id: str, now: float, wall: float) -> KillDecision:
+        """KILLING for a live task, DROPPED for an unknown one, nothing for a terminal one."""
+        key = (framework_id, task_id)
+        task = self._tasks.get(key)
+        if task is None:
+            message = "the agent does not know this task"
+            dropped = common_pb2.TASK_STATE_DROPPED
+            self._mint(key, dropped, now, wall, _TS.REASON_UNSPECIFIED, message, None)
+            return KillDecision.UNKNOWN
+        if task.state in TERMINAL_STATES:
+            return KillDecision.ALREADY_TERMINAL
+        if task.state != common_pb2.TASK_STATE_KILLING:
+            killing = common_pb2.TASK_STATE_KILLING
+            self._advance(key, killing, now, wall, _TS.REASON_UNSPECIFIED, "kill requested", None)
+        return KillDecision.KILL
+
+    def handle_task_status(
+        self,
+        key: TaskKey,
+        state: TaskState,
+        now: float,
+        wall: float,
+        *,
+        reason: Reason = _TS.REASON_UNSPECIFIED,
+        message: str = "",
+        exit_code: int | None = None,
+    ) -> StatusUpdate | None:
+        """The executor reports a state; returns the minted update, None if it was ignored."""
+        task = self._tasks.get(key)
+        if task is None or _rank(state) <= _rank(task.state):
+            return None
+        return self._advance(key, state, now, wall, reason, message, exit_code)
+
+    def handle_ack(self, framework_id: str, task_id: str, uuid: bytes, now: float) -> bool:
+        """Drop the task's head update if ``uuid`` is its uuid; the next one is due at once."""
+        key = (framework_id, task_id)
+        stream = self._streams.get(key)
+        if stream is None or stream.updates[0].uuid != uuid:
+            self.acks_ignored_total += 1
+            return False
+        stream.updates.popleft()
+        self.acks_applied_total += 1
+        if stream.updates:
+            stream.next_send = now
+            stream.attempts = 0
+            return True
+        del self._streams[key]
+        task = self._tasks.get(key)
+        if task is not None and task.state in TERMINAL_STATES:
+            del self._tasks[key]
+        return True
+
+    # -- status updates ------------------------------------------------------------------------
+
+    def _advance(
+        self,
+        key: TaskKey,
+        state: TaskState,
+        now: float,
+        wall: float,
+        reason: Reason,
+        message: str,
+        exit_code: int | None,
+    ) -> StatusUpdate:
+        task = self._tasks[key]
+        if state in TERMINAL_STATES and task.state not in TERMINAL_STATES:
+            self._used = self._used.saturating_sub(task.resources)
+            self.terminal_total[state_name(state)] += 1
+        task.state = state
+        update = self._mint(key, state, now, wall, reason, message, exit_code)
+        task.latest = update
+        return update
+
+    def _mint(
+        self,
+        key: TaskKey,
+        state: TaskState,
+        now: float,
+        wall: float,
+        reason: Reason,
+        message: str,
+        exit_code: int | None,
+    ) -> StatusUpdate:
+        uuid = self._new_uuid()
+        update = StatusUpdate(key[0], key[1], state, uuid, wall, reason, message, exit_code)
+        stream = self._streams.get(key)
+        if stream is None:
+            stream = self._streams[key] = _Stream(next_send=now)
+        stream.updates.append(update)
+        self.updates_minted_total += 1
+        return update
+
+    def take_due(self, now: float, *, force: bool = False) -> list[Outgoing]:
+        """Heads of the task FIFOs due for a (re)send at ``now`` (all heads with ``force``).
+
+        Each returned head is scheduled for its next retry after a jittered backoff; nothing is
+        due while disconnected.
+        """
+        if not self.connected:
+            return []
+        due: list[Outgoing] = []
+        for key, stream in self._streams.items():
+            if not force and stream.next_send > now:
+                continue
+            stream.attempts += 1
+            stream.next_send = now + self._retry.delay(stream.attempts)
+            if stream.attempts > 1:
+                self.update_retries_total += 1
+            self.updates_sent_total += 1
+            due.append(Outgoing(stream.updates[0], self._latest_state(key), stream.attempts))
+        return due
+
+    def next_due(self) -> float | None:
+        """When the next head is due (None: nothing pending or disconnected)."""
+        if not self.connected or not self._streams:
+            return None
+        return min(stream.next_send for stream in self._streams.values())
+
+    def _latest_state(self, key: TaskKey) -> TaskState:
+        task = self._tasks.get(key)
+        return task.state if task is not None else self._streams[key].updates[-1].state
+
+    # -- views ---------------------------------------------------------------------------------
+
+    def task(self, key: TaskKey) -> TaskView | None:
+        """The tracked task, or None."""
+        task = self._tasks.get(key)
+        return None if task is None else task.view()
+
+    def tasks(self) -> list[TaskView]:
+        """Every tracked task: live ones and terminal ones with unacknowledged updates."""
+        return [task.view() for task in self._tasks.values()]
+
+    def framework_ids(self) -> list[str]:
+        """Frameworks the agent holds state for (tasks or unacknowledged updates), sorted."""
+        return sorted({key[0] for key in self._tasks} | {key[0] for key in self._streams})
+
+    def pending(self, key: TaskKey) -> list[StatusUpdate]:
+        """The task's unacknowledged updates, oldest first."""
+        stream = self._streams.get(key)
+        return [] if stream is None else list(stream.updates)
+
+    @property
+    def used(self) -> ResourceVector:
+        """Resources of the non-terminal tasks."""
+        return self._used
+
+    @property
+    def free(self) -> ResourceVector:
+        """Total minus used."""
+        return self.spec.resources.saturating_sub(self._used)
+
+    def pending_updates(self) -> int:
+        """Number of unacknowledged updates over all tasks."""
+        return sum(len(stream.updates) for stream in self._streams.values())
+
+    def task_counts(self) -> dict[str, int]:
+        """Tracked tasks by state name (``RUNNING``, ...)."""
+        return dict(Counter(state_name(task.state) for task in self._tasks.values()))
+
+    def snapshot(self) -> AgentSnapshot:
+        """Tasks and unacknowledged updates as plain values (the checkpoint seam, issue 5)."""
+        updates: Iterable[StatusUpdate] = (
+            update for stream in self._streams.values() for update in stream.updates
+        )
+        return AgentSnapshot(self.agent_id, self.master_id, tuple(self.tasks()), tuple(updates))

@@ -1,0 +1,141 @@
+"""Conversions between the agent's plain values and ``fairshare.v1`` messages.
+
+Invariants: pure functions, no I/O. Resources cross the wire as exact integer millis (never
+floats); a ``Resources`` message with a duplicate name, a negative quantity or a bad name raises
+``ResourceError`` (the wire contract says receivers treat them as invalid). Durations are read
+as exact seconds; a negative duration raises ``ValueError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from fairshare.v1 import agent_pb2, common_pb2
+from google.protobuf import duration_pb2, timestamp_pb2
+
+from agent.records import AgentSpec, CommandSpec, StatusUpdate, TaskState, TaskView
+from framework_sdk.resources import ResourceError, ResourceVector
+
+__all__ = [
+    "agent_info",
+    "command_spec",
+    "duration_seconds",
+    "reregister_request",
+    "resources_from_proto",
+    "resources_to_proto",
+    "task_proto",
+    "task_status",
+    "update_request",
+]
+
+
+def resources_to_proto(vector: ResourceVector) -> common_pb2.Resources:
+    """Sorted by name, zero entries omitted (as the wire contract asks senders to)."""
+    items = sorted(vector.millis_items())
+    return common_pb2.Resources(
+        items=[common_pb2.Resource(name=name, millis=millis) for name, millis in items]
+    )
+
+
+def resources_from_proto(message: common_pb2.Resources) -> ResourceVector:
+    """The vector of a ``Resources`` message; raises ``ResourceError`` if it is invalid."""
+    millis: dict[str, int] = {}
+    for item in message.items:
+        if item.name in millis:
+            raise ResourceError(f"resource {item.name!r} is given twice")
+        millis[item.name] = item.millis
+    return ResourceVector.from_millis(millis)
+
+
+def duration_seconds(message: duration_pb2.Duration) -> float:
+    """Seconds of a ``Duration``; raises ``ValueError`` if it is negative."""
+    if message.seconds < 0 or message.nanos < 0:
+        raise ValueError(f"duration {message.seconds}s{message.nanos}ns is negative")
+    return message.seconds + message.nanos / 1e9
+
+
+def command_spec(command: common_pb2.CommandInfo) -> CommandSpec:
+    """What the placeholder task must do; raises ``ValueError`` for negative durations."""
+    duration = duration_seconds(command.duration) if command.HasField("duration") else None
+    startup = duration_seconds(command.startup_delay) if command.HasField("startup_delay") else 0.0
+    return CommandSpec(
+        duration=duration,
+        exit_code=command.exit_code,
+        startup_delay=startup,
+        fail_on_start=command.fail_on_start,
+    )
+
+
+def agent_info(spec: AgentSpec) -> common_pb2.AgentInfo:
+    """``AgentInfo`` for Register and Reregister."""
+    return common_pb2.AgentInfo(
+        hostname=spec.hostname,
+        port=spec.port,
+        resources=resources_to_proto(spec.resources),
+        attributes=[common_pb2.Attribute(name=n, value=v) for n, v in spec.attributes],
+        version=spec.version,
+    )
+
+
+def _timestamp(wall: float) -> timestamp_pb2.Timestamp:
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromNanoseconds(int(wall * 1e9))
+    return stamp
+
+
+def task_status(update: StatusUpdate, agent_id: str) -> common_pb2.TaskStatus:
+    """The wire form of an agent-generated update (source AGENT, uuid set)."""
+    status = common_pb2.TaskStatus(
+        task_id=update.task_id,
+        agent_id=agent_id,
+        state=update.state,
+        reason=update.reason,
+        message=update.message,
+        timestamp=_timestamp(update.timestamp),
+        uuid=update.uuid,
+        source=common_pb2.TaskStatus.SOURCE_AGENT,
+    )
+    if update.exit_code is not None:
+        status.exit_code = update.exit_code
+    return status
+
+
+def update_request(
+    agent_id: str, update: StatusUpdate, latest_state: TaskState
+) -> agent_pb2.UpdateStatusRequest:
+    """``UpdateStatusRequest`` carrying one update and the task's newest state."""
+    return agent_pb2.UpdateStatusRequest(
+        agent_id=agent_id,
+        framework_id=update.framework_id,
+        status=task_status(update, agent_id),
+        latest_state=latest_state,
+    )
+
+
+def task_proto(view: TaskView, agent_id: str) -> common_pb2.Task:
+    """A tracked task with its latest status, for Reregister."""
+    info = common_pb2.TaskInfo()
+    info.CopyFrom(view.info)
+    info.agent_id = agent_id
+    if view.latest is not None:
+        status = task_status(view.latest, agent_id)
+    else:
+        status = common_pb2.TaskStatus(
+            task_id=view.info.task_id,
+            agent_id=agent_id,
+            state=view.state,
+            source=common_pb2.TaskStatus.SOURCE_AGENT,
+        )
+    return common_pb2.Task(framework_id=view.framework_id, info=info, status=status)
+
+
+def reregister_request(
+    agent_id: str, spec: AgentSpec, tasks: Iterable[TaskView], framework_ids: Iterable[str]
+) -> agent_pb2.ReregisterRequest:
+    """``ReregisterRequest`` with every tracked task and framework."""
+    return agent_pb2.ReregisterRequest(
+        agent_id=agent_id,
+        agent_info=agent_info(spec),
+        tasks=[task_proto(view, agent_id) for view in tasks],
+        framework_ids=sorted(framework_ids),
+    )

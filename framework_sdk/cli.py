@@ -1,0 +1,311 @@
+"""Client-side subcommands of ``fairshare``: ``run`` (the built-in framework) and ``status``.
+
+``master/cli.py`` parses the flags (DESIGN.md §4) and calls ``run(args)`` or ``status(args)``,
+which return the exit code.
+
+Invariants:
+- Bad input exits 2 with ``fairshare SUBCOMMAND: --flag: <why>`` on stderr; an unreachable or
+  refusing master exits 1 with a clear message; success (including Ctrl-C/SIGTERM ending
+  ``run``) exits 0. No traceback reaches the user for these cases.
+- ``run`` declares its task shape and count as its Demand, so the master sizes offers to the
+  fair number of tasks; it keeps at most ``--count`` non-terminal tasks, replaces tasks that
+  end, suppresses offers while it has all it wants, and tears the framework down on exit.
+- ``status --json`` prints exactly one JSON object (see ``framework_sdk.cluster_state``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import math
+import signal
+import sys
+from dataclasses import dataclass
+from typing import Final
+
+import grpc
+from fairshare.v1 import operator_pb2, operator_pb2_grpc
+
+from framework_sdk.cluster_state import render_table, state_to_dict
+from framework_sdk.errors import CallError, FairshareError
+from framework_sdk.events import (
+    Disconnected,
+    ErrorEvent,
+    Event,
+    OffersReceived,
+    StatusUpdate,
+    Subscribed,
+)
+from framework_sdk.framework import Framework
+from framework_sdk.resources import ResourceError, ResourceVector
+from framework_sdk.types import Capability, Demand, FrameworkInfo, Offer, TaskSpec, TaskState
+
+__all__ = ["run", "status"]
+
+EXIT_OK: Final = 0
+EXIT_FAILURE: Final = 1
+EXIT_BAD_INPUT: Final = 2
+STATUS_TIMEOUT: Final = 5.0
+CONNECT_TIMEOUT: Final = 30.0
+_LOG = logging.getLogger("fairshare.run")
+
+
+class _BadInputError(ValueError):
+    """A flag value that cannot be used; the message names the flag."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    """Validated settings of ``fairshare run``."""
+
+    master: str
+    name: str
+    role: str
+    weight: float
+    shape: ResourceVector
+    count: int
+    duration: float | None
+    connect_timeout: float = CONNECT_TIMEOUT
+
+
+def _check_master(text: str) -> str:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise _BadInputError(f"--master: {text!r} is not HOST:PORT")
+    return text
+
+
+def run_config(args: argparse.Namespace) -> RunConfig:
+    """The validated settings of ``fairshare run`` (raises ValueError naming the flag)."""
+    try:
+        shape = ResourceVector.parse(args.task)
+    except ResourceError as error:
+        raise _BadInputError(f"--task: {error}") from None
+    if not shape:
+        raise _BadInputError(f"--task: {args.task!r} names no resources")
+    if not args.name.strip():
+        raise _BadInputError("--name: must not be empty")
+    if args.count < 1:
+        raise _BadInputError(f"--count: must be at least 1, got {args.count}")
+    if not (math.isfinite(args.weight) and args.weight > 0):
+        raise _BadInputError(f"--weight: must be a finite number > 0, got {args.weight}")
+    if args.duration is not None and not args.duration > 0:
+        raise _BadInputError(f"--duration: must be > 0, got {args.duration}")
+    return RunConfig(
+        master=_check_master(args.master),
+        name=args.name.strip(),
+        role=args.role or "*",
+        weight=args.weight,
+        shape=shape,
+        count=args.count,
+        duration=args.duration,
+    )
+
+
+class TaskKeeper:
+    """The built-in framework: keeps ``count`` tasks of one shape alive on a ``Framework``."""
+
+    def __init__(self, fw: Framework, config: RunConfig) -> None:
+        self._fw = fw
+        self._config = config
+        self.live: dict[str, TaskState] = {}
+        self.finished = 0
+        self._launched = 0
+        self._suppressed = False
+
+    async def handle(self, event: Event) -> None:
+        """React to one event."""
+        match event:
+            case Subscribed():  # the SDK logs the subscription itself
+                if self._suppressed and len(self.live) < self._config.count:
+                    await self._revive()
+            case OffersReceived():
+                for offer in event.offers:
+                    await self._use(offer)
+                if len(self.live) >= self._config.count and not self._suppressed:
+                    await self._fw.suppress()
+                    self._suppressed = True
+            case StatusUpdate():
+                await self._on_update(event)
+            case Disconnected():
+                _LOG.warning("disconnected from the master (%s); reconnecting", event.reason)
+            case _:
+                pass
+
+    def _new_task(self) -> TaskSpec:
+        self._launched += 1
+        return TaskSpec(
+            task_id=f"{self._config.name}-{self._launched}",
+            resources=self._config.shape,
+            duration=self._config.duration,
+        )
+
+    async def _use(self, offer: Offer) -> None:
+        wanted = self._config.count - len(self.live)
+        fits = self._config.shape.times_fits_in(offer.resources)
+        number = min(wanted, fits)
+        if number <= 0:
+            await self._fw.decline(offer)
+            return
+        tasks = [self._new_task() for _ in range(number)]
+        # Leftovers are declined; filter the agent only once nothing more is wanted.
+        more = len(self.live) + number < self._config.count
+        await self._fw.launch(offer, tasks, refuse_seconds=0.0 if more else None)
+        for task in tasks:
+            self.live[task.task_id] = TaskState.STAGING
+        _LOG.info(
+            "launched %d task(s) of %s on agent %s (%d/%d)",
+            number,
+            self._config.shape,
+            offer.agent_id,
+            len(self.live),
+            self._config.count,
+        )
+
+    async def _on_update(self, update: StatusUpdate) -> None:
+        if update.task_id not in self.live:
+            return
+        if not update.state.is_terminal:
+            if self.live[update.task_id] is not update.state:
+                _LOG.info(
+                    "task %s is %s on agent %s", update.task_id, update.state.value, update.agent_id
+                )
+            self.live[update.task_id] = update.state
+            return
+        del self.live[update.task_id]
+        if update.state is TaskState.FINISHED:
+            self.finished += 1
+        detail = f" ({update.message})" if update.message else ""
+        _LOG.info("task %s ended %s%s; replacing it", update.task_id, update.state.value, detail)
+        if self._suppressed:
+            await self._revive()
+
+    async def _revive(self) -> None:
+        await self._fw.revive()
+        self._suppressed = False
+
+
+async def _keep_running(fw: Framework, keeper: TaskKeeper, stop: asyncio.Event) -> int:
+    async def consume() -> int:
+        async for event in fw.events():
+            if isinstance(event, ErrorEvent):
+                print(
+                    f"fairshare run: the master ended the framework: {event.message}",
+                    file=sys.stderr,
+                )
+                return EXIT_FAILURE
+            await keeper.handle(event)
+        return EXIT_OK
+
+    consumer = asyncio.ensure_future(consume())
+    stopper = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({consumer, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    stopper.cancel()
+    if consumer.done():
+        return consumer.result()
+    consumer.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await consumer
+    _LOG.info("stopping: tearing down framework %s (its tasks are killed)", fw.framework_id)
+    try:
+        await fw.teardown()
+    except FairshareError as error:
+        _LOG.warning("teardown failed: %s", error)
+    return EXIT_OK
+
+
+def _install_stop_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signum, stop.set)
+
+
+async def run_framework(config: RunConfig, stop: asyncio.Event | None = None) -> int:
+    """Run the built-in framework until ``stop`` is set (or SIGINT/SIGTERM); the exit code."""
+    stop = stop or asyncio.Event()
+    _install_stop_signals(stop)
+    info = FrameworkInfo(
+        name=config.name,
+        role=config.role,
+        weight=config.weight,
+        capabilities=frozenset({Capability.PARTITION_AWARE}),
+    )
+    demand = Demand(task_resources=config.shape, max_tasks=config.count)
+    try:
+        async with Framework.connect(
+            config.master, info, demand=demand, connect_timeout=config.connect_timeout
+        ) as fw:
+            return await _keep_running(fw, TaskKeeper(fw, config), stop)
+    except CallError as error:
+        print(f"fairshare run: the master refused the framework: {error}", file=sys.stderr)
+    except FairshareError as error:
+        print(
+            f"fairshare run: cannot reach the master at {config.master}: {error}", file=sys.stderr
+        )
+    return EXIT_FAILURE
+
+
+def _configure_logging() -> None:
+    """One line per event on stderr, for the built-in framework and the SDK under it."""
+    for name in ("fairshare.run", "framework_sdk"):
+        logger = logging.getLogger(name)
+        if not logger.handlers:
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(logging.Formatter("%(asctime)s fairshare run: %(message)s"))
+            logger.addHandler(handler)
+            logger.setLevel(logging.INFO)
+            logger.propagate = False
+
+
+def run(args: argparse.Namespace) -> int:
+    """``fairshare run``: keep up to ``--count`` placeholder tasks of ``--task`` running."""
+    try:
+        config = run_config(args)
+    except _BadInputError as error:
+        print(f"fairshare run: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    _configure_logging()
+    try:
+        return asyncio.run(run_framework(config))
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+def fetch_state(master: str, timeout: float = STATUS_TIMEOUT) -> operator_pb2.GetStateResponse:
+    """The master's cluster state (raises ``grpc.RpcError`` if unreachable)."""
+    with grpc.insecure_channel(master) as channel:
+        stub = operator_pb2_grpc.OperatorServiceStub(channel)
+        response: operator_pb2.GetStateResponse = stub.GetState(
+            operator_pb2.GetStateRequest(), timeout=timeout
+        )
+        return response
+
+
+def status(args: argparse.Namespace) -> int:
+    """``fairshare status``: the cluster state as a table, or one JSON object with --json."""
+    try:
+        master = _check_master(args.master)
+    except _BadInputError as error:
+        print(f"fairshare status: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        state = fetch_state(master)
+    except grpc.RpcError as error:
+        code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
+        details = error.details() if isinstance(error, grpc.Call) else str(error)
+        print(
+            f"fairshare status: cannot get the cluster state from the master at {master}:"
+            f" {code.name}: {details}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
+    document = state_to_dict(state)
+    if args.json:
+        print(json.dumps(document, indent=2))
+    else:
+        print(render_table(document))
+    return EXIT_OK

@@ -1,0 +1,576 @@
+"""The asyncio scheduler client shared by the callback and the asyncio styles of the SDK.
+
+``SchedulerClient`` keeps one ``Subscribe`` stream to the master open, turns its messages into
+typed events on a queue, and makes the unary calls of the Scheduler API.
+
+Invariants:
+- One task (``_run``) owns the connection: it subscribes, reads the stream, and on a lost
+  connection (stream error or end, or ``missed_heartbeats`` heartbeat intervals without any
+  message) emits ``Disconnected``, waits a jittered exponential backoff and resubscribes with
+  the framework id, the current demand and the current suppression, then reconciles
+  implicitly. Only a refused subscription or an ``ErrorEvent`` ends it for good (with an
+  ``ErrorEvent`` as the last event), or ``close``/``teardown``.
+- Events are queued in stream order and handed out by ``next_event``; after the last one it
+  returns None forever. ``complete(event)`` acknowledges a status update with a uuid when
+  acknowledgements are implicit; a failed acknowledgement is harmless (the master resends).
+- Every unary call made while not subscribed raises ``NotConnectedError`` before anything is
+  sent; a call the master refuses raises the ``CallError`` subclass of its gRPC code; nothing is
+  ever dropped silently. A launch on offers the master no longer has (NOT_FOUND) is reported as
+  the SDK does in Mesos: one DROPPED (LOST if not partition-aware) update per task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import enum
+import getpass
+import logging
+import random
+import socket
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from typing import Any, Final
+
+import grpc
+from fairshare.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
+
+from framework_sdk import wire
+from framework_sdk.errors import CallError, NotConnectedError, call_error
+from framework_sdk.events import Disconnected, ErrorEvent, Event, StatusUpdate, Subscribed
+from framework_sdk.options import ClientOptions
+from framework_sdk.types import (
+    Capability,
+    Demand,
+    FrameworkInfo,
+    LaunchOperation,
+    Offer,
+    TaskReason,
+    TaskRef,
+    TaskSpec,
+    TaskState,
+    UpdateSource,
+)
+
+__all__ = ["OfferLike", "SchedulerClient"]
+
+_LOG = logging.getLogger("framework_sdk")
+_FATAL_SUBSCRIBE_CODES: Final = frozenset(
+    {
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.NOT_FOUND,
+        grpc.StatusCode.PERMISSION_DENIED,
+        grpc.StatusCode.UNAUTHENTICATED,
+        grpc.StatusCode.ALREADY_EXISTS,
+        grpc.StatusCode.UNIMPLEMENTED,
+    }
+)
+_CHANNEL_OPTIONS: Final = [
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ("grpc.primary_user_agent", "fairshare-sdk/0.1"),
+]
+_CLOSE_GRACE: Final = 2.0  # seconds close() lets in-flight acknowledgements finish
+
+OfferLike = Offer | str
+"""An offer, or just its id."""
+
+
+class _Outcome(enum.Enum):
+    LOST_BEFORE_SUBSCRIBED = "lost before subscribed"
+    LOST_AFTER_SUBSCRIBED = "lost after subscribed"
+    FATAL = "fatal"
+
+
+class _StreamLostError(Exception):
+    """The event stream ended or went silent; reconnect."""
+
+
+class SchedulerClient:
+    """One framework's connection to the master (see the module docstring for the contract)."""
+
+    def __init__(
+        self,
+        master: str,
+        info: FrameworkInfo,
+        *,
+        demand: Demand | None = None,
+        suppressed: bool = False,
+        options: ClientOptions | None = None,
+    ) -> None:
+        self._master = master
+        self._info = _with_host_defaults(info)
+        self._demand = demand
+        self._suppressed = suppressed
+        self._options = options or ClientOptions()
+        self._rng = random.Random(self._options.seed)
+        self._framework_id = info.framework_id
+        self._master_id = ""
+        self._stub: scheduler_pb2_grpc.SchedulerServiceAsyncStub | None = None
+        self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self._subscribed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[None]] = set()
+        self._closed = False
+        self._stopping = False
+        self._ended = False
+        self._fatal: CallError | None = None
+        self._last_error = "not connected yet"
+
+    # -- state ------------------------------------------------------------------------------
+
+    @property
+    def master(self) -> str:
+        """The master address (HOST:PORT)."""
+        return self._master
+
+    @property
+    def framework_id(self) -> str:
+        """The framework id ('' until the first subscription)."""
+        return self._framework_id
+
+    @property
+    def master_id(self) -> str:
+        """Id of the master instance of the last subscription ('' before)."""
+        return self._master_id
+
+    @property
+    def connected(self) -> bool:
+        """True while the event stream is open and subscribed."""
+        return self._stub is not None
+
+    @property
+    def info(self) -> FrameworkInfo:
+        """The FrameworkInfo, with the framework id once known."""
+        return dataclasses.replace(self._info, framework_id=self._framework_id)
+
+    @property
+    def fatal_error(self) -> CallError | None:
+        """Why the client stopped for good, if the master refused or ended the subscription."""
+        return self._fatal
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start connecting in the background (returns at once; see ``wait_subscribed``)."""
+        if self._task is not None:
+            raise RuntimeError("SchedulerClient.start() called twice")
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="fairshare-sdk")
+
+    async def wait_subscribed(self, timeout: float | None) -> None:
+        """Wait until subscribed; raise the master's refusal, or NotConnectedError on timeout."""
+        if self._task is None:
+            raise RuntimeError("SchedulerClient.start() was not called")
+        waiter = asyncio.ensure_future(self._subscribed.wait())
+        try:
+            await asyncio.wait(
+                {waiter, self._task}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            waiter.cancel()
+        if self.connected:
+            return
+        if self._fatal is not None:
+            raise self._fatal
+        if self._task.done():
+            raise NotConnectedError("the client is closed")
+        raise NotConnectedError(
+            f"could not subscribe to the master at {self._master} within {timeout:g} s"
+            f" (last error: {self._last_error})"
+        )
+
+    async def next_event(self) -> Event | None:
+        """The next event, waiting for it; None once the client has ended for good."""
+        if self._ended and self._queue.empty():
+            return None
+        event = await self._queue.get()
+        if event is None:
+            self._queue.put_nowait(None)  # keep answering None
+        return event
+
+    def complete(self, event: Event) -> None:
+        """Mark ``event`` handled: acknowledges it if acknowledgements are implicit."""
+        if (
+            self._options.implicit_acknowledgements
+            and not self._closed
+            and isinstance(event, StatusUpdate)
+            and event.uuid
+            and event.source is not UpdateSource.SDK
+        ):
+            self._spawn(self._acknowledge_quietly(event))
+
+    async def close(self) -> None:
+        """Close without tearing down (the master keeps the framework for failover).
+
+        Events not yet handed out are discarded; ``next_event`` returns None from now on.
+        """
+        self._closed = True
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._background:  # acknowledgements in flight, then the channel's closing
+            await asyncio.wait(set(self._background), timeout=_CLOSE_GRACE)
+        for task in list(self._background):
+            task.cancel()
+        self._stub = None
+        self._ended = True
+        while not self._queue.empty():  # undelivered events are void once closed
+            self._queue.get_nowait()
+        self._queue.put_nowait(None)
+
+    # -- connection -------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        failures = 0
+        try:
+            while not (self._closed or self._stopping):
+                outcome = await self._session()
+                if outcome is _Outcome.FATAL or self._closed or self._stopping:
+                    return
+                if outcome is _Outcome.LOST_AFTER_SUBSCRIBED:
+                    failures = 0
+                delay = self._options.backoff.delay(failures, self._rng)
+                failures += 1
+                _LOG.info(
+                    "reconnecting master=%s in=%.3fs reason=%s",
+                    self._master,
+                    delay,
+                    self._last_error,
+                )
+                await asyncio.sleep(delay)
+        finally:
+            self._stub = None
+            self._subscribed.clear()
+            self._ended = True
+            self._queue.put_nowait(None)
+
+    def _subscribe_request(self) -> scheduler_pb2.SubscribeRequest:
+        request = scheduler_pb2.SubscribeRequest(
+            framework_info=wire.framework_info_to_pb(self.info), suppressed=self._suppressed
+        )
+        if self._demand is not None:
+            request.demand.CopyFrom(wire.demand_to_pb(self._demand))
+        return request
+
+    async def _session(self) -> _Outcome:
+        channel = grpc.aio.insecure_channel(self._master, options=_CHANNEL_OPTIONS)
+        stub: scheduler_pb2_grpc.SchedulerServiceAsyncStub = (
+            scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        )
+        call = stub.Subscribe(self._subscribe_request())
+        subscribed = False
+        outcome = _Outcome.LOST_BEFORE_SUBSCRIBED
+        try:
+            first = await self._first_event(call)
+            self._on_subscribed(first, stub)
+            subscribed = True
+            outcome = await self._pump(call, first.heartbeat_interval)
+        except grpc.aio.AioRpcError as error:
+            outcome = self._on_stream_error(error, subscribed)
+        except _StreamLostError as lost:
+            self._last_error = str(lost)
+            outcome = _Outcome.LOST_AFTER_SUBSCRIBED if subscribed else outcome
+        finally:
+            call.cancel()
+            self._stub = None
+            self._subscribed.clear()
+            if (
+                subscribed
+                and outcome is not _Outcome.FATAL
+                and not (self._closed or self._stopping)
+            ):
+                _LOG.warning("disconnected master=%s reason=%s", self._master, self._last_error)
+                self._queue.put_nowait(Disconnected(reason=self._last_error))
+            # Unary calls in flight on this channel (a Teardown, acknowledgements) finish
+            # within their deadline; the next session uses a new channel meanwhile.
+            self._spawn(channel.close(grace=self._options.call_timeout))
+        return outcome
+
+    async def _first_event(
+        self,
+        call: grpc.aio.UnaryStreamCall[
+            scheduler_pb2.SubscribeRequest, scheduler_pb2.SubscribeResponse
+        ],
+    ) -> Subscribed:
+        timeout = self._options.subscribe_timeout
+        try:
+            message = await asyncio.wait_for(call.read(), timeout)
+        except TimeoutError:
+            raise _StreamLostError(f"no SUBSCRIBED event within {timeout:g} s") from None
+        if not isinstance(message, scheduler_pb2.SubscribeResponse):  # grpc.aio.EOF
+            raise _StreamLostError("the master ended the stream before SUBSCRIBED")
+        try:
+            event = wire.event_from_pb(message, self._master)
+        except ValueError as error:
+            raise _StreamLostError(f"malformed SUBSCRIBED event: {error}") from None
+        if not isinstance(event, Subscribed):
+            raise _StreamLostError(f"the master's first event was not SUBSCRIBED: {event!r}")
+        return event
+
+    def _on_subscribed(
+        self, event: Subscribed, stub: scheduler_pb2_grpc.SchedulerServiceAsyncStub
+    ) -> None:
+        resubscribing = bool(self._framework_id)
+        self._framework_id = event.framework_id
+        self._master_id = event.master_id
+        self._stub = stub
+        self._subscribed.set()
+        self._queue.put_nowait(event)
+        _LOG.info(
+            "subscribed master=%s framework_id=%s master_id=%s resubscribed=%s",
+            self._master,
+            event.framework_id,
+            event.master_id,
+            event.resubscribed,
+        )
+        if resubscribing and self._options.reconcile_on_resubscribe:
+            self._spawn(self._reconcile_quietly())
+
+    async def _pump(
+        self,
+        call: grpc.aio.UnaryStreamCall[
+            scheduler_pb2.SubscribeRequest, scheduler_pb2.SubscribeResponse
+        ],
+        heartbeat_interval: float,
+    ) -> _Outcome:
+        misses = self._options.missed_heartbeats
+        timeout = heartbeat_interval * misses if heartbeat_interval > 0 else None
+        while True:
+            try:
+                message = await asyncio.wait_for(call.read(), timeout)
+            except TimeoutError:
+                raise _StreamLostError(
+                    f"no message from the master for {timeout:g} s ({misses} heartbeats missed)"
+                ) from None
+            if not isinstance(message, scheduler_pb2.SubscribeResponse):  # grpc.aio.EOF
+                raise _StreamLostError("the master ended the event stream")
+            try:
+                event = wire.event_from_pb(message, self._master)
+            except ValueError as error:  # includes ResourceError: a malformed message
+                _LOG.error("dropped malformed event from master=%s: %s", self._master, error)
+                continue
+            if event is None or isinstance(event, Subscribed):
+                continue
+            self._queue.put_nowait(event)
+            if isinstance(event, ErrorEvent):
+                self._last_error = event.message
+                if self._stopping or self._closed:  # the expected end of a teardown
+                    _LOG.info("subscription ended: %s", event.message)
+                    return _Outcome.FATAL
+                self._fatal = call_error("Subscribe", event.code, event.message)
+                _LOG.error("master ended the subscription: %s", event.message)
+                return _Outcome.FATAL
+
+    def _on_stream_error(self, error: grpc.aio.AioRpcError, subscribed: bool) -> _Outcome:
+        code, details = error.code(), error.details() or ""
+        self._last_error = f"{code.name}: {details}"
+        if not subscribed and code in _FATAL_SUBSCRIBE_CODES:
+            self._fatal = call_error("Subscribe", code, details)
+            self._queue.put_nowait(ErrorEvent(message=details, code=code))
+            _LOG.error("subscription refused master=%s %s", self._master, self._last_error)
+            return _Outcome.FATAL
+        return _Outcome.LOST_AFTER_SUBSCRIBED if subscribed else _Outcome.LOST_BEFORE_SUBSCRIBED
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _acknowledge_quietly(self, update: StatusUpdate) -> None:
+        try:
+            await self.acknowledge(update)
+        except (CallError, NotConnectedError) as error:
+            _LOG.debug("implicit acknowledgement of task %s not sent: %s", update.task_id, error)
+
+    async def _reconcile_quietly(self) -> None:
+        try:
+            await self.reconcile(())
+        except (CallError, NotConnectedError) as error:
+            _LOG.warning("reconciliation after resubscription failed: %s", error)
+
+    # -- calls ------------------------------------------------------------------------------
+
+    async def _invoke(
+        self,
+        method: str,
+        send: Callable[[scheduler_pb2_grpc.SchedulerServiceAsyncStub, float], Awaitable[object]],
+    ) -> None:
+        stub = self._stub
+        if stub is None:
+            raise NotConnectedError(
+                f"{method}: not subscribed to the master at {self._master}"
+                f" ({'closed' if self._ended else 'connecting'}; last error: {self._last_error})"
+            )
+        try:
+            await send(stub, self._options.call_timeout)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # our caller is being cancelled
+            raise NotConnectedError(  # grpc cancelled the call: its channel was closed
+                f"{method}: the connection to the master at {self._master} was closed"
+            ) from None
+        except grpc.aio.AioRpcError as error:
+            code = error.code()
+            if self._stub is not stub and code in (
+                grpc.StatusCode.CANCELLED,
+                grpc.StatusCode.UNAVAILABLE,
+            ):
+                raise NotConnectedError(
+                    f"{method}: the connection to the master at {self._master} was lost"
+                ) from None
+            raise call_error(method, code, error.details() or "") from None
+
+    async def accept(
+        self,
+        offers: OfferLike | Sequence[OfferLike],
+        operations: Sequence[LaunchOperation],
+        *,
+        refuse_seconds: float | None = None,
+    ) -> None:
+        """Use ``offers`` (all on one agent) for ``operations``; leftovers are declined.
+
+        Offers the master no longer has make every task of the launch come back as a DROPPED
+        (LOST if not partition-aware) update with reason INVALID_OFFERS, as in Mesos.
+        """
+        offer_list = [offers] if isinstance(offers, (Offer, str)) else list(offers)
+        offer_ids = [o.offer_id if isinstance(o, Offer) else o for o in offer_list]
+        agent_id = next((o.agent_id for o in offer_list if isinstance(o, Offer)), "")
+        request = scheduler_pb2.AcceptRequest(
+            framework_id=self._framework_id,
+            offer_ids=offer_ids,
+            operations=[
+                scheduler_pb2.Operation(
+                    launch=scheduler_pb2.Operation.Launch(
+                        task_infos=[wire.task_info_to_pb(t, agent_id) for t in op.tasks]
+                    )
+                )
+                for op in operations
+            ],
+        )
+        _set_filters(request.filters, refuse_seconds)
+        try:
+            await self._invoke("Accept", lambda stub, t: stub.Accept(request, timeout=t))
+        except CallError as error:
+            if error.code is not grpc.StatusCode.NOT_FOUND:
+                raise
+            self._drop_tasks([t for op in operations for t in op.tasks], agent_id, error.message)
+
+    async def launch(
+        self,
+        offers: OfferLike | Sequence[OfferLike],
+        tasks: Sequence[TaskSpec],
+        *,
+        refuse_seconds: float | None = None,
+    ) -> None:
+        """Launch ``tasks`` on ``offers``; unused offered resources are declined."""
+        await self.accept(
+            offers, [LaunchOperation(tasks=tuple(tasks))], refuse_seconds=refuse_seconds
+        )
+
+    def _drop_tasks(self, tasks: Sequence[TaskSpec], agent_id: str, why: str) -> None:
+        aware = Capability.PARTITION_AWARE in self._info.capabilities
+        for task in tasks:
+            self._queue.put_nowait(
+                StatusUpdate(
+                    task_id=task.task_id,
+                    agent_id=task.agent_id or agent_id,
+                    state=TaskState.DROPPED if aware else TaskState.LOST,
+                    reason=TaskReason.INVALID_OFFERS,
+                    message=f"launch dropped: offers no longer valid ({why})",
+                    source=UpdateSource.SDK,
+                )
+            )
+
+    async def decline(
+        self, offers: OfferLike | Sequence[OfferLike], *, refuse_seconds: float | None = None
+    ) -> None:
+        """Decline ``offers``, filtering their agents for ``refuse_seconds`` (None: default)."""
+        offer_list = [offers] if isinstance(offers, (Offer, str)) else list(offers)
+        request = scheduler_pb2.DeclineRequest(
+            framework_id=self._framework_id,
+            offer_ids=[o.offer_id if isinstance(o, Offer) else o for o in offer_list],
+        )
+        _set_filters(request.filters, refuse_seconds)
+        await self._invoke("Decline", lambda stub, t: stub.Decline(request, timeout=t))
+
+    async def revive(self) -> None:
+        """Clear this framework's filters and resume offers after ``suppress``."""
+        request = scheduler_pb2.ReviveRequest(framework_id=self._framework_id)
+        await self._invoke("Revive", lambda stub, t: stub.Revive(request, timeout=t))
+        self._suppressed = False
+
+    async def suppress(self) -> None:
+        """Stop offers until ``revive`` (kept across reconnections)."""
+        request = scheduler_pb2.SuppressRequest(framework_id=self._framework_id)
+        await self._invoke("Suppress", lambda stub, t: stub.Suppress(request, timeout=t))
+        self._suppressed = True
+
+    async def kill(self, task_id: str, agent_id: str = "") -> None:
+        """Kill a task; KILLING/KILLED updates follow on the stream."""
+        request = scheduler_pb2.KillRequest(
+            framework_id=self._framework_id, task_id=task_id, agent_id=agent_id
+        )
+        await self._invoke("Kill", lambda stub, t: stub.Kill(request, timeout=t))
+
+    async def acknowledge(self, update: StatusUpdate) -> None:
+        """Acknowledge ``update`` (a no-op for updates without a uuid)."""
+        if not update.uuid or update.source is UpdateSource.SDK:
+            return
+        request = scheduler_pb2.AcknowledgeRequest(
+            framework_id=self._framework_id,
+            agent_id=update.agent_id,
+            task_id=update.task_id,
+            uuid=update.uuid,
+        )
+        await self._invoke("Acknowledge", lambda stub, t: stub.Acknowledge(request, timeout=t))
+
+    async def reconcile(self, tasks: Iterable[TaskRef | StatusUpdate | str]) -> None:
+        """Ask for the latest status of ``tasks`` (empty: of every task the master knows)."""
+        pairs = []
+        for task in tasks:
+            if isinstance(task, str):
+                pairs.append((task, ""))
+            else:
+                pairs.append((task.task_id, task.agent_id))
+        request = scheduler_pb2.ReconcileRequest(
+            framework_id=self._framework_id, tasks=wire.task_refs(pairs)
+        )
+        await self._invoke("Reconcile", lambda stub, t: stub.Reconcile(request, timeout=t))
+
+    async def update_demand(self, demand: Demand | None) -> None:
+        """Declare (or with None clear) the task shape and wanted count; kept across reconnects."""
+        request = scheduler_pb2.UpdateDemandRequest(framework_id=self._framework_id)
+        if demand is not None:
+            request.demand.CopyFrom(wire.demand_to_pb(demand))
+        await self._invoke("UpdateDemand", lambda stub, t: stub.UpdateDemand(request, timeout=t))
+        self._demand = demand
+
+    async def teardown(self) -> None:
+        """Remove the framework for good (its tasks are killed), then close the client.
+
+        The client is closed whatever the outcome; a refusal is raised after closing.
+        """
+        self._stopping = True
+        request = scheduler_pb2.TeardownRequest(framework_id=self._framework_id)
+        try:
+            await self._invoke("Teardown", lambda stub, t: stub.Teardown(request, timeout=t))
+        finally:
+            await self.close()
+
+
+def _set_filters(filters: common_pb2.Filters, refuse_seconds: float | None) -> None:
+    if refuse_seconds is not None:
+        filters.refuse_seconds = refuse_seconds
+
+
+def _with_host_defaults(info: FrameworkInfo) -> FrameworkInfo:
+    """``info`` with ``hostname`` and ``user`` filled from this process when left empty."""
+    hostname = info.hostname or socket.gethostname()
+    user = info.user
+    if not user:
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):  # no passwd entry (some containers)
+            user = ""
+    return dataclasses.replace(info, hostname=hostname, user=user)

@@ -1,0 +1,180 @@
+"""The cluster state of ``fairshare status``: ``GetStateResponse`` as JSON and as a table.
+
+The JSON document (``fairshare status --json``, DESIGN.md §4) is one object::
+
+    {"master_id", "version", "policy", "placement",
+     "agents": [{"id", "hostname", "state", "reachable", "attributes",
+                 "resources": {"total", "free", "used", "offered"}}],
+     "frameworks": [{"id", "name", "role", "state", "weight", "dominant_share",
+                     "dominant_resource", "allocated", "used", "offered",
+                     "tasks": {STATE: count}, "demand": {"task", "max_tasks"} | null}],
+     "offers": [{"id", "framework_id", "agent_id", "resources"}],
+     "tasks": [{"framework_id", "task_id", "name", "agent_id", "state", "resources"}],
+     "total", "used", "offered", "free"}
+
+Invariants:
+- Resources are ``{name: quantity}`` objects with float quantities in the resource's unit
+  (cpus, MiB), exact to three decimals, in canonical order; task states are named without
+  their ``TASK_STATE_`` prefix (``"RUNNING"``), agent and framework states without ``STATE_``.
+- Pure functions: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from fairshare.v1 import common_pb2, operator_pb2
+
+from framework_sdk.wire import resources_from_pb
+
+__all__ = ["render_table", "state_to_dict"]
+
+_Agent = operator_pb2.GetStateResponse.Agent
+_Framework = operator_pb2.GetStateResponse.Framework
+
+
+def _resources(message: common_pb2.Resources) -> dict[str, float]:
+    return resources_from_pb(message).to_dict()
+
+
+def _task_state(value: int) -> str:
+    return common_pb2.TaskState.Name(value).removeprefix("TASK_STATE_")  # type: ignore[arg-type]
+
+
+def _agent(agent: operator_pb2.GetStateResponse.Agent) -> dict[str, Any]:
+    return {
+        "id": agent.agent_id,
+        "hostname": agent.agent_info.hostname,
+        "state": _Agent.State.Name(agent.state).removeprefix("STATE_"),
+        "reachable": agent.reachable,
+        "attributes": {a.name: a.value for a in agent.agent_info.attributes},
+        "resources": {
+            "total": _resources(agent.agent_info.resources),
+            "free": _resources(agent.free),
+            "used": _resources(agent.used),
+            "offered": _resources(agent.offered),
+        },
+    }
+
+
+def _framework(framework: operator_pb2.GetStateResponse.Framework) -> dict[str, Any]:
+    info = framework.framework_info
+    demand = None
+    if framework.HasField("demand"):
+        demand = {
+            "task": _resources(framework.demand.task_resources),
+            "max_tasks": (
+                framework.demand.max_tasks if framework.demand.HasField("max_tasks") else None
+            ),
+        }
+    return {
+        "id": info.framework_id,
+        "name": info.name,
+        "role": info.role or "*",
+        "state": _Framework.State.Name(framework.state).removeprefix("STATE_"),
+        "weight": framework.weight,
+        "dominant_share": framework.dominant_share,
+        "dominant_resource": framework.dominant_resource,
+        "allocated": _resources(framework.allocated),
+        "used": _resources(framework.used),
+        "offered": _resources(framework.offered),
+        "tasks": {_task_state(count.state): count.count for count in framework.task_counts},
+        "demand": demand,
+    }
+
+
+def state_to_dict(state: operator_pb2.GetStateResponse) -> dict[str, Any]:
+    """The JSON document of ``fairshare status --json`` (see the module docstring)."""
+    return {
+        "master_id": state.master_id,
+        "version": state.version,
+        "policy": state.policy,
+        "placement": state.placement,
+        "agents": [_agent(agent) for agent in state.agents],
+        "frameworks": [_framework(framework) for framework in state.frameworks],
+        "offers": [
+            {
+                "id": offer.offer_id,
+                "framework_id": offer.framework_id,
+                "agent_id": offer.agent_id,
+                "resources": _resources(offer.resources),
+            }
+            for offer in state.offers
+        ],
+        "tasks": [
+            {
+                "framework_id": task.framework_id,
+                "task_id": task.info.task_id,
+                "name": task.info.name or task.info.task_id,
+                "agent_id": task.info.agent_id,
+                "state": _task_state(task.status.state),
+                "resources": _resources(task.info.resources),
+            }
+            for task in state.tasks
+        ],
+        "total": _resources(state.total),
+        "used": _resources(state.used),
+        "offered": _resources(state.offered),
+        "free": _resources(state.free),
+    }
+
+
+def _text(resources: dict[str, float]) -> str:
+    if not resources:
+        return "-"
+    return ";".join(f"{name}:{value:g}" for name, value in resources.items())
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [len(title) for title in header]
+    for row in rows:
+        widths = [max(width, len(cell)) for width, cell in zip(widths, row, strict=True)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(header, widths, strict=True)).rstrip()]
+    for row in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    return lines
+
+
+def render_table(document: dict[str, Any]) -> str:
+    """A readable summary: the pool, then agents, then frameworks with shares and tasks."""
+    lines = [
+        f"master {document['master_id'][:12]}  policy {document['policy']}"
+        f"  placement {document['placement']}  version {document['version']}",
+        f"pool   total {_text(document['total'])}  used {_text(document['used'])}"
+        f"  offered {_text(document['offered'])}  free {_text(document['free'])}",
+        "",
+    ]
+    agent_rows = [
+        [
+            agent["id"],
+            agent["hostname"],
+            agent["state"],
+            _text(agent["resources"]["total"]),
+            _text(agent["resources"]["used"]),
+            _text(agent["resources"]["free"]),
+        ]
+        for agent in document["agents"]
+    ]
+    lines += _table(["AGENT", "HOSTNAME", "STATE", "TOTAL", "USED", "FREE"], agent_rows)
+    if not agent_rows:
+        lines.append("(no agents)")
+    lines.append("")
+    framework_rows = [
+        [
+            framework["id"],
+            framework["name"],
+            framework["role"],
+            framework["state"],
+            f"{framework['weight']:g}",
+            f"{framework['dominant_share']:.3f}",
+            _text(framework["allocated"]),
+            " ".join(f"{state}={count}" for state, count in framework["tasks"].items()) or "-",
+        ]
+        for framework in document["frameworks"]
+    ]
+    header = ["FRAMEWORK", "NAME", "ROLE", "STATE", "WEIGHT", "SHARE", "ALLOCATED", "TASKS"]
+    lines += _table(header, framework_rows)
+    if not framework_rows:
+        lines.append("(no frameworks)")
+    return "\n".join(lines)

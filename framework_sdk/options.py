@@ -1,0 +1,42 @@
+"""Tuning of the SDK's connection: reconnection backoff, deadlines, heartbeat watchdog.
+
+Invariants: frozen value types without I/O; the defaults suit production, tests shorten them.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+__all__ = ["Backoff", "ClientOptions"]
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Jittered exponential backoff: attempt n waits uniform(c/2, c), c = min(max, initial*m^n)."""
+
+    initial: float = 0.5
+    maximum: float = 15.0
+    multiplier: float = 2.0
+
+    def delay(self, attempt: int, rng: random.Random) -> float:
+        """Seconds to wait before reconnection attempt ``attempt`` (0-based)."""
+        ceiling = min(self.maximum, self.initial * self.multiplier ** min(attempt, 64))
+        return rng.uniform(ceiling / 2, ceiling)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientOptions:
+    """Tuning of a ``SchedulerClient``; the defaults suit production."""
+
+    implicit_acknowledgements: bool = True
+    call_timeout: float = 10.0
+    """Deadline of every unary call, seconds."""
+    subscribe_timeout: float = 10.0
+    """How long to wait for the SUBSCRIBED event after opening the stream, seconds."""
+    missed_heartbeats: int = 5
+    """Heartbeat intervals without any message after which the connection counts as lost."""
+    backoff: Backoff = Backoff()
+    reconcile_on_resubscribe: bool = True
+    seed: int | None = None
+    """Seed of the backoff jitter (None: random)."""

@@ -1,0 +1,228 @@
+"""Plain value types of the framework SDK: what a framework sends and what offers look like.
+
+Invariants:
+- Every type here is an immutable (frozen) dataclass or an enum; none imports gRPC or the wire
+  API, so they can be built and compared in tests without a master.
+- Resources are always ``ResourceVector`` (exact milli units); durations are float seconds.
+- ``TaskState``, ``TaskReason``, ``UpdateSource`` and ``Capability`` mirror the enums of
+  ``fairshare.v1`` member for member (without the ``TASK_STATE_`` / ``REASON_`` prefixes);
+  ``framework_sdk.wire`` converts between them by name.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Final
+
+from framework_sdk.resources import ResourceVector
+
+__all__ = [
+    "DEFAULT_FAILOVER_TIMEOUT",
+    "Capability",
+    "Demand",
+    "FrameworkInfo",
+    "LaunchOperation",
+    "MasterInfo",
+    "Offer",
+    "TaskReason",
+    "TaskRef",
+    "TaskSpec",
+    "TaskState",
+    "UpdateSource",
+]
+
+DEFAULT_FAILOVER_TIMEOUT: Final = 7 * 24 * 3600.0
+"""One week: how long the master keeps a disconnected framework's tasks (Mesos users' habit)."""
+
+
+class TaskState(enum.Enum):
+    """Lifecycle state of a task (``fairshare.v1.TaskState`` without the prefix)."""
+
+    STAGING = "STAGING"
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    KILLING = "KILLING"
+    FINISHED = "FINISHED"
+    FAILED = "FAILED"
+    KILLED = "KILLED"
+    ERROR = "ERROR"
+    LOST = "LOST"
+    DROPPED = "DROPPED"
+    UNREACHABLE = "UNREACHABLE"
+    GONE = "GONE"
+    UNKNOWN = "UNKNOWN"
+
+    @property
+    def is_terminal(self) -> bool:
+        """True for states a task never leaves (FINISHED, FAILED, KILLED, ERROR, LOST, ...)."""
+        return self in _TERMINAL
+
+
+_TERMINAL: Final = frozenset(
+    {
+        TaskState.FINISHED,
+        TaskState.FAILED,
+        TaskState.KILLED,
+        TaskState.ERROR,
+        TaskState.LOST,
+        TaskState.DROPPED,
+        TaskState.GONE,
+    }
+)
+
+
+class TaskReason(enum.Enum):
+    """Why a task's state changed (``fairshare.v1.TaskStatus.Reason`` without the prefix)."""
+
+    UNSPECIFIED = "UNSPECIFIED"
+    AGENT_REMOVED = "AGENT_REMOVED"
+    AGENT_UNREACHABLE = "AGENT_UNREACHABLE"
+    AGENT_RESTARTED = "AGENT_RESTARTED"
+    AGENT_DISCONNECTED = "AGENT_DISCONNECTED"
+    AGENT_SHUTDOWN = "AGENT_SHUTDOWN"
+    EXECUTOR_TERMINATED = "EXECUTOR_TERMINATED"
+    COMMAND_FAILED = "COMMAND_FAILED"
+    TASK_INVALID = "TASK_INVALID"
+    TASK_KILLED_DURING_LAUNCH = "TASK_KILLED_DURING_LAUNCH"
+    FRAMEWORK_REMOVED = "FRAMEWORK_REMOVED"
+    RECONCILIATION = "RECONCILIATION"
+    INVALID_OFFERS = "INVALID_OFFERS"
+
+
+class UpdateSource(enum.Enum):
+    """Which process generated a status update."""
+
+    UNSPECIFIED = "UNSPECIFIED"
+    MASTER = "MASTER"
+    AGENT = "AGENT"
+    SDK = "SDK"
+    """Generated locally by the SDK (e.g. a launch on offers that were no longer valid)."""
+
+
+class Capability(enum.Enum):
+    """Optional features a framework understands (``FrameworkInfo.Capability``)."""
+
+    PARTITION_AWARE = "PARTITION_AWARE"
+    TASK_KILLING_STATE = "TASK_KILLING_STATE"
+    GPU_RESOURCES = "GPU_RESOURCES"
+
+
+def _check_seconds(name: str, value: float | None, *, allow_zero: bool = True) -> None:
+    if value is None:
+        return
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class FrameworkInfo:
+    """Who a framework is, sent when it subscribes.
+
+    ``framework_id`` empty: register afresh; set: resubscribe (scheduler failover) and keep the
+    tasks the master still has. ``failover_timeout`` (seconds) is how long the master keeps the
+    framework and its tasks after the connection ends; 0 removes them at once.
+    """
+
+    name: str
+    role: str = "*"
+    weight: float | None = None
+    failover_timeout: float = DEFAULT_FAILOVER_TIMEOUT
+    framework_id: str = ""
+    capabilities: frozenset[Capability] = frozenset()
+    principal: str = ""
+    user: str = ""
+    hostname: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("FrameworkInfo.name must not be empty")
+        if self.weight is not None and (not math.isfinite(self.weight) or self.weight <= 0):
+            raise ValueError(f"FrameworkInfo.weight must be finite and > 0, got {self.weight!r}")
+        _check_seconds("FrameworkInfo.failover_timeout", self.failover_timeout)
+
+
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """A declared task shape and how many non-terminal tasks are wanted (None: unlimited)."""
+
+    task_resources: ResourceVector
+    max_tasks: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.task_resources:
+            raise ValueError("Demand.task_resources must not be empty")
+        if self.max_tasks is not None and self.max_tasks < 0:
+            raise ValueError(f"Demand.max_tasks must be >= 0, got {self.max_tasks}")
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSpec:
+    """A placeholder task to launch.
+
+    ``duration`` (seconds) is how long it runs before exiting with ``exit_code`` (0: FINISHED,
+    else FAILED); None runs until killed. ``agent_id`` empty is filled from the offer.
+    """
+
+    task_id: str
+    resources: ResourceVector
+    name: str = ""
+    duration: float | None = None
+    exit_code: int = 0
+    agent_id: str = ""
+    startup_delay: float | None = None
+    fail_on_start: bool = False
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.task_id:
+            raise ValueError("TaskSpec.task_id must not be empty")
+        if not self.resources:
+            raise ValueError(f"TaskSpec {self.task_id!r}: resources must not be empty")
+        _check_seconds(f"TaskSpec {self.task_id!r}: duration", self.duration)
+        _check_seconds(f"TaskSpec {self.task_id!r}: startup_delay", self.startup_delay)
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchOperation:
+    """The Launch operation of ``accept_offers``: start these tasks on the accepted offers."""
+
+    tasks: Sequence[TaskSpec]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRef:
+    """A task to reconcile explicitly: its id and, if known, its agent."""
+
+    task_id: str
+    agent_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """Resources of one agent offered to this framework.
+
+    ``fair_tasks`` is how many tasks of the declared Demand shape the master sized the offer
+    for (0 for coarse whole-agent offers); ``expires_at`` is when the master rescinds it if
+    unused (None: offers do not time out).
+    """
+
+    offer_id: str
+    agent_id: str
+    hostname: str
+    resources: ResourceVector
+    attributes: Mapping[str, str] = field(default_factory=dict)
+    fair_tasks: int = 0
+    framework_id: str = ""
+    expires_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MasterInfo:
+    """The master a framework is subscribed to: its instance id and the address used."""
+
+    master_id: str
+    address: str

@@ -1,0 +1,67 @@
+"""Argument checks of the core's requests: each raises ``InvalidArgument`` or ``AlreadyExists``
+with a message naming the bad value, before ``MasterState`` changes anything.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Container, Sequence
+
+from framework_sdk.resources import ResourceVector
+from master.core.errors import AlreadyExists, InvalidArgument
+from master.core.messages import TaskLaunch
+
+__all__ = ["check_launches", "check_refuse", "check_weight"]
+
+EMPTY = ResourceVector()
+
+
+def check_weight(weight: float, what: str) -> float:
+    """A weight as a float: a positive, finite number."""
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)):
+        raise InvalidArgument(f"{what}: weight {weight!r} is not a number")
+    if not math.isfinite(weight) or weight <= 0:
+        raise InvalidArgument(f"{what}: weight must be a positive finite number, got {weight!r}")
+    return float(weight)
+
+
+def check_refuse(refuse_seconds: float | None, default: float) -> float:
+    """``refuse_seconds`` as a float >= 0 (``default`` when not given)."""
+    if refuse_seconds is None:
+        return default
+    if isinstance(refuse_seconds, bool) or not isinstance(refuse_seconds, (int, float)):
+        raise InvalidArgument(f"refuse_seconds {refuse_seconds!r} is not a number")
+    if math.isnan(refuse_seconds) or refuse_seconds < 0:
+        raise InvalidArgument(f"refuse_seconds must be >= 0, got {refuse_seconds!r}")
+    return float(refuse_seconds)
+
+
+def check_launches(
+    live_tasks: Container[tuple[str, str]],
+    framework_id: str,
+    agent_id: str,
+    launches: Sequence[TaskLaunch],
+    held: ResourceVector,
+) -> ResourceVector:
+    """The resources ``launches`` need, after checking them against the offers' ``held``."""
+    needed = EMPTY
+    seen: set[str] = set()
+    for launch in launches:
+        if not launch.task_id:
+            raise InvalidArgument("a task has an empty task_id")
+        if launch.task_id in seen:
+            raise InvalidArgument(f"task {launch.task_id!r} is launched twice in one call")
+        if (framework_id, launch.task_id) in live_tasks:
+            raise AlreadyExists(f"task {launch.task_id!r} exists already")
+        if launch.agent_id is not None and launch.agent_id != agent_id:
+            raise InvalidArgument(
+                f"task {launch.task_id!r} names agent {launch.agent_id!r}"
+                f" but the offers are for agent {agent_id!r}"
+            )
+        if not launch.resources:
+            raise InvalidArgument(f"task {launch.task_id!r} asks for no resources")
+        seen.add(launch.task_id)
+        needed = needed + launch.resources
+    if not needed.fits_in(held):
+        raise InvalidArgument(f"tasks need {needed} but the offers hold {held}")
+    return needed

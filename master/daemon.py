@@ -1,0 +1,150 @@
+"""``fairshare master``: the master daemon process (DESIGN.md §3, §4, §8).
+
+Starts a grpc.aio server on one event loop with the Scheduler, Agent, Operator and health
+services over one ``MasterRuntime``, writes ``<work-dir>/master.addr`` once serving, and runs until
+SIGTERM or SIGINT.
+
+Invariants:
+- ``master.addr`` holds ``HOST:PORT\\n`` of the bound port, written atomically (tmp + rename) only
+  after the server accepts calls, and removed on a clean exit;
+- shutdown drains in order: health NOT_SERVING, the runtime stops offering and ends every stream
+  (UNAVAILABLE, so agents and SDKs reconnect elsewhere; nothing is removed), the server stops
+  with ``shutdown_grace`` for calls in flight; then the process exits 0;
+- keepalive is set for long streams (pings every 20 s, dead peers dropped after 10 s more) and
+  clients may ping as often as every 5 s.
+
+The durable registry (SQLite under the work dir) comes with issue 5; ``_open_registry`` is where
+it will be opened and handed to the runtime.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+import grpc
+from fairshare.health import NOT_SERVING, HealthServicer
+from fairshare.v1 import agent_pb2_grpc, operator_pb2_grpc, scheduler_pb2_grpc
+
+from master.config import ConfigError, MasterConfig, load_config
+from master.eventlog import configure_logging, log_event
+from master.runtime import MasterRuntime, RuntimeConfig
+from master.service.agent import AgentServicer
+from master.service.operator import OperatorServicer
+from master.service.scheduler import SchedulerServicer
+
+__all__ = ["ADDR_FILE", "SERVER_OPTIONS", "main", "serve"]
+
+log = logging.getLogger("fairshare.master")
+
+ADDR_FILE = "master.addr"
+SERVICES = (
+    "fairshare.v1.SchedulerService",
+    "fairshare.v1.AgentService",
+    "fairshare.v1.OperatorService",
+)
+SERVER_OPTIONS: list[tuple[str, int]] = [
+    ("grpc.keepalive_time_ms", 20_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_recv_ping_interval_without_data_ms", 5_000),
+    ("grpc.http2.max_ping_strikes", 0),
+    ("grpc.max_receive_message_length", 16 * 1024 * 1024),
+    ("grpc.so_reuseport", 0),  # a second master on a busy port must fail, not share it
+]
+EXIT_BAD_CONFIG = 2
+EXIT_FAILED = 1
+
+
+def _runtime_config(config: MasterConfig) -> RuntimeConfig:
+    return RuntimeConfig(
+        policy=config.policy,
+        placement=config.placement,
+        allocation_interval=config.allocation_interval,
+        agent_timeout=config.agent_timeout,
+        offer_timeout=config.offer_timeout,
+        heartbeat_interval=config.heartbeat_interval,
+        validate=config.validate,
+    )
+
+
+def _connect_host(host: str) -> str:
+    if host in ("", "0.0.0.0", "::", "[::]"):
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def write_addr(work_dir: Path, address: str) -> Path:
+    """Write ``address`` to ``work_dir/master.addr`` atomically."""
+    path = work_dir / ADDR_FILE
+    tmp = path.with_suffix(".addr.tmp")
+    tmp.write_text(f"{address}\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def _open_registry(work_dir: Path) -> None:
+    """Placeholder for the durable registry (issue 5): nothing is persisted yet."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+
+
+async def serve(config: MasterConfig, stop: asyncio.Event | None = None) -> int:
+    """Run the master until ``stop`` is set (or SIGTERM/SIGINT); returns the exit code."""
+    work_dir = Path(config.work_dir)
+    _open_registry(work_dir)
+    runtime = MasterRuntime(_runtime_config(config))
+    health = HealthServicer(SERVICES)
+    server = grpc.aio.server(options=SERVER_OPTIONS)
+    scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(SchedulerServicer(runtime), server)
+    agent_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(runtime), server)
+    operator_pb2_grpc.add_OperatorServiceServicer_to_server(OperatorServicer(runtime), server)
+    server.add_generic_rpc_handlers((health.handler(),))
+    try:
+        port = server.add_insecure_port(f"{config.host}:{config.port}")
+    except RuntimeError as error:
+        log_event(
+            log, "listen.failed", logging.ERROR, host=config.host, port=config.port, error=error
+        )
+        return EXIT_FAILED
+    await server.start()
+    await runtime.start()
+    address = f"{_connect_host(config.host)}:{port}"
+    addr_path = write_addr(work_dir, address)
+    log_event(log, "listening", address=address, master_id=runtime.master_id)
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    await stop.wait()
+    log_event(log, "shutdown.started", grace=config.shutdown_grace)
+    health.set_all(NOT_SERVING)
+    runtime.drain()
+    health.close()
+    await server.stop(config.shutdown_grace)
+    await runtime.stop()
+    addr_path.unlink(missing_ok=True)
+    log_event(log, "shutdown.done")
+    return 0
+
+
+def main(args: argparse.Namespace) -> int:
+    """``fairshare master``: resolve the settings, run the daemon, return the exit code."""
+    try:
+        config = load_config(args, os.environ)
+    except ConfigError as error:
+        print(f"fairshare master: {error}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    configure_logging(config.log_format, config.log_level)
+    try:
+        Path(config.work_dir).mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        print(
+            f"fairshare master: cannot create work dir {config.work_dir}: {error}", file=sys.stderr
+        )
+        return EXIT_BAD_CONFIG
+    return asyncio.run(serve(config))

@@ -1,0 +1,218 @@
+"""``fairshare up``: a master and N agents as local processes (and, with ``--demo``, a workload).
+
+Each daemon is the real ``fairshare master`` / ``fairshare agent`` command, started as a child
+process with its own work directory under ``--work-dir`` and a port picked by the OS (the master's
+port is ``--port``, default 5050). ``--demo`` adds two built-in frameworks (``fairshare run``)
+with the task shapes of the DRF paper's example and prints the cluster status while they run.
+
+Invariants: every child is started in this process's session and stopped on exit, whatever the
+reason (Ctrl-C, SIGTERM, ``--for`` elapsed, a child dying): frameworks first, then agents, then
+the master, each with SIGTERM and a bounded wait before SIGKILL; the exit code is 0 for a clean
+stop and 1 when a daemon failed to start or died.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+
+__all__ = ["DEMO_FRAMEWORKS", "LocalCluster", "run_up"]
+
+START_TIMEOUT = 30.0
+STOP_TIMEOUT = 10.0
+POLL = 0.05
+DEMO_AGENT = "cpus:9;mem:18432"
+# DRF paper §4.1: A <1 CPU, 4 GB>, B <3 CPUs, 1 GB>; on one 9 CPU / 18 GB agent DRF runs 3 and 2.
+DEMO_FRAMEWORKS = (("A", "cpus:1;mem:4096"), ("B", "cpus:3;mem:1024"))
+
+
+class ClusterError(RuntimeError):
+    """A daemon did not start, or died."""
+
+
+def _fairshare(*args: str) -> list[str]:
+    return [sys.executable, "-m", "master.cli", *args]
+
+
+def _spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+    """Start a child with stdout and stderr appended to ``log``."""
+    with log.open("ab") as sink:
+        return subprocess.Popen(args, stdout=sink, stderr=subprocess.STDOUT)
+
+
+def _wait_for_file(path: Path, process: subprocess.Popen[bytes], what: str) -> str:
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if path.exists():
+            text = path.read_text().strip()
+            if text:
+                return text
+        if process.poll() is not None:
+            raise ClusterError(f"{what} exited with code {process.returncode} before serving")
+        time.sleep(POLL)
+    raise ClusterError(f"{what} did not write {path} within {START_TIMEOUT:.0f} s")
+
+
+@dataclass
+class LocalCluster:
+    """Child processes of one local cluster, stopped in reverse order of importance."""
+
+    base: Path
+    port: int
+    policy: str = "drf"
+    placement: str = "best-fit"
+    master: subprocess.Popen[bytes] | None = None
+    address: str = ""
+    agents: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    frameworks: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def start_master(self) -> str:
+        """Start the master and return its ``HOST:PORT`` once it serves."""
+        work = self.base / "master"
+        work.mkdir(parents=True, exist_ok=True)
+        (work / "master.addr").unlink(missing_ok=True)
+        self.master = _spawn(
+            _fairshare(
+                "master", "--port", str(self.port), "--metrics-port", "0",
+                "--work-dir", str(work), "--policy", self.policy, "--placement", self.placement,
+            ),
+            work / "master.log",
+        )  # fmt: skip
+        self.address = _wait_for_file(work / "master.addr", self.master, "the master")
+        return self.address
+
+    def start_agents(self, count: int, resources: str | None) -> None:
+        """Start ``count`` agents and wait until each is connected."""
+        for index in range(count):
+            work = self.base / f"agent-{index + 1}"
+            work.mkdir(parents=True, exist_ok=True)
+            (work / "agent.addr").unlink(missing_ok=True)
+            args = ["agent", "--master", self.address, "--port", "0", "--metrics-port", "0"]
+            args += ["--work-dir", str(work), "--hostname", f"agent-{index + 1}"]
+            if resources:
+                args += ["--resources", resources]
+            process = _spawn(_fairshare(*args), work / "agent.log")
+            self.agents.append(process)
+            _wait_for_file(work / "agent.addr", process, f"agent {index + 1}")
+
+    def start_framework(self, name: str, task: str, count: int) -> None:
+        """Start a built-in framework keeping up to ``count`` tasks of ``task`` running."""
+        args = ["run", "--master", self.address, "--name", name, "--task", task]
+        log = self.base / f"framework-{name}.log"
+        self.frameworks.append(_spawn(_fairshare(*args, "--count", str(count)), log))
+
+    def dead(self) -> str | None:
+        """A description of the first daemon that exited, or None while all run."""
+        if self.master is not None and self.master.poll() is not None:
+            return f"the master exited with code {self.master.returncode}"
+        for index, agent in enumerate(self.agents):
+            if agent.poll() is not None:
+                return f"agent {index + 1} exited with code {agent.returncode}"
+        return None
+
+    def stop(self) -> None:
+        """SIGTERM every child (frameworks, agents, master), SIGKILL what outlives the wait."""
+        for group in (self.frameworks, self.agents, [self.master] if self.master else []):
+            for process in group:
+                if process.poll() is None:
+                    process.send_signal(signal.SIGTERM)
+            for process in group:
+                try:
+                    process.wait(timeout=STOP_TIMEOUT)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+
+
+@contextlib.contextmanager
+def _stop_on_signals() -> Iterator[None]:
+    """Turn SIGTERM into KeyboardInterrupt so both end the cluster the same way."""
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _show_status(address: str) -> None:
+    subprocess.run(_fairshare("status", "--master", address), check=False)
+
+
+def _watch(cluster: LocalCluster, demo: bool, seconds: float | None) -> int:
+    deadline = None if seconds is None else time.monotonic() + seconds
+    next_status = time.monotonic() + 2.0
+    while deadline is None or time.monotonic() < deadline:
+        problem = cluster.dead()
+        if problem:
+            print(f"fairshare up: {problem}", file=sys.stderr)
+            return 1
+        if demo and time.monotonic() >= next_status:
+            _show_status(cluster.address)
+            next_status = time.monotonic() + 5.0
+        time.sleep(0.2)
+    if demo:
+        _show_status(cluster.address)
+    return 0
+
+
+def _check_args(args: argparse.Namespace) -> str | None:
+    if args.agents < 1:
+        return f"--agents must be at least 1, got {args.agents}"
+    if args.duration is not None and args.duration <= 0:
+        return f"--for must be positive, got {args.duration}"
+    if args.resources:
+        from framework_sdk.resources import ResourceError, ResourceVector
+
+        try:
+            ResourceVector.parse(args.resources)
+        except ResourceError as error:
+            return f"--resources: {error}"
+    return None
+
+
+def run_up(args: argparse.Namespace) -> int:
+    """``fairshare up``: run the cluster until Ctrl-C, SIGTERM or ``--for`` elapses."""
+    problem = _check_args(args)
+    if problem:
+        print(f"fairshare up: {problem}", file=sys.stderr)
+        return 2
+    with contextlib.ExitStack() as stack:
+        base = (
+            Path(args.work_dir)
+            if args.work_dir
+            else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fairshare-up-")))
+        )
+        cluster = LocalCluster(base, args.port, args.policy, args.placement)
+        stack.enter_context(_stop_on_signals())
+        stack.callback(cluster.stop)
+        resources = args.resources or (DEMO_AGENT if args.demo else None)
+        try:
+            address = cluster.start_master()
+            if args.demo:  # frameworks first: offers are not preempted, so arrival order matters
+                for name, task in DEMO_FRAMEWORKS:
+                    cluster.start_framework(name, task, 20)
+            cluster.start_agents(args.agents, resources)
+            print(
+                f"fairshare up: master at {address}, {args.agents} agent(s), logs in {base};"
+                " Ctrl-C stops everything"
+            )
+            return _watch(cluster, args.demo, args.duration)
+        except ClusterError as error:
+            print(f"fairshare up: {error}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            return 0
+    return 0

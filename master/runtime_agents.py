@@ -1,0 +1,238 @@
+"""``AgentCalls``: the Agent API side of the master runtime (agent.proto) and agent liveness.
+
+Every method runs synchronously on the runtime's loop. An agent joins the pool when its first
+Commands stream attaches; one unheard for ``agent_timeout`` leaves it (offers rescinded, tasks
+reported UNREACHABLE, frameworks told by a FailureEvent) and is answered NOT_FOUND until it
+reregisters, which then fails with FAILED_PRECONDITION (its tasks GONE): it registers afresh.
+Adopting the tasks of a returning agent comes with the durable registry.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+
+from master.core import FailedPrecondition, InvalidArgument, NotFound, TaskState, TaskStatusChange
+from master.eventlog import log_event
+from master.model import (
+    AckCommand,
+    AgentCommand,
+    AgentSpec,
+    FailureEvent,
+    KillCommand,
+    StatusUpdate,
+    StreamEnd,
+    TaskSpec,
+    UpdateEvent,
+)
+from master.runtime_base import DEPARTED_MEMORY, RuntimeBase, Unavailable, require_id
+from master.sessions import AgentLink, Channel
+from master.taskbook import TERMINAL, UpdateOutcome
+from master.views import DepartedAgent
+
+__all__ = ["AgentCalls"]
+
+log = logging.getLogger("fairshare.master")
+
+
+class AgentCalls(RuntimeBase):
+    """Register, Reregister, Heartbeat, Commands, UpdateStatus, and the liveness check."""
+
+    # -- agents -----------------------------------------------------------------------------------
+
+    def _live_agent(self, agent_id: str) -> AgentLink:
+        require_id(agent_id, "agent_id")
+        link = self.agents.get(agent_id)
+        if link is not None:
+            link.last_heard = self.now()
+            return link
+        departed = self.departed.get(agent_id)
+        if departed is not None and departed.state == "GONE":
+            raise FailedPrecondition(f"agent {agent_id!r} was removed: register afresh")
+        raise NotFound(f"agent {agent_id!r} has no live registration: reregister")
+
+    def register(self, spec: AgentSpec) -> tuple[str, float, str]:
+        """Admit a new agent; returns (agent_id, heartbeat interval, master_id)."""
+        if self.draining:
+            raise Unavailable("the master is shutting down")
+        if not spec.resources:
+            raise InvalidArgument("agent_info.resources is empty")
+        agent_id = f"ag-{uuid.uuid4().hex}"
+        self.agents[agent_id] = AgentLink(agent_id, spec, time.time(), self.now())
+        log_event(log, "agent.registered", agent_id=agent_id, resources=str(spec.resources))
+        return agent_id, self.config.agent_heartbeat, self.master_id
+
+    def heartbeat(self, agent_id: str) -> str:
+        """The agent is alive; returns the master_id."""
+        self._live_agent(agent_id)
+        return self.master_id
+
+    def open_commands(self, agent_id: str) -> Channel[AgentCommand]:
+        """Attach the agent's Commands stream; the agent joins the pool the first time."""
+        if self.draining:
+            raise Unavailable("the master is shutting down")
+        link = self._live_agent(agent_id)
+        channel = link.attach()
+        if not link.in_pool:
+            spec = link.spec
+            self.core.handle_add_agent(
+                agent_id, spec.resources, self.now(), spec.hostname, dict(spec.attributes)
+            )
+            link.in_pool = True
+            log_event(log, "agent.connected", agent_id=agent_id, hostname=spec.hostname)
+        self.request_allocation()
+        return channel
+
+    def close_commands(self, agent_id: str, channel: Channel[AgentCommand]) -> None:
+        """The agent's Commands stream ``channel`` ended."""
+        link = self.agents.get(agent_id)
+        if link is not None:
+            link.detach(channel)
+        else:
+            channel.close(StreamEnd())
+
+    def reregister(
+        self,
+        agent_id: str,
+        spec: AgentSpec,
+        tasks: Sequence[tuple[str, TaskSpec, StatusUpdate]],
+        framework_ids: Sequence[str],
+    ) -> tuple[float, str]:
+        """Re-admit a live agent and reconcile its tasks; returns (heartbeat interval, master_id).
+
+        Agents this master no longer has a live registration for (unreachable, removed, or
+        registered with an earlier master) must register afresh: FAILED_PRECONDITION.
+        """
+        if self.draining:
+            raise Unavailable("the master is shutting down")
+        require_id(agent_id, "agent_id")
+        link = self.agents.get(agent_id)
+        if link is None:
+            self._mark_gone(agent_id)
+            raise FailedPrecondition(f"agent {agent_id!r} was removed: register afresh")
+        link.last_heard = self.now()
+        link.discard_pending()  # launches not delivered are reported DROPPED below
+        reported = {(fid, spec_.task_id): status for fid, spec_, status in tasks}
+        self._reconcile_agent(link, reported)
+        log_event(log, "agent.reregistered", agent_id=agent_id, tasks=len(tasks))
+        return self.config.agent_heartbeat, self.master_id
+
+    def _reconcile_agent(
+        self, link: AgentLink, reported: dict[tuple[str, str], StatusUpdate]
+    ) -> None:
+        agent_id = link.agent_id
+        now = self.now()
+        record = self.core.agents.get(agent_id)
+        for key in sorted(record.task_keys) if record is not None else []:
+            if key in reported:
+                continue
+            task = self.core.tasks[key]
+            state = TaskState.DROPPED if task.state is TaskState.STAGING else TaskState.LOST
+            reason = "AGENT_DISCONNECTED" if state is TaskState.DROPPED else "AGENT_RESTARTED"
+            self.core.handle_task_status(agent_id, key[0], key[1], state, now)
+            change = TaskStatusChange(key[0], key[1], agent_id, state, reason, "")
+            self._master_update(change, reason, "the agent does not report this task")
+        for (framework_id, task_id), status in reported.items():
+            live = self.core.tasks.get((framework_id, task_id))
+            unwanted = live is None and status.state not in TERMINAL
+            if unwanted or (live is not None and live.state is TaskState.KILLING):
+                link.send(KillCommand(framework_id, task_id))
+        self.request_allocation()
+
+    def update_status(
+        self, agent_id: str, framework_id: str, status: StatusUpdate, latest_state: str
+    ) -> None:
+        """Record an agent's status update and forward it to the framework."""
+        agent = self._live_agent(agent_id)
+        require_id(framework_id, "framework_id")
+        if status.agent_id and status.agent_id != agent_id:
+            raise InvalidArgument(
+                f"status.agent_id {status.agent_id!r} is not the caller {agent_id!r}"
+            )
+        latest = latest_state or status.state
+        key = (framework_id, status.task_id)
+        task = self.core.tasks.get(key)
+        if task is not None and task.agent_id != agent_id:
+            raise InvalidArgument(
+                f"task {status.task_id!r} runs on agent {task.agent_id!r}, not {agent_id!r}"
+            )
+        if task is not None:
+            self.core.handle_task_status(
+                agent_id, framework_id, status.task_id, TaskState(latest), self.now()
+            )
+            if latest in TERMINAL:
+                self.request_allocation()
+        self.counters.status_updates += 1
+        link = self.frameworks.get(framework_id)
+        ack = AckCommand(framework_id, status.task_id, status.uuid)
+        if link is None:
+            agent.send(ack)  # nobody will acknowledge it: do it ourselves
+            return
+        if status.state == "KILLING" and "TASK_KILLING_STATE" not in link.spec.capabilities:
+            self.tasks.record_agent_update(framework_id, status, latest)
+            self.tasks.acknowledge(framework_id, status.task_id, status.uuid)
+            agent.send(ack)
+            return
+        outcome = self.tasks.record_agent_update(framework_id, status, latest)
+        if outcome is UpdateOutcome.ACKED:
+            agent.send(ack)  # the framework acknowledged it; the agent missed that
+        else:
+            link.send(UpdateEvent(self._for_framework(link, status)))
+
+    # -- liveness ---------------------------------------------------------------------------------
+
+    def _check_liveness(self) -> None:
+        deadline = self.now() - self.config.agent_timeout
+        for link in [a for a in self.agents.values() if a.last_heard < deadline]:
+            self._agent_unreachable(link)
+
+    def _agent_unreachable(self, link: AgentLink) -> None:
+        agent_id = link.agent_id
+        now = self.now()
+        if link.in_pool:
+            messages = self.core.handle_remove_agent(
+                agent_id, now, TaskState.UNREACHABLE, "agent unreachable"
+            )
+            for message in messages:
+                if isinstance(message, TaskStatusChange):
+                    self._master_update(
+                        message,
+                        "AGENT_UNREACHABLE",
+                        f"agent unheard for {self.config.agent_timeout:g}s",
+                    )
+                else:
+                    self._dispatch([message])
+        link.end_stream(StreamEnd("NOT_FOUND", "the agent was marked unreachable: reregister"))
+        del self.agents[agent_id]
+        self._remember(
+            DepartedAgent(
+                agent_id, link.spec, "UNREACHABLE", link.registered_at, self.wall(link.last_heard)
+            )
+        )
+        for framework in self.frameworks.values():
+            framework.send(FailureEvent(agent_id, "agent unreachable"))
+        log_event(log, "agent.unreachable", level=logging.WARNING, agent_id=agent_id)
+
+    def _mark_gone(self, agent_id: str) -> None:
+        """An agent that is not live came back: it is removed for good (its tasks GONE)."""
+        departed = self.departed.get(agent_id)
+        for entry in self.tasks.on_agent(agent_id):
+            if entry.state == "UNREACHABLE":
+                change = TaskStatusChange(
+                    entry.framework_id, entry.spec.task_id, agent_id, TaskState.GONE, "", ""
+                )
+                self._master_update(change, "AGENT_REMOVED", "the agent was removed")
+        if departed is not None and departed.state != "GONE":
+            self._remember(
+                DepartedAgent(
+                    agent_id, departed.spec, "GONE", departed.registered_at, departed.last_heard
+                )
+            )
+
+    def _remember(self, departed: DepartedAgent) -> None:
+        self.departed.pop(departed.agent_id, None)
+        self.departed[departed.agent_id] = departed
+        while len(self.departed) > DEPARTED_MEMORY:
+            del self.departed[next(iter(self.departed))]

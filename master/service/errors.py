@@ -1,0 +1,60 @@
+"""Mapping of runtime errors to gRPC status codes, shared by the servicers.
+
+Invariant: a ``CoreError`` raised by conversion or by the runtime (which then changed nothing)
+ends the call with the status code its class names and its message; any other exception is a bug:
+it is logged with its traceback and the call ends with INTERNAL, and the daemon keeps serving.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, NoReturn, TypeVar
+
+import grpc
+from grpc import aio
+
+from master.core.errors import CoreError
+from master.eventlog import log_event
+
+__all__ = ["abort_with", "grpc_code", "maps_errors"]
+
+log = logging.getLogger("fairshare.master.rpc")
+
+S = TypeVar("S")
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+Context = aio.ServicerContext[Any, Any]
+
+
+def grpc_code(name: str) -> grpc.StatusCode:
+    """The ``grpc.StatusCode`` named ``name`` (UNKNOWN if there is none)."""
+    code: grpc.StatusCode = getattr(grpc.StatusCode, name, grpc.StatusCode.UNKNOWN)
+    return code
+
+
+async def abort_with(context: Context, error: BaseException, method: str) -> NoReturn:
+    """End the call for ``error``: its own code for a ``CoreError``, INTERNAL otherwise."""
+    if isinstance(error, CoreError):
+        log_event(log, "rpc.refused", logging.DEBUG, method=method, code=error.code, error=error)
+        await context.abort(grpc_code(error.code), error.message)
+    log.error("rpc.failed method=%s", method, exc_info=error)
+    await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method}: {error}")
+
+
+def maps_errors(
+    method: Callable[[S, Req, Context], Awaitable[Resp]],
+) -> Callable[[S, Req, Context], Awaitable[Resp]]:
+    """Decorate a unary servicer method: errors become precise status codes."""
+
+    @functools.wraps(method)
+    async def wrapper(self: S, request: Req, context: Context) -> Resp:
+        try:
+            return await method(self, request, context)
+        except aio.AbortError:
+            raise
+        except Exception as error:  # every error must become a status
+            await abort_with(context, error, method.__name__)
+
+    return wrapper

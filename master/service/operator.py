@@ -1,0 +1,80 @@
+"""``OperatorServicer``: the Operator API (operator.proto) as a thin adapter over the runtime.
+
+GetState is one synchronous snapshot of the runtime (consistent by construction: it runs in one
+step of the event loop). SetWeight validates the target and the weight here, then calls the
+runtime; DeactivateAgents and ReactivateAgents pass the ids through (the runtime checks them all
+before changing anything); errors become precise status codes.
+"""
+
+from __future__ import annotations
+
+from fairshare.v1 import operator_pb2 as pb
+from fairshare.v1 import operator_pb2_grpc
+
+from master.core.errors import InvalidArgument
+from master.runtime import MasterRuntime
+from master.service import convert
+from master.service.errors import Context, maps_errors
+from master.service.state import state_to_pb
+
+__all__ = ["OperatorServicer"]
+
+
+def _weight(kind: str, target: str, weight: float) -> pb.Weight:
+    if kind == "role":
+        return pb.Weight(role=target, weight=weight)
+    return pb.Weight(framework_id=target, weight=weight)
+
+
+class OperatorServicer(operator_pb2_grpc.OperatorServiceServicer):
+    """Operators' calls, forwarded to the runtime."""
+
+    def __init__(self, runtime: MasterRuntime) -> None:
+        self.runtime = runtime
+
+    @maps_errors
+    async def GetState(self, request: pb.GetStateRequest, context: Context) -> pb.GetStateResponse:
+        """The whole cluster state."""
+        return state_to_pb(self.runtime.snapshot())
+
+    @maps_errors
+    async def SetWeight(
+        self, request: pb.SetWeightRequest, context: Context
+    ) -> pb.SetWeightResponse:
+        """Set or clear one weight."""
+        target = request.WhichOneof("target")
+        if target is None:
+            raise InvalidArgument("set either role or framework_id")
+        if request.clear and request.weight != 0:
+            raise InvalidArgument("weight must be 0 when clear is true")
+        role = convert.check_role(request.role) if target == "role" else None
+        framework_id = request.framework_id if target == "framework_id" else None
+        if not request.clear:
+            convert.check_weight(request.weight, "weight")
+        stored = self.runtime.set_weight(role, framework_id, request.weight, request.clear)
+        if stored is None:
+            return pb.SetWeightResponse()
+        return pb.SetWeightResponse(weight=_weight(*stored))
+
+    @maps_errors
+    async def GetWeights(
+        self, request: pb.GetWeightsRequest, context: Context
+    ) -> pb.GetWeightsResponse:
+        """The operator-set weights."""
+        return pb.GetWeightsResponse(weights=[_weight(*w) for w in self.runtime.weights()])
+
+    @maps_errors
+    async def DeactivateAgents(
+        self, request: pb.DeactivateAgentsRequest, context: Context
+    ) -> pb.DeactivateAgentsResponse:
+        """Take agents out of offer rotation (maintenance)."""
+        self.runtime.deactivate_agents(list(request.agent_ids))
+        return pb.DeactivateAgentsResponse()
+
+    @maps_errors
+    async def ReactivateAgents(
+        self, request: pb.ReactivateAgentsRequest, context: Context
+    ) -> pb.ReactivateAgentsResponse:
+        """Put agents back into offer rotation."""
+        self.runtime.reactivate_agents(list(request.agent_ids))
+        return pb.ReactivateAgentsResponse()

@@ -1,0 +1,96 @@
+"""``ClusterSnapshot`` to ``GetStateResponse``: what ``fairshare status --json`` prints.
+
+Invariants: agents, frameworks, tasks and offers keep the snapshot's order (sorted by id);
+``reachable`` is true exactly for the agents in the pool (active or deactivated by the operator);
+task counts omit states with no task; optional fields (demand, failover deadline, expiry) stay
+unset when the snapshot has ``None``.
+"""
+
+from __future__ import annotations
+
+from fairshare.v1 import common_pb2
+from fairshare.v1 import operator_pb2 as pb
+
+from master.service.convert import (
+    agent_info,
+    demand_to_pb,
+    framework_info,
+    offer_to_pb,
+    resources_to_pb,
+    status_to_pb,
+    task_info,
+    timestamp,
+)
+from master.views import POOL_STATES, AgentView, ClusterSnapshot, FrameworkView
+
+__all__ = ["state_to_pb"]
+
+Agent = pb.GetStateResponse.Agent
+Framework = pb.GetStateResponse.Framework
+
+
+def _agent(view: AgentView) -> pb.GetStateResponse.Agent:
+    return Agent(
+        agent_id=view.agent_id,
+        agent_info=agent_info(view.spec),
+        state=Agent.State.Value(f"STATE_{view.state}"),
+        reachable=view.state in POOL_STATES,
+        free=resources_to_pb(view.free),
+        offered=resources_to_pb(view.offered),
+        used=resources_to_pb(view.used),
+        registered_at=timestamp(view.registered_at),
+        last_heartbeat_at=timestamp(view.last_heard),
+    )
+
+
+def _framework(view: FrameworkView) -> pb.GetStateResponse.Framework:
+    counts = [
+        pb.GetStateResponse.TaskCount(
+            state=common_pb2.TaskState.Value(f"TASK_STATE_{state}"), count=count
+        )
+        for state, count in view.task_counts
+    ]
+    message = Framework(
+        framework_info=framework_info(view.spec),
+        state=Framework.State.Value(f"STATE_{view.state}"),
+        weight=view.weight,
+        dominant_share=view.dominant_share,
+        dominant_resource=view.dominant_resource,
+        allocated=resources_to_pb(view.allocated),
+        offered=resources_to_pb(view.offered),
+        used=resources_to_pb(view.used),
+        task_counts=counts,
+        registered_at=timestamp(view.registered_at),
+    )
+    if view.demand is not None:
+        message.demand.CopyFrom(demand_to_pb(view.demand))
+    if view.failover_deadline is not None:
+        message.failover_deadline.CopyFrom(timestamp(view.failover_deadline))
+    return message
+
+
+def state_to_pb(snapshot: ClusterSnapshot) -> pb.GetStateResponse:
+    """The snapshot as a ``GetStateResponse``."""
+    tasks = [
+        common_pb2.Task(
+            framework_id=task.framework_id,
+            info=task_info(task.spec),
+            status=status_to_pb(task.status),
+        )
+        for task in snapshot.tasks
+    ]
+    return pb.GetStateResponse(
+        master_id=snapshot.master_id,
+        version=snapshot.version,
+        started_at=timestamp(snapshot.started_at),
+        policy=snapshot.policy,
+        placement=snapshot.placement,
+        agents=[_agent(view) for view in snapshot.agents],
+        frameworks=[_framework(view) for view in snapshot.frameworks],
+        tasks=tasks,
+        offers=[offer_to_pb(view.offer, view.expires_at) for view in snapshot.offers],
+        total=resources_to_pb(snapshot.total),
+        used=resources_to_pb(snapshot.used),
+        offered=resources_to_pb(snapshot.offered),
+        free=resources_to_pb(snapshot.free),
+    )

@@ -1,0 +1,194 @@
+"""``TaskBook``: what the master knows of each task beyond the core's accounting.
+
+The core (``MasterState``) holds live tasks' resources; the task book holds their descriptions,
+latest states and the status updates forwarded to frameworks but not yet acknowledged, which is
+what reconciliation, ``GetState`` and the acknowledgement protocol (agent.proto) need. Pure: no
+I/O, no clock; the runtime calls it on its event loop.
+
+Invariants:
+- an entry exists for every task that is non-terminal, or terminal with an update still awaiting
+  its framework's acknowledgement; a terminal entry with nothing pending is dropped at once;
+- ``state`` only moves forward: a terminal state is final, and KILLING is left only for a
+  terminal state (late retries of older updates never move a task back);
+- a uuid is pending at most once per task and, once acknowledged, is remembered (the last
+  ``ACKED_MEMORY`` per task) so a duplicate acknowledgement is told apart from an unknown one.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from framework_sdk.resources import ResourceVector
+from master.model import StatusUpdate, TaskSpec
+
+__all__ = ["ACKED_MEMORY", "TERMINAL", "AckOutcome", "TaskBook", "TaskEntry", "UpdateOutcome"]
+
+ACKED_MEMORY = 16
+TERMINAL = frozenset({"FINISHED", "FAILED", "KILLED", "ERROR", "LOST", "DROPPED", "GONE"})
+
+Key = tuple[str, str]  # (framework_id, task_id)
+
+
+class AckOutcome(enum.Enum):
+    """What an acknowledgement referred to."""
+
+    FORWARD = "forward"  # a pending update: tell its agent
+    DUPLICATE = "duplicate"  # acknowledged before: nothing to do
+    STALE = "stale"  # the task is no longer known: nothing to do
+    UNKNOWN = "unknown"  # the task is known but never had this update
+
+
+class UpdateOutcome(enum.Enum):
+    """What an agent's status update was to the book."""
+
+    NEW = "new"  # pending now (or still): forward it to the framework
+    ACKED = "acked"  # acknowledged before: only the agent missed the acknowledgement
+
+
+@dataclass(eq=False)
+class TaskEntry:
+    """One tracked task."""
+
+    framework_id: str
+    spec: TaskSpec
+    state: str
+    status: StatusUpdate | None = None  # latest status received or generated
+    pending: dict[bytes, StatusUpdate] = field(default_factory=dict)
+    acked: deque[bytes] = field(default_factory=lambda: deque(maxlen=ACKED_MEMORY))
+
+    @property
+    def terminal(self) -> bool:
+        """True when the task reached a terminal state."""
+        return self.state in TERMINAL
+
+
+def _advance(current: str, new: str) -> str:
+    if current in TERMINAL:
+        return current
+    if current == "KILLING" and new not in TERMINAL:
+        return current
+    return new
+
+
+class TaskBook:
+    """Tracked tasks, indexed by framework and by agent."""
+
+    def __init__(self) -> None:
+        self._entries: dict[Key, TaskEntry] = {}
+        self._by_framework: dict[str, set[str]] = {}
+        self._by_agent: dict[str, set[Key]] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self) -> Iterator[TaskEntry]:
+        return iter(self._entries.values())
+
+    def get(self, framework_id: str, task_id: str) -> TaskEntry | None:
+        """The entry of a task, if tracked."""
+        return self._entries.get((framework_id, task_id))
+
+    def launch(self, framework_id: str, spec: TaskSpec) -> TaskEntry:
+        """Track a task just launched (STAGING); replaces a terminal entry of the same id."""
+        self._drop((framework_id, spec.task_id))
+        entry = TaskEntry(framework_id, spec, "STAGING")
+        self._add(entry)
+        return entry
+
+    def set_state(self, framework_id: str, task_id: str, status: StatusUpdate) -> None:
+        """Record a state the master decided (kill, loss, drop); drops finished entries."""
+        entry = self._entries.get((framework_id, task_id))
+        if entry is None:
+            return
+        entry.state = _advance(entry.state, status.state)
+        entry.status = status
+        self._drop_if_done(entry)
+
+    def mark_killing(self, framework_id: str, task_id: str) -> None:
+        """A kill was sent: the task is KILLING until its agent reports a terminal state."""
+        entry = self._entries.get((framework_id, task_id))
+        if entry is not None:
+            entry.state = _advance(entry.state, "KILLING")
+
+    def record_agent_update(
+        self, framework_id: str, status: StatusUpdate, latest_state: str
+    ) -> UpdateOutcome:
+        """Record an agent's update (with uuid); tracks tasks the book had forgotten, too."""
+        key = (framework_id, status.task_id)
+        entry = self._entries.get(key)
+        if entry is None:
+            spec = TaskSpec(status.task_id, status.task_id, status.agent_id, ResourceVector())
+            entry = TaskEntry(framework_id, spec, latest_state)
+            self._add(entry)
+        if status.uuid in entry.acked:
+            entry.state = _advance(entry.state, latest_state)
+            self._drop_if_done(entry)
+            return UpdateOutcome.ACKED
+        entry.state = _advance(entry.state, latest_state)
+        entry.status = status
+        entry.pending[status.uuid] = status
+        return UpdateOutcome.NEW
+
+    def acknowledge(self, framework_id: str, task_id: str, uuid: bytes) -> AckOutcome:
+        """Apply a framework's acknowledgement."""
+        entry = self._entries.get((framework_id, task_id))
+        if entry is None:
+            return AckOutcome.STALE
+        if entry.pending.pop(uuid, None) is not None:
+            entry.acked.append(uuid)
+            self._drop_if_done(entry)
+            return AckOutcome.FORWARD
+        if uuid in entry.acked:
+            return AckOutcome.DUPLICATE
+        return AckOutcome.UNKNOWN
+
+    def pending(self, framework_id: str) -> list[StatusUpdate]:
+        """Forwarded updates of the framework still awaiting acknowledgement."""
+        out: list[StatusUpdate] = []
+        for task_id in sorted(self._by_framework.get(framework_id, ())):
+            out.extend(self._entries[(framework_id, task_id)].pending.values())
+        return out
+
+    def of_framework(self, framework_id: str) -> list[TaskEntry]:
+        """Every tracked task of the framework, by task id."""
+        ids = sorted(self._by_framework.get(framework_id, ()))
+        return [self._entries[(framework_id, task_id)] for task_id in ids]
+
+    def on_agent(self, agent_id: str) -> list[TaskEntry]:
+        """Every tracked task placed on the agent."""
+        return [self._entries[key] for key in sorted(self._by_agent.get(agent_id, ()))]
+
+    def remove_framework(self, framework_id: str) -> None:
+        """Forget every task of the framework."""
+        for task_id in list(self._by_framework.get(framework_id, ())):
+            self._drop((framework_id, task_id))
+
+    def forget(self, framework_id: str, task_id: str) -> None:
+        """Forget one task."""
+        self._drop((framework_id, task_id))
+
+    def _add(self, entry: TaskEntry) -> None:
+        key = (entry.framework_id, entry.spec.task_id)
+        self._entries[key] = entry
+        self._by_framework.setdefault(entry.framework_id, set()).add(entry.spec.task_id)
+        self._by_agent.setdefault(entry.spec.agent_id, set()).add(key)
+
+    def _drop_if_done(self, entry: TaskEntry) -> None:
+        if entry.terminal and not entry.pending:
+            self._drop((entry.framework_id, entry.spec.task_id))
+
+    def _drop(self, key: Key) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is None:
+            return
+        ids = self._by_framework[entry.framework_id]
+        ids.discard(key[1])
+        if not ids:
+            del self._by_framework[entry.framework_id]
+        keys = self._by_agent[entry.spec.agent_id]
+        keys.discard(key)
+        if not keys:
+            del self._by_agent[entry.spec.agent_id]

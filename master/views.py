@@ -1,0 +1,249 @@
+"""``ClusterSnapshot``: the cluster as ``GetState`` (and later the metrics collector) sees it.
+
+Built in one synchronous step on the runtime's event loop, so it is consistent: every agent's
+``free + offered + used == total`` and the pool figures are the sums over the agents in the pool
+(active, or deactivated by the operator: their resources stay in the pool). The snapshot is made
+of immutable values and shares nothing mutable with the runtime.
+
+Invariants: agents sorted by id (those in the pool, then those that departed: unreachable or
+gone, kept for display only), frameworks by id, tasks by (framework id, task id), offers by id;
+times are wall clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from framework_sdk.resources import ResourceVector
+from master.core.records import Offer
+from master.model import AgentSpec, DemandSpec, FrameworkSpec, StatusUpdate, TaskSpec
+
+if TYPE_CHECKING:
+    from master.runtime import MasterRuntime
+
+__all__ = [
+    "POOL_STATES",
+    "AgentView",
+    "ClusterSnapshot",
+    "DepartedAgent",
+    "FrameworkView",
+    "OfferView",
+    "TaskView",
+    "build_snapshot",
+]
+
+EMPTY = ResourceVector()
+POOL_STATES = frozenset({"ACTIVE", "DEACTIVATED"})
+"""States of the agents whose resources are in the pool (the master hears from them)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DepartedAgent:
+    """An agent that left the pool: ``state`` is ``"UNREACHABLE"`` or ``"GONE"``."""
+
+    agent_id: str
+    spec: AgentSpec
+    state: str
+    registered_at: float
+    last_heard: float
+
+
+@dataclass(frozen=True, slots=True)
+class AgentView:
+    """One agent; ``state`` is ACTIVE, DEACTIVATED (by the operator), UNREACHABLE or GONE."""
+
+    agent_id: str
+    spec: AgentSpec
+    state: str
+    free: ResourceVector
+    offered: ResourceVector
+    used: ResourceVector
+    registered_at: float
+    last_heard: float
+
+
+@dataclass(frozen=True, slots=True)
+class FrameworkView:
+    """One framework; ``state`` is ACTIVE, SUPPRESSED or DISCONNECTED."""
+
+    spec: FrameworkSpec
+    state: str
+    weight: float
+    dominant_share: float
+    dominant_resource: str
+    allocated: ResourceVector
+    offered: ResourceVector
+    used: ResourceVector
+    task_counts: tuple[tuple[str, int], ...]
+    demand: DemandSpec | None
+    registered_at: float
+    failover_deadline: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskView:
+    """One tracked task with its latest status (``status.state`` is the task's state)."""
+
+    framework_id: str
+    spec: TaskSpec
+    status: StatusUpdate
+
+
+@dataclass(frozen=True, slots=True)
+class OfferView:
+    """One outstanding offer and when it expires (wall clock), if offers time out."""
+
+    offer: Offer
+    expires_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSnapshot:
+    """The whole cluster state."""
+
+    master_id: str
+    version: str
+    started_at: float
+    policy: str
+    placement: str
+    agents: tuple[AgentView, ...]
+    frameworks: tuple[FrameworkView, ...]
+    tasks: tuple[TaskView, ...]
+    offers: tuple[OfferView, ...]
+    total: ResourceVector
+    used: ResourceVector
+    offered: ResourceVector
+    free: ResourceVector
+
+
+def _dominant(allocated: ResourceVector, total: ResourceVector) -> tuple[float, str]:
+    best, name = 0.0, ""
+    for resource, millis in allocated.millis_items():
+        denominator = total.millis(resource)
+        share = millis / denominator if denominator else 1.0
+        if share > best:
+            best, name = share, resource
+    return min(best, 1.0), name
+
+
+def _agents(runtime: MasterRuntime) -> list[AgentView]:
+    core = runtime.core
+    views = []
+    for agent_id in sorted(runtime.agents):
+        link = runtime.agents[agent_id]
+        record = core.agents.get(agent_id)
+        if record is None:  # registered, Commands stream not attached yet: not in the pool
+            continue
+        offered = sum((core.offers[o].resources for o in record.offer_ids), EMPTY)
+        used = sum((core.tasks[k].resources for k in record.task_keys), EMPTY)
+        views.append(
+            AgentView(
+                agent_id,
+                link.spec,
+                "ACTIVE" if record.active else "DEACTIVATED",
+                record.free,
+                offered,
+                used,
+                link.registered_at,
+                runtime.wall(link.last_heard),
+            )
+        )
+    for departed in sorted(runtime.departed.values(), key=lambda d: d.agent_id):
+        views.append(
+            AgentView(
+                departed.agent_id,
+                departed.spec,
+                departed.state,
+                EMPTY,
+                EMPTY,
+                EMPTY,
+                departed.registered_at,
+                departed.last_heard,
+            )
+        )
+    return views
+
+
+def _frameworks(runtime: MasterRuntime) -> list[FrameworkView]:
+    core = runtime.core
+    views = []
+    for framework_id in sorted(runtime.frameworks):
+        link = runtime.frameworks[framework_id]
+        record = core.frameworks[framework_id]
+        offered = sum((core.offers[o].resources for o in record.offer_ids), EMPTY)
+        used = sum((core.tasks[(framework_id, t)].resources for t in record.task_ids), EMPTY)
+        counts: dict[str, int] = {}
+        for entry in runtime.tasks.of_framework(framework_id):
+            counts[entry.state] = counts.get(entry.state, 0) + 1
+        if link.channel is None:
+            state = "DISCONNECTED"
+        else:
+            state = "SUPPRESSED" if record.suppressed else "ACTIVE"
+        share, resource = _dominant(record.allocated, core.total)
+        views.append(
+            FrameworkView(
+                link.spec,
+                state,
+                record.weight,
+                share,
+                resource,
+                record.allocated,
+                offered,
+                used,
+                tuple(sorted(counts.items())),
+                link.demand,
+                link.registered_at,
+                link.failover_deadline,
+            )
+        )
+    return views
+
+
+def _tasks(runtime: MasterRuntime) -> list[TaskView]:
+    views = []
+    for entry in sorted(runtime.tasks, key=lambda e: (e.framework_id, e.spec.task_id)):
+        last = entry.status
+        status = StatusUpdate(
+            entry.spec.task_id,
+            entry.spec.agent_id,
+            entry.state,
+            last.reason if last else "",
+            last.message if last else "",
+            last.timestamp if last else 0.0,
+            last.uuid if last else b"",
+            last.source if last else "MASTER",
+            last.healthy if last else None,
+            last.exit_code if last else None,
+        )
+        views.append(TaskView(entry.framework_id, entry.spec, status))
+    return views
+
+
+def build_snapshot(runtime: MasterRuntime) -> ClusterSnapshot:
+    """Take the snapshot (call on the runtime's loop, between two awaits)."""
+    core = runtime.core
+    agents = _agents(runtime)
+    active = [a for a in agents if a.state in POOL_STATES]
+    timeout = runtime.config.offer_timeout
+    offers = [
+        OfferView(o, None if timeout is None else runtime.wall(o.created_at + timeout))
+        for _, o in sorted(core.offers.items())
+    ]
+    used = sum((a.used for a in active), EMPTY)
+    offered = sum((a.offered for a in active), EMPTY)
+    return ClusterSnapshot(
+        runtime.master_id,
+        runtime.config.version,
+        runtime.started_at,
+        runtime.config.policy,
+        runtime.config.placement,
+        tuple(agents),
+        tuple(_frameworks(runtime)),
+        tuple(_tasks(runtime)),
+        tuple(offers),
+        core.total,
+        used,
+        offered,
+        sum((a.free for a in active), EMPTY),
+    )

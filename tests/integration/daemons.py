@@ -1,0 +1,189 @@
+"""Start real fairshare daemons on 127.0.0.1 with port 0 and wait for them (DESIGN.md §7).
+
+- ``start_master(work_dir, *flags)``: a ``fairshare master`` process, waited for (bounded)
+  through ``<work-dir>/master.addr`` and the health check;
+- ``start_agent(master_address, work_dir, *flags, resources=...)``: a ``fairshare agent``
+  process, waited for through ``<work-dir>/agent.addr`` (written once it serves);
+- ``wait_for(condition, timeout, what)``: poll with a deadline.
+
+The fixtures over these live in ``conftest.py`` (``master``, ``master_factory``,
+``agent_factory``).
+
+Every wait polls a condition with a deadline (``wait_for``), never a bare sleep; every process is
+killed in teardown (SIGTERM, then SIGKILL); the daemons get an environment without ``FAIRSHARE_*``
+variables so the caller's shell cannot change a test. On a failed start the daemon's stderr is
+part of the error.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT = 20.0
+POLL_STEP = 0.02
+DEFAULT_MASTER_FLAGS = ("--allocation-interval", "200ms", "--validate", "--shutdown-grace", "2s")
+
+
+def wait_for(
+    condition: Callable[[], Any], timeout: float = START_TIMEOUT, what: str = "condition"
+) -> Any:
+    """Poll ``condition`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+        time.sleep(POLL_STEP)
+
+
+def daemon_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for a daemon: no FAIRSHARE_* from the caller, unbuffered output."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRSHARE_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra or {})
+    return env
+
+
+class Daemon:
+    """A daemon process started with ``python -m master.cli``; stderr goes to a log file."""
+
+    def __init__(
+        self,
+        kind: str,
+        argv: list[str],
+        work_dir: Path,
+        addr_file: str,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.kind = kind
+        self.work_dir = work_dir
+        self.addr_path = work_dir / addr_file
+        self.log_path = work_dir.parent / f"{work_dir.name}.{kind}.log"
+        work_dir.mkdir(parents=True, exist_ok=True)
+        self._log = self.log_path.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "master.cli", kind, *argv],
+            cwd=ROOT,
+            env=daemon_env(env),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        self.address = ""
+
+    def wait_ready(self, timeout: float = START_TIMEOUT) -> str:
+        """Wait for the address file; returns ``HOST:PORT``."""
+
+        def ready() -> str:
+            if self.proc.poll() is not None:
+                raise AssertionError(
+                    f"{self.kind} exited with {self.proc.returncode} before serving:\n{self.log()}"
+                )
+            try:
+                text = self.addr_path.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                return ""
+            return text.strip() if text.endswith("\n") else ""
+
+        self.address = wait_for(ready, timeout, f"{self.addr_path}")
+        return self.address
+
+    def log(self) -> str:
+        """Everything the daemon wrote so far."""
+        if not self._log.closed:
+            self._log.flush()
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def signal(self, signum: int = signal.SIGTERM) -> None:
+        """Send ``signum`` if the process still runs."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signum)
+
+    def stop(self, timeout: float = 10.0) -> int:
+        """SIGTERM, wait (then SIGKILL); returns the exit code."""
+        self.signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout)
+            raise AssertionError(f"{self.kind} ignored SIGTERM:\n{self.log()}") from None
+        finally:
+            self._log.close()
+
+    def kill(self) -> None:
+        """SIGKILL now (teardown of a process that may already be gone)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+        self._log.close()
+
+
+def health_status(address: str, service: str = "", timeout: float = 5.0) -> int:
+    """``grpc.health.v1.Health/Check`` of ``service``: 1 is SERVING (0 if unreachable)."""
+    from fairshare.health import HealthCheckRequest, HealthCheckResponse
+
+    with grpc.insecure_channel(address) as channel:
+        check = channel.unary_unary(
+            "/grpc.health.v1.Health/Check",
+            request_serializer=HealthCheckRequest.SerializeToString,
+            response_deserializer=HealthCheckResponse.FromString,
+        )
+        try:
+            response = check(HealthCheckRequest(service=service), timeout=timeout)
+        except grpc.RpcError:
+            return 0
+    status: int = response.status  # type: ignore[attr-defined]
+    return status
+
+
+def start_master(work_dir: Path, *flags: str, env: dict[str, str] | None = None) -> Daemon:
+    """Start ``fairshare master --port 0 --work-dir work_dir *flags`` and wait until it serves."""
+    master = Daemon(
+        "master", ["--port", "0", "--work-dir", str(work_dir), *flags], work_dir, "master.addr", env
+    )
+    try:
+        master.wait_ready()
+        wait_for(lambda: health_status(master.address) == 1, what="master health SERVING")
+    except BaseException:
+        master.kill()
+        raise
+    return master
+
+
+def start_agent(
+    master_address: str, work_dir: Path, *flags: str, resources: str = "cpus:4;mem:8192"
+) -> Daemon:
+    """Start ``fairshare agent --master ADDRESS --resources R --port 0 --work-dir work_dir``."""
+    argv = [
+        "--master",
+        master_address,
+        "--resources",
+        resources,
+        "--port",
+        "0",
+        "--metrics-port",
+        "0",
+        "--work-dir",
+        str(work_dir),
+        *flags,
+    ]
+    agent = Daemon("agent", argv, work_dir, "agent.addr")
+    try:
+        agent.wait_ready()
+    except BaseException:
+        agent.kill()
+        raise
+    return agent

@@ -1,0 +1,159 @@
+"""``fairshare agent`` settings: bad flags exit 2 naming the flag (real ``python -m master.cli``
+subprocesses), and the precedence flags > ``FAIRSHARE_*`` environment > TOML file > defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.config import ConfigError, parse_attributes, parse_resources, resolve
+from agent.resources_probe import host_resources
+from framework_sdk.resources import ResourceVector
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def run_agent(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("FAIRSHARE_")}
+    return subprocess.run(
+        [sys.executable, "-m", "master.cli", "agent", *argv],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=ROOT,
+        env={**clean, **(env or {})},
+    )
+
+
+BAD = [
+    (["--resources", "cpus:abc"], "--resources", "'abc'"),
+    (["--resources", "cpus:-1"], "--resources", "negative"),
+    (["--resources", ""], "--resources", "no resources"),
+    (["--resources", "cpus:1;cpus:2"], "--resources", "twice"),
+    (["--resources", "CPUS:1"], "--resources", "lower case"),
+    (["--resources", "cpus"], "--resources", "NAME:VALUE"),
+    (["--attributes", "rack"], "--attributes", "NAME:VALUE"),
+    (["--attributes", "rack:r1;rack:r2"], "--attributes", "twice"),
+    (["--attributes", "Rack:r1"], "--attributes", "lower case"),
+    (["--attributes", "rack:"], "--attributes", "empty value"),
+    (["--attributes", "rack:a:b"], "--attributes", "NAME:VALUE"),
+    (["--status-update-retry", "soon"], "--status-update-retry", "duration"),
+]
+
+
+@pytest.mark.parametrize(("argv", "flag", "fragment"), BAD, ids=[" ".join(b[0]) for b in BAD])
+def test_bad_flag_exits_2_naming_the_flag(
+    tmp_path: Path, argv: list[str], flag: str, fragment: str
+) -> None:
+    done = run_agent("--master", "127.0.0.1:1", "--work-dir", str(tmp_path), *argv)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    assert done.stderr.startswith(f"fairshare agent: {flag} ")
+    assert fragment in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "agent.addr").exists()
+
+
+def test_bad_environment_value_names_the_variable(tmp_path: Path) -> None:
+    done = run_agent(
+        "--work-dir",
+        str(tmp_path),
+        env={
+            "FAIRSHARE_MASTER": "127.0.0.1:1",
+            "FAIRSHARE_ATTRIBUTES": "zone",
+        },
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("fairshare agent: FAIRSHARE_ATTRIBUTES 'zone': ")
+
+
+def test_missing_master_exits_2() -> None:
+    done = run_agent()
+    assert done.returncode == 2
+    assert "--master HOST:PORT is required" in done.stderr
+
+
+def test_bad_master_and_port_exit_2() -> None:
+    assert run_agent("--master", "nohostport").returncode == 2
+    done = run_agent("--master", "h:1", "--port", "http")
+    assert done.returncode == 2 and "--port" in done.stderr  # argparse names it
+
+
+def test_bad_config_file_exits_2(tmp_path: Path) -> None:
+    config = tmp_path / "agent.toml"
+    config.write_text('[agent]\nmaster = "127.0.0.1:1"\nresourcez = "cpus:1"\n')
+    done = run_agent("--config", str(config))
+    assert done.returncode == 2
+    assert "unknown key 'resourcez'" in done.stderr
+    config.write_text("not = [toml")
+    assert "not valid TOML" in run_agent("--config", str(config)).stderr
+
+
+# -- precedence (in process) ----------------------------------------------------------------------
+
+
+def args(**flags: object) -> argparse.Namespace:
+    return argparse.Namespace(**flags)
+
+
+def test_defaults() -> None:
+    settings = resolve(args(master="m:1"), {})
+    assert settings.master == "m:1"
+    assert settings.resources is None  # probe this host
+    assert settings.attributes == ()
+    assert (settings.host, settings.port, settings.metrics_port) == ("127.0.0.1", 0, 9101)
+    assert settings.work_dir == Path("./fairshare-agent")
+    assert settings.log_format == "text"
+    assert settings.status_update_retry == 1.0
+    assert settings.hostname
+
+
+def test_flags_beat_environment_beats_toml(tmp_path: Path) -> None:
+    config = tmp_path / "cluster.toml"
+    config.write_text(
+        '[master]\nport = 5050\n\n[agent]\nmaster = "toml:1"\nresources = "cpus:1"\n'
+        'attributes = "rack:toml"\nport = 7001\nwork-dir = "/toml"\nstatus_update_retry = 0.25\n'
+    )
+    env = {
+        "FAIRSHARE_CONFIG": str(config),
+        "FAIRSHARE_RESOURCES": "cpus:2",
+        "FAIRSHARE_PORT": "7002",
+    }
+    settings = resolve(args(resources="cpus:3", master=None, port=None), env)
+    assert settings.resources == ResourceVector.parse("cpus:3")  # flag
+    assert settings.port == 7002  # environment
+    assert settings.master == "toml:1"  # file
+    assert settings.attributes == (("rack", "toml"),)
+    assert settings.work_dir == Path("/toml")
+    assert settings.status_update_retry == 0.25
+
+
+def test_flat_toml_file_and_source_names_in_errors(tmp_path: Path) -> None:
+    config = tmp_path / "agent.toml"
+    config.write_text('master = "m:1"\nport = "x"\n')
+    with pytest.raises(ConfigError, match=r"^port in .*agent.toml 'x': .*port number"):
+        resolve(args(config=str(config)), {})
+    with pytest.raises(ConfigError, match=r"^FAIRSHARE_LOG_FORMAT 'xml'"):
+        resolve(args(master="m:1"), {"FAIRSHARE_LOG_FORMAT": "xml"})
+    with pytest.raises(ConfigError, match="cannot read"):
+        resolve(args(config=str(tmp_path / "missing.toml")), {})
+
+
+def test_parse_attributes_and_resources() -> None:
+    assert parse_attributes(" rack : r1 ; zone:a;") == (("rack", "r1"), ("zone", "a"))
+    assert parse_attributes("") == ()
+    assert parse_resources("cpus:0.5;mem:512;gpus:1") == ResourceVector(cpus=0.5, mem=512, gpus=1)
+
+
+def test_host_resources_probe(tmp_path: Path) -> None:
+    found = host_resources(tmp_path)
+    assert found["cpus"] >= 1
+    assert found["mem"] >= 1
+    assert found["disk"] >= 1
+    assert found.names() == {"cpus", "mem", "disk"}

@@ -1,0 +1,115 @@
+"""``fairshare run``: flag validation, and the built-in framework against the fake master."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import pytest
+from fairshare.v1 import scheduler_pb2
+from sdk_helpers import run_async
+
+from framework_sdk import ResourceVector
+from framework_sdk.cli import RunConfig, run_framework
+from framework_sdk.testing import FakeAgent, FakeMaster
+from master import cli
+
+SHAPE = ResourceVector.parse("cpus:1;mem:1024")
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--task", "cpus:-1"], "--task: resource 'cpus': quantity -1 is negative"),
+        (["--task", "cpus=1"], "--task:"),
+        (["--task", ""], "--task: '' names no resources"),
+        (["--count", "0"], "--count: must be at least 1"),
+        (["--weight", "0"], "--weight: must be a finite number > 0"),
+        (["--weight", "nan"], "--weight:"),
+        (["--duration", "0"], "--duration: must be > 0"),
+        (["--master", "localhost"], "--master: 'localhost' is not HOST:PORT"),
+        (["--name", " "], "--name: must not be empty"),
+    ],
+)
+def test_bad_flags_exit_2_naming_the_flag(
+    capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    base = {"--master": "127.0.0.1:5050", "--name": "web", "--task": "cpus:1;mem:128"}
+    base.update(dict(zip(flags[::2], flags[1::2], strict=True)))
+    argv = ["run", *[part for pair in base.items() for part in pair]]
+    assert cli.main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith("fairshare run: ")
+    assert message in err
+    assert "Traceback" not in err
+
+
+def config(master: str, **changes: object) -> RunConfig:
+    base = RunConfig(
+        master=master, name="web", role="*", weight=1.0, shape=SHAPE, count=3, duration=None
+    )
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+def test_unreachable_master_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    async def scenario() -> int:
+        async with FakeMaster() as master:
+            address = master.address
+        return await run_framework(config(address, connect_timeout=0.3))
+
+    assert run_async(scenario()) == 1
+    assert "cannot reach the master at 127.0.0.1:" in capsys.readouterr().err
+
+
+def test_keeps_count_tasks_declares_demand_replaces_finished_and_tears_down() -> None:
+    agents = [FakeAgent("ag-1", ResourceVector.parse("cpus:8;mem:8192"))]
+
+    async def scenario() -> None:
+        async with FakeMaster(agents=agents) as master:
+            stop = asyncio.Event()
+            cfg = config(master.address, duration=0.05, role="batch", weight=2.5)
+            runner = asyncio.ensure_future(run_framework(cfg, stop))
+            peak = 0
+
+            def enough() -> bool:
+                nonlocal peak
+                peak = max(peak, len(master.state.tasks))
+                return len(master.launched_tasks) >= 9  # three generations of 3 tasks
+
+            await master.wait_for(enough, 10, "finished tasks replaced")
+            assert peak <= 3
+            stop.set()
+            assert await asyncio.wait_for(runner, 5) == 0
+            subscribe = master.requests("Subscribe")[0]
+            assert isinstance(subscribe, scheduler_pb2.SubscribeRequest)
+            info = subscribe.framework_info
+            assert (info.name, info.role, info.weight) == ("web", "batch", 2.5)
+            assert subscribe.demand.max_tasks == 3
+            assert [(r.name, r.millis) for r in subscribe.demand.task_resources.items] == [
+                ("cpus", 1000),
+                ("mem", 1024000),
+            ]
+            assert all(t.command.duration.nanos == 50_000_000 for t in master.launched_tasks)
+            assert len({t.task_id for t in master.launched_tasks}) == len(master.launched_tasks)
+            assert master.requests("Suppress") and master.requests("Revive")
+            assert master.requests("Teardown")
+            assert master.state.tasks == {}
+
+    run_async(scenario())
+
+
+def test_without_duration_tasks_stay_running_until_stopped() -> None:
+    agents = [FakeAgent("ag-1", ResourceVector.parse("cpus:2;mem:4096"))]
+
+    async def scenario() -> None:
+        async with FakeMaster(agents=agents) as master:
+            stop = asyncio.Event()
+            runner = asyncio.ensure_future(run_framework(config(master.address, count=5), stop))
+            await master.wait_for(lambda: len(master.state.tasks) == 2, 5, "2 tasks (agent full)")
+            await asyncio.sleep(0.1)
+            assert len(master.launched_tasks) == 2  # only what fits; nothing replaced
+            stop.set()
+            assert await asyncio.wait_for(runner, 5) == 0
+
+    run_async(scenario())

@@ -1,0 +1,214 @@
+"""The runtime's pure parts: ``TaskBook``, channels and links, settings, event logs."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from framework_sdk.resources import ResourceVector
+from master.config import ConfigError, MasterConfig, load_config
+from master.eventlog import EventFormatter, configure_logging, log_event
+from master.model import AgentSpec, KillCommand, StatusUpdate, StreamEnd, TaskSpec
+from master.sessions import AgentLink, Channel
+from master.taskbook import AckOutcome, TaskBook, UpdateOutcome
+
+R = ResourceVector.parse
+
+
+# -- TaskBook -------------------------------------------------------------------------------------
+
+
+def agent_update(state: str, uuid: bytes) -> StatusUpdate:
+    return StatusUpdate("t", "ag", state, uuid=uuid, source="AGENT")
+
+
+def test_taskbook_tracks_until_the_terminal_update_is_acknowledged() -> None:
+    book = TaskBook()
+    book.launch("fw", TaskSpec("t", "t", "ag", R("cpus:1")))
+    assert book.get("fw", "t").state == "STAGING"  # type: ignore[union-attr]
+    assert book.record_agent_update("fw", agent_update("RUNNING", b"1"), "RUNNING") is (
+        UpdateOutcome.NEW
+    )
+    assert book.record_agent_update("fw", agent_update("FINISHED", b"2"), "FINISHED") is (
+        UpdateOutcome.NEW
+    )
+    assert [s.uuid for s in book.pending("fw")] == [b"1", b"2"]
+    assert book.acknowledge("fw", "t", b"1") is AckOutcome.FORWARD
+    assert book.acknowledge("fw", "t", b"1") is AckOutcome.DUPLICATE
+    assert book.acknowledge("fw", "t", b"9") is AckOutcome.UNKNOWN
+    assert book.record_agent_update("fw", agent_update("RUNNING", b"1"), "FINISHED") is (
+        UpdateOutcome.ACKED
+    )
+    assert book.get("fw", "t").state == "FINISHED"  # type: ignore[union-attr]
+    assert book.acknowledge("fw", "t", b"2") is AckOutcome.FORWARD
+    assert book.get("fw", "t") is None and len(book) == 0  # terminal and acknowledged
+    assert book.acknowledge("fw", "t", b"2") is AckOutcome.STALE
+
+
+def test_taskbook_state_only_moves_forward() -> None:
+    book = TaskBook()
+    book.launch("fw", TaskSpec("t", "t", "ag", R("cpus:1")))
+    book.mark_killing("fw", "t")
+    book.record_agent_update("fw", agent_update("RUNNING", b"1"), "RUNNING")  # a late retry
+    assert book.get("fw", "t").state == "KILLING"  # type: ignore[union-attr]
+    book.record_agent_update("fw", agent_update("KILLED", b"2"), "KILLED")
+    book.record_agent_update("fw", agent_update("RUNNING", b"3"), "RUNNING")
+    assert book.get("fw", "t").state == "KILLED"  # type: ignore[union-attr]
+
+
+def test_taskbook_master_decisions_and_indexes() -> None:
+    book = TaskBook()
+    book.launch("fw", TaskSpec("a", "a", "ag1", R("cpus:1")))
+    book.launch("fw", TaskSpec("b", "b", "ag2", R("cpus:1")))
+    book.launch("other", TaskSpec("a", "a", "ag1", R("cpus:1")))
+    assert [e.spec.task_id for e in book.on_agent("ag1")] == ["a", "a"]
+    book.set_state("fw", "b", StatusUpdate("b", "ag2", "LOST"))
+    assert book.get("fw", "b") is None and not book.on_agent("ag2")  # nothing pending: dropped
+    book.remove_framework("fw")
+    assert [(e.framework_id, e.spec.task_id) for e in book] == [("other", "a")]
+    replaced = book.launch("other", TaskSpec("a", "again", "ag3", R("cpus:2")))
+    assert book.get("other", "a") is replaced and not book.on_agent("ag1")
+
+
+def test_taskbook_adopts_updates_of_tasks_it_forgot() -> None:
+    book = TaskBook()
+    assert book.record_agent_update("fw", agent_update("KILLED", b"1"), "KILLED") is (
+        UpdateOutcome.NEW
+    )
+    assert book.get("fw", "t").terminal  # type: ignore[union-attr]
+    assert book.acknowledge("fw", "t", b"1") is AckOutcome.FORWARD
+    assert len(book) == 0
+
+
+# -- channels and agent links ---------------------------------------------------------------------
+
+
+def test_channel_ends_with_its_stream_end() -> None:
+    async def main() -> None:
+        channel: Channel[int] = Channel()
+        channel.put(1)
+        channel.close(StreamEnd("UNAVAILABLE"))
+        channel.put(2)  # dropped
+        channel.close(StreamEnd())  # ignored
+        assert await channel.get() == 1
+        assert await channel.get() == StreamEnd("UNAVAILABLE")
+        assert channel.get_nowait() is None
+
+    asyncio.run(main())
+
+
+def test_agent_link_keeps_commands_across_streams() -> None:
+    async def main() -> None:
+        link = AgentLink("ag", AgentSpec("h", 0, R("cpus:1")), 0.0, 0.0)
+        link.send(KillCommand("fw", "early"))  # no stream yet: waits in the outbox
+        first = link.attach()
+        assert first.get_nowait() == KillCommand("fw", "early")
+        link.send(KillCommand("fw", "queued"))
+        second = link.attach()  # replaces the first: unsent commands move over
+        assert first.get_nowait() == StreamEnd(
+            "ABORTED", "a newer Commands stream replaced this one"
+        )
+        assert second.get_nowait() == KillCommand("fw", "queued")
+        link.send(KillCommand("fw", "late"))
+        link.detach(first)  # a stale stream ending changes nothing
+        assert link.connected
+        link.detach(second)
+        assert not link.connected and list(link.outbox) == [KillCommand("fw", "late")]
+        link.end_stream(StreamEnd("NOT_FOUND"))
+        assert not link.outbox
+
+    asyncio.run(main())
+
+
+# -- settings -------------------------------------------------------------------------------------
+
+
+def args(**flags: object) -> argparse.Namespace:
+    return argparse.Namespace(**flags)
+
+
+def test_config_defaults() -> None:
+    assert load_config(args(), {}) == MasterConfig()
+
+
+def test_config_precedence_flags_env_toml_defaults(tmp_path: Path) -> None:
+    toml = tmp_path / "fs.toml"
+    toml.write_text(
+        '[master]\npolicy = "pf"\nplacement = "first-fit"\nagent-timeout = "30s"\n'
+        "allocation_interval = 0.5\n"
+        '[agent]\nresources = "cpus:1"\n',
+        encoding="utf-8",
+    )
+    env = {"FAIRSHARE_MASTER_POLICY": "asset", "FAIRSHARE_LOG_FORMAT": "json"}
+    config = load_config(args(config=str(toml), placement="random", port=0), env)
+    assert config.policy == "asset"  # env over TOML
+    assert config.placement == "random"  # flag over TOML
+    assert config.agent_timeout == 30.0 and config.allocation_interval == 0.5  # TOML
+    assert config.log_format == "json"  # shared variable
+    assert config.port == 0 and config.metrics_port == 9100  # flag 0 is not "unset"
+    specific = {"FAIRSHARE_LOG_FORMAT": "json", "FAIRSHARE_MASTER_LOG_FORMAT": "text"}
+    assert load_config(args(), specific).log_format == "text"
+    assert load_config(args(), {"FAIRSHARE_MASTER_OFFER_TIMEOUT": "500ms"}).offer_timeout == 0.5
+    assert load_config(args(), {"FAIRSHARE_MASTER_VALIDATE": "yes"}).validate
+    assert load_config(args(), {"FAIRSHARE_MASTER_CONFIG": str(toml)}).policy == "pf"
+
+
+@pytest.mark.parametrize(
+    ("flags", "env", "toml", "fragment"),
+    [
+        ({}, {"FAIRSHARE_MASTER_PORT": "http"}, None, "environment FAIRSHARE_MASTER_PORT: port"),
+        ({}, {"FAIRSHARE_MASTER_AGENT_TIMEOUT": "-1"}, None, "agent-timeout"),
+        ({}, {"FAIRSHARE_MASTER_POLICY": "fifo"}, None, "policy"),
+        ({"port": 70000}, {}, None, "--port"),
+        ({}, {}, 'polcy = "drf"\n', "unknown setting 'polcy'"),
+        ({}, {}, "policy = [\n", "not valid TOML"),
+        ({}, {}, 'allocation-interval = "0s"\n', "more than zero"),
+    ],
+)
+def test_bad_settings_name_their_source(
+    tmp_path: Path, flags: dict[str, object], env: dict[str, str], toml: str | None, fragment: str
+) -> None:
+    if toml is not None:
+        path = tmp_path / "bad.toml"
+        path.write_text(toml, encoding="utf-8")
+        flags = {**flags, "config": str(path)}
+    with pytest.raises(ConfigError, match=fragment.replace("[", r"\[")):
+        load_config(args(**flags), env)
+
+
+def test_missing_config_file() -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(args(config="/nonexistent/fs.toml"), {})
+
+
+# -- event logs -----------------------------------------------------------------------------------
+
+
+def test_event_lines_text_and_json() -> None:
+    logger = logging.getLogger("fairshare.test")
+    stream = io.StringIO()
+    configure_logging("text", "INFO", stream)
+    log_event(logger, "offer.sent", framework_id="fw-1", reason="two words", count=3)
+    log_event(logger, "hidden", logging.DEBUG)
+    [line] = stream.getvalue().splitlines()
+    assert line.endswith('INFO offer.sent framework_id=fw-1 reason="two words" count=3')
+
+    stream = io.StringIO()
+    configure_logging("json", "DEBUG", stream)
+    log_event(logger, "multi", note="a\nb", value=None)
+    [line] = stream.getvalue().splitlines()
+    record = json.loads(line)
+    assert record["event"] == "multi" and record["note"] == "a\nb" and record["value"] is None
+    assert record["level"] == "INFO" and record["ts"].endswith("Z")
+    logging.getLogger().handlers.clear()
+
+
+def test_formatter_rejects_unknown_formats() -> None:
+    with pytest.raises(ValueError):
+        EventFormatter("xml")

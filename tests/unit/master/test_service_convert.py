@@ -1,0 +1,347 @@
+"""``master.service.convert``: wire messages to runtime values and back, with validation.
+
+Every malformed input raises ``InvalidArgument`` naming the field (the servicers map it to
+INVALID_ARGUMENT); every value survives a round trip; outgoing resources are sorted by name.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from fairshare.v1 import agent_pb2, common_pb2, scheduler_pb2
+from google.protobuf.duration_pb2 import Duration
+
+from framework_sdk.resources import ResourceVector
+from master.core.errors import InvalidArgument
+from master.core.records import Offer
+from master.model import (
+    AckCommand,
+    AgentSpec,
+    DemandSpec,
+    ErrorEvent,
+    FailureEvent,
+    FrameworkSpec,
+    HeartbeatEvent,
+    KillCommand,
+    LaunchCommand,
+    OffersEvent,
+    RescindEvent,
+    StatusUpdate,
+    StreamEnd,
+    TaskSpec,
+    UpdateEvent,
+)
+from master.service import convert
+
+C = common_pb2
+R = ResourceVector.parse
+
+
+def wire(*items: tuple[str, int]) -> common_pb2.Resources:
+    return C.Resources(items=[C.Resource(name=n, millis=m) for n, m in items])
+
+
+# -- resources ------------------------------------------------------------------------------------
+
+
+def test_resources_parse_exact_millis() -> None:
+    vector = convert.resources(wire(("mem", 4_096_000), ("cpus", 1500)), "r")
+    assert vector == R("cpus:1.5;mem:4096")
+    assert convert.resources(wire(), "r") == ResourceVector()
+    assert convert.resources(wire(("gpus", 0)), "r") == ResourceVector()
+
+
+@pytest.mark.parametrize(
+    ("items", "fragment"),
+    [
+        ((("cpus", -1),), "negative"),
+        ((("cpus", 1), ("cpus", 2)), "twice"),
+        ((("CPUS", 1),), "malformed"),
+        ((("1cpu", 1),), "malformed"),
+        ((("", 1),), "malformed"),
+        ((("c pu", 1),), "malformed"),
+        ((("cpus", 2**63 - 1),), "too large"),
+    ],
+)
+def test_bad_resources_are_invalid_argument(
+    items: tuple[tuple[str, int], ...], fragment: str
+) -> None:
+    with pytest.raises(InvalidArgument) as caught:
+        convert.resources(wire(*items), "task 't': resources")
+    assert fragment in caught.value.message
+    assert caught.value.message.startswith("task 't': resources")
+    assert caught.value.code == "INVALID_ARGUMENT"
+
+
+def test_resources_to_pb_sorted_without_zeros() -> None:
+    message = convert.resources_to_pb(R("mem:2;cpus:1;disk:0;gpus:0.5"))
+    assert [(i.name, i.millis) for i in message.items] == [
+        ("cpus", 1000),
+        ("gpus", 500),
+        ("mem", 2000),
+    ]
+    assert convert.resources(message, "r") == R("cpus:1;mem:2;gpus:0.5")
+
+
+# -- filters, durations, weights, roles -----------------------------------------------------------
+
+
+def test_refuse_seconds() -> None:
+    assert convert.refuse_seconds(C.Filters(), present=False) is None
+    assert convert.refuse_seconds(C.Filters(), present=True) is None
+    assert convert.refuse_seconds(C.Filters(refuse_seconds=0), present=True) == 0.0
+    assert convert.refuse_seconds(C.Filters(refuse_seconds=2.5), present=True) == 2.5
+    for bad in (-0.1, math.nan, math.inf, 31_536_001.0):
+        with pytest.raises(InvalidArgument):
+            convert.refuse_seconds(C.Filters(refuse_seconds=bad), present=True)
+
+
+def test_durations() -> None:
+    assert convert.duration_seconds(Duration(seconds=1, nanos=500_000_000), "d") == 1.5
+    assert convert.duration(0.25).ToMilliseconds() == 250
+    with pytest.raises(InvalidArgument):
+        convert.duration_seconds(Duration(seconds=-1), "command.duration")
+
+
+@pytest.mark.parametrize("weight", [0.0, -1.0, math.nan, math.inf, 1e6 + 1])
+def test_bad_weights(weight: float) -> None:
+    with pytest.raises(InvalidArgument):
+        convert.check_weight(weight, "weight")
+
+
+def test_roles() -> None:
+    assert convert.check_role("") == "*"
+    assert convert.check_role("*") == "*"
+    assert convert.check_role("batch.prod-1") == "batch.prod-1"
+    for bad in ("a b", ".hidden", "x;y", "-dash"):
+        with pytest.raises(InvalidArgument):
+            convert.check_role(bad)
+
+
+# -- frameworks and demand ------------------------------------------------------------------------
+
+
+def test_framework_spec_round_trip() -> None:
+    info = C.FrameworkInfo(
+        framework_id="fw-1",
+        name="web",
+        role="",
+        weight=2.0,
+        failover_timeout=Duration(seconds=30),
+        principal="p",
+        user="u",
+        hostname="h",
+        capabilities=[C.FrameworkInfo.CAPABILITY_PARTITION_AWARE, 99],  # 99: from a newer SDK
+    )
+    spec = convert.framework_spec(info)
+    assert spec == FrameworkSpec(
+        "fw-1", "web", "*", 2.0, 30.0, "p", "u", "h", frozenset({"PARTITION_AWARE"})
+    )
+    back = convert.framework_info(spec)
+    assert back.weight == 2.0 and back.role == "*"
+    assert list(back.capabilities) == [C.FrameworkInfo.CAPABILITY_PARTITION_AWARE]
+    assert convert.framework_spec(C.FrameworkInfo(name="x")).weight is None
+    assert not convert.framework_info(convert.framework_spec(C.FrameworkInfo(name="x"))).HasField(
+        "weight"
+    )
+
+
+@pytest.mark.parametrize(
+    "info",
+    [
+        C.FrameworkInfo(name=""),
+        C.FrameworkInfo(name="   "),
+        C.FrameworkInfo(name="x", weight=0),
+        C.FrameworkInfo(name="x", role="bad role"),
+        C.FrameworkInfo(name="x", failover_timeout=Duration(seconds=-5)),
+    ],
+)
+def test_bad_framework_info(info: common_pb2.FrameworkInfo) -> None:
+    with pytest.raises(InvalidArgument):
+        convert.framework_spec(info)
+
+
+def test_demand() -> None:
+    assert convert.demand_spec(C.Demand(), present=False) is None
+    shape = convert.resources_to_pb(R("cpus:1;mem:4096"))
+    assert convert.demand_spec(C.Demand(task_resources=shape), True) == DemandSpec(
+        R("cpus:1;mem:4096"), None
+    )
+    limited = convert.demand_spec(C.Demand(task_resources=shape, max_tasks=0), True)
+    assert limited == DemandSpec(R("cpus:1;mem:4096"), 0)
+    assert convert.demand_to_pb(limited).max_tasks == 0
+    assert not convert.demand_to_pb(DemandSpec(R("cpus:1"))).HasField("max_tasks")
+    with pytest.raises(InvalidArgument, match="empty"):
+        convert.demand_spec(C.Demand(max_tasks=3), True)
+    with pytest.raises(InvalidArgument, match="max_tasks"):
+        convert.demand_spec(C.Demand(task_resources=shape, max_tasks=-1), True)
+
+
+# -- agents ---------------------------------------------------------------------------------------
+
+
+def test_agent_spec_round_trip() -> None:
+    info = C.AgentInfo(
+        hostname="h1",
+        port=7000,
+        resources=convert.resources_to_pb(R("cpus:8;mem:16384")),
+        attributes=[C.Attribute(name="zone", value="a"), C.Attribute(name="rack", value="r1")],
+        version="0.1.0",
+    )
+    spec = convert.agent_spec(info)
+    assert spec == AgentSpec(
+        "h1", 7000, R("cpus:8;mem:16384"), (("rack", "r1"), ("zone", "a")), "0.1.0"
+    )
+    assert convert.agent_spec(convert.agent_info(spec)) == spec
+
+
+@pytest.mark.parametrize(
+    "info",
+    [
+        C.AgentInfo(),
+        C.AgentInfo(resources=wire(("cpus", -1))),
+        C.AgentInfo(resources=wire(("cpus", 1)), port=70000),
+        C.AgentInfo(resources=wire(("cpus", 1)), attributes=[C.Attribute(name="Rack", value="x")]),
+        C.AgentInfo(resources=wire(("cpus", 1)), attributes=[C.Attribute(name="r", value="a:b")]),
+        C.AgentInfo(
+            resources=wire(("cpus", 1)),
+            attributes=[C.Attribute(name="r", value="a"), C.Attribute(name="r", value="b")],
+        ),
+    ],
+)
+def test_bad_agent_info(info: common_pb2.AgentInfo) -> None:
+    with pytest.raises(InvalidArgument):
+        convert.agent_spec(info)
+
+
+# -- tasks and statuses ---------------------------------------------------------------------------
+
+
+def test_task_spec_round_trip() -> None:
+    info = C.TaskInfo(
+        task_id="t1",
+        name="first",
+        agent_id="ag-1",
+        resources=convert.resources_to_pb(R("cpus:1;mem:128")),
+        command=C.CommandInfo(
+            duration=Duration(seconds=2),
+            exit_code=3,
+            startup_delay=Duration(nanos=100_000_000),
+            fail_on_start=True,
+        ),
+        labels={"b": "2", "a": "1"},
+    )
+    spec = convert.task_spec(info)
+    assert spec == TaskSpec(
+        "t1", "first", "ag-1", R("cpus:1;mem:128"), 2.0, 3, 0.1, True, (("a", "1"), ("b", "2"))
+    )
+    assert convert.task_info(spec) == info
+    plain = convert.task_spec(C.TaskInfo(task_id="p", resources=wire(("cpus", 1))))
+    assert plain.duration is None and plain.startup_delay is None
+    assert not convert.task_info(plain).command.HasField("duration")
+
+
+def test_task_with_negative_duration_is_invalid() -> None:
+    info = C.TaskInfo(task_id="t", command=C.CommandInfo(startup_delay=Duration(seconds=-1)))
+    with pytest.raises(InvalidArgument, match="startup_delay"):
+        convert.task_spec(info)
+
+
+def agent_status(**kw: object) -> common_pb2.TaskStatus:
+    fields: dict[str, object] = {
+        "task_id": "t",
+        "agent_id": "ag",
+        "state": C.TASK_STATE_RUNNING,
+        "uuid": b"u" * 16,
+        "source": C.TaskStatus.SOURCE_AGENT,
+    }
+    fields.update(kw)
+    return C.TaskStatus(**fields)  # type: ignore[arg-type]
+
+
+def test_status_round_trip() -> None:
+    message = agent_status(
+        reason=C.TaskStatus.REASON_COMMAND_FAILED, exit_code=2, healthy=False, message="m"
+    )
+    message.timestamp.FromSeconds(1_700_000_000)
+    status = convert.status_from_pb(message, agent_update=True)
+    assert status == StatusUpdate(
+        "t", "ag", "RUNNING", "COMMAND_FAILED", "m", 1_700_000_000.0, b"u" * 16, "AGENT", False, 2
+    )
+    assert convert.status_to_pb(status) == message
+    master = StatusUpdate("t", "ag", "UNKNOWN", "RECONCILIATION")
+    back = convert.status_to_pb(master)
+    assert back.state == C.TASK_STATE_UNKNOWN and back.source == C.TaskStatus.SOURCE_MASTER
+    assert not back.HasField("exit_code") and not back.HasField("healthy")
+
+
+@pytest.mark.parametrize(
+    ("kw", "fragment"),
+    [
+        ({"task_id": ""}, "task_id"),
+        ({"state": C.TASK_STATE_UNSPECIFIED}, "unspecified"),
+        ({"state": C.TASK_STATE_UNREACHABLE}, "not a state an agent reports"),
+        ({"state": C.TASK_STATE_GONE}, "not a state an agent reports"),
+        ({"state": 77}, "unknown enum"),
+        ({"uuid": b""}, "16 bytes"),
+        ({"uuid": b"x" * 17}, "16 bytes"),
+        ({"reason": 999}, "unknown enum"),
+    ],
+)
+def test_bad_agent_status(kw: dict[str, object], fragment: str) -> None:
+    with pytest.raises(InvalidArgument, match=fragment):
+        convert.status_from_pb(agent_status(**kw), agent_update=True)
+
+
+def test_latest_state() -> None:
+    assert convert.latest_state(0) == ""
+    assert convert.latest_state(C.TASK_STATE_FINISHED) == "FINISHED"
+    with pytest.raises(InvalidArgument):
+        convert.latest_state(C.TASK_STATE_UNKNOWN)
+
+
+# -- outgoing streams -----------------------------------------------------------------------------
+
+
+OFFER = Offer("o-1", "fw-1", "ag-1", "h1", R("cpus:2;mem:1024"), 2, (("rack", "r1"),), 5.0)
+
+
+def test_events_to_pb() -> None:
+    offers = convert.event_to_pb(OffersEvent((OFFER,), expires_at=1_700_000_000.5))
+    [offer] = offers.offers.offers
+    assert (offer.offer_id, offer.framework_id, offer.agent_id, offer.hostname) == (
+        "o-1",
+        "fw-1",
+        "ag-1",
+        "h1",
+    )
+    assert offer.fair_tasks == 2 and offer.attributes[0].value == "r1"
+    assert offer.expires_at.ToMilliseconds() == 1_700_000_000_500
+    assert not convert.event_to_pb(OffersEvent((OFFER,))).offers.offers[0].HasField("expires_at")
+
+    assert convert.event_to_pb(RescindEvent("o-1", "gone")).rescind.reason == "gone"
+    update = convert.event_to_pb(UpdateEvent(StatusUpdate("t", "ag", "LOST", "AGENT_RESTARTED")))
+    assert update.update.status.reason == C.TaskStatus.REASON_AGENT_RESTARTED
+    assert convert.event_to_pb(FailureEvent("ag", "lost")).failure.agent_id == "ag"
+    assert convert.event_to_pb(HeartbeatEvent(10.0)).heartbeat.time.seconds == 10
+    error = convert.event_to_pb(ErrorEvent("bye", "CANCELLED")).error
+    assert (error.message, error.code) == ("bye", 1)
+    with pytest.raises(TypeError):
+        convert.event_to_pb(StreamEnd())
+
+
+def test_commands_to_pb() -> None:
+    spec = TaskSpec("t", "t", "ag", R("cpus:1"), None)
+    launch = convert.command_to_pb(LaunchCommand("fw", (spec,))).launch_tasks
+    assert launch.framework_id == "fw" and launch.tasks[0].agent_id == "ag"
+    assert convert.command_to_pb(KillCommand("fw", "t")).kill_task.task_id == "t"
+    ack = convert.command_to_pb(AckCommand("fw", "t", b"u" * 16)).acknowledge_status
+    assert ack.uuid == b"u" * 16
+    assert isinstance(convert.command_to_pb(KillCommand("f", "t")), agent_pb2.CommandsResponse)
+    with pytest.raises(TypeError):
+        convert.command_to_pb(StreamEnd())
+
+
+def test_subscribe_response_types() -> None:
+    assert isinstance(convert.event_to_pb(HeartbeatEvent(0.0)), scheduler_pb2.SubscribeResponse)

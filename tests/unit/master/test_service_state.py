@@ -1,0 +1,87 @@
+"""``state_to_pb``: GetState carries what ``fairshare status --json`` prints."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from fairshare.v1 import common_pb2, operator_pb2
+
+from framework_sdk.resources import ResourceVector
+from master.model import AgentSpec, DemandSpec, FrameworkSpec, StatusUpdate, TaskSpec
+from master.runtime import MasterRuntime, RuntimeConfig
+from master.service.convert import resources
+from master.service.state import state_to_pb
+
+R = ResourceVector.parse
+Agent = operator_pb2.GetStateResponse.Agent
+Framework = operator_pb2.GetStateResponse.Framework
+
+
+def build_state() -> operator_pb2.GetStateResponse:
+    async def main() -> operator_pb2.GetStateResponse:
+        runtime = MasterRuntime(
+            RuntimeConfig(
+                validate=True, allocation_interval=60, offer_timeout=30, allocation_batch=0
+            )
+        )
+        await runtime.start()
+        agent_id, _, _ = runtime.register(
+            AgentSpec("h1", 7000, R("cpus:4;mem:4096"), (("rack", "r1"),))
+        )
+        runtime.open_commands(agent_id)
+        shape = DemandSpec(R("cpus:1;mem:1024"), 3)
+        web = runtime.subscribe(
+            FrameworkSpec("", "web", weight=2.0, failover_timeout=60), shape, False
+        )
+        await asyncio.sleep(0)
+        [offers] = web.channel.drain()
+        offer = offers.offers[0]  # type: ignore[union-attr]
+        runtime.accept(
+            web.framework_id, [offer.offer_id], [TaskSpec("t1", "", "", R("cpus:1;mem:1024"))], 0
+        )
+        runtime.update_status(
+            agent_id,
+            web.framework_id,
+            StatusUpdate("t1", agent_id, "RUNNING", uuid=b"u" * 16, source="AGENT"),
+            "RUNNING",
+        )
+        runtime.unsubscribe(web.framework_id, web.channel)  # disconnected, within failover
+        batch = runtime.subscribe(FrameworkSpec("", "batch", role="analytics"), None, True)
+        await asyncio.sleep(0)
+        state = state_to_pb(runtime.snapshot())
+        del batch
+        await runtime.stop()
+        return state
+
+    return asyncio.run(main())
+
+
+def test_state_has_everything_status_prints() -> None:
+    state = build_state()
+    assert state.policy == "drf" and state.version and state.started_at.seconds > 0
+    [agent] = state.agents
+    assert agent.state == Agent.STATE_ACTIVE and agent.reachable
+    assert agent.agent_info.hostname == "h1" and agent.agent_info.attributes[0].name == "rack"
+    assert resources(agent.used, "used") == R("cpus:1;mem:1024")
+    assert resources(agent.free, "free") == R("cpus:3;mem:3072")  # the rest is free again
+    assert agent.last_heartbeat_at.seconds > 0
+
+    by_name = {f.framework_info.name: f for f in state.frameworks}
+    web, batch = by_name["web"], by_name["batch"]
+    assert web.state == Framework.STATE_DISCONNECTED and web.HasField("failover_deadline")
+    assert web.weight == 2.0 and web.dominant_share == pytest.approx(0.25)
+    assert web.dominant_resource in ("cpus", "mem")
+    assert resources(web.allocated, "a") == R("cpus:1;mem:1024") and not web.offered.items
+    assert [(c.state, c.count) for c in web.task_counts] == [(common_pb2.TASK_STATE_RUNNING, 1)]
+    assert web.demand.max_tasks == 3
+    assert batch.state == Framework.STATE_SUPPRESSED and batch.framework_info.role == "analytics"
+    assert not batch.HasField("demand") and not batch.HasField("failover_deadline")
+    assert batch.dominant_share == 0 and batch.dominant_resource == ""
+
+    [task] = state.tasks
+    assert task.info.task_id == "t1" and task.status.state == common_pb2.TASK_STATE_RUNNING
+    assert task.info.name == "t1"
+    assert not state.offers
+    assert resources(state.total, "t") == R("cpus:4;mem:4096")
+    assert resources(state.used, "u") + resources(state.free, "f") == R("cpus:4;mem:4096")
