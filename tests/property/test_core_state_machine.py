@@ -117,6 +117,9 @@ def snapshot(state: MasterState) -> dict[str, Any]:
             for a in state.agent_list
         ),
         "agent_index": tuple(state.agents),
+        "inactive_agents": tuple(
+            (a.id, a.free, frozenset(a.task_keys)) for a in state.agents.values() if not a.active
+        ),
         "frameworks": {fid: _record(fw) for fid, fw in state.frameworks.items()},
         "offers": {oid: _record(offer) for oid, offer in state.offers.items()},
         "tasks": {key: _record(task) for key, task in state.tasks.items()},
@@ -250,6 +253,26 @@ class CoreMachine(RuleBasedStateMachine):
         self._drop(offers)
         self.removed_agents.add(agent_id)
 
+    @precondition(lambda self: self.state.agents)
+    @rule(data=st.data(), deactivate=st.booleans())
+    def agent_maintenance(self, data: st.DataObject, deactivate: bool) -> None:
+        """The operator deactivates or reactivates an agent (either may be a no-op)."""
+        agent_id = data.draw(st.sampled_from(sorted(self.state.agents)))
+        agent = self.state.agents[agent_id]
+        offers, tasks, total = set(agent.offer_ids), set(agent.task_keys), self.state.total
+        if deactivate:
+            messages = self._messages_of(
+                self.state.handle_deactivate_agent(agent_id, self.now), RescindOffer
+            )
+            assert {m.offer_id for m in messages} == offers and len(messages) == len(offers)
+            assert not agent.active and not agent.offer_ids
+            self._drop(offers)
+        else:
+            assert self.state.handle_reactivate_agent(agent_id, self.now) == []
+            assert agent.active and agent.offer_ids == offers
+        assert agent.task_keys == tasks and self.state.total == total
+        assert any(a is agent for a in self.state.agent_list) == agent.active
+
     # -- frameworks -------------------------------------------------------------------------------
 
     @rule(
@@ -279,13 +302,13 @@ class CoreMachine(RuleBasedStateMachine):
         fw = self.state.frameworks[framework_id]
         offers, task_ids = set(fw.offer_ids), set(fw.task_ids)
         freed = fw.allocated
-        free_before = sum((a.free for a in self.state.agent_list), EMPTY)
+        free_before = sum((a.free for a in self.state.agents.values()), EMPTY)
         messages = self._messages_of(
             self.state.handle_remove_framework(framework_id, self.now), KillTask
         )
         assert {m.task_id for m in messages} == task_ids
         assert framework_id not in self.state.frameworks
-        assert sum((a.free for a in self.state.agent_list), EMPTY) == free_before + freed
+        assert sum((a.free for a in self.state.agents.values()), EMPTY) == free_before + freed
         assert framework_id not in self.state.ordered_frameworks()
         self._drop(offers)
         self.removed_frameworks.add(framework_id)
@@ -349,6 +372,7 @@ class CoreMachine(RuleBasedStateMachine):
                 assert offer.offer_id in state.offers and offer.offer_id not in before[fw.id]
                 assert offer.offer_id not in self.dead_offers
                 assert offer.resources and offer.agent_id in state.agents
+                assert state.agents[offer.agent_id].active, "offered a deactivated agent"
                 until = fw.filters.get(offer.agent_id)
                 assert until is None or until <= self.now, "offered a refused agent"
                 if fw.demand is None:
@@ -540,6 +564,18 @@ class CoreMachine(RuleBasedStateMachine):
             ),
             ("add framework, empty id", InvalidArgument, lambda: s.handle_add_framework("", now)),
             ("remove unknown agent", NotFound, lambda: s.handle_remove_agent(ghost, now)),
+            ("deactivate unknown agent", NotFound, lambda: s.handle_deactivate_agent(ghost, now)),
+            ("reactivate unknown agent", NotFound, lambda: s.handle_reactivate_agent(ghost, now)),
+            (
+                "deactivate agent, empty id",
+                InvalidArgument,
+                lambda: s.handle_deactivate_agent("", now),
+            ),
+            (
+                "reactivate agent, empty id",
+                InvalidArgument,
+                lambda: s.handle_reactivate_agent("", now),
+            ),
             ("remove unknown framework", NotFound, lambda: s.handle_remove_framework(ghost, now)),
             ("deactivate unknown", NotFound, lambda: s.handle_deactivate_framework(ghost, now)),
             ("activate unknown", NotFound, lambda: s.handle_activate_framework(ghost, now)),
@@ -815,8 +851,8 @@ class CoreMachine(RuleBasedStateMachine):
     @invariant()
     def conservation(self) -> None:
         state = self.state
-        totals = sum((a.total for a in state.agent_list), EMPTY)
-        free = sum((a.free for a in state.agent_list), EMPTY)
+        totals = sum((a.total for a in state.agents.values()), EMPTY)
+        free = sum((a.free for a in state.agents.values()), EMPTY)
         allocated = sum((fw.allocated for fw in state.frameworks.values()), EMPTY)
         offered = sum((o.resources for o in state.offers.values()), EMPTY)
         used = sum((t.resources for t in state.tasks.values()), EMPTY)
@@ -839,6 +875,10 @@ ALL_BAD_REQUESTS = {
     "add agent, no resources",
     "add framework, empty id",
     "remove unknown agent",
+    "deactivate unknown agent",
+    "reactivate unknown agent",
+    "deactivate agent, empty id",
+    "reactivate agent, empty id",
     "remove unknown framework",
     "deactivate unknown",
     "activate unknown",

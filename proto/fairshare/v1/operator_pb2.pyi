@@ -71,6 +71,10 @@ class GetStateResponse(_message.Message):
             """Missed heartbeats; its resources left the pool and its tasks are UNREACHABLE."""
             STATE_GONE: GetStateResponse.Agent._State.ValueType  # 4
             """Removed for good; kept for display only."""
+            STATE_DEACTIVATED: GetStateResponse.Agent._State.ValueType  # 5
+            """Connected, but deactivated by the operator (DeactivateAgents): its resources stay in
+            the pool and its tasks keep running, but nothing of it is offered until reactivated.
+            """
 
         class State(_State, metaclass=_StateEnumTypeWrapper):
             """Agent lifecycle as the master sees it."""
@@ -85,6 +89,10 @@ class GetStateResponse(_message.Message):
         """Missed heartbeats; its resources left the pool and its tasks are UNREACHABLE."""
         STATE_GONE: GetStateResponse.Agent.State.ValueType  # 4
         """Removed for good; kept for display only."""
+        STATE_DEACTIVATED: GetStateResponse.Agent.State.ValueType  # 5
+        """Connected, but deactivated by the operator (DeactivateAgents): its resources stay in
+        the pool and its tasks keep running, but nothing of it is offered until reactivated.
+        """
 
         AGENT_ID_FIELD_NUMBER: _builtins.int
         AGENT_INFO_FIELD_NUMBER: _builtins.int
@@ -100,7 +108,9 @@ class GetStateResponse(_message.Message):
         state: Global___GetStateResponse.Agent.State.ValueType
         """Lifecycle state."""
         reachable: _builtins.bool
-        """True iff state is STATE_ACTIVE (convenience for `fairshare status`)."""
+        """True iff the master hears from the agent: state is STATE_ACTIVE or STATE_DEACTIVATED
+        (convenience for `fairshare status`).
+        """
         @_builtins.property
         def agent_info(self) -> _common_pb2.AgentInfo:
             """What the agent registered with; agent_info.resources is its total."""
@@ -318,11 +328,11 @@ class GetStateResponse(_message.Message):
 
     @_builtins.property
     def total(self) -> _common_pb2.Resources:
-        """Sum of the totals of the active agents (the pool)."""
+        """Sum of the totals of the active and deactivated agents (the pool)."""
 
     @_builtins.property
     def used(self) -> _common_pb2.Resources:
-        """Resources used by tasks on active agents."""
+        """Resources used by tasks on active and deactivated agents."""
 
     @_builtins.property
     def offered(self) -> _common_pb2.Resources:
@@ -489,3 +499,85 @@ class Weight(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType_target) -> _WhichOneofReturnType_target | None: ...
 
 Global___Weight: _TypeAlias = Weight  # noqa: Y015
+
+@_typing.final
+class DeactivateAgentsRequest(_message.Message):
+    """Deactivates agents."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_IDS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def agent_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The agents to deactivate: at least one, each a connected agent's id."""
+
+    def __init__(
+        self,
+        *,
+        agent_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_ids", b"agent_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeactivateAgentsRequest: _TypeAlias = DeactivateAgentsRequest  # noqa: Y015
+
+@_typing.final
+class DeactivateAgentsResponse(_message.Message):
+    """Every named agent is deactivated (its offers are rescinded)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeactivateAgentsResponse: _TypeAlias = DeactivateAgentsResponse  # noqa: Y015
+
+@_typing.final
+class ReactivateAgentsRequest(_message.Message):
+    """Reactivates agents."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_IDS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def agent_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The agents to reactivate: at least one, each a connected agent's id."""
+
+    def __init__(
+        self,
+        *,
+        agent_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_ids", b"agent_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReactivateAgentsRequest: _TypeAlias = ReactivateAgentsRequest  # noqa: Y015
+
+@_typing.final
+class ReactivateAgentsResponse(_message.Message):
+    """Every named agent is active again; one allocation run follows."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReactivateAgentsResponse: _TypeAlias = ReactivateAgentsResponse  # noqa: Y015

@@ -50,6 +50,16 @@ class OperatorServiceStub:
                 request_serializer=fairshare_dot_v1_dot_operator__pb2.GetWeightsRequest.SerializeToString,
                 response_deserializer=fairshare_dot_v1_dot_operator__pb2.GetWeightsResponse.FromString,
                 _registered_method=True)
+        self.DeactivateAgents = channel.unary_unary(
+                '/fairshare.v1.OperatorService/DeactivateAgents',
+                request_serializer=fairshare_dot_v1_dot_operator__pb2.DeactivateAgentsRequest.SerializeToString,
+                response_deserializer=fairshare_dot_v1_dot_operator__pb2.DeactivateAgentsResponse.FromString,
+                _registered_method=True)
+        self.ReactivateAgents = channel.unary_unary(
+                '/fairshare.v1.OperatorService/ReactivateAgents',
+                request_serializer=fairshare_dot_v1_dot_operator__pb2.ReactivateAgentsRequest.SerializeToString,
+                response_deserializer=fairshare_dot_v1_dot_operator__pb2.ReactivateAgentsResponse.FromString,
+                _registered_method=True)
 
 
 class OperatorServiceServicer:
@@ -78,6 +88,26 @@ class OperatorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeactivateAgents(self, request, context):
+        """Takes agents out of offer rotation for maintenance (Mesos DEACTIVATE_AGENT): their
+        outstanding offers are rescinded and their free resources are offered to nobody, while their
+        running tasks keep running and their resources stay in the pool total. Deactivating a
+        deactivated agent changes nothing. All or nothing: errors are INVALID_ARGUMENT (empty list,
+        empty id) and NOT_FOUND (an id that is not a connected agent), and then no agent changes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReactivateAgents(self, request, context):
+        """Puts deactivated agents back into offer rotation (Mesos REACTIVATE_AGENT); one allocation run
+        then sees all of them together. Reactivating an active agent changes nothing. Errors as for
+        DeactivateAgents, and then no agent changes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_OperatorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -95,6 +125,16 @@ def add_OperatorServiceServicer_to_server(servicer, server):
                     servicer.GetWeights,
                     request_deserializer=fairshare_dot_v1_dot_operator__pb2.GetWeightsRequest.FromString,
                     response_serializer=fairshare_dot_v1_dot_operator__pb2.GetWeightsResponse.SerializeToString,
+            ),
+            'DeactivateAgents': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeactivateAgents,
+                    request_deserializer=fairshare_dot_v1_dot_operator__pb2.DeactivateAgentsRequest.FromString,
+                    response_serializer=fairshare_dot_v1_dot_operator__pb2.DeactivateAgentsResponse.SerializeToString,
+            ),
+            'ReactivateAgents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReactivateAgents,
+                    request_deserializer=fairshare_dot_v1_dot_operator__pb2.ReactivateAgentsRequest.FromString,
+                    response_serializer=fairshare_dot_v1_dot_operator__pb2.ReactivateAgentsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -179,6 +219,60 @@ class OperatorService:
             '/fairshare.v1.OperatorService/GetWeights',
             fairshare_dot_v1_dot_operator__pb2.GetWeightsRequest.SerializeToString,
             fairshare_dot_v1_dot_operator__pb2.GetWeightsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeactivateAgents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fairshare.v1.OperatorService/DeactivateAgents',
+            fairshare_dot_v1_dot_operator__pb2.DeactivateAgentsRequest.SerializeToString,
+            fairshare_dot_v1_dot_operator__pb2.DeactivateAgentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReactivateAgents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fairshare.v1.OperatorService/ReactivateAgents',
+            fairshare_dot_v1_dot_operator__pb2.ReactivateAgentsRequest.SerializeToString,
+            fairshare_dot_v1_dot_operator__pb2.ReactivateAgentsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -46,6 +46,18 @@ class OperatorServiceStub:
     """
     GetWeights: _grpc.UnaryUnaryMultiCallable[_operator_pb2.GetWeightsRequest, _operator_pb2.GetWeightsResponse]
     """Lists the weights the operator has set."""
+    DeactivateAgents: _grpc.UnaryUnaryMultiCallable[_operator_pb2.DeactivateAgentsRequest, _operator_pb2.DeactivateAgentsResponse]
+    """Takes agents out of offer rotation for maintenance (Mesos DEACTIVATE_AGENT): their
+    outstanding offers are rescinded and their free resources are offered to nobody, while their
+    running tasks keep running and their resources stay in the pool total. Deactivating a
+    deactivated agent changes nothing. All or nothing: errors are INVALID_ARGUMENT (empty list,
+    empty id) and NOT_FOUND (an id that is not a connected agent), and then no agent changes.
+    """
+    ReactivateAgents: _grpc.UnaryUnaryMultiCallable[_operator_pb2.ReactivateAgentsRequest, _operator_pb2.ReactivateAgentsResponse]
+    """Puts deactivated agents back into offer rotation (Mesos REACTIVATE_AGENT); one allocation run
+    then sees all of them together. Reactivating an active agent changes nothing. Errors as for
+    DeactivateAgents, and then no agent changes.
+    """
 
 @_typing.type_check_only
 class OperatorServiceAsyncStub(OperatorServiceStub):
@@ -60,6 +72,18 @@ class OperatorServiceAsyncStub(OperatorServiceStub):
     """
     GetWeights: _aio.UnaryUnaryMultiCallable[_operator_pb2.GetWeightsRequest, _operator_pb2.GetWeightsResponse]  # type: ignore[assignment]
     """Lists the weights the operator has set."""
+    DeactivateAgents: _aio.UnaryUnaryMultiCallable[_operator_pb2.DeactivateAgentsRequest, _operator_pb2.DeactivateAgentsResponse]  # type: ignore[assignment]
+    """Takes agents out of offer rotation for maintenance (Mesos DEACTIVATE_AGENT): their
+    outstanding offers are rescinded and their free resources are offered to nobody, while their
+    running tasks keep running and their resources stay in the pool total. Deactivating a
+    deactivated agent changes nothing. All or nothing: errors are INVALID_ARGUMENT (empty list,
+    empty id) and NOT_FOUND (an id that is not a connected agent), and then no agent changes.
+    """
+    ReactivateAgents: _aio.UnaryUnaryMultiCallable[_operator_pb2.ReactivateAgentsRequest, _operator_pb2.ReactivateAgentsResponse]  # type: ignore[assignment]
+    """Puts deactivated agents back into offer rotation (Mesos REACTIVATE_AGENT); one allocation run
+    then sees all of them together. Reactivating an active agent changes nothing. Errors as for
+    DeactivateAgents, and then no agent changes.
+    """
 
 class OperatorServiceServicer(metaclass=_abc_1.ABCMeta):
     """The master's API for operators."""
@@ -89,5 +113,29 @@ class OperatorServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_operator_pb2.GetWeightsResponse, _abc.Awaitable[_operator_pb2.GetWeightsResponse]]:
         """Lists the weights the operator has set."""
+
+    @_abc_1.abstractmethod
+    def DeactivateAgents(
+        self,
+        request: _operator_pb2.DeactivateAgentsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_operator_pb2.DeactivateAgentsResponse, _abc.Awaitable[_operator_pb2.DeactivateAgentsResponse]]:
+        """Takes agents out of offer rotation for maintenance (Mesos DEACTIVATE_AGENT): their
+        outstanding offers are rescinded and their free resources are offered to nobody, while their
+        running tasks keep running and their resources stay in the pool total. Deactivating a
+        deactivated agent changes nothing. All or nothing: errors are INVALID_ARGUMENT (empty list,
+        empty id) and NOT_FOUND (an id that is not a connected agent), and then no agent changes.
+        """
+
+    @_abc_1.abstractmethod
+    def ReactivateAgents(
+        self,
+        request: _operator_pb2.ReactivateAgentsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_operator_pb2.ReactivateAgentsResponse, _abc.Awaitable[_operator_pb2.ReactivateAgentsResponse]]:
+        """Puts deactivated agents back into offer rotation (Mesos REACTIVATE_AGENT); one allocation run
+        then sees all of them together. Reactivating an active agent changes nothing. Errors as for
+        DeactivateAgents, and then no agent changes.
+        """
 
 def add_OperatorServiceServicer_to_server(servicer: OperatorServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

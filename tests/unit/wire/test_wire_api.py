@@ -7,8 +7,6 @@ from collections.abc import AsyncIterator
 
 import grpc
 import pytest
-from google.protobuf import descriptor_pool
-
 from fairshare.v1 import (
     agent_pb2_grpc,
     common_pb2,
@@ -16,17 +14,38 @@ from fairshare.v1 import (
     scheduler_pb2,
     scheduler_pb2_grpc,
 )
+from google.protobuf import descriptor_pool
+
 from framework_sdk.resources import ResourceVector
 from master.core.records import TaskState
 
 EXPECTED_METHODS = {
     "fairshare.v1.SchedulerService": {
-        "Subscribe", "Accept", "Decline", "Revive", "Suppress", "Kill", "Acknowledge",
-        "Reconcile", "Teardown", "UpdateDemand",
+        "Subscribe",
+        "Accept",
+        "Decline",
+        "Revive",
+        "Suppress",
+        "Kill",
+        "Acknowledge",
+        "Reconcile",
+        "Teardown",
+        "UpdateDemand",
     },
-    "fairshare.v1.AgentService": {"Register", "Reregister", "Heartbeat", "Commands",
-                                  "UpdateStatus"},
-    "fairshare.v1.OperatorService": {"GetState", "SetWeight", "GetWeights"},
+    "fairshare.v1.AgentService": {
+        "Register",
+        "Reregister",
+        "Heartbeat",
+        "Commands",
+        "UpdateStatus",
+    },
+    "fairshare.v1.OperatorService": {
+        "GetState",
+        "SetWeight",
+        "GetWeights",
+        "DeactivateAgents",
+        "ReactivateAgents",
+    },
 }
 
 
@@ -39,8 +58,10 @@ def test_services_have_every_rpc_of_the_design(service: str) -> None:
 def test_subscribe_is_a_server_stream_of_every_event_kind() -> None:
     method = descriptor_pool.Default().FindMethodByName("fairshare.v1.SchedulerService.Subscribe")
     assert method.server_streaming and not method.client_streaming
-    events = {field.name for field in scheduler_pb2.SubscribeResponse.DESCRIPTOR.oneofs_by_name[
-        "event"].fields}
+    events = {
+        field.name
+        for field in scheduler_pb2.SubscribeResponse.DESCRIPTOR.oneofs_by_name["event"].fields
+    }
     assert {"subscribed", "offers", "rescind", "update", "heartbeat", "error"} <= events
 
 
@@ -62,7 +83,7 @@ def test_resources_carry_exact_milli_quantities() -> None:
 class _OneEventScheduler(scheduler_pb2_grpc.SchedulerServiceServicer):
     """A servicer that answers Subscribe with SUBSCRIBED then one OFFERS event."""
 
-    async def Subscribe(  # noqa: N802 - gRPC method name
+    async def Subscribe(
         self, request: scheduler_pb2.SubscribeRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[scheduler_pb2.SubscribeResponse]:
         yield scheduler_pb2.SubscribeResponse(
