@@ -197,14 +197,24 @@ class AgentList(list[AgentRecord]):
         agent.index = self.free_columns.grow()
         agent._columns = self.free_columns
 
-    def without(self, agent_id: str) -> AgentList:
-        """A new list of every agent but ``agent_id``, which loses its row (``index == -1``)."""
-        kept = AgentList(agent for agent in self if agent.id != agent_id)
-        for agent in self:
-            if agent.id == agent_id:
-                agent.index = -1
-                agent._columns = None
-        return kept
+    def discard(self, agent: AgentRecord) -> None:
+        """Take ``agent`` out (it loses its row, ``index == -1``); the others keep their order.
+
+        O(agents) but in C for the list and the columns, plus one index update per later agent:
+        about a millisecond on 10,000 agents, so removing agents never stalls the master.
+        """
+        index = agent.index
+        assert 0 <= index < len(self) and self[index] is agent, f"agent {agent.id} is not listed"
+        del self[index]
+        columns = self.free_columns
+        for column in columns.columns.values():
+            del column[index]
+        for later in range(index, len(self)):
+            self[later].index = later
+        columns.with_free = {i - (i > index) for i in columns.with_free if i != index}
+        columns.dirty = {i - (i > index) for i in columns.dirty if i != index}
+        agent.index = -1
+        agent._columns = None
 
 
 @dataclass(slots=True, eq=False)

@@ -103,7 +103,7 @@ class MasterState:
         self.tasks: dict[tuple[str, str], TaskRecord] = {}
         self.role_weights: dict[str, float] = {}
         self.total = EMPTY
-        self.largest_agent = EMPTY
+        self._largest_agent: ResourceVector | None = EMPTY  # None: recompute when needed
         self.sorter = Sorter(self._key_of)
         self.coarse_start = 0
         self._policy_stale = True
@@ -129,27 +129,32 @@ class MasterState:
 
     def _pool_grew(self, agent: AgentRecord) -> None:
         self.total = self.total + agent.total
-        largest = self.largest_agent.to_millis()
-        for name, millis in agent.total.millis_items():
-            if millis > largest.get(name, 0):
-                largest[name] = millis
-        self.largest_agent = ResourceVector.from_millis(largest)
+        if self._largest_agent is not None:
+            largest = self._largest_agent.to_millis()
+            for name, millis in agent.total.millis_items():
+                if millis > largest.get(name, 0):
+                    largest[name] = millis
+            self._largest_agent = ResourceVector.from_millis(largest)
         self._policy_stale = True
         self.sorter.invalidate()
 
     def _pool_shrank(self, agent: AgentRecord) -> None:
         self.total = self.total - agent.total
-        if not agent.total.fits_in(self.largest_agent) or any(
-            agent.total.millis(n) == m for n, m in self.largest_agent.millis_items()
-        ):
+        self._largest_agent = None  # recomputed once, when a policy next needs it
+        self._policy_stale = True
+        self.sorter.invalidate()
+
+    @property
+    def largest_agent(self) -> ResourceVector:
+        """The largest agent, resource by resource (the slots policy's "maximum server")."""
+        if self._largest_agent is None:
             largest: dict[str, int] = {}
             for other in self.agents.values():
                 for name, millis in other.total.millis_items():
                     if millis > largest.get(name, 0):
                         largest[name] = millis
-            self.largest_agent = ResourceVector.from_millis(largest)
-        self._policy_stale = True
-        self.sorter.invalidate()
+            self._largest_agent = ResourceVector.from_millis(largest)
+        return self._largest_agent
 
     def _shapes_changed(self) -> None:
         if self.fairness.name == "pf":
@@ -297,7 +302,7 @@ class MasterState:
             )
         del self.agents[agent_id]
         if agent.active:
-            self.agent_list = self.agent_list.without(agent_id)
+            self.agent_list.discard(agent)
         for fw in self.frameworks.values():
             fw.filters.pop(agent_id, None)
         self._pool_shrank(agent)
@@ -329,7 +334,7 @@ class MasterState:
         touched: list[str] = []
         messages = self._rescind_offers_on(agent, "agent deactivated", touched)
         agent.active = False
-        self.agent_list = self.agent_list.without(agent_id)
+        self.agent_list.discard(agent)
         self._reposition(touched)
         return messages
 
