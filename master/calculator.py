@@ -186,7 +186,7 @@ def parse_case(
     return Case(
         agents=agents,
         frameworks=frameworks,
-        policy=_choice(raw, "policy", policy, sorted(FAIRNESS_POLICIES), "drf"),
+        policy=_choice(raw, "policy", policy, sorted([*FAIRNESS_POLICIES, "ceei"]), "drf"),
         placement=_choice(raw, "placement", placement, sorted(PLACEMENT_POLICIES), "best-fit"),
         mode=_choice(raw, "mode", mode, list(MODES), "tasks"),
         seed=_whole(raw, "seed", 0, 0, ""),
@@ -288,6 +288,11 @@ def _fluid_output(result: FluidResult) -> dict[str, Any]:
 def allocate(case: Case) -> dict[str, Any]:
     """The allocation of ``case`` as a JSON-ready dict (DESIGN.md §4 output format)."""
     if case.mode == "tasks":
+        if case.policy == "ceei":
+            raise CaseError(
+                "policy: ceei (the Nash bargaining solution, DRF paper §5.2) is a fluid-mode"
+                " policy; in tasks mode use pf, which serves the most deprived job toward it"
+            )
         output = _allocate_tasks(case)
     else:
         try:

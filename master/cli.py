@@ -172,7 +172,7 @@ def _add_allocate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         description="Allocate a case file (DESIGN.md §4 format) and print the result as JSON.",
     )
     allocate.add_argument("case", metavar="CASE.json", help="case file, or - for stdin")
-    allocate.add_argument("--policy", choices=["drf", "asset", "pf", "slots"])
+    allocate.add_argument("--policy", choices=["drf", "asset", "pf", "ceei", "slots"])
     allocate.add_argument("--placement", choices=["best-fit", "first-fit", "random"])
     allocate.add_argument("--mode", choices=["tasks", "fluid"])
 

@@ -593,3 +593,20 @@ def test_a_case_with_too_many_whole_tasks_exits_2_and_points_to_fluid_mode(
     code, out, err = run_main(capsys, "allocate", write_case(tmp_path, case))
     assert (code, out) == (2, "")
     assert "100,000,000" in err and "--mode fluid" in err
+
+
+def test_ceei_is_the_pf_optimum_in_fluid_mode_and_refused_in_tasks_mode(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = run_main(
+        capsys, "allocate", "examples/cases/drf-table1.json", "--policy", "ceei", "--mode", "fluid"
+    )
+    assert code == 0, err
+    rows = by_name(json.loads(out))
+    assert rows["A"]["tasks"] == pytest.approx(45 / 11, abs=1e-9)
+    assert rows["B"]["tasks"] == pytest.approx(18 / 11, abs=1e-9)
+    code, out, err = run_main(
+        capsys, "allocate", "examples/cases/drf-table1.json", "--policy", "ceei"
+    )
+    assert (code, out) == (2, "")
+    assert "policy: ceei" in err and "fluid" in err
