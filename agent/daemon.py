@@ -4,7 +4,8 @@ Startup: resolve settings (flags > ``FAIRSHARE_*`` > TOML > defaults; a bad valu
 a message naming its flag, variable or key), create the work dir, probe this host's resources
 unless ``--resources`` is given, bind the agent's own gRPC server (the standard health service)
 on ``--host:--port`` and write its address atomically to ``<work-dir>/agent.addr``
-(``HOST:PORT\\n``), then run ``AgentRuntime`` against ``--master``.
+(``HOST:PORT\\n``), serve Prometheus metrics (``agent.metrics``) on ``--metrics-port`` with their
+address in ``<work-dir>/metrics.addr``, then run ``AgentRuntime`` against ``--master``.
 
 Invariants: SIGTERM and SIGINT drain (health NOT_SERVING, tasks killed and their updates given
 a bounded chance to reach the master, server stopped, address file removed) and exit 0; a
@@ -29,6 +30,14 @@ from fairshare.health import NOT_SERVING, SERVING, HealthServicer
 
 from agent.config import AgentSettings, ConfigError, resolve
 from agent.logs import configure_logging, log_event
+from agent.metrics import (
+    AgentCollector,
+    MetricsServer,
+    build_registry,
+    on_loop,
+    serve_metrics,
+    write_metrics_addr,
+)
 from agent.records import AgentSpec
 from agent.resources_probe import host_resources
 from agent.runtime import AgentFatalError, AgentRuntime, RuntimeConfig
@@ -113,15 +122,21 @@ async def serve(settings: AgentSettings) -> int:
     if port is None:
         return EXIT_FAILURE
     await server.start()
-    address_file = settings.work_dir / ADDRESS_FILE
-    address = _address(settings.host, port)
-    _write_address(address_file, address)
-    log_event(_LOG, "listening", address=address)
     spec = AgentSpec(settings.hostname, port, resources, settings.attributes, _version())
     config = RuntimeConfig(
         master=settings.master, status_retry_initial=settings.status_update_retry
     )
     runtime = AgentRuntime(config, spec)
+    metrics = _start_metrics(settings, runtime)
+    if metrics is None:
+        await server.stop(grace=None)
+        return EXIT_FAILURE
+    metrics_file = write_metrics_addr(settings.work_dir, metrics.address)
+    address_file = settings.work_dir / ADDRESS_FILE  # last: readers may rely on metrics.addr
+    address = _address(settings.host, port)
+    _write_address(address_file, address)
+    log_event(_LOG, "listening", address=address)
+    log_event(_LOG, "metrics listening", address=metrics.address)
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, _stopper(runtime, signum))
@@ -138,9 +153,27 @@ async def serve(settings: AgentSettings) -> int:
     finally:
         health.set_all(NOT_SERVING)
         await server.stop(grace=1.0)
+        await asyncio.to_thread(metrics.close)
         address_file.unlink(missing_ok=True)
+        metrics_file.unlink(missing_ok=True)
     log_event(_LOG, "stopped")
     return 0
+
+
+def _start_metrics(settings: AgentSettings, runtime: AgentRuntime) -> MetricsServer | None:
+    """Serve /metrics on ``--metrics-port``; None (after logging why) if it cannot bind."""
+    collector = AgentCollector(on_loop(asyncio.get_running_loop(), runtime.metrics), _version())
+    try:
+        return serve_metrics(build_registry(collector), settings.host, settings.metrics_port)
+    except OSError as error:
+        log_event(
+            _LOG,
+            "cannot bind metrics",
+            logging.ERROR,
+            address=_address(settings.host, settings.metrics_port),
+            error=str(error),
+        )
+        return None
 
 
 def _stopper(runtime: AgentRuntime, signum: int) -> Callable[[], None]:

@@ -11,6 +11,10 @@ Invariants:
   fair number of tasks; it keeps at most ``--count`` non-terminal tasks, replaces tasks that
   end, suppresses offers while it has all it wants, and tears the framework down on exit.
 - ``status --json`` prints exactly one JSON object (see ``framework_sdk.cluster_state``).
+- ``status --watch`` redraws the table with a bar per framework's dominant share every
+  ``--interval`` until Ctrl-C, which exits 0: on a terminal it clears the screen before each
+  frame, otherwise it prints the frames one after another. An unreachable master is shown in
+  the frame (the watch goes on and shows the cluster again once the master answers).
 """
 
 from __future__ import annotations
@@ -23,13 +27,15 @@ import logging
 import math
 import signal
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TextIO
 
 import grpc
 from fairshare.v1 import operator_pb2, operator_pb2_grpc
 
-from framework_sdk.cluster_state import render_table, state_to_dict
+from framework_sdk.cluster_state import render_share_bars, render_table, state_to_dict
 from framework_sdk.errors import CallError, FairshareError
 from framework_sdk.events import (
     Disconnected,
@@ -43,13 +49,14 @@ from framework_sdk.framework import Framework
 from framework_sdk.resources import ResourceError, ResourceVector
 from framework_sdk.types import Capability, Demand, FrameworkInfo, Offer, TaskSpec, TaskState
 
-__all__ = ["run", "status"]
+__all__ = ["run", "status", "watch", "watch_frame"]
 
 EXIT_OK: Final = 0
 EXIT_FAILURE: Final = 1
 EXIT_BAD_INPUT: Final = 2
 STATUS_TIMEOUT: Final = 5.0
 CONNECT_TIMEOUT: Final = 30.0
+CLEAR_SCREEN: Final = "\x1b[H\x1b[2J"  # cursor home, erase the screen
 _LOG = logging.getLogger("fairshare.run")
 
 
@@ -285,23 +292,67 @@ def fetch_state(master: str, timeout: float = STATUS_TIMEOUT) -> operator_pb2.Ge
         return response
 
 
+def _rpc_failure(master: str, error: grpc.RpcError) -> str:
+    code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
+    details = error.details() if isinstance(error, grpc.Call) else str(error)
+    return f"cannot get the cluster state from the master at {master}: {code.name}: {details}"
+
+
+def watch_frame(master: str, interval: float, ascii_only: bool = False) -> str:
+    """One frame of ``status --watch``: a header, the share bars and the status table."""
+    header = f"fairshare status --watch  {master}  every {interval:g}s  {time.strftime('%X')}"
+    try:
+        document = state_to_dict(fetch_state(master))
+    except grpc.RpcError as error:
+        return f"{header}\n\n{_rpc_failure(master, error)}\n"
+    bars = render_share_bars(document, ascii_only=ascii_only)
+    return f"{header}\n\n{bars}\n\n{render_table(document)}\n"
+
+
+def watch(
+    master: str,
+    interval: float,
+    out: TextIO | None = None,
+    frames: int | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
+    """Redraw ``watch_frame`` every ``interval`` seconds (``frames`` times, or until Ctrl-C)."""
+    out = out or sys.stdout
+    terminal = out.isatty()
+    ascii_only = not (out.encoding or "").lower().replace("-", "").startswith("utf8")
+    shown = 0
+    try:
+        while frames is None or shown < frames:
+            if shown:
+                sleep(interval)
+            frame = watch_frame(master, interval, ascii_only)
+            out.write(CLEAR_SCREEN + frame if terminal else ("\n" if shown else "") + frame)
+            out.flush()
+            shown += 1
+    except KeyboardInterrupt:
+        if terminal:
+            out.write("\n")
+    return EXIT_OK
+
+
 def status(args: argparse.Namespace) -> int:
-    """``fairshare status``: the cluster state as a table, or one JSON object with --json."""
+    """``fairshare status``: the state as a table, one JSON object with --json, or --watch."""
     try:
         master = _check_master(args.master)
+        if args.watch:
+            if args.json:
+                raise _BadInputError("--watch: draws a table; it cannot be combined with --json")
+            if not (math.isfinite(args.interval) and args.interval > 0):
+                raise _BadInputError(f"--interval: must be > 0, got {args.interval:g}")
     except _BadInputError as error:
         print(f"fairshare status: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if args.watch:
+        return watch(master, args.interval)
     try:
         state = fetch_state(master)
     except grpc.RpcError as error:
-        code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
-        details = error.details() if isinstance(error, grpc.Call) else str(error)
-        print(
-            f"fairshare status: cannot get the cluster state from the master at {master}:"
-            f" {code.name}: {details}",
-            file=sys.stderr,
-        )
+        print(f"fairshare status: {_rpc_failure(master, error)}", file=sys.stderr)
         return EXIT_FAILURE
     document = state_to_dict(state)
     if args.json:

@@ -16,7 +16,8 @@ Invariants:
 - Resources are ``{name: quantity}`` objects with float quantities in the resource's unit
   (cpus, MiB), exact to three decimals, in canonical order; task states are named without
   their ``TASK_STATE_`` prefix (``"RUNNING"``), agent and framework states without ``STATE_``.
-- Pure functions: no I/O.
+- Pure functions: no I/O. ``share_bar`` draws a share in [0, 1] (clamped) in exactly
+  ``width`` characters.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from fairshare.v1 import common_pb2, operator_pb2
 
 from framework_sdk.wire import resources_from_pb
 
-__all__ = ["render_table", "state_to_dict"]
+__all__ = ["render_share_bars", "render_table", "share_bar", "state_to_dict"]
 
 _Agent = operator_pb2.GetStateResponse.Agent
 _Framework = operator_pb2.GetStateResponse.Framework
@@ -177,4 +178,39 @@ def render_table(document: dict[str, Any]) -> str:
     lines += _table(header, framework_rows)
     if not framework_rows:
         lines.append("(no frameworks)")
+    return "\n".join(lines)
+
+
+_EIGHTHS = " ▏▎▍▌▋▊▉"
+
+
+def share_bar(share: float, width: int, ascii_only: bool = False) -> str:
+    """``share`` (clamped to [0, 1]) as a bar of exactly ``width`` characters."""
+    share = min(max(share, 0.0), 1.0) if share == share else 0.0  # NaN draws empty
+    if ascii_only:
+        full = round(share * width)
+        return "#" * full + "." * (width - full)
+    eighths = round(share * width * 8)
+    full, part = divmod(eighths, 8)
+    bar = "█" * full + (_EIGHTHS[part] if part else "")
+    return bar + "░" * (width - len(bar))
+
+
+def render_share_bars(document: dict[str, Any], width: int = 40, ascii_only: bool = False) -> str:
+    """One line per framework: name, a bar of its dominant share, the share and its resource."""
+    frameworks = document["frameworks"]
+    if not frameworks:
+        return "DOMINANT SHARE\n(no frameworks)"
+    names = [f"{framework['name']}" for framework in frameworks]
+    column = max(len(name) for name in names)
+    lines = ["DOMINANT SHARE"]
+    for name, framework in zip(names, frameworks, strict=True):
+        share = framework["dominant_share"]
+        resource = framework["dominant_resource"] or "-"
+        weight = f"  weight {framework['weight']:g}" if framework["weight"] != 1 else ""
+        running = framework["tasks"].get("RUNNING", 0)
+        bar = share_bar(share, width, ascii_only)
+        lines.append(
+            f"{name.ljust(column)}  {bar}  {share:5.3f} {resource}{weight}  running {running}"
+        )
     return "\n".join(lines)

@@ -120,6 +120,10 @@ def _add_client_flags(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     status = sub.add_parser("status", help="show cluster state")
     status.add_argument("--master", required=True, metavar="HOST:PORT")
     status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.add_argument("--watch", action="store_true", help="redraw every --interval; Ctrl-C ends")
+    status.add_argument(
+        "--interval", type=parse_duration, default=2.0, help="--watch refresh (default 2s)"
+    )
     run = sub.add_parser("run", help="keep up to N placeholder tasks of a shape running")
     run.add_argument("--master", required=True, metavar="HOST:PORT")
     run.add_argument("--name", required=True)

@@ -2,7 +2,8 @@
 
 Starts a grpc.aio server on one event loop with the Scheduler, Agent, Operator and health
 services over one ``MasterRuntime``, writes ``<work-dir>/master.addr`` once serving, and runs until
-SIGTERM or SIGINT.
+SIGTERM or SIGINT. Prometheus metrics (``master.metrics``) are served on ``--metrics-port`` and
+their address written to ``<work-dir>/metrics.addr`` (before ``master.addr``).
 
 Invariants:
 - ``master.addr`` holds ``HOST:PORT\\n`` of the bound port, written atomically (tmp + rename) only
@@ -33,9 +34,19 @@ from fairshare.v1 import agent_pb2_grpc, operator_pb2_grpc, scheduler_pb2_grpc
 
 from master.config import ConfigError, MasterConfig, load_config
 from master.eventlog import configure_logging, log_event
+from master.metrics import (
+    MasterCollector,
+    MetricsServer,
+    build_registry,
+    on_loop,
+    sampler,
+    serve_metrics,
+    write_metrics_addr,
+)
 from master.runtime import MasterRuntime, RuntimeConfig
 from master.service.agent import AgentServicer
 from master.service.operator import OperatorServicer
+from master.service.rpc_metrics import RpcMetricsInterceptor
 from master.service.scheduler import SchedulerServicer
 
 __all__ = ["ADDR_FILE", "SERVER_OPTIONS", "main", "serve"]
@@ -93,13 +104,35 @@ def _open_registry(work_dir: Path) -> None:
     work_dir.mkdir(parents=True, exist_ok=True)
 
 
+def _start_metrics(
+    config: MasterConfig, runtime: MasterRuntime, rpc: RpcMetricsInterceptor
+) -> MetricsServer | None:
+    """Serve /metrics on ``--metrics-port``; None (after logging why) if it cannot bind."""
+    take = on_loop(asyncio.get_running_loop(), sampler(runtime, rpc.counts))
+    try:
+        return serve_metrics(
+            build_registry(MasterCollector(take)), config.host, config.metrics_port
+        )
+    except OSError as error:
+        log_event(
+            log,
+            "metrics.listen.failed",
+            logging.ERROR,
+            host=config.host,
+            port=config.metrics_port,
+            error=error,
+        )
+        return None
+
+
 async def serve(config: MasterConfig, stop: asyncio.Event | None = None) -> int:
     """Run the master until ``stop`` is set (or SIGTERM/SIGINT); returns the exit code."""
     work_dir = Path(config.work_dir)
     _open_registry(work_dir)
     runtime = MasterRuntime(_runtime_config(config))
     health = HealthServicer(SERVICES)
-    server = grpc.aio.server(options=SERVER_OPTIONS)
+    rpc_metrics = RpcMetricsInterceptor()
+    server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=[rpc_metrics])
     scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(SchedulerServicer(runtime), server)
     agent_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(runtime), server)
     operator_pb2_grpc.add_OperatorServiceServicer_to_server(OperatorServicer(runtime), server)
@@ -111,8 +144,13 @@ async def serve(config: MasterConfig, stop: asyncio.Event | None = None) -> int:
             log, "listen.failed", logging.ERROR, host=config.host, port=config.port, error=error
         )
         return EXIT_FAILED
+    metrics = _start_metrics(config, runtime, rpc_metrics)
+    if metrics is None:
+        return EXIT_FAILED
     await server.start()
     await runtime.start()
+    metrics_path = write_metrics_addr(work_dir, metrics.address)
+    log_event(log, "metrics.listening", address=metrics.address)
     address = f"{_connect_host(config.host)}:{port}"
     addr_path = write_addr(work_dir, address)
     log_event(log, "listening", address=address, master_id=runtime.master_id)
@@ -127,7 +165,9 @@ async def serve(config: MasterConfig, stop: asyncio.Event | None = None) -> int:
     health.close()
     await server.stop(config.shutdown_grace)
     await runtime.stop()
+    await asyncio.to_thread(metrics.close)
     addr_path.unlink(missing_ok=True)
+    metrics_path.unlink(missing_ok=True)
     log_event(log, "shutdown.done")
     return 0
 

@@ -175,11 +175,17 @@ class AgentCalls(RuntimeBase):
             self.tasks.acknowledge(framework_id, status.task_id, status.uuid)
             agent.send(ack)
             return
+        known = self.tasks.get(framework_id, status.task_id)
+        retried = known is not None and status.uuid in known.pending
         outcome = self.tasks.record_agent_update(framework_id, status, latest)
         if outcome is UpdateOutcome.ACKED:
             agent.send(ack)  # the framework acknowledged it; the agent missed that
+            return
+        if retried:
+            self.counters.status_retried += 1
         else:
-            link.send(UpdateEvent(self._for_framework(link, status)))
+            self.counters.status_forwarded += 1
+        link.send(UpdateEvent(self._for_framework(link, status)))
 
     # -- liveness ---------------------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ from master.core import (
     SendOffers,
     TaskStatusChange,
 )
+from master.durations import DurationHistogram
 from master.model import (
     FrameworkEvent,
     KillCommand,
@@ -105,16 +106,34 @@ class RuntimeConfig:
 
 @dataclass(slots=True)
 class RuntimeCounters:
-    """Monotonic counters for logs and (later) metrics."""
+    """Monotonic counters for logs and metrics (``master.metrics``), incremented on the loop.
+
+    ``status_updates`` counts every agent update received; ``status_forwarded`` the updates
+    forwarded to their framework the first time, ``status_retried`` those forwarded again (the
+    agent retried a uuid still pending); ``acknowledgements`` the framework acknowledgements
+    passed back to agents.
+    """
 
     allocation_runs: int = 0
     allocation_seconds: float = 0.0
+    allocation_durations: DurationHistogram = field(default_factory=DurationHistogram)
+    registry_write_durations: DurationHistogram = field(default_factory=DurationHistogram)
     offers_sent: int = 0
     offers_accepted: int = 0
     offers_declined: int = 0
     offers_rescinded: int = 0
     status_updates: int = 0
+    status_forwarded: int = 0
+    status_retried: int = 0
     acknowledgements: int = 0
+
+    def copy(self) -> RuntimeCounters:
+        """An independent copy (take it on the runtime's loop)."""
+        return dataclasses.replace(
+            self,
+            allocation_durations=self.allocation_durations.copy(),
+            registry_write_durations=self.registry_write_durations.copy(),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,8 +217,10 @@ class RuntimeBase:
         now = self.now()
         self._dispatch(self.core.handle_tick(now))
         messages = self.core.handle_allocate(now)
+        elapsed = time.perf_counter() - started
         self.counters.allocation_runs += 1
-        self.counters.allocation_seconds += time.perf_counter() - started
+        self.counters.allocation_seconds += elapsed
+        self.counters.allocation_durations.observe(elapsed)
         self._dispatch(messages)
         timeout = self.config.offer_timeout
         if messages and timeout is not None:

@@ -42,6 +42,10 @@ What is measured, phase by phase:
    latency and the UpdateStatus round trip are printed as details. The demand bounds the tasks
    in flight (a closed loop), so an overloaded master shows as a lower rate and a longer
    latency instead of an ever-growing backlog of status-update retries.
+``--metrics-cost`` adds, after phase 1, the cost of metrics (issue 4): new declining frameworks
+   saturate the master again and windows alternate between /metrics not scraped and scraped
+   every second by a thread of the driver (``metrics_scraper.py``, as Prometheus would); the
+   medians and their relative difference are reported (goal: under 5 %).
 4. **Master RSS** (``VmRSS`` of ``/proc/PID/status``, median of 3 samples) with ``--agents``
    connected agents (before any framework) and with ``--agents-large`` (more agent processes
    are started). Each figure is taken as soon as every agent is connected (Registered, Commands
@@ -77,12 +81,14 @@ from typing import Any
 
 from bench_procs import Master, Worker, cpu_seconds, wait_ready
 from bench_report import Results, latencies, mib, print_table, quantile, verdict
+from metrics_scraper import Scraper
 from profile_report import print_profiles
 
 HERE = Path(__file__).resolve().parent
 GOAL_OFFERS = 10_000.0
 GOAL_P99_MS = 50.0
 GOAL_LAUNCHES = 1_000.0
+GOAL_METRICS_COST = 0.05
 HOLD_MIN = 0.001
 MASTER_LOG_ERRORS = ("Traceback", "rpc.failed", "timer action failed")
 HEARTBEAT_INTERVAL = 5.0  # what the master tells agents by default: min(5 s, agent_timeout / 3)
@@ -319,6 +325,40 @@ def phase_offers(bench: Bench) -> None:
     )
 
 
+def phase_metrics_cost(bench: Bench) -> None:
+    """Saturated offers/s with /metrics scraped every second versus not, windows alternating."""
+    print("metrics cost: saturated offers/s, /metrics scraped every 1 s vs not", flush=True)
+    groups: Groups = {"offers": (list[Worker](), "offers")}
+    plain: list[float] = []
+    scraped: list[float] = []
+    with framework_processes(bench, "decline") as workers:
+        groups["offers"] = (workers, "offers")
+        time.sleep(bench.args.warmup)
+        for _ in range(bench.args.repeats):
+            plain.append(measure_window(bench, groups, bench.args.window).rates["offers"])
+            with Scraper(bench.master.work_dir, 1.0) as scraper:
+                scraped.append(measure_window(bench, groups, bench.args.window).rates["offers"])
+            took = statistics.median(scraper.durations) * 1000 if scraper.durations else 0.0
+            bench.results.note(
+                f"metrics cost window: {plain[-1]:,.0f} offers/s not scraped,"
+                f" {scraped[-1]:,.0f} /s scraped ({len(scraper.durations)} scrapes, median"
+                f" {took:.1f} ms, {scraper.last_series} series, {scraper.last_bytes:,} bytes,"
+                f" {scraper.failures} failed)"
+            )
+    base, with_metrics = statistics.median(plain), statistics.median(scraped)
+    cost = (base - with_metrics) / base if base else 0.0
+    bench.results.row("offers/s not scraped (saturated)", f"{base:,.0f} /s", "-", "")
+    bench.results.row(
+        "offers/s with /metrics scraped every 1 s", f"{with_metrics:,.0f} /s", "-", ""
+    )
+    bench.results.row(
+        "metrics cost (offers/s lost to scraping)",
+        f"{cost:+.1%}",
+        f"< {GOAL_METRICS_COST:.0%}",
+        verdict(cost, GOAL_METRICS_COST, False),
+    )
+
+
 def phase_latency(bench: Bench) -> None:
     args = bench.args
     target = 0.5 * (bench.results.saturated or GOAL_OFFERS)
@@ -453,12 +493,13 @@ def run(args: argparse.Namespace, log_dir: Path, command: str) -> Results:
             steps: list[tuple[str, Callable[[], None]]] = [
                 ("connect", lambda: connect_small(bench)),
                 ("offers", lambda: phase_offers(bench)),
+                ("metrics-cost", lambda: phase_metrics_cost(bench)),
                 ("latency", lambda: phase_latency(bench)),
                 ("lifecycle", lambda: phase_lifecycle(bench)),
                 ("large", lambda: connect_large(bench)),
             ]
             for name, step in steps:
-                if name in args.skip:
+                if name in args.skip or (name == "metrics-cost" and not args.metrics_cost):
                     continue
                 try:
                     step()
@@ -526,6 +567,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add("--task-seconds", type=float, default=0.05, help="lifecycle: task run time")
     add("--allocation-interval", default="1s", help="the master's --allocation-interval")
     add("--master-log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    add("--metrics-cost", action="store_true", help="also: offers/s with /metrics scraped vs not")
     add("--profile", action="store_true", help="profile the master (cProfile) per phase")
     add("--profile-top", type=int, default=25, help="functions shown per profile")
     add("--skip", nargs="*", default=[], choices=["offers", "latency", "lifecycle", "large"])

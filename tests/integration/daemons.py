@@ -100,6 +100,11 @@ class Daemon:
         self.address = wait_for(ready, timeout, f"{self.addr_path}")
         return self.address
 
+    @property
+    def metrics_address(self) -> str:
+        """``HOST:PORT`` of the daemon's /metrics (from ``<work-dir>/metrics.addr``)."""
+        return (self.work_dir / "metrics.addr").read_text(encoding="utf-8").strip()
+
     def log(self) -> str:
         """Everything the daemon wrote so far."""
         if not self._log.closed:
@@ -150,10 +155,11 @@ def health_status(address: str, service: str = "", timeout: float = 5.0) -> int:
 
 
 def start_master(work_dir: Path, *flags: str, env: dict[str, str] | None = None) -> Daemon:
-    """Start ``fairshare master --port 0 --work-dir work_dir *flags`` and wait until it serves."""
-    master = Daemon(
-        "master", ["--port", "0", "--work-dir", str(work_dir), *flags], work_dir, "master.addr", env
-    )
+    """Start ``fairshare master --port 0 --metrics-port 0 --work-dir work_dir *flags`` and wait
+    until it serves (``--metrics-port`` in ``flags`` replaces the default)."""
+    metrics = () if "--metrics-port" in flags else ("--metrics-port", "0")
+    argv = ["--port", "0", *metrics, "--work-dir", str(work_dir), *flags]
+    master = Daemon("master", argv, work_dir, "master.addr", env)
     try:
         master.wait_ready()
         wait_for(lambda: health_status(master.address) == 1, what="master health SERVING")

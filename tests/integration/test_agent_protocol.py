@@ -202,6 +202,8 @@ async def agent_process(tmp_path: Path, port: int, *extra: str) -> AsyncIterator
             "cpus:4;mem:4096",
             "--attributes",
             "rack:r1;zone:a",
+            "--metrics-port",
+            "0",
             "--work-dir",
             str(work_dir),
             "--status-update-retry",

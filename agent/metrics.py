@@ -1,0 +1,191 @@
+"""Prometheus metrics of the agent (DESIGN.md §5; names fixed by the metrics contract, issue 4).
+
+``AgentCollector`` builds every family at scrape time from one ``AgentMetrics`` value
+(``AgentRuntime.metrics()``: plain values and copies, built from the state in one call); the
+runtime keeps only its plain integer counters.
+
+Threading: ``serve_metrics`` runs prometheus_client's HTTP server in its own thread. The collector
+never reads loop-owned state from that thread: ``on_loop`` hands ``AgentRuntime.metrics`` to the
+runtime's loop with ``run_coroutine_threadsafe`` and waits at most ``timeout`` seconds for the
+value; formatting then happens off the loop.
+
+Invariants: one ``CollectorRegistry`` per daemon, never the global one; no ``_created`` series;
+resources in base units (cpus in cores, gpus in devices, mem and disk in bytes, any other
+resource in its own unit); task states from the fixed wire list (all exported, 0 when none);
+no task or framework ids in labels.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from fairshare.v1 import common_pb2
+from prometheus_client import start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from agent.runtime import AgentMetrics
+
+__all__ = [
+    "METRICS_ADDR_FILE",
+    "TASK_STATES",
+    "AgentCollector",
+    "MetricsServer",
+    "base_units",
+    "build_registry",
+    "on_loop",
+    "serve_metrics",
+    "write_metrics_addr",
+]
+
+METRICS_ADDR_FILE = "metrics.addr"
+TASK_STATES = tuple(
+    name.removeprefix("TASK_STATE_").lower()
+    for name, _ in common_pb2.TaskState.items()
+    if name != "TASK_STATE_UNSPECIFIED"
+)
+BYTES_PER_MIB = 1048576
+BYTE_RESOURCES = frozenset({"mem", "disk"})
+
+T = TypeVar("T")
+
+
+def base_units(millis: dict[str, int]) -> dict[str, float]:
+    """Per resource name, its amount in Prometheus base units."""
+    out: dict[str, float] = {}
+    for name, amount in millis.items():
+        value = amount / 1000
+        out[name] = value * BYTES_PER_MIB if name in BYTE_RESOURCES else value
+    return out
+
+
+class AgentCollector(Collector):
+    """Yields the agent's metric families from ``source()`` (one value per scrape)."""
+
+    def __init__(self, source: Callable[[], AgentMetrics], version: str) -> None:
+        self._source = source
+        self._version = version
+
+    def collect(self) -> Iterator[Metric]:
+        metrics = self._source()
+        info = GaugeMetricFamily(
+            "fairshare_agent_build_info", "Version of the agent.", labels=["version", "python"]
+        )
+        info.add_metric([self._version, platform.python_version()], 1)
+        yield info
+        tasks = GaugeMetricFamily(
+            "fairshare_agent_tasks", "Tasks on this agent by state.", labels=["state"]
+        )
+        counts = {name.lower(): n for name, n in metrics.tasks_by_state.items()}
+        for state in (*TASK_STATES, *sorted(set(counts).difference(TASK_STATES))):
+            tasks.add_metric([state], counts.get(state, 0))
+        yield tasks
+        capacity = base_units(metrics.resources_total_millis)
+        used = base_units(metrics.resources_used_millis)
+        total = GaugeMetricFamily(
+            "fairshare_agent_resource_capacity",
+            "Resources this agent offers (base units).",
+            labels=["resource"],
+        )
+        busy = GaugeMetricFamily(
+            "fairshare_agent_resource_used",
+            "Resources held by this agent's tasks (base units).",
+            labels=["resource"],
+        )
+        for resource in sorted(set(capacity) | set(used)):
+            total.add_metric([resource], capacity.get(resource, 0.0))
+            busy.add_metric([resource], used.get(resource, 0.0))
+        yield total
+        yield busy
+        yield from _connection(metrics)
+
+
+def _connection(metrics: AgentMetrics) -> Iterator[Metric]:
+    yield GaugeMetricFamily(
+        "fairshare_agent_status_updates_pending",
+        "Status updates not yet acknowledged by the master.",
+        metrics.pending_updates,
+    )
+    yield CounterMetricFamily(
+        "fairshare_agent_status_update_retries",
+        "Status updates sent again after no acknowledgement.",
+        metrics.update_retries_total,
+    )
+    yield GaugeMetricFamily(
+        "fairshare_agent_master_connected",
+        "1 while the agent is registered with the master and its command stream is open.",
+        1 if metrics.connected else 0,
+    )
+    yield CounterMetricFamily(
+        "fairshare_agent_reconnects",
+        "Reconnections to the master after a session ended.",
+        metrics.reconnects_total,
+    )
+
+
+def build_registry(collector: Collector) -> CollectorRegistry:
+    """A fresh registry holding only ``collector``."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    return registry
+
+
+def on_loop(
+    loop: asyncio.AbstractEventLoop, take: Callable[[], T], timeout: float = 5.0
+) -> Callable[[], T]:
+    """A callable that runs ``take`` on ``loop`` (from any thread) and returns its result."""
+
+    async def run() -> T:
+        return take()
+
+    def call() -> T:
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            return take()
+        future = asyncio.run_coroutine_threadsafe(run(), loop)
+        try:
+            return future.result(timeout)
+        finally:
+            future.cancel()
+
+    return call
+
+
+@dataclass(slots=True)
+class MetricsServer:
+    """A running /metrics HTTP server (its own thread)."""
+
+    address: str
+    close: Callable[[], None]
+
+
+def serve_metrics(registry: CollectorRegistry, host: str, port: int) -> MetricsServer:
+    """Serve ``registry`` on ``host:port`` (0 picks a free port); raises OSError if it cannot."""
+    server, thread = start_http_server(port, host, registry=registry)
+    shown = "127.0.0.1" if host in ("", "0.0.0.0", "::") else host
+    shown = f"[{shown}]" if ":" in shown else shown
+
+    def close() -> None:
+        server.shutdown()
+        server.server_close()
+        thread.join(5.0)
+
+    return MetricsServer(f"{shown}:{server.server_port}", close)
+
+
+def write_metrics_addr(work_dir: Path, address: str) -> Path:
+    """Write ``address`` to ``work_dir/metrics.addr`` atomically (tmp + rename)."""
+    path = work_dir / METRICS_ADDR_FILE
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(f"{address}\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,335 @@
+"""Prometheus metrics of the master (DESIGN.md §5; names fixed by the metrics contract, issue 4).
+
+``MasterCollector`` builds every family at scrape time from one ``MasterSample``: a
+``ClusterSnapshot`` plus copies of the runtime's counters and of the RPC interceptor's counts,
+all taken in one step of the runtime's event loop (``take_sample``). There is no second copy of
+the state and nothing is updated per event except the runtime's plain integer counters.
+
+Threading: ``serve_metrics`` runs prometheus_client's HTTP server in its own thread (the simplest
+tested server: content negotiation, gzip, HEAD). The collector never reads loop-owned state from
+that thread: ``on_loop`` hands ``take_sample`` to the loop with ``run_coroutine_threadsafe`` and
+waits at most ``timeout`` seconds for the sample (immutable values and copies); formatting then
+happens off the loop. A scrape thus costs the loop one snapshot.
+
+Invariants:
+- one ``CollectorRegistry`` per daemon (``build_registry``), never the global one; no
+  ``_created`` series (only metric families are yielded, never instrumented objects);
+- resources are in base units: cpus in cores, gpus in devices, mem and disk in bytes (MiB x
+  1048576), any other resource in its own unit; for every resource of the pool
+  ``free + offered + used == capacity`` (the snapshot's pool figures);
+- label values are bounded: states from fixed lists (all exported, 0 when none), resource names,
+  framework names (frameworks sharing a name are summed into one series), RPC method names the
+  server implements and status code names; never task, offer or agent ids.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from prometheus_client import start_http_server
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from framework_sdk.resources import ResourceVector
+from master.core.records import TaskState
+from master.durations import DurationHistogram
+from master.runtime import MasterRuntime
+from master.runtime_base import RuntimeCounters
+from master.views import ClusterSnapshot
+
+__all__ = [
+    "AGENT_STATES",
+    "FRAMEWORK_STATES",
+    "METRICS_ADDR_FILE",
+    "MasterCollector",
+    "MasterSample",
+    "MetricsServer",
+    "base_units",
+    "build_registry",
+    "on_loop",
+    "sampler",
+    "serve_metrics",
+    "write_metrics_addr",
+]
+
+METRICS_ADDR_FILE = "metrics.addr"
+AGENT_STATES = ("active", "deactivated", "unreachable")
+FRAMEWORK_STATES = ("active", "suppressed", "disconnected")
+TASK_STATES = tuple(state.value.lower() for state in TaskState)
+ALLOCATION_STATES = ("free", "offered", "used")
+OFFER_OUTCOMES = ("sent", "accepted", "declined", "rescinded")
+STATUS_EVENTS = ("forwarded", "acknowledged", "retried")
+BYTES_PER_MIB = 1048576
+BYTE_RESOURCES = frozenset({"mem", "disk"})
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class MasterSample:
+    """Everything one scrape reports, taken in one step of the runtime's loop."""
+
+    snapshot: ClusterSnapshot
+    counters: RuntimeCounters
+    rpc_counts: dict[tuple[str, str], int]
+
+
+def base_units(resources: ResourceVector) -> dict[str, float]:
+    """Per resource name, its amount in Prometheus base units."""
+    out: dict[str, float] = {}
+    for name, millis in resources.millis_items():
+        value = millis / 1000
+        out[name] = value * BYTES_PER_MIB if name in BYTE_RESOURCES else value
+    return out
+
+
+def _by_state(
+    name: str, documentation: str, states: Iterable[str], counts: dict[str, int]
+) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, documentation, labels=["state"])
+    for state in states:
+        family.add_metric([state], counts.get(state, 0))
+    for state in sorted(set(counts).difference(states)):  # a state the list does not know yet
+        family.add_metric([state], counts[state])
+    return family
+
+
+def _count(values: Iterable[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for value in values:
+        counts[value] = counts.get(value, 0) + 1
+    return counts
+
+
+def _histogram(name: str, documentation: str, data: DurationHistogram) -> HistogramMetricFamily:
+    family = HistogramMetricFamily(name, documentation)
+    family.add_metric([], data.cumulative(), data.total)
+    return family
+
+
+class MasterCollector(Collector):
+    """Yields the master's metric families from ``source()`` (one sample per scrape)."""
+
+    def __init__(self, source: Callable[[], MasterSample]) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[Metric]:
+        sample = self._source()
+        snapshot = sample.snapshot
+        info = GaugeMetricFamily(
+            "fairshare_build_info", "Version of the master.", labels=["version", "python"]
+        )
+        info.add_metric([snapshot.version, platform.python_version()], 1)
+        yield info
+        yield from self._cluster(snapshot)
+        yield from self._resources(snapshot)
+        yield from self._frameworks(snapshot)
+        yield from self._counters(sample.counters)
+        rpc = CounterMetricFamily(
+            "fairshare_rpc_requests",
+            "gRPC requests served, by method and status code.",
+            labels=["method", "code"],
+        )
+        for (method, code), n in sorted(sample.rpc_counts.items()):
+            rpc.add_metric([method, code], n)
+        yield rpc
+
+    @staticmethod
+    def _cluster(snapshot: ClusterSnapshot) -> Iterator[Metric]:
+        agents = _count(a.state.lower() for a in snapshot.agents if a.state != "GONE")
+        yield _by_state("fairshare_agents", "Agents by state.", AGENT_STATES, agents)
+        frameworks = _count(f.state.lower() for f in snapshot.frameworks)
+        yield _by_state(
+            "fairshare_frameworks", "Frameworks by state.", FRAMEWORK_STATES, frameworks
+        )
+        tasks = _count(t.status.state.lower() for t in snapshot.tasks)
+        yield _by_state("fairshare_tasks", "Tracked tasks by state.", TASK_STATES, tasks)
+        yield GaugeMetricFamily(
+            "fairshare_offers_outstanding",
+            "Offers sent and not yet answered.",
+            len(snapshot.offers),
+        )
+
+    @staticmethod
+    def _resources(snapshot: ClusterSnapshot) -> Iterator[Metric]:
+        capacity = base_units(snapshot.total)
+        parts = {
+            "free": base_units(snapshot.free),
+            "offered": base_units(snapshot.offered),
+            "used": base_units(snapshot.used),
+        }
+        total = GaugeMetricFamily(
+            "fairshare_resource_capacity",
+            "Resources of the agents in the pool (base units).",
+            labels=["resource"],
+        )
+        split = GaugeMetricFamily(
+            "fairshare_resource_allocation",
+            "Pool resources by state; free + offered + used == capacity.",
+            labels=["resource", "state"],
+        )
+        for resource in sorted(capacity):
+            total.add_metric([resource], capacity[resource])
+            for state in ALLOCATION_STATES:
+                split.add_metric([resource, state], parts[state].get(resource, 0.0))
+        yield total
+        yield split
+
+    @staticmethod
+    def _frameworks(snapshot: ClusterSnapshot) -> Iterator[Metric]:
+        allocated: dict[str, ResourceVector] = {}
+        for view in snapshot.frameworks:
+            name = view.spec.name
+            allocated[name] = allocated.get(name, ResourceVector()) + view.allocated
+        share = GaugeMetricFamily(
+            "fairshare_framework_dominant_share",
+            "Unweighted dominant share of each framework (0..1), as in fairshare status.",
+            labels=["framework"],
+        )
+        amounts = GaugeMetricFamily(
+            "fairshare_framework_allocation",
+            "Resources offered to or used by each framework (base units).",
+            labels=["framework", "resource"],
+        )
+        for name in sorted(allocated):
+            share.add_metric([name], _dominant_share(allocated[name], snapshot.total))
+            for resource, value in sorted(base_units(allocated[name]).items()):
+                amounts.add_metric([name, resource], value)
+        yield share
+        yield amounts
+
+    @staticmethod
+    def _counters(counters: RuntimeCounters) -> Iterator[Metric]:
+        offers = CounterMetricFamily("fairshare_offers", "Offers by outcome.", labels=["outcome"])
+        for outcome, n in zip(
+            OFFER_OUTCOMES,
+            (
+                counters.offers_sent,
+                counters.offers_accepted,
+                counters.offers_declined,
+                counters.offers_rescinded,
+            ),
+            strict=True,
+        ):
+            offers.add_metric([outcome], n)
+        yield offers
+        yield CounterMetricFamily(
+            "fairshare_allocation_runs", "Allocation runs.", counters.allocation_runs
+        )
+        yield _histogram(
+            "fairshare_allocation_run_duration_seconds",
+            "Duration of one allocation run.",
+            counters.allocation_durations,
+        )
+        updates = CounterMetricFamily(
+            "fairshare_status_updates",
+            "Agent status updates forwarded to frameworks (first time), forwarded again "
+            "(retried) and acknowledged back to agents.",
+            labels=["event"],
+        )
+        for event, n in zip(
+            STATUS_EVENTS,
+            (counters.status_forwarded, counters.acknowledgements, counters.status_retried),
+            strict=True,
+        ):
+            updates.add_metric([event], n)
+        yield updates
+        yield _histogram(
+            "fairshare_registry_write_duration_seconds",
+            "Duration of one durable registry write.",
+            counters.registry_write_durations,
+        )
+
+
+def _dominant_share(allocated: ResourceVector, total: ResourceVector) -> float:
+    """The largest share of any resource (a resource the pool lacks counts as 1), at most 1."""
+    best = 0.0
+    for resource, millis in allocated.millis_items():
+        denominator = total.millis(resource)
+        best = max(best, millis / denominator if denominator else 1.0)
+    return min(best, 1.0)
+
+
+def sampler(
+    runtime: MasterRuntime, rpc_counts: dict[tuple[str, str], int]
+) -> Callable[[], MasterSample]:
+    """``take()``: one ``MasterSample`` of ``runtime`` (call it on the runtime's loop)."""
+
+    def take() -> MasterSample:
+        return MasterSample(runtime.snapshot(), runtime.counters.copy(), dict(rpc_counts))
+
+    return take
+
+
+def build_registry(collector: Collector) -> CollectorRegistry:
+    """A fresh registry holding only ``collector``."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    return registry
+
+
+def on_loop(
+    loop: asyncio.AbstractEventLoop, take: Callable[[], T], timeout: float = 5.0
+) -> Callable[[], T]:
+    """A callable that runs ``take`` on ``loop`` (from any thread) and returns its result."""
+
+    async def run() -> T:
+        return take()
+
+    def call() -> T:
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            return take()  # already on the loop (a test calling the collector directly)
+        future = asyncio.run_coroutine_threadsafe(run(), loop)
+        try:
+            return future.result(timeout)
+        finally:
+            future.cancel()
+
+    return call
+
+
+@dataclass(slots=True)
+class MetricsServer:
+    """A running /metrics HTTP server (its own thread)."""
+
+    address: str
+    close: Callable[[], None]
+
+
+def serve_metrics(registry: CollectorRegistry, host: str, port: int) -> MetricsServer:
+    """Serve ``registry`` on ``host:port`` (0 picks a free port); raises OSError if it cannot."""
+    server, thread = start_http_server(port, host, registry=registry)
+    bound = server.server_port
+    shown = "127.0.0.1" if host in ("", "0.0.0.0", "::") else host
+    shown = f"[{shown}]" if ":" in shown else shown
+
+    def close() -> None:
+        server.shutdown()
+        server.server_close()
+        thread.join(5.0)
+
+    return MetricsServer(f"{shown}:{bound}", close)
+
+
+def write_metrics_addr(work_dir: Path, address: str) -> Path:
+    """Write ``address`` to ``work_dir/metrics.addr`` atomically (tmp + rename)."""
+    path = work_dir / METRICS_ADDR_FILE
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(f"{address}\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path

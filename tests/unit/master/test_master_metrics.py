@@ -1,0 +1,344 @@
+"""The master's metrics: ``MasterCollector`` over a runtime in a known state, the RPC interceptor
+on a real (local) grpc.aio server, and the duration histogram.
+
+The exposition is produced with ``generate_latest`` on the daemon's own registry and parsed back
+with prometheus_client's parser, so names, types and labels are checked as a scraper sees them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+import pytest
+from fairshare.health import HealthCheckRequest, HealthCheckResponse, HealthServicer
+from grpc import aio
+from prometheus_client import REGISTRY, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
+
+from framework_sdk.resources import ResourceVector
+from master.durations import BUCKETS, DurationHistogram
+from master.metrics import MasterCollector, build_registry, on_loop, sampler
+from master.model import AgentSpec, FrameworkSpec, OffersEvent, StatusUpdate, TaskSpec
+from master.runtime import MasterRuntime, RuntimeConfig
+from master.service.rpc_metrics import RpcMetricsInterceptor, method_label
+
+R = ResourceVector.parse
+MIB = 1048576
+
+MASTER_FAMILIES = {
+    "fairshare_build_info": "gauge",
+    "fairshare_agents": "gauge",
+    "fairshare_frameworks": "gauge",
+    "fairshare_tasks": "gauge",
+    "fairshare_resource_capacity": "gauge",
+    "fairshare_resource_allocation": "gauge",
+    "fairshare_offers_outstanding": "gauge",
+    "fairshare_offers": "counter",
+    "fairshare_framework_dominant_share": "gauge",
+    "fairshare_framework_allocation": "gauge",
+    "fairshare_allocation_runs": "counter",
+    "fairshare_allocation_run_duration_seconds": "histogram",
+    "fairshare_status_updates": "counter",
+    "fairshare_registry_write_duration_seconds": "histogram",
+    "fairshare_rpc_requests": "counter",
+}
+LABELS = {
+    "fairshare_build_info": {"version", "python"},
+    "fairshare_agents": {"state"},
+    "fairshare_frameworks": {"state"},
+    "fairshare_tasks": {"state"},
+    "fairshare_resource_capacity": {"resource"},
+    "fairshare_resource_allocation": {"resource", "state"},
+    "fairshare_offers_outstanding": set(),
+    "fairshare_offers_total": {"outcome"},
+    "fairshare_framework_dominant_share": {"framework"},
+    "fairshare_framework_allocation": {"framework", "resource"},
+    "fairshare_allocation_runs_total": set(),
+    "fairshare_status_updates_total": {"event"},
+    "fairshare_rpc_requests_total": {"method", "code"},
+}
+
+
+def scenario(test: Callable[[MasterRuntime], Awaitable[None]]) -> None:
+    config = RuntimeConfig(
+        validate=True, allocation_interval=60.0, heartbeat_interval=60.0, allocation_batch=0.0
+    )
+
+    async def main() -> None:
+        runtime = MasterRuntime(config)
+        await runtime.start()
+        try:
+            await test(runtime)
+        finally:
+            await runtime.stop()
+
+    asyncio.run(main())
+
+
+async def settle() -> None:
+    for _ in range(3):
+        await asyncio.sleep(0)
+
+
+def scrape(runtime: MasterRuntime, rpc: dict[tuple[str, str], int] | None = None) -> list[Sample]:
+    registry = build_registry(MasterCollector(sampler(runtime, rpc or {})))
+    text = generate_latest(registry).decode()
+    families = list(text_string_to_metric_families(text))
+    for family in families:
+        assert MASTER_FAMILIES[family.name] == family.type, family.name
+    assert {f.name for f in families} == set(MASTER_FAMILIES)
+    return [sample for family in families for sample in family.samples]
+
+
+def values(samples: list[Sample], name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    return {tuple(sorted(s.labels.items())): s.value for s in samples if s.name == name}
+
+
+def one(samples: list[Sample], name: str, **labels: str) -> float:
+    return values(samples, name)[tuple(sorted(labels.items()))]
+
+
+async def busy_cluster(runtime: MasterRuntime) -> dict[str, str]:
+    """Two agents, frameworks web (running one task; one offer outstanding), web again (same
+    name) and batch (suppressed); one status update forwarded, retried and acknowledged."""
+    ids = {}
+    for name, resources in (("a1", "cpus:4;mem:8192"), ("a2", "cpus:2;mem:1024;gpus:1")):
+        ids[name], _, _ = runtime.register(AgentSpec(name, 0, R(resources)))
+        runtime.open_commands(ids[name])
+    web = runtime.subscribe(FrameworkSpec("", "web"), None, False)
+    runtime.subscribe(FrameworkSpec("", "batch"), None, True)
+    await settle()
+    offers = [o for e in web.channel.drain() if isinstance(e, OffersEvent) for o in e.offers]
+    on_a1 = next(o for o in offers if o.agent_id == ids["a1"])
+    task = TaskSpec("t1", "", "", R("cpus:1;mem:1024"))
+    runtime.accept(web.framework_id, [on_a1.offer_id], [task], 60.0)
+    update = StatusUpdate("t1", ids["a1"], "RUNNING", uuid=b"u" * 16, source="AGENT")
+    runtime.update_status(ids["a1"], web.framework_id, update, "RUNNING")
+    runtime.update_status(ids["a1"], web.framework_id, update, "RUNNING")  # the agent retried
+    runtime.acknowledge(web.framework_id, ids["a1"], "t1", b"u" * 16)
+    runtime.subscribe(FrameworkSpec("", "web"), None, False)  # a second framework named web
+    await settle()
+    return {"web": web.framework_id, **ids}
+
+
+def test_names_types_and_labels_match_the_contract() -> None:
+    async def test(runtime: MasterRuntime) -> None:
+        await busy_cluster(runtime)
+        samples = scrape(runtime, {("SchedulerService/Accept", "OK"): 3})
+        for sample in samples:
+            assert not sample.name.endswith("_created")
+            base = sample.name.removesuffix("_bucket").removesuffix("_sum").removesuffix("_count")
+            if base in LABELS:
+                assert set(sample.labels) == LABELS[base], sample
+        assert (
+            one(
+                samples, "fairshare_rpc_requests_total", method="SchedulerService/Accept", code="OK"
+            )
+            == 3
+        )
+        assert one(samples, "fairshare_build_info", version="0.1.0", python=_python()) == 1
+
+    scenario(test)
+
+
+def _python() -> str:
+    import platform
+
+    return platform.python_version()
+
+
+def test_resources_add_up_and_are_in_base_units() -> None:
+    async def test(runtime: MasterRuntime) -> None:
+        await busy_cluster(runtime)
+        samples = scrape(runtime)
+        capacity = values(samples, "fairshare_resource_capacity")
+        assert capacity == {
+            (("resource", "cpus"),): 6.0,
+            (("resource", "gpus"),): 1.0,
+            (("resource", "mem"),): 9216 * MIB,
+        }
+        for resource in ("cpus", "gpus", "mem"):
+            parts = [
+                one(samples, "fairshare_resource_allocation", resource=resource, state=state)
+                for state in ("free", "offered", "used")
+            ]
+            assert sum(parts) == pytest.approx(
+                one(samples, "fairshare_resource_capacity", resource=resource)
+            )
+        assert one(samples, "fairshare_resource_allocation", resource="cpus", state="used") == 1.0
+        assert (
+            one(samples, "fairshare_resource_allocation", resource="mem", state="used")
+            == 1024 * MIB
+        )
+        assert one(samples, "fairshare_offers_outstanding") == len(runtime.core.offers)
+
+    scenario(test)
+
+
+def test_states_are_bounded_and_all_exported() -> None:
+    async def test(runtime: MasterRuntime) -> None:
+        await busy_cluster(runtime)
+        samples = scrape(runtime)
+        assert values(samples, "fairshare_agents") == {
+            (("state", "active"),): 2,
+            (("state", "deactivated"),): 0,
+            (("state", "unreachable"),): 0,
+        }
+        assert values(samples, "fairshare_frameworks") == {
+            (("state", "active"),): 2,
+            (("state", "suppressed"),): 1,
+            (("state", "disconnected"),): 0,
+        }
+        tasks = values(samples, "fairshare_tasks")
+        assert len(tasks) == 12 and tasks[(("state", "running"),)] == 1
+        assert sum(tasks.values()) == 1
+
+    scenario(test)
+
+
+def test_frameworks_are_labelled_by_name_and_shares_match_the_snapshot() -> None:
+    async def test(runtime: MasterRuntime) -> None:
+        await busy_cluster(runtime)
+        samples = scrape(runtime)
+        snapshot = runtime.snapshot()
+        shares = values(samples, "fairshare_framework_dominant_share")
+        assert set(shares) == {(("framework", "batch"),), (("framework", "web"),)}
+        assert shares[(("framework", "batch"),)] == 0.0
+        web = [f for f in snapshot.frameworks if f.spec.name == "web"]
+        summed = {r: sum(f.allocated.millis(r) for f in web) for r in ("cpus", "mem", "gpus")}
+        allocation = values(samples, "fairshare_framework_allocation")
+        for resource, millis in summed.items():
+            key = (("framework", "web"), ("resource", resource))
+            factor = MIB if resource == "mem" else 1
+            assert allocation.get(key, 0.0) == millis / 1000 * factor
+        expected = max(millis / snapshot.total.millis(r) for r, millis in summed.items())
+        assert shares[(("framework", "web"),)] == pytest.approx(expected)
+        alone = [f for f in web if f.allocated.millis("cpus")]
+        if len(alone) == 1:  # the other web holds nothing: the share is the one status shows
+            assert shares[(("framework", "web"),)] == pytest.approx(alone[0].dominant_share)
+
+    scenario(test)
+
+
+def test_counters_follow_the_cycle() -> None:
+    async def test(runtime: MasterRuntime) -> None:
+        ids = await busy_cluster(runtime)
+        samples = scrape(runtime)
+        offers = {k[0][1]: v for k, v in values(samples, "fairshare_offers_total").items()}
+        assert set(offers) == {"sent", "accepted", "declined", "rescinded"}
+        assert offers["sent"] >= 2 and offers["accepted"] == 1
+        updates = {k[0][1]: v for k, v in values(samples, "fairshare_status_updates_total").items()}
+        assert updates == {"forwarded": 1, "retried": 1, "acknowledged": 1}
+        runs = one(samples, "fairshare_allocation_runs_total")
+        assert runs == runtime.counters.allocation_runs > 0
+        assert one(samples, "fairshare_allocation_run_duration_seconds_count") == runs
+        assert one(samples, "fairshare_allocation_run_duration_seconds_bucket", le="+Inf") == runs
+        assert one(samples, "fairshare_registry_write_duration_seconds_count") == 0
+        mine = [i for i, o in runtime.core.offers.items() if o.framework_id == ids["web"]]
+        runtime.decline(ids["web"], mine, None)
+        later = scrape(runtime)
+        assert one(later, "fairshare_offers_total", outcome="declined") == offers["declined"] + len(
+            mine
+        )
+
+    scenario(test)
+
+
+def test_the_collector_reads_the_runtime_on_its_loop_from_another_thread() -> None:
+    async def test(runtime: MasterRuntime) -> None:
+        await busy_cluster(runtime)
+        take = on_loop(asyncio.get_running_loop(), sampler(runtime, {}))
+        seen: list[str] = []
+
+        def scrape_from_thread() -> None:
+            text = generate_latest(build_registry(MasterCollector(take))).decode()
+            seen.append(text)
+
+        thread = threading.Thread(target=scrape_from_thread)
+        thread.start()
+        while thread.is_alive():  # keep the loop turning so the sample can be taken
+            await asyncio.sleep(0.005)
+        assert 'fairshare_agents{state="active"} 2.0' in seen[0]
+
+    scenario(test)
+
+
+def test_the_global_registry_is_left_alone() -> None:
+    before = {m.name for m in REGISTRY.collect()}
+
+    async def test(runtime: MasterRuntime) -> None:
+        scrape(runtime)
+
+    scenario(test)
+    assert not any(name.startswith("fairshare") for name in before)
+    assert not any(m.name.startswith("fairshare") for m in REGISTRY.collect())
+
+
+def test_duration_histogram_buckets_are_upper_bounds() -> None:
+    histogram = DurationHistogram()
+    for seconds in (0.0001, 0.00011, 0.003, 20.0):
+        histogram.observe(seconds)
+    buckets = dict(histogram.cumulative())
+    assert len(buckets) == len(BUCKETS) + 1
+    assert buckets["0.0001"] == 1  # le is inclusive
+    assert buckets["0.00025"] == 2 and buckets["0.005"] == 3
+    assert buckets["10.0"] == 3 and buckets["+Inf"] == 4 == histogram.count
+    copy = histogram.copy()
+    histogram.observe(1.0)
+    assert copy.count == 4 and histogram.count == 5
+
+
+def test_method_labels_drop_the_package() -> None:
+    assert method_label("/fairshare.v1.SchedulerService/Accept") == "SchedulerService/Accept"
+    assert method_label("/grpc.health.v1.Health/Check") == "Health/Check"
+
+
+def test_the_interceptor_counts_calls_by_method_and_code() -> None:
+    async def main() -> dict[tuple[str, str], int]:
+        interceptor = RpcMetricsInterceptor()
+        server = aio.server(interceptors=[interceptor])
+        server.add_generic_rpc_handlers((HealthServicer(("svc",)).handler(),))
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            async with aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                await _calls(channel)
+                for _ in range(200):  # the server counts when it sees the cancellation
+                    if ("Health/Watch", "CANCELLED") in interceptor.counts:
+                        break
+                    await asyncio.sleep(0.01)
+        finally:
+            await server.stop(None)
+        return interceptor.counts
+
+    counts = asyncio.run(main())
+    assert counts == {
+        ("Health/Check", "OK"): 2,
+        ("Health/Check", "NOT_FOUND"): 1,
+        ("Health/Watch", "CANCELLED"): 1,
+    }
+
+
+async def _calls(channel: aio.Channel) -> None:
+    def method(name: str, kind: Any) -> Any:
+        return kind(
+            f"/grpc.health.v1.Health/{name}",
+            request_serializer=HealthCheckRequest.SerializeToString,
+            response_deserializer=HealthCheckResponse.FromString,
+        )
+
+    check = method("Check", channel.unary_unary)
+    await check(HealthCheckRequest(service=""))
+    await check(HealthCheckRequest(service="svc"))
+    with pytest.raises(grpc.RpcError):
+        await check(HealthCheckRequest(service="nope"))
+    watch = method("Watch", channel.unary_stream)(HealthCheckRequest(service=""))
+    await watch.read()
+    watch.cancel()
+    with pytest.raises(grpc.RpcError):  # not implemented: not counted (bounded labels)
+        await channel.unary_unary("/no.Such/Method")(b"")
