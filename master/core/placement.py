@@ -91,10 +91,6 @@ class SplitMix64:
         return self.next_u64() % bound
 
 
-def _needs(shape: ResourceVector) -> list[tuple[str, int]]:
-    return list(shape.millis_items())
-
-
 def _fits(free: Mapping[str, int], needs: list[tuple[str, int]]) -> bool:
     for name, need in needs:
         if free.get(name, 0) < need:
