@@ -136,6 +136,13 @@ def _add_client_flags(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     up.add_argument("--agents", type=int, default=2, help="how many agents (default 2)")
     up.add_argument("--resources", help="each agent's resources (default: this host's)")
     up.add_argument("--port", type=int, default=5050, help="master port, 0 picks one")
+    up.add_argument(
+        "--metrics-port",
+        type=int,
+        default=9100,
+        help="master metrics port; agent i gets the next ones (deploy/prometheus's targets);"
+        " 0 picks free ports",
+    )
     up.add_argument("--work-dir", help="base directory of the daemons (default: a temp dir)")
     up.add_argument("--policy", choices=["drf", "asset", "pf", "slots"], default="drf")
     up.add_argument("--placement", choices=["best-fit", "first-fit", "random"], default="best-fit")

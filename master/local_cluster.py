@@ -68,6 +68,7 @@ class LocalCluster:
 
     base: Path
     port: int
+    metrics_port: int = 0  # the master's; agent i gets metrics_port + i (0: every port picked)
     policy: str = "drf"
     placement: str = "best-fit"
     master: subprocess.Popen[bytes] | None = None
@@ -82,7 +83,7 @@ class LocalCluster:
         (work / "master.addr").unlink(missing_ok=True)
         self.master = _spawn(
             _fairshare(
-                "master", "--port", str(self.port), "--metrics-port", "0",
+                "master", "--port", str(self.port), "--metrics-port", str(self.metrics_port),
                 "--work-dir", str(work), "--policy", self.policy, "--placement", self.placement,
             ),
             work / "master.log",
@@ -96,7 +97,9 @@ class LocalCluster:
             work = self.base / f"agent-{index + 1}"
             work.mkdir(parents=True, exist_ok=True)
             (work / "agent.addr").unlink(missing_ok=True)
-            args = ["agent", "--master", self.address, "--port", "0", "--metrics-port", "0"]
+            metrics = self.metrics_port + index + 1 if self.metrics_port else 0
+            args = ["agent", "--master", self.address, "--port", "0"]
+            args += ["--metrics-port", str(metrics)]
             args += ["--work-dir", str(work), "--hostname", f"agent-{index + 1}"]
             if resources:
                 args += ["--resources", resources]
@@ -195,7 +198,7 @@ def run_up(args: argparse.Namespace) -> int:
             if args.work_dir
             else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fairshare-up-")))
         )
-        cluster = LocalCluster(base, args.port, args.policy, args.placement)
+        cluster = LocalCluster(base, args.port, args.metrics_port, args.policy, args.placement)
         stack.enter_context(_stop_on_signals())
         stack.callback(cluster.stop)
         resources = args.resources or (DEMO_AGENT if args.demo else None)

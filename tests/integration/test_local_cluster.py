@@ -13,8 +13,8 @@ from daemons import ROOT, daemon_env, wait_for
 
 def _up(work_dir: Path, *flags: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "master.cli", "up", "--port", "0", "--work-dir", str(work_dir),
-         *flags],
+        [sys.executable, "-m", "master.cli", "up", "--port", "0", "--metrics-port", "0",
+         "--work-dir", str(work_dir), *flags],
         cwd=ROOT,
         env=daemon_env(),
         stdin=subprocess.DEVNULL,
