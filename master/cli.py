@@ -21,9 +21,7 @@ EXIT_BAD_INPUT = 2
 EXIT_NOT_BUILT = 1
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-_NOT_BUILT = {
-    "simulate": "the simulator is not built yet (issue: reproduce the papers' experiments)",
-}
+_NOT_BUILT: dict[str, str] = {}
 
 
 def parse_duration(text: str) -> float:
@@ -236,6 +234,7 @@ _HANDLERS: dict[str, str] = {
     "status": "framework_sdk.cli:status",
     "up": "master.local_cluster:run_up",
     "agents": "master.maintenance_cli:run_agents",
+    "simulate": "master.sim.cli:run_simulate",
 }
 
 

@@ -426,33 +426,60 @@ def test_missing_file_subprocess(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
-# -- subcommands not built yet, help, usage --------------------------------------------------------
+# -- simulate, help, usage -------------------------------------------------------------------------
 
 
-# master, agent, status, run and up are built now (they start daemons or dial a master), so only
-# the subcommands still listed as not built are run here.
-NOT_BUILT = [
-    ["simulate", "scenario.json"],
-    ["simulate", "scenario.json", "--out", "somewhere"],
-]
+SCENARIOS = ROOT / "examples" / "scenarios"
 
 
-@pytest.mark.parametrize("argv", NOT_BUILT, ids=[a[0] + str(i) for i, a in enumerate(NOT_BUILT)])
-def test_unbuilt_subcommands_exit_1_saying_so(
-    capsys: pytest.CaptureFixture[str], argv: list[str]
+def test_simulate_writes_results(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out = tmp_path / "sim"
+    code, stdout, err = run_main(
+        capsys, "simulate", str(SCENARIOS / "drfh-fig3.json"), "--out", str(out)
+    )
+    assert (code, err) == (0, "")
+    assert str(out) in stdout
+    results = json.loads((out / "results.json").read_text())
+    assert {u["id"]: u["tasks_running"] for u in results["users"]} == {"user-1": 10, "user-2": 10}
+    if results["plots"]:
+        assert all((out / name).is_file() for name in results["plots"])
+    else:
+        assert "matplotlib" in results["plots_skipped"]
+
+
+def test_simulate_is_deterministic(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    scenario = str(SCENARIOS / "erlang-jobs.json")
+    for name in ("a", "b"):
+        assert run_main(capsys, "simulate", scenario, "--out", str(tmp_path / name))[0] == 0
+    first = (tmp_path / "a" / "results.json").read_text()
+    assert first == (tmp_path / "b" / "results.json").read_text()
+
+
+@pytest.mark.parametrize(
+    ("content", "field"),
+    [
+        ('{"users": []}', "agents"),
+        ('{"agents": [{"resources": {"cpus": 1}}], "users": [{"task": {"cpus": 1}}]}', "tasks"),
+        ("not json", "file"),
+    ],
+)
+def test_simulate_bad_scenario_exits_2_naming_the_field(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, content: str, field: str
 ) -> None:
-    code, out, err = run_main(capsys, *argv)
-    assert code == 1
-    assert out == ""
-    assert err.startswith(f"fairshare {argv[0]}: ")
-    assert "not built yet" in err
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    code, out, err = run_main(capsys, "simulate", str(path), "--out", str(tmp_path / "o"))
+    assert (code, out) == (2, "")
+    assert err.startswith("fairshare simulate: bad scenario: ")
+    assert field in err
+    assert not (tmp_path / "o").exists()
 
 
-def test_unbuilt_subcommand_subprocess() -> None:
-    done = run_cli("simulate", "scenario.json")
-    assert done.returncode == 1
+def test_simulate_missing_scenario_subprocess(tmp_path: Path) -> None:
+    done = run_cli("simulate", str(tmp_path / "missing.json"), "--out", str(tmp_path / "o"))
+    assert done.returncode == 2
     assert done.stdout == ""
-    assert "not built yet" in done.stderr
+    assert "missing.json" in done.stderr
     assert "Traceback" not in done.stderr
 
 
