@@ -24,22 +24,25 @@ Invariants:
 
 from __future__ import annotations
 
-import asyncio
-import os
 import platform
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TypeVar
 
-from prometheus_client import start_http_server
+from fairshare.metrics_server import (
+    METRICS_ADDR_FILE,
+    MetricsServer,
+    build_registry,
+    on_loop,
+    serve_metrics,
+    write_metrics_addr,
+)
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
     HistogramMetricFamily,
     Metric,
 )
-from prometheus_client.registry import Collector, CollectorRegistry
+from prometheus_client.registry import Collector
 
 from framework_sdk.resources import ResourceVector
 from master.core.records import TaskState
@@ -63,7 +66,6 @@ __all__ = [
     "write_metrics_addr",
 ]
 
-METRICS_ADDR_FILE = "metrics.addr"
 AGENT_STATES = ("active", "deactivated", "unreachable")
 FRAMEWORK_STATES = ("active", "suppressed", "disconnected")
 TASK_STATES = tuple(state.value.lower() for state in TaskState)
@@ -72,8 +74,6 @@ OFFER_OUTCOMES = ("sent", "accepted", "declined", "rescinded")
 STATUS_EVENTS = ("forwarded", "acknowledged", "retried")
 BYTES_PER_MIB = 1048576
 BYTE_RESOURCES = frozenset({"mem", "disk"})
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,66 +270,3 @@ def sampler(
         return MasterSample(runtime.snapshot(), runtime.counters.copy(), dict(rpc_counts))
 
     return take
-
-
-def build_registry(collector: Collector) -> CollectorRegistry:
-    """A fresh registry holding only ``collector``."""
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(collector)
-    return registry
-
-
-def on_loop(
-    loop: asyncio.AbstractEventLoop, take: Callable[[], T], timeout: float = 5.0
-) -> Callable[[], T]:
-    """A callable that runs ``take`` on ``loop`` (from any thread) and returns its result."""
-
-    async def run() -> T:
-        return take()
-
-    def call() -> T:
-        try:
-            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:
-            return take()  # already on the loop (a test calling the collector directly)
-        future = asyncio.run_coroutine_threadsafe(run(), loop)
-        try:
-            return future.result(timeout)
-        finally:
-            future.cancel()
-
-    return call
-
-
-@dataclass(slots=True)
-class MetricsServer:
-    """A running /metrics HTTP server (its own thread)."""
-
-    address: str
-    close: Callable[[], None]
-
-
-def serve_metrics(registry: CollectorRegistry, host: str, port: int) -> MetricsServer:
-    """Serve ``registry`` on ``host:port`` (0 picks a free port); raises OSError if it cannot."""
-    server, thread = start_http_server(port, host, registry=registry)
-    bound = server.server_port
-    shown = "127.0.0.1" if host in ("", "0.0.0.0", "::") else host
-    shown = f"[{shown}]" if ":" in shown else shown
-
-    def close() -> None:
-        server.shutdown()
-        server.server_close()
-        thread.join(5.0)
-
-    return MetricsServer(f"{shown}:{bound}", close)
-
-
-def write_metrics_addr(work_dir: Path, address: str) -> Path:
-    """Write ``address`` to ``work_dir/metrics.addr`` atomically (tmp + rename)."""
-    path = work_dir / METRICS_ADDR_FILE
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(f"{address}\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
