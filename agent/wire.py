@@ -14,7 +14,8 @@ from fairshare.v1 import agent_pb2, common_pb2
 from google.protobuf import duration_pb2, timestamp_pb2
 
 from agent.records import AgentSpec, CommandSpec, StatusUpdate, TaskState, TaskView
-from framework_sdk.resources import ResourceError, ResourceVector
+from framework_sdk.wire import resources_from_pb as resources_from_proto
+from framework_sdk.wire import resources_to_pb as resources_to_proto
 
 __all__ = [
     "agent_info",
@@ -27,24 +28,6 @@ __all__ = [
     "task_status",
     "update_request",
 ]
-
-
-def resources_to_proto(vector: ResourceVector) -> common_pb2.Resources:
-    """Sorted by name, zero entries omitted (as the wire contract asks senders to)."""
-    items = sorted(vector.millis_items())
-    return common_pb2.Resources(
-        items=[common_pb2.Resource(name=name, millis=millis) for name, millis in items]
-    )
-
-
-def resources_from_proto(message: common_pb2.Resources) -> ResourceVector:
-    """The vector of a ``Resources`` message; raises ``ResourceError`` if it is invalid."""
-    millis: dict[str, int] = {}
-    for item in message.items:
-        if item.name in millis:
-            raise ResourceError(f"resource {item.name!r} is given twice")
-        millis[item.name] = item.millis
-    return ResourceVector.from_millis(millis)
 
 
 def duration_seconds(message: duration_pb2.Duration) -> float:

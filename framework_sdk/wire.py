@@ -57,16 +57,23 @@ __all__ = [
 
 
 def resources_to_pb(vector: ResourceVector) -> common_pb2.Resources:
-    """The wire form of ``vector`` (canonical order, no zero entries)."""
+    """The wire form of ``vector``: sorted by name, no zero entries (the wire contract).
+
+    The one conversion to the wire; the agent and the master use it too.
+    """
     return common_pb2.Resources(
         items=[
-            common_pb2.Resource(name=name, millis=millis) for name, millis in vector.millis_items()
+            common_pb2.Resource(name=name, millis=millis)
+            for name, millis in sorted(vector.millis_view().items())
         ]
     )
 
 
 def resources_from_pb(message: common_pb2.Resources) -> ResourceVector:
-    """``message`` as a vector (raises ``ResourceError`` on duplicate or negative entries)."""
+    """``message`` as a vector (raises ``ResourceError`` on duplicate, negative or bad entries).
+
+    The one conversion from the wire; the agent and the master use it too.
+    """
     millis: dict[str, int] = {}
     for item in message.items:
         if item.name in millis:

@@ -23,6 +23,7 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from framework_sdk.resources import ResourceError, ResourceVector
+from framework_sdk.wire import resources_from_pb, resources_to_pb
 from master.core.errors import InvalidArgument
 from master.core.records import Offer
 from master.model import (
@@ -84,31 +85,21 @@ AGENT_STATES = frozenset(
 
 
 def resources(message: common_pb2.Resources, what: str) -> ResourceVector:
-    """A ``Resources`` message as a vector; bad names, negatives and duplicates are refused."""
-    millis: dict[str, int] = {}
+    """A ``Resources`` message as a vector; bad names, negatives and duplicates are refused.
+
+    The master accepts a narrower set of names than ``ResourceVector`` (lower case, starting with
+    a letter); everything else is ``framework_sdk.wire.resources_from_pb``'s checks.
+    """
     for item in message.items:
         if not NAME_RE.match(item.name):
             raise InvalidArgument(
                 f"{what}: resource name {item.name!r} is malformed (lower case [a-z0-9_.-],"
                 " starting with a letter)"
             )
-        if item.name in millis:
-            raise InvalidArgument(f"{what}: resource {item.name!r} is given twice")
-        if item.millis < 0:
-            raise InvalidArgument(f"{what}: resource {item.name!r} is negative ({item.millis})")
-        millis[item.name] = item.millis
     try:
-        return ResourceVector.from_millis(millis)
+        return resources_from_pb(message)
     except ResourceError as error:
         raise InvalidArgument(f"{what}: {error}") from None
-
-
-def resources_to_pb(vector: ResourceVector) -> common_pb2.Resources:
-    """A vector as a ``Resources`` message, sorted by name."""
-    items = sorted(vector.millis_view().items())
-    return common_pb2.Resources(
-        items=[common_pb2.Resource(name=n, millis=m) for n, m in items if m]
-    )
 
 
 def duration_seconds(message: Duration, what: str) -> float:
