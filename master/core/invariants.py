@@ -73,6 +73,11 @@ def _check_agents(state: MasterState) -> None:
         )
         total = total + agent.total
     assert total == state.total, f"pool total {state.total} != sum of agents {total}"
+    largest: dict[str, int] = {}
+    for agent in state.agents.values():
+        for name, millis in agent.total.millis_items():
+            largest[name] = max(largest.get(name, 0), millis)
+    assert state.largest_agent.to_millis() == largest, "the largest agent is off"
 
 
 def _check_frameworks(state: MasterState) -> None:

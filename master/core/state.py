@@ -103,7 +103,10 @@ class MasterState:
         self.tasks: dict[tuple[str, str], TaskRecord] = {}
         self.role_weights: dict[str, float] = {}
         self.total = EMPTY
-        self._largest_agent: ResourceVector | None = EMPTY  # None: recompute when needed
+        # The largest agent per resource, and how many agents hold that maximum: a removal only
+        # rescans the agents when it takes away the last holder of a maximum.
+        self._largest: dict[str, int] = {}
+        self._largest_holders: dict[str, int] = {}
         self.sorter = Sorter(self._key_of)
         self.coarse_start = 0
         self._policy_stale = True
@@ -129,32 +132,38 @@ class MasterState:
 
     def _pool_grew(self, agent: AgentRecord) -> None:
         self.total = self.total + agent.total
-        if self._largest_agent is not None:
-            largest = self._largest_agent.to_millis()
-            for name, millis in agent.total.millis_items():
-                if millis > largest.get(name, 0):
-                    largest[name] = millis
-            self._largest_agent = ResourceVector.from_millis(largest)
+        self._count_largest(agent)
         self._policy_stale = True
         self.sorter.invalidate()
 
+    def _count_largest(self, agent: AgentRecord) -> None:
+        largest, holders = self._largest, self._largest_holders
+        for name, millis in agent.total.millis_items():
+            current = largest.get(name, 0)
+            if millis > current:
+                largest[name] = millis
+                holders[name] = 1
+            elif millis == current:
+                holders[name] += 1
+
     def _pool_shrank(self, agent: AgentRecord) -> None:
         self.total = self.total - agent.total
-        self._largest_agent = None  # recomputed once, when a policy next needs it
+        last_holder = False
+        for name, millis in agent.total.millis_items():
+            if millis == self._largest.get(name):
+                self._largest_holders[name] -= 1
+                last_holder = last_holder or not self._largest_holders[name]
+        if last_holder:
+            self._largest, self._largest_holders = {}, {}
+            for other in self.agents.values():
+                self._count_largest(other)
         self._policy_stale = True
         self.sorter.invalidate()
 
     @property
     def largest_agent(self) -> ResourceVector:
         """The largest agent, resource by resource (the slots policy's "maximum server")."""
-        if self._largest_agent is None:
-            largest: dict[str, int] = {}
-            for other in self.agents.values():
-                for name, millis in other.total.millis_items():
-                    if millis > largest.get(name, 0):
-                        largest[name] = millis
-            self._largest_agent = ResourceVector.from_millis(largest)
-        return self._largest_agent
+        return ResourceVector.from_millis(self._largest)
 
     def _shapes_changed(self) -> None:
         if self.fairness.name == "pf":
