@@ -48,7 +48,10 @@ def _add_master_flags(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     master.add_argument("--host", help="address to bind (default 127.0.0.1)")
     master.add_argument("--port", type=int, help="gRPC port, 0 picks one (default 5050)")
     master.add_argument("--metrics-port", type=int, help="Prometheus port (default 9100)")
-    master.add_argument("--work-dir", help="state directory (default ./fairshare-master)")
+    master.add_argument(
+        "--work-dir",
+        help="state directory, holds the durable registry (default ./fairshare-master)",
+    )
     master.add_argument(
         "--policy", choices=["drf", "asset", "pf", "slots"], help="fairness policy (default drf)"
     )
@@ -64,6 +67,18 @@ def _add_master_flags(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--agent-timeout",
         type=parse_duration,
         help="an agent unheard this long becomes unreachable (default 15s)",
+    )
+    master.add_argument(
+        "--reregistration-timeout",
+        type=parse_duration,
+        help="after a restart, how long agents have to reregister before they are marked"
+        " unreachable; no offers meanwhile (default 20s)",
+    )
+    master.add_argument(
+        "--registry-sync",
+        choices=["full", "normal"],
+        help="SQLite synchronous mode of the registry: full survives power loss, normal only"
+        " process crashes (default full)",
     )
     master.add_argument(
         "--offer-timeout", type=parse_duration, help="rescind unused offers after (default never)"

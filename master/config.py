@@ -44,12 +44,22 @@ class MasterConfig:
     placement: str = "best-fit"
     allocation_interval: float = 1.0
     agent_timeout: float = 15.0
+    reregistration_timeout: float = 20.0
+    registry_sync: str = "full"
     offer_timeout: float | None = None
     heartbeat_interval: float = 5.0
     shutdown_grace: float = 5.0
     log_format: str = "text"
     log_level: str = "INFO"
     validate: bool = False
+    fault_drop_acks: float = 0.0  # tests only (no flag): share of acknowledgements to drop
+
+
+def _share(value: Any) -> float:
+    share = float(value)
+    if not 0.0 <= share < 1.0:
+        raise ValueError(f"{value!r} is not a share in [0, 1)")
+    return share
 
 
 def _port(value: Any) -> int:
@@ -127,6 +137,9 @@ PARSERS: dict[str, Callable[[Any], Any]] = {
     "placement": _choice("best-fit", "first-fit", "random"),
     "allocation_interval": _positive_seconds,
     "agent_timeout": _positive_seconds,
+    "reregistration_timeout": _seconds,
+    "registry_sync": _choice("full", "normal"),
+    "fault_drop_acks": _share,
     "offer_timeout": _optional_seconds,
     "heartbeat_interval": _positive_seconds,
     "shutdown_grace": _seconds,

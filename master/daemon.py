@@ -14,8 +14,9 @@ Invariants:
 - keepalive is set for long streams (pings every 20 s, dead peers dropped after 10 s more) and
   clients may ping as often as every 5 s.
 
-The durable registry (SQLite under the work dir) comes with issue 5; ``_open_registry`` is where
-it will be opened and handed to the runtime.
+The durable registry (``master.registry``: SQLite under the work dir) is opened before anything
+is served; a missing, corrupt or newer-schema registry stops the master (exit 1, one message
+saying why), it is never reset. The runtime then recovers from it (``RecoveryCalls.recover``).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from master.metrics import (
     serve_metrics,
     write_metrics_addr,
 )
+from master.registry import Registry, RegistryError
 from master.runtime import MasterRuntime, RuntimeConfig
 from master.service.agent import AgentServicer
 from master.service.operator import OperatorServicer
@@ -78,6 +80,8 @@ def _runtime_config(config: MasterConfig) -> RuntimeConfig:
         placement=config.placement,
         allocation_interval=config.allocation_interval,
         agent_timeout=config.agent_timeout,
+        reregistration_timeout=config.reregistration_timeout,
+        fault_drop_acks=config.fault_drop_acks,
         offer_timeout=config.offer_timeout,
         heartbeat_interval=config.heartbeat_interval,
         validate=config.validate,
@@ -99,9 +103,19 @@ def write_addr(work_dir: Path, address: str) -> Path:
     return path
 
 
-def _open_registry(work_dir: Path) -> None:
-    """Placeholder for the durable registry (issue 5): nothing is persisted yet."""
-    work_dir.mkdir(parents=True, exist_ok=True)
+def _open_registry(config: MasterConfig) -> Registry | None:
+    """The durable registry under the work dir; None (after saying why) if it must not be used."""
+    work_dir = Path(config.work_dir)
+    try:
+        work_dir.mkdir(parents=True, exist_ok=True)
+        return Registry.open(work_dir, config.registry_sync.upper())
+    except OSError as error:
+        message = f"cannot use work dir {work_dir}: {error}"
+    except RegistryError as error:
+        message = str(error)
+    log_event(log, "registry.failed", logging.ERROR, error=message)
+    print(f"fairshare master: {message}", file=sys.stderr)
+    return None
 
 
 def _start_metrics(
@@ -128,8 +142,11 @@ def _start_metrics(
 async def serve(config: MasterConfig, stop: asyncio.Event | None = None) -> int:
     """Run the master until ``stop`` is set (or SIGTERM/SIGINT); returns the exit code."""
     work_dir = Path(config.work_dir)
-    _open_registry(work_dir)
-    runtime = MasterRuntime(_runtime_config(config))
+    registry = _open_registry(config)
+    if registry is None:
+        return EXIT_FAILED
+    runtime = MasterRuntime(_runtime_config(config), registry=registry)
+    runtime.recover()
     health = HealthServicer(SERVICES)
     rpc_metrics = RpcMetricsInterceptor()
     server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=[rpc_metrics])
@@ -165,6 +182,7 @@ async def serve(config: MasterConfig, stop: asyncio.Event | None = None) -> int:
     health.close()
     await server.stop(config.shutdown_grace)
     await runtime.stop()
+    registry.close()
     await asyncio.to_thread(metrics.close)
     addr_path.unlink(missing_ok=True)
     metrics_path.unlink(missing_ok=True)

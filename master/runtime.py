@@ -37,9 +37,9 @@ import time
 from collections.abc import Callable, Sequence
 
 from master.core import InvalidArgument, NotFound
+from master.core.checks import check_weight
 from master.eventlog import log_event
 from master.model import HeartbeatEvent, StreamEnd
-from master.runtime_agents import AgentCalls
 from master.runtime_base import (
     UNLIMITED_TASKS,
     RuntimeConfig,
@@ -48,7 +48,7 @@ from master.runtime_base import (
     Unavailable,
     Unimplemented,
 )
-from master.runtime_frameworks import FrameworkCalls
+from master.runtime_recovery import RecoveryCalls
 from master.views import ClusterSnapshot, build_snapshot
 
 __all__ = [
@@ -64,7 +64,7 @@ __all__ = [
 log = logging.getLogger("fairshare.master")
 
 
-class MasterRuntime(FrameworkCalls, AgentCalls):
+class MasterRuntime(RecoveryCalls):
     """The master's state and the rules that turn requests and timers into I/O."""
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -136,6 +136,11 @@ class MasterRuntime(FrameworkCalls, AgentCalls):
             raise InvalidArgument("set role or framework_id")
         if clear:
             raise Unimplemented("clearing a weight is not supported yet; set it to 1 instead")
+        if not role:
+            raise InvalidArgument("role is empty")
+        check_weight(weight, f"role {role!r}")
+        with self._durably():
+            self.registry.set_role_weight(role, float(weight))
         self.core.handle_set_weight(role, weight, self.now())
         self.request_allocation()
         log_event(log, "weight.set", role=role, weight=weight)
@@ -144,6 +149,8 @@ class MasterRuntime(FrameworkCalls, AgentCalls):
     def deactivate_agents(self, agent_ids: Sequence[str]) -> None:
         """Maintenance: rescind the agents' offers and offer nothing of them; all or none."""
         self._pooled_agents(agent_ids)
+        with self._durably():
+            self.registry.set_agents_active(list(agent_ids), False)
         now = self.now()
         for agent_id in dict.fromkeys(agent_ids):
             if self.core.agents[agent_id].active:
@@ -154,6 +161,8 @@ class MasterRuntime(FrameworkCalls, AgentCalls):
     def reactivate_agents(self, agent_ids: Sequence[str]) -> None:
         """Offer the agents again; all or none, and one allocation run sees them all."""
         self._pooled_agents(agent_ids)
+        with self._durably():
+            self.registry.set_agents_active(list(agent_ids), True)
         now = self.now()
         for agent_id in dict.fromkeys(agent_ids):
             if not self.core.agents[agent_id].active:

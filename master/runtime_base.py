@@ -13,11 +13,13 @@ for the invariants; the ones kept here:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
+import random
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from master.core import (
@@ -43,6 +45,7 @@ from master.model import (
     StatusUpdate,
     UpdateEvent,
 )
+from master.registry import Registry, RegistryWriteError
 from master.sessions import AgentLink, Channel, FrameworkLink
 from master.taskbook import TaskBook
 from master.views import DepartedAgent
@@ -92,6 +95,8 @@ class RuntimeConfig:
     allocation_batch: float = 0.005  # a triggered run waits this long to merge more triggers
     agent_heartbeat_interval: float | None = None  # None: min(5 s, agent_timeout / 3)
     default_refuse_seconds: float = 5.0
+    reregistration_timeout: float = 20.0  # after a restart: how long agents have to reregister
+    fault_drop_acks: float = 0.0  # fault injection (tests): drop this share of acks to agents
     validate: bool = False
     seed: int = 0
     version: str = "0.1.0"
@@ -157,7 +162,12 @@ def require_id(value: str, what: str) -> None:
 class RuntimeBase:
     """State of the master runtime and the helpers its request handlers share."""
 
-    def __init__(self, config: RuntimeConfig | None = None, master_id: str | None = None) -> None:
+    def __init__(
+        self,
+        config: RuntimeConfig | None = None,
+        master_id: str | None = None,
+        registry: Registry | None = None,
+    ) -> None:
         self.config = config or RuntimeConfig()
         self.master_id = master_id or uuid.uuid4().hex
         self.core = MasterState(
@@ -177,6 +187,11 @@ class RuntimeBase:
         self.departed: dict[str, DepartedAgent] = {}
         self.removed_frameworks: set[str] = set()
         self.counters = RuntimeCounters()
+        self.registry = registry or Registry.in_memory()
+        self.registry.on_write = self.counters.registry_write_durations.observe
+        self.recovering = False  # after a restart, until recovered agents are back or time is up
+        self.recovery_deadline: float | None = None  # runtime clock
+        self._faults = random.Random(self.config.seed)
         self.started_at = time.time()
         self.draining = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -211,8 +226,8 @@ class RuntimeBase:
 
     def _allocate(self) -> None:
         self._allocation_pending = False
-        if self.draining:
-            return
+        if self.draining or self.recovering:
+            return  # recovery ends with a run that sees every agent that came back
         started = time.perf_counter()
         now = self.now()
         self._dispatch(self.core.handle_tick(now))
@@ -253,6 +268,22 @@ class RuntimeBase:
             expires = self.wall(message.offers[0].created_at + self.config.offer_timeout)
         self.counters.offers_sent += len(message.offers)
         link.send(OffersEvent(message.offers, expires))
+
+    # -- the registry -----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _durably(self) -> Iterator[None]:
+        """Around a registry write made before a change: a failed write is UNAVAILABLE."""
+        try:
+            yield
+        except RegistryWriteError as error:
+            log.error("registry write failed: %s", error)
+            raise Unavailable(f"{error}; nothing was changed, retry") from None
+
+    def _drop_ack(self) -> bool:
+        """Fault injection: True when this acknowledgement to an agent must be dropped."""
+        rate = self.config.fault_drop_acks
+        return rate > 0 and self._faults.random() < rate
 
     # -- status updates to frameworks -------------------------------------------------------------
 

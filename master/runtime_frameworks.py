@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Sequence
 
 from master.core import AlreadyExists, InvalidArgument, LaunchTasks, NotFound, TaskLaunch
+from master.core.checks import check_weight
 from master.eventlog import log_event
 from master.model import (
     AckCommand,
@@ -27,6 +28,7 @@ from master.model import (
     TaskSpec,
     UpdateEvent,
 )
+from master.registry import UNREACHABLE
 from master.runtime_base import (
     UNLIMITED_TASKS,
     RuntimeBase,
@@ -86,11 +88,14 @@ class FrameworkCalls(RuntimeBase):
     def _register_framework(self, spec: FrameworkSpec) -> FrameworkLink:
         framework_id = f"fw-{uuid.uuid4().hex}"
         role = spec.role or "*"
-        self.core.handle_add_framework(
-            framework_id, self.now(), spec.name, role, 1.0 if spec.weight is None else spec.weight
-        )
+        weight = 1.0 if spec.weight is None else spec.weight
+        check_weight(weight, f"framework {framework_id!r}")
         spec = dataclasses.replace(spec, framework_id=framework_id, role=role)
-        link = FrameworkLink(spec, time.time())
+        registered_at = time.time()
+        with self._durably():
+            self.registry.put_framework(spec, registered_at)
+        self.core.handle_add_framework(framework_id, self.now(), spec.name, role, weight)
+        link = FrameworkLink(spec, registered_at)
         self.frameworks[framework_id] = link
         return link
 
@@ -102,11 +107,15 @@ class FrameworkCalls(RuntimeBase):
                 f"framework {spec.framework_id!r} subscribed as name={link.spec.name!r}"
                 f" role={link.spec.role!r}; name and role cannot change on resubscription"
             )
+        spec = dataclasses.replace(spec, role=role)
+        if spec != link.spec:
+            with self._durably():
+                self.registry.put_framework(spec, link.registered_at)
         if link.failover_timer is not None:
             link.failover_timer.cancel()
             link.failover_timer = None
         link.failover_deadline = None
-        link.spec = dataclasses.replace(spec, role=role)
+        link.spec = spec
         if not self.core.frameworks[spec.framework_id].active:
             self.core.handle_activate_framework(spec.framework_id, self.now())
         return link
@@ -120,22 +129,33 @@ class FrameworkCalls(RuntimeBase):
         channel.close(StreamEnd())
         timeout = link.spec.failover_timeout
         if timeout <= 0:
-            self._remove_framework(link, "its stream ended and it has no failover timeout")
+            self._failover_expired(framework_id)  # removed now (retried if the registry fails)
             return
         self._dispatch(self.core.handle_deactivate_framework(framework_id, self.now()))
+        self._start_failover(link, timeout)
+        log_event(log, "framework.disconnected", framework_id=framework_id, failover=timeout)
+
+    def _start_failover(self, link: FrameworkLink, timeout: float) -> None:
+        """The framework is away: it is removed unless it resubscribes within ``timeout``."""
         link.failover_deadline = time.time() + timeout
         link.failover_timer = self._event_loop().call_later(
-            timeout, self._failover_expired, framework_id
+            timeout, self._failover_expired, link.framework_id
         )
-        log_event(log, "framework.disconnected", framework_id=framework_id, failover=timeout)
 
     def _failover_expired(self, framework_id: str) -> None:
         link = self.frameworks.get(framework_id)
         if link is not None and link.channel is None and not self.draining:
-            self._remove_framework(link, "its failover timeout expired")
+            try:
+                self._remove_framework(link, "its failover timeout expired")
+            except Unavailable:  # the registry write failed: try again in a while
+                link.failover_timer = self._event_loop().call_later(
+                    1.0, self._failover_expired, framework_id
+                )
 
     def _remove_framework(self, link: FrameworkLink, why: str) -> None:
         framework_id = link.framework_id
+        with self._durably():
+            self.registry.remove_framework(framework_id)
         if link.failover_timer is not None:
             link.failover_timer.cancel()
         self._dispatch(self.core.handle_remove_framework(framework_id, self.now()))
@@ -276,7 +296,7 @@ class FrameworkCalls(RuntimeBase):
             self.counters.acknowledgements += 1
             target = entry.spec.agent_id if entry is not None else agent_id
             agent = self.agents.get(target)
-            if agent is not None:
+            if agent is not None and not self._drop_ack():
                 agent.send(AckCommand(framework_id, task_id, uuid_))
 
     def reconcile(self, framework_id: str, refs: Sequence[tuple[str, str]]) -> None:
@@ -287,8 +307,13 @@ class FrameworkCalls(RuntimeBase):
         answers: list[tuple[str, str, str]] = []
         for task_id, agent_id in refs:
             entry = self.tasks.get(framework_id, task_id)
+            agent = self.agents.get(agent_id)
+            if entry is None and agent is not None and agent.recovering:
+                continue  # answered when the agent reregisters (its tasks are adopted)
             if entry is None:
-                answers.append((task_id, agent_id, "UNKNOWN"))
+                known = self.registry.agents.get(agent_id)
+                unreachable = known is not None and known.state == UNREACHABLE
+                answers.append((task_id, agent_id, "UNREACHABLE" if unreachable else "UNKNOWN"))
             else:
                 answers.append((task_id, entry.spec.agent_id, entry.state))
         if not refs:

@@ -122,6 +122,7 @@ class AgentLink:
     registered_at: float  # wall clock
     last_heard: float  # runtime (monotonic) clock
     in_pool: bool = False  # its resources were added to the core
+    recovering: bool = False  # known from the registry after a restart, not reregistered yet
     channel: Channel[AgentCommand] | None = None
     outbox: deque[AgentCommand] = field(default_factory=deque)
 

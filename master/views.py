@@ -51,7 +51,8 @@ class DepartedAgent:
 
 @dataclass(frozen=True, slots=True)
 class AgentView:
-    """One agent; ``state`` is ACTIVE, DEACTIVATED (by the operator), UNREACHABLE or GONE."""
+    """One agent; ``state`` is ACTIVE, DEACTIVATED (by the operator), RECOVERING (known from the
+    registry after a master restart, not reregistered yet), UNREACHABLE or GONE."""
 
     agent_id: str
     spec: AgentSpec
@@ -133,6 +134,20 @@ def _agents(runtime: MasterRuntime) -> list[AgentView]:
     for agent_id in sorted(runtime.agents):
         link = runtime.agents[agent_id]
         record = core.agents.get(agent_id)
+        if record is None and link.recovering:  # after a restart, not reregistered yet
+            views.append(
+                AgentView(
+                    agent_id,
+                    link.spec,
+                    "RECOVERING",
+                    EMPTY,
+                    EMPTY,
+                    EMPTY,
+                    link.registered_at,
+                    runtime.wall(link.last_heard),
+                )
+            )
+            continue
         if record is None:  # registered, Commands stream not attached yet: not in the pool
             continue
         offered = sum((core.offers[o].resources for o in record.offer_ids), EMPTY)

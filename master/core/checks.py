@@ -8,10 +8,10 @@ import math
 from collections.abc import Container, Sequence
 
 from framework_sdk.resources import ResourceVector
-from master.core.errors import AlreadyExists, InvalidArgument
-from master.core.messages import TaskLaunch
+from master.core.errors import AlreadyExists, InvalidArgument, NotFound
+from master.core.messages import RunningTask, TaskLaunch
 
-__all__ = ["check_launches", "check_refuse", "check_weight"]
+__all__ = ["check_launches", "check_refuse", "check_running", "check_weight"]
 
 EMPTY = ResourceVector()
 
@@ -65,3 +65,32 @@ def check_launches(
     if not needed.fits_in(held):
         raise InvalidArgument(f"tasks need {needed} but the offers hold {held}")
     return needed
+
+
+def check_running(
+    live_tasks: Container[tuple[str, str]],
+    frameworks: Container[str],
+    agent_id: str,
+    running: Sequence[RunningTask],
+    total: ResourceVector,
+) -> ResourceVector:
+    """The resources of the tasks an agent brings when it joins, after checking them."""
+    used = EMPTY
+    seen: set[tuple[str, str]] = set()
+    for task in running:
+        key = (task.framework_id, task.task_id)
+        if not task.task_id:
+            raise InvalidArgument(f"agent {agent_id!r} reports a task with an empty task_id")
+        if task.framework_id not in frameworks:
+            raise NotFound(f"task {task.task_id!r}: framework {task.framework_id!r} is unknown")
+        if key in seen or key in live_tasks:
+            raise AlreadyExists(f"task {task.task_id!r} of {task.framework_id!r} is live already")
+        if task.state.terminal:
+            raise InvalidArgument(f"task {task.task_id!r} is {task.state.name}, not running")
+        if not task.resources:
+            raise InvalidArgument(f"task {task.task_id!r} holds no resources")
+        seen.add(key)
+        used = used + task.resources
+    if not used.fits_in(total):
+        raise InvalidArgument(f"agent {agent_id!r}: its tasks hold {used}, more than {total}")
+    return used

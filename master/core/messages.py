@@ -18,6 +18,7 @@ __all__ = [
     "Message",
     "OfferView",
     "RescindOffer",
+    "RunningTask",
     "SendOffers",
     "TaskLaunch",
     "TaskStatusChange",
@@ -55,6 +56,18 @@ class TaskLaunch:
     duration: float | None = None
     exit_code: int = 0
     agent_id: str | None = None  # as the framework named it; must match the offers' agent
+
+
+@dataclass(frozen=True, slots=True)
+class RunningTask:
+    """A task an agent already runs when it (re)joins the pool: after being unreachable, or
+    after a master restart, its tasks are adopted instead of launched (Mesos's reregistration)."""
+
+    framework_id: str
+    task_id: str
+    name: str
+    resources: ResourceVector
+    state: TaskState  # non-terminal: STAGING, STARTING, RUNNING or KILLING
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 from framework_sdk.resources import ResourceVector
 from master.core import allocation, invariants
-from master.core.checks import check_launches, check_refuse, check_weight
+from master.core.checks import check_launches, check_refuse, check_running, check_weight
 from master.core.config import CoreConfig
 from master.core.errors import (
     AlreadyExists,
@@ -45,6 +45,7 @@ from master.core.messages import (
     LaunchTasks,
     Message,
     RescindOffer,
+    RunningTask,
     TaskLaunch,
     TaskStatusChange,
 )
@@ -269,25 +270,42 @@ class MasterState:
         now: float,
         hostname: str = "",
         attributes: Mapping[str, str] | None = None,
+        running: Sequence[RunningTask] = (),
     ) -> list[Message]:
-        """Admit an agent with ``resources``; its resources join the pool."""
+        """Admit an agent with ``resources``; its resources join the pool.
+
+        ``running`` are tasks the agent already runs (it rejoins after being unreachable or
+        after a master restart): they are adopted, holding their resources, as accepted tasks.
+        """
         if not agent_id:
             raise InvalidArgument("agent_id is empty")
         if agent_id in self.agents:
             raise AlreadyExists(f"agent {agent_id!r} is registered already")
         if not resources:
             raise InvalidArgument(f"agent {agent_id!r}: resources are empty")
+        used = check_running(self.tasks, self.frameworks, agent_id, running, resources)
         agent = AgentRecord(
             id=agent_id,
             hostname=hostname or agent_id,
             total=resources,
-            free=resources,
+            free=resources - used,
             attributes=tuple(sorted((attributes or {}).items())),
             registered_at=now,
         )
         self.agents[agent_id] = agent
         self.agent_list.append(agent)
+        for task in running:
+            fw = self.frameworks[task.framework_id]
+            record = TaskRecord(
+                task.task_id, fw.id, agent_id, task.name, task.resources, task.state, now
+            )
+            self.tasks[(fw.id, task.task_id)] = record
+            agent.task_keys.add((fw.id, task.task_id))
+            fw.task_ids.add(task.task_id)
+            fw.live_tasks += 1
+            fw.allocated = fw.allocated + task.resources
         self._pool_grew(agent)
+        self._reposition(task.framework_id for task in running)
         return []
 
     @_checked

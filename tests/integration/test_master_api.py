@@ -364,7 +364,7 @@ def test_teardown_kills_tasks_ends_the_stream_and_forgets_the_framework(
 # -- agents ------------------------------------------------------------------------------------
 
 
-def test_agent_unheard_becomes_unreachable_and_must_register_afresh(
+def test_agent_unheard_becomes_unreachable_and_rejoins_when_back(
     master_factory: Callable[..., Daemon],
 ) -> None:
     master = master_factory(*DEFAULT_MASTER_FLAGS, "--agent-timeout", "2s")
@@ -384,17 +384,19 @@ def test_agent_unheard_becomes_unreachable_and_must_register_afresh(
         assert not view.reachable and not state.total.items
         assert agent.commands.wait_done(5).code() == grpc.StatusCode.NOT_FOUND
 
+        # It comes back (NOT_FOUND tells it to reregister) without the task: it rejoins the
+        # pool and the task it no longer runs is reported LOST.
         assert rpc_code(agent.heartbeat) == grpc.StatusCode.NOT_FOUND
         rereg = agent_pb2.ReregisterRequest(
             agent_id=agent.agent_id, agent_info=C.AgentInfo(resources=res("cpus:1;mem:128"))
         )
-        assert rpc_code(lambda: agent.stub.Reregister(rereg)) == grpc.StatusCode.FAILED_PRECONDITION
-        gone = fw.take("update", status__task_id="u1", status__state=C.TASK_STATE_GONE)
-        assert gone.status.reason == C.TaskStatus.REASON_AGENT_REMOVED
-        assert rpc_code(agent.heartbeat) == grpc.StatusCode.FAILED_PRECONDITION
-        fresh = FakeAgent(channel, "cpus:1;mem:128")
-        assert fresh.agent_id != agent.agent_id
-        fw.offers()
+        agent.stub.Reregister(rereg)
+        lost = fw.take("update", status__task_id="u1", status__state=C.TASK_STATE_LOST)
+        assert lost.status.reason == C.TaskStatus.REASON_AGENT_RESTARTED
+        assert rpc_code(agent.heartbeat) == grpc.StatusCode.OK
+        [view] = get_state(channel).agents
+        assert view.state == operator_pb2.GetStateResponse.Agent.STATE_ACTIVE
+        assert fw.offers()[0].agent_id == agent.agent_id
 
 
 def test_heartbeats_flow_on_framework_streams(master_factory: Callable[..., Daemon]) -> None:

@@ -272,16 +272,53 @@ def test_unheard_agent_becomes_unreachable() -> None:
         view = runtime.snapshot()
         assert [a.state for a in view.agents] == ["UNREACHABLE"] and not view.total
         assert [t.status.state for t in view.tasks] == ["UNREACHABLE"]
+        assert runtime.registry.agents[agent_id].state == "UNREACHABLE"
         with pytest.raises(NotFound):
-            runtime.heartbeat(agent_id)
-        with pytest.raises(FailedPrecondition):
-            runtime.reregister(agent_id, AgentSpec("h", 0, R("cpus:1")), [], [])
-        assert [e.status.state for e in drain(events)] == ["LOST"]  # GONE, not partition aware
-        assert not runtime.snapshot().tasks
-        with pytest.raises(FailedPrecondition):
             runtime.heartbeat(agent_id)
 
     scenario(test, agent_timeout=0.2)
+
+
+def test_unreachable_agent_that_comes_back_rejoins_with_its_tasks() -> None:
+    async def test(runtime: MasterRuntime) -> None:
+        fw, events = framework(runtime, capabilities=frozenset({"PARTITION_AWARE"}))
+        agent_id, _ = agent(runtime, "cpus:2;mem:256")
+        await settle()
+        [offer] = offers_of(events)
+        tasks = [spec("kept", "cpus:1;mem:128"), spec("lost", "cpus:1;mem:128")]
+        runtime.accept(fw, [offer.offer_id], tasks, None)
+        runtime.update_status(agent_id, fw, running("kept", agent_id), "RUNNING")
+        await asyncio.sleep(0.4)
+        assert [e.status.state for e in drain(events) if isinstance(e, UpdateEvent)][-2:] == [
+            "UNREACHABLE",
+            "UNREACHABLE",
+        ]
+        # The agent comes back running "kept" only: it rejoins, "kept" runs again, "lost" is LOST.
+        reported = [(fw, tasks[0], running("kept", agent_id))]
+        runtime.reregister(agent_id, AgentSpec("h", 0, R("cpus:2;mem:256")), reported, [fw])
+        updates = [e.status for e in drain(events) if isinstance(e, UpdateEvent)]
+        assert [(u.task_id, u.state, u.reason) for u in updates] == [
+            ("kept", "RUNNING", "RECONCILIATION"),
+            ("lost", "LOST", "AGENT_RESTARTED"),
+        ]
+        view = runtime.snapshot()
+        assert [a.state for a in view.agents] == ["ACTIVE"]
+        assert [(t.spec.task_id, t.status.state) for t in view.tasks] == [("kept", "RUNNING")]
+        assert runtime.core.agents[agent_id].free == R("cpus:1;mem:128")
+        assert runtime.registry.agents[agent_id].state == "ADMITTED"
+        assert runtime.heartbeat(agent_id) == runtime.master_id
+
+    scenario(test, agent_timeout=0.2)
+
+
+def test_agent_the_registry_does_not_know_must_register_afresh() -> None:
+    async def test(runtime: MasterRuntime) -> None:
+        with pytest.raises(NotFound):  # agent.proto: NOT_FOUND sends the agent to Reregister
+            runtime.heartbeat("ag-unknown")
+        with pytest.raises(FailedPrecondition):
+            runtime.reregister("ag-unknown", AgentSpec("h", 0, R("cpus:1")), [], [])
+
+    scenario(test)
 
 
 def commands_end_message() -> str:

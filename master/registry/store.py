@@ -1,0 +1,418 @@
+"""``Registry``: the master's durable state in SQLite under its work dir (DESIGN.md §6).
+
+What is durable is what Mesos keeps in its registry: the agents admitted (with their spec and
+whether they are admitted, unreachable or gone, and whether the operator deactivated them), the
+frameworks with their ids, names, roles, weights, failover timeouts and capabilities (and which
+were removed, so their ids are refused for good), and operator-set role weights. Offers, filters,
+demands and tasks are soft state: tasks are rebuilt from the agents when they reregister.
+
+Invariants:
+- every write is one committed transaction, made *before* the runtime changes its memory or
+  acknowledges the call (a write that fails raises ``RegistryWriteError`` and the caller changes
+  nothing); the file is in WAL mode with ``synchronous=FULL`` by default, so a committed change
+  survives kill -9 and power loss (``NORMAL`` survives process crashes only);
+- the registry is never silently reset: opening a work dir whose marker (``cluster.id``) says a
+  registry was created there fails with ``RegistryError`` when ``registry.sqlite`` is missing,
+  unreadable, corrupt, of another cluster, or written by a newer schema;
+- the in-memory mirror (``agents``, ``frameworks``, ``role_weights``) equals the file's content
+  after every successful call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from framework_sdk.resources import ResourceVector
+from master.model import AgentSpec, FrameworkSpec
+
+__all__ = [
+    "ADMITTED",
+    "GONE",
+    "MARKER_FILE",
+    "REGISTRY_FILE",
+    "SCHEMA_VERSION",
+    "UNREACHABLE",
+    "AgentEntry",
+    "FrameworkEntry",
+    "Registry",
+    "RegistryError",
+    "RegistryWriteError",
+]
+
+REGISTRY_FILE: Final = "registry.sqlite"
+MARKER_FILE: Final = "cluster.id"
+SCHEMA_VERSION: Final = 1
+ADMITTED: Final = "ADMITTED"
+UNREACHABLE: Final = "UNREACHABLE"
+GONE: Final = "GONE"
+AGENT_STATES: Final = frozenset({ADMITTED, UNREACHABLE, GONE})
+
+_SCHEMA: Final = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE agents (
+    agent_id TEXT PRIMARY KEY,
+    spec TEXT NOT NULL,
+    registered_at REAL NOT NULL,
+    state TEXT NOT NULL,
+    active INTEGER NOT NULL
+);
+CREATE TABLE frameworks (
+    framework_id TEXT PRIMARY KEY,
+    spec TEXT NOT NULL,
+    registered_at REAL NOT NULL,
+    removed INTEGER NOT NULL
+);
+CREATE TABLE role_weights (role TEXT PRIMARY KEY, weight REAL NOT NULL);
+"""
+
+
+class RegistryError(Exception):
+    """The registry cannot be used; the master must not start (the message says why)."""
+
+
+class RegistryWriteError(Exception):
+    """A write did not commit; nothing was changed."""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentEntry:
+    """An agent the master admitted; ``state`` is ADMITTED, UNREACHABLE or GONE."""
+
+    agent_id: str
+    spec: AgentSpec
+    registered_at: float  # wall clock
+    state: str = ADMITTED
+    active: bool = True  # False while the operator has it deactivated
+
+
+@dataclass(frozen=True, slots=True)
+class FrameworkEntry:
+    """A framework the master registered; ``removed`` once torn down or failed over for good."""
+
+    spec: FrameworkSpec
+    registered_at: float  # wall clock
+    removed: bool = False
+
+
+def _agent_spec_json(spec: AgentSpec) -> str:
+    return json.dumps(
+        {
+            "hostname": spec.hostname,
+            "port": spec.port,
+            "resources": dict(spec.resources.millis_items()),
+            "attributes": [list(pair) for pair in spec.attributes],
+            "version": spec.version,
+        },
+        sort_keys=True,
+    )
+
+
+def _agent_spec(text: str) -> AgentSpec:
+    raw = json.loads(text)
+    return AgentSpec(
+        hostname=raw["hostname"],
+        port=int(raw["port"]),
+        resources=ResourceVector.from_millis({k: int(v) for k, v in raw["resources"].items()}),
+        attributes=tuple((str(k), str(v)) for k, v in raw["attributes"]),
+        version=raw["version"],
+    )
+
+
+def _framework_spec_json(spec: FrameworkSpec) -> str:
+    fields = dataclasses.asdict(spec)
+    fields["capabilities"] = sorted(spec.capabilities)
+    return json.dumps(fields, sort_keys=True)
+
+
+def _framework_spec(text: str) -> FrameworkSpec:
+    raw = json.loads(text)
+    raw["capabilities"] = frozenset(raw["capabilities"])
+    return FrameworkSpec(**raw)
+
+
+class Registry:
+    """The durable registry and its in-memory mirror."""
+
+    def __init__(
+        self,
+        connection: sqlite3.Connection,
+        cluster_id: str,
+        path: Path | None,
+        on_write: Callable[[float], None] | None = None,
+    ) -> None:
+        self._db = connection
+        self.cluster_id = cluster_id
+        self.path = path
+        self.on_write = on_write
+        self.agents: dict[str, AgentEntry] = {}
+        self.frameworks: dict[str, FrameworkEntry] = {}
+        self.role_weights: dict[str, float] = {}
+        self.writes = 0
+        self._load()
+
+    # -- opening ----------------------------------------------------------------------------------
+
+    @classmethod
+    def in_memory(cls) -> Registry:
+        """A registry that keeps nothing across processes (unit tests, ``fairshare`` tools)."""
+        connection = sqlite3.connect(":memory:", isolation_level=None)
+        connection.executescript(_SCHEMA)
+        cluster_id = uuid.uuid4().hex
+        cls._write_meta(connection, cluster_id)
+        return cls(connection, cluster_id, None)
+
+    @classmethod
+    def open(cls, work_dir: Path, synchronous: str = "FULL") -> Registry:
+        """Open (or, in a work dir that never had one, create) the registry; ``RegistryError``."""
+        path = work_dir / REGISTRY_FILE
+        marker = work_dir / MARKER_FILE
+        try:
+            work_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise RegistryError(f"cannot create work dir {work_dir}: {error.strerror}") from None
+        expected = cls._read_marker(marker)
+        if not path.exists():
+            if expected is not None:
+                raise RegistryError(
+                    f"registry {path} is missing, but {marker} says cluster {expected} kept its"
+                    " registry here; restore the file, or start the master with an empty"
+                    " --work-dir to create a new cluster (agents and frameworks must then"
+                    " register afresh)"
+                )
+            return cls._create(path, marker, synchronous)
+        connection = cls._connect(path, synchronous)
+        try:
+            cluster_id = cls._check(connection, path)
+            if expected is not None and expected != cluster_id:
+                raise RegistryError(
+                    f"registry {path} belongs to cluster {cluster_id}, but {marker} names"
+                    f" cluster {expected}: the work dir holds another cluster's registry"
+                )
+            if expected is None:
+                cls._write_marker(marker, cluster_id)
+            return cls(connection, cluster_id, path)
+        except RegistryError:
+            connection.close()
+            raise
+        except sqlite3.DatabaseError as error:
+            connection.close()
+            raise RegistryError(f"registry {path} is corrupt or unreadable: {error}") from None
+
+    @staticmethod
+    def _read_marker(marker: Path) -> str | None:
+        try:
+            text = marker.read_text(encoding="utf-8").strip()
+        except FileNotFoundError:
+            return None
+        except OSError as error:
+            raise RegistryError(f"cannot read {marker}: {error.strerror}") from None
+        return text or None
+
+    @staticmethod
+    def _write_marker(marker: Path, cluster_id: str) -> None:
+        tmp = marker.with_name(marker.name + ".tmp")
+        try:
+            tmp.write_text(cluster_id + "\n", encoding="utf-8")
+            os.replace(tmp, marker)
+        except OSError as error:
+            raise RegistryError(f"cannot write {marker}: {error.strerror}") from None
+
+    @staticmethod
+    def _connect(path: Path, synchronous: str) -> sqlite3.Connection:
+        if synchronous not in ("FULL", "NORMAL"):
+            raise ValueError(f"synchronous must be FULL or NORMAL, not {synchronous!r}")
+        try:
+            connection = sqlite3.connect(path, isolation_level=None)
+            connection.execute("PRAGMA journal_mode=WAL").fetchone()
+            connection.execute(f"PRAGMA synchronous={synchronous}")
+        except sqlite3.DatabaseError as error:
+            raise RegistryError(f"registry {path} is corrupt or unreadable: {error}") from None
+        return connection
+
+    @classmethod
+    def _create(cls, path: Path, marker: Path, synchronous: str) -> Registry:
+        """Build the file under a temporary name and rename it: a crash leaves no half registry."""
+        tmp = path.with_name(path.name + ".new")
+        for leftover in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
+            leftover.unlink(missing_ok=True)
+        cluster_id = uuid.uuid4().hex
+        try:
+            building = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                building.executescript(f"BEGIN;{_SCHEMA}COMMIT;")
+                cls._write_meta(building, cluster_id)
+            finally:
+                building.close()
+            os.replace(tmp, path)
+        except (sqlite3.Error, OSError) as error:
+            raise RegistryError(f"cannot create registry {path}: {error}") from None
+        cls._write_marker(marker, cluster_id)
+        return cls(cls._connect(path, synchronous), cluster_id, path)
+
+    @staticmethod
+    def _write_meta(connection: sqlite3.Connection, cluster_id: str) -> None:
+        with _transaction(connection):
+            connection.executemany(
+                "INSERT INTO meta (key, value) VALUES (?, ?)",
+                [
+                    ("schema_version", str(SCHEMA_VERSION)),
+                    ("cluster_id", cluster_id),
+                    ("created_at", repr(time.time())),
+                ],
+            )
+
+    @staticmethod
+    def _check(connection: sqlite3.Connection, path: Path) -> str:
+        """The registry's cluster id, after checking it is intact and of a known schema."""
+        verdict = connection.execute("PRAGMA quick_check").fetchone()
+        if verdict is None or verdict[0] != "ok":
+            raise RegistryError(f"registry {path} is corrupt: integrity check says {verdict}")
+        tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+        if "meta" not in tables:
+            raise RegistryError(f"registry {path} is not a fairshare registry (no meta table)")
+        meta = dict(connection.execute("SELECT key, value FROM meta").fetchall())
+        try:
+            version = int(meta["schema_version"])
+            cluster_id = str(meta["cluster_id"])
+        except (KeyError, ValueError):
+            raise RegistryError(f"registry {path} has no valid schema_version/cluster_id") from None
+        if version > SCHEMA_VERSION:
+            raise RegistryError(
+                f"registry {path} has schema version {version}, newer than this master's"
+                f" {SCHEMA_VERSION}: run the fairshare version that wrote it (never downgrade"
+                " a registry)"
+            )
+        if version < 1:
+            raise RegistryError(f"registry {path} has an invalid schema version {version}")
+        missing = {"agents", "frameworks", "role_weights"} - tables
+        if missing:
+            raise RegistryError(f"registry {path} is corrupt: tables {sorted(missing)} missing")
+        return cluster_id
+
+    def _load(self) -> None:
+        try:
+            for agent_id, spec, registered_at, state, active in self._db.execute(
+                "SELECT agent_id, spec, registered_at, state, active FROM agents"
+            ):
+                if state not in AGENT_STATES:
+                    raise ValueError(f"agent {agent_id} has unknown state {state!r}")
+                entry = AgentEntry(agent_id, _agent_spec(spec), registered_at, state, bool(active))
+                self.agents[agent_id] = entry
+            for framework_id, spec, registered_at, removed in self._db.execute(
+                "SELECT framework_id, spec, registered_at, removed FROM frameworks"
+            ):
+                parsed = _framework_spec(spec)
+                if parsed.framework_id != framework_id:
+                    raise ValueError(f"framework row {framework_id} holds {parsed.framework_id}")
+                self.frameworks[framework_id] = FrameworkEntry(parsed, registered_at, bool(removed))
+            for role, weight in self._db.execute("SELECT role, weight FROM role_weights"):
+                self.role_weights[role] = float(weight)
+        except (ValueError, KeyError, TypeError) as error:
+            where = self.path or "(memory)"
+            raise RegistryError(f"registry {where} holds an invalid row: {error}") from None
+
+    def close(self) -> None:
+        """Close the file (the WAL is checkpointed by SQLite)."""
+        self._db.close()
+
+    # -- writes -----------------------------------------------------------------------------------
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        started = time.perf_counter()
+        try:
+            with _transaction(self._db):
+                yield self._db
+        except sqlite3.Error as error:
+            raise RegistryWriteError(f"registry write failed: {error}") from None
+        self.writes += 1
+        if self.on_write is not None:
+            self.on_write(time.perf_counter() - started)
+
+    def admit_agent(self, entry: AgentEntry) -> None:
+        """Record an agent admitted (or readmitted with a new spec)."""
+        with self._write() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO agents (agent_id, spec, registered_at, state, active)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (
+                    entry.agent_id,
+                    _agent_spec_json(entry.spec),
+                    entry.registered_at,
+                    entry.state,
+                    int(entry.active),
+                ),
+            )
+        self.agents[entry.agent_id] = entry
+
+    def set_agent_state(self, agent_id: str, state: str) -> None:
+        """Mark an admitted agent ADMITTED, UNREACHABLE or GONE."""
+        if state not in AGENT_STATES:
+            raise ValueError(f"unknown agent state {state!r}")
+        entry = self.agents[agent_id]
+        if entry.state == state:
+            return
+        with self._write() as db:
+            db.execute("UPDATE agents SET state = ? WHERE agent_id = ?", (state, agent_id))
+        self.agents[agent_id] = dataclasses.replace(entry, state=state)
+
+    def set_agents_active(self, agent_ids: list[str], active: bool) -> None:
+        """Record operator (de)activation of several agents in one transaction."""
+        changed = [a for a in agent_ids if a in self.agents and self.agents[a].active != active]
+        if not changed:
+            return
+        with self._write() as db:
+            db.executemany(
+                "UPDATE agents SET active = ? WHERE agent_id = ?",
+                [(int(active), agent_id) for agent_id in changed],
+            )
+        for agent_id in changed:
+            self.agents[agent_id] = dataclasses.replace(self.agents[agent_id], active=active)
+
+    def put_framework(self, spec: FrameworkSpec, registered_at: float) -> None:
+        """Record a framework registered, or its spec changed on resubscription."""
+        with self._write() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO frameworks (framework_id, spec, registered_at, removed)"
+                " VALUES (?, ?, ?, 0)",
+                (spec.framework_id, _framework_spec_json(spec), registered_at),
+            )
+        self.frameworks[spec.framework_id] = FrameworkEntry(spec, registered_at)
+
+    def remove_framework(self, framework_id: str) -> None:
+        """Record a framework removed for good (its id is refused from now on)."""
+        entry = self.frameworks.get(framework_id)
+        if entry is None or entry.removed:
+            return
+        with self._write() as db:
+            db.execute("UPDATE frameworks SET removed = 1 WHERE framework_id = ?", (framework_id,))
+        self.frameworks[framework_id] = dataclasses.replace(entry, removed=True)
+
+    def set_role_weight(self, role: str, weight: float) -> None:
+        """Record an operator-set role weight."""
+        with self._write() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO role_weights (role, weight) VALUES (?, ?)", (role, weight)
+            )
+        self.role_weights[role] = weight
+
+
+@contextmanager
+def _transaction(connection: sqlite3.Connection) -> Iterator[None]:
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    connection.execute("COMMIT")

@@ -1,0 +1,96 @@
+"""``RecoveryCalls``: the master's restart from its durable registry (DESIGN.md §6).
+
+On start the runtime rebuilds what the registry kept: role weights, the frameworks that were not
+removed (registered but disconnected: each may resubscribe within its failover timeout, and at
+least within the reregistration window), the ids of removed frameworks (refused for good), and
+the agents admitted before the restart, which are ``recovering``: not in the pool until they
+reregister with their tasks (``AgentCalls._rejoin`` adopts them). Agents marked unreachable or
+gone stay so until they come back.
+
+Invariants:
+- while recovering, nothing is offered: the first allocation run after a restart sees every
+  agent that came back and the tasks they run, so offers resume in fairness order;
+- recovery ends when every recovered agent has reregistered or ``reregistration_timeout``
+  passed, whichever is first; then the missing agents are marked unreachable (frameworks get a
+  FailureEvent; their tasks, unknown to this master, are answered UNREACHABLE to explicit
+  reconciliation) and one allocation run follows.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from master.eventlog import log_event
+from master.registry import ADMITTED, GONE, UNREACHABLE
+from master.runtime_agents import AgentCalls
+from master.runtime_frameworks import FrameworkCalls
+from master.sessions import AgentLink, FrameworkLink
+from master.views import DepartedAgent
+
+__all__ = ["RecoveryCalls"]
+
+log = logging.getLogger("fairshare.master")
+
+
+class RecoveryCalls(FrameworkCalls, AgentCalls):
+    """Rebuilding the runtime from the registry, and ending the recovery."""
+
+    def recover(self) -> None:
+        """Load the registry into the runtime (call once, on the loop, before serving)."""
+        registry = self.registry
+        now = self.now()
+        for role, weight in sorted(registry.role_weights.items()):
+            self.core.handle_set_weight(role, weight, now)
+        window = self.config.reregistration_timeout
+        frameworks = 0
+        for framework_id, entry in registry.frameworks.items():
+            if entry.removed:
+                self.removed_frameworks.add(framework_id)
+                continue
+            spec = entry.spec
+            weight = 1.0 if spec.weight is None else spec.weight
+            self.core.handle_add_framework(framework_id, now, spec.name, spec.role, weight)
+            self.core.handle_deactivate_framework(framework_id, now)
+            framework = FrameworkLink(spec, entry.registered_at)
+            self.frameworks[framework_id] = framework
+            self._start_failover(framework, max(spec.failover_timeout, window))
+            frameworks += 1
+        for agent_id, agent in registry.agents.items():
+            if agent.state == ADMITTED:
+                link = AgentLink(agent_id, agent.spec, agent.registered_at, now, recovering=True)
+                self.agents[agent_id] = link
+            else:
+                self.departed[agent_id] = DepartedAgent(
+                    agent_id, agent.spec, agent.state, agent.registered_at, agent.registered_at
+                )
+        waiting = sum(1 for link in self.agents.values() if link.recovering)
+        log_event(
+            log,
+            "master.recovered",
+            cluster_id=registry.cluster_id,
+            frameworks=frameworks,
+            agents=waiting,
+            unreachable=sum(1 for a in registry.agents.values() if a.state == UNREACHABLE),
+            gone=sum(1 for a in registry.agents.values() if a.state == GONE),
+        )
+        if waiting:
+            self.recovering = True
+            self.recovery_deadline = now + window
+            self._event_loop().call_later(window, self._finish_recovery)
+
+    def _recovery_progress(self) -> None:
+        if self.recovering and not any(link.recovering for link in self.agents.values()):
+            self._finish_recovery()
+
+    def _finish_recovery(self) -> None:
+        """End the recovery: agents still missing are unreachable; allocation resumes."""
+        if not self.recovering:
+            return
+        self.recovering = False
+        self.recovery_deadline = None
+        missing = [link for link in self.agents.values() if link.recovering]
+        for link in missing:
+            link.recovering = False
+            self._agent_unreachable(link)
+        log_event(log, "master.recovery.done", unreachable=len(missing))
+        self.request_allocation()

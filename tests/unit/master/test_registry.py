@@ -1,0 +1,114 @@
+"""The master's durable registry (``master.registry``): what it keeps across a reopen, and the
+files it refuses to use (missing, corrupt, another cluster's, newer schema)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from framework_sdk.resources import ResourceVector
+from master.model import AgentSpec, FrameworkSpec
+from master.registry import (
+    MARKER_FILE,
+    REGISTRY_FILE,
+    UNREACHABLE,
+    AgentEntry,
+    Registry,
+    RegistryError,
+    RegistryWriteError,
+)
+
+SPEC = AgentSpec("host-1", 5051, ResourceVector.parse("cpus:4;mem:1024;gpus:1"), (("rack", "r1"),))
+FRAMEWORK = FrameworkSpec(
+    "fw-1", "batch", "analytics", 2.0, 30.0, capabilities=frozenset({"PARTITION_AWARE"})
+)
+
+
+def filled(work_dir: Path) -> Registry:
+    registry = Registry.open(work_dir)
+    registry.admit_agent(AgentEntry("ag-1", SPEC, 100.0))
+    registry.admit_agent(AgentEntry("ag-2", SPEC, 101.0))
+    registry.set_agent_state("ag-2", UNREACHABLE)
+    registry.set_agents_active(["ag-1"], False)
+    registry.put_framework(FRAMEWORK, 102.0)
+    registry.put_framework(FrameworkSpec("fw-2", "gone"), 103.0)
+    registry.remove_framework("fw-2")
+    registry.set_role_weight("analytics", 3.0)
+    return registry
+
+
+def test_everything_written_is_read_back_after_a_reopen(tmp_path: Path) -> None:
+    registry = filled(tmp_path)
+    mirror = (registry.agents, registry.frameworks, registry.role_weights, registry.cluster_id)
+    assert registry.writes == 8
+    registry.close()
+    reopened = Registry.open(tmp_path)
+    assert (reopened.agents, reopened.frameworks, reopened.role_weights) == mirror[:3]
+    assert reopened.cluster_id == mirror[3]
+    assert reopened.agents["ag-1"].spec == SPEC and not reopened.agents["ag-1"].active
+    assert reopened.agents["ag-2"].state == UNREACHABLE
+    assert reopened.frameworks["fw-1"].spec == FRAMEWORK
+    assert reopened.frameworks["fw-2"].removed
+    assert (tmp_path / MARKER_FILE).read_text().strip() == reopened.cluster_id
+
+
+def test_a_fresh_work_dir_gets_a_new_registry(tmp_path: Path) -> None:
+    first = Registry.open(tmp_path / "a")
+    second = Registry.open(tmp_path / "b")
+    assert first.cluster_id != second.cluster_id
+    assert not first.agents and not first.frameworks
+    assert not list((tmp_path / "a").glob("*.new*"))  # built aside, then renamed
+
+
+def test_a_missing_registry_is_never_recreated(tmp_path: Path) -> None:
+    filled(tmp_path).close()
+    (tmp_path / REGISTRY_FILE).unlink()
+    with pytest.raises(RegistryError, match=r"is missing, but .*cluster\.id says cluster"):
+        Registry.open(tmp_path)
+    assert not (tmp_path / REGISTRY_FILE).exists()
+
+
+def test_a_corrupt_registry_is_refused(tmp_path: Path) -> None:
+    filled(tmp_path).close()
+    (tmp_path / REGISTRY_FILE).write_bytes(b"\x00garbage" * 512)
+    with pytest.raises(RegistryError, match="corrupt"):
+        Registry.open(tmp_path)
+
+
+def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    filled(tmp_path).close()
+    with sqlite3.connect(tmp_path / REGISTRY_FILE) as db:
+        db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    with pytest.raises(RegistryError, match="schema version 2, newer than this master's 1"):
+        Registry.open(tmp_path)
+
+
+def test_another_clusters_registry_is_refused(tmp_path: Path) -> None:
+    filled(tmp_path).close()
+    (tmp_path / MARKER_FILE).write_text("someone-else\n")
+    with pytest.raises(RegistryError, match="another cluster's registry"):
+        Registry.open(tmp_path)
+
+
+def test_a_row_that_does_not_parse_is_refused(tmp_path: Path) -> None:
+    filled(tmp_path).close()
+    with sqlite3.connect(tmp_path / REGISTRY_FILE) as db:
+        db.execute("UPDATE agents SET state = 'SLEEPING' WHERE agent_id = 'ag-1'")
+    with pytest.raises(RegistryError, match="invalid row"):
+        Registry.open(tmp_path)
+
+
+def test_a_failed_write_changes_nothing(tmp_path: Path) -> None:
+    registry = filled(tmp_path)
+    before = dict(registry.frameworks)
+    registry._db.execute("PRAGMA query_only = ON")  # every write now fails
+    with pytest.raises(RegistryWriteError):
+        registry.put_framework(FrameworkSpec("fw-3", "new"), 104.0)
+    with pytest.raises(RegistryWriteError):
+        registry.remove_framework("fw-1")
+    assert registry.frameworks == before
+    registry._db.execute("PRAGMA query_only = OFF")
+    registry.close()
+    assert Registry.open(tmp_path).frameworks == before
