@@ -2,21 +2,27 @@
 
 Startup: resolve settings (flags > ``FAIRSHARE_*`` > TOML > defaults; a bad value exits 2 with
 a message naming its flag, variable or key), create the work dir, probe this host's resources
-unless ``--resources`` is given, bind the agent's own gRPC server (the standard health service)
-on ``--host:--port`` and write its address atomically to ``<work-dir>/agent.addr``
-(``HOST:PORT\\n``), serve Prometheus metrics (``agent.metrics``) on ``--metrics-port`` with their
-address in ``<work-dir>/metrics.addr``, then run ``AgentRuntime`` against ``--master``.
+unless ``--resources`` is given, open the checkpoint ``<work-dir>/agent.sqlite``
+(``agent.checkpoint``; the runtime restores and recovers what it holds), bind the agent's own
+gRPC server (the standard health service) on ``--host:--port`` and write its address atomically
+to ``<work-dir>/agent.addr`` (``HOST:PORT\\n``), serve Prometheus metrics (``agent.metrics``) on
+``--metrics-port`` with their address in ``<work-dir>/metrics.addr``, then run ``AgentRuntime``
+against ``--master``.
 
 Invariants: SIGTERM and SIGINT drain (health NOT_SERVING, tasks killed and their updates given
 a bounded chance to reach the master, server stopped, address file removed) and exit 0; a
 failure to bind or to create the work dir exits 1 with one log line; a master that rejects the
-agent for good (INVALID_ARGUMENT) exits 1. No traceback reaches the user for bad input.
+agent for good (INVALID_ARGUMENT) exits 1. A checkpoint that cannot be used (corrupt, newer
+schema, other resources or attributes, held by another agent) exits 1 before anything is served
+or registered, with a message naming the file and how to start fresh; a checkpoint write that
+fails later exits 1 too, without draining. No traceback reaches the user for bad input.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 import os
 import signal
@@ -28,6 +34,7 @@ from pathlib import Path
 import grpc
 from fairshare.health import NOT_SERVING, SERVING, HealthServicer
 
+from agent.checkpoint import CHECKPOINT_FILE, CheckpointError, CheckpointStore
 from agent.config import AgentSettings, ConfigError, resolve
 from agent.logs import configure_logging, log_event
 from agent.metrics import (
@@ -114,6 +121,22 @@ async def serve(settings: AgentSettings) -> int:
     if not _make_work_dir(settings.work_dir):
         return EXIT_FAILURE
     resources = settings.resources or host_resources(settings.work_dir)
+    spec = AgentSpec(settings.hostname, 0, resources, settings.attributes, _version())
+    try:
+        checkpoint = CheckpointStore.open(settings.work_dir / CHECKPOINT_FILE, spec)
+    except CheckpointError as error:
+        log_event(_LOG, "cannot use the checkpoint", logging.ERROR, error=str(error))
+        return EXIT_FAILURE
+    try:
+        return await _serve_with(settings, spec, checkpoint)
+    finally:
+        checkpoint.close()
+
+
+async def _serve_with(
+    settings: AgentSettings, unbound: AgentSpec, checkpoint: CheckpointStore
+) -> int:
+    resources = unbound.resources
     health = HealthServicer(())
     health.set_all(NOT_SERVING)  # SERVING once the runtime starts
     server = grpc.aio.server()
@@ -121,12 +144,16 @@ async def serve(settings: AgentSettings) -> int:
     port = _bind(server, settings.host, settings.port)
     if port is None:
         return EXIT_FAILURE
-    await server.start()
-    spec = AgentSpec(settings.hostname, port, resources, settings.attributes, _version())
+    spec = dataclasses.replace(unbound, port=port)
     config = RuntimeConfig(
         master=settings.master, status_retry_initial=settings.status_update_retry
     )
-    runtime = AgentRuntime(config, spec)
+    try:
+        runtime = AgentRuntime(config, spec, checkpoint=checkpoint)
+    except CheckpointError as error:
+        log_event(_LOG, "cannot use the checkpoint", logging.ERROR, error=str(error))
+        return EXIT_FAILURE
+    await server.start()
     metrics = _start_metrics(settings, runtime)
     if metrics is None:
         await server.stop(grace=None)

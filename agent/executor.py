@@ -5,6 +5,8 @@ A placeholder task reports STARTING, waits ``startup_delay``, reports RUNNING, w
 exit code, REASON_COMMAND_FAILED). With ``fail_on_start`` it reports STARTING then FAILED
 (REASON_EXECUTOR_TERMINATED). ``kill`` cancels it and it reports KILLED (reason
 REASON_TASK_KILLED_DURING_LAUNCH if it was not RUNNING yet, else the reason given to ``kill``).
+A run launched with ``resume=True`` (a RUNNING task recovered after an agent restart) is RUNNING
+from the start: it reports neither STARTING nor RUNNING again, only how it ends.
 
 Invariants:
 - At most one run per task key; a key is free again as soon as its run ends or is killed.
@@ -45,6 +47,7 @@ class _Run:
     spec: CommandSpec
     task: asyncio.Task[None] | None = None
     running: bool = False
+    resumed: bool = False
     silent: bool = False
     kill_reason: Reason = _TS.REASON_UNSPECIFIED
 
@@ -57,11 +60,14 @@ class PlaceholderExecutor:
         self._runs: dict[TaskKey, _Run] = {}
         self._unfinished: set[asyncio.Task[None]] = set()  # includes killed runs still ending
 
-    def launch(self, key: TaskKey, spec: CommandSpec) -> None:
-        """Start a placeholder task (needs a running event loop); a live key is an error."""
+    def launch(self, key: TaskKey, spec: CommandSpec, *, resume: bool = False) -> None:
+        """Start a placeholder task (needs a running event loop); a live key is an error.
+
+        ``resume``: the task is already RUNNING (recovered): run ``spec.duration`` silently.
+        """
         if key in self._runs:
             raise ValueError(f"task {key[1]} of framework {key[0]} is already running")
-        run = _Run(key, spec)
+        run = _Run(key, spec, running=resume, resumed=resume)
         run.task = asyncio.get_running_loop().create_task(self._run(run), name=f"task:{key[1]}")
         run.task.add_done_callback(lambda _task: self._finished(run))
         self._runs[key] = run
@@ -107,16 +113,8 @@ class PlaceholderExecutor:
 
     async def _run(self, run: _Run) -> None:
         spec = run.spec
-        self._emit(run, TaskEvent(run.key, common_pb2.TASK_STATE_STARTING))
-        if spec.fail_on_start:
-            failed = common_pb2.TASK_STATE_FAILED
-            reason = _TS.REASON_EXECUTOR_TERMINATED
-            self._emit(run, TaskEvent(run.key, failed, reason, "failed on start (fail_on_start)"))
+        if not run.resumed and not await self._start(run):
             return
-        if spec.startup_delay > 0:
-            await asyncio.sleep(spec.startup_delay)
-        run.running = True
-        self._emit(run, TaskEvent(run.key, common_pb2.TASK_STATE_RUNNING))
         if spec.duration is None:
             await asyncio.Event().wait()  # holds its resources until killed
         else:
@@ -128,6 +126,21 @@ class PlaceholderExecutor:
             code = spec.exit_code
             failed, reason = common_pb2.TASK_STATE_FAILED, _TS.REASON_COMMAND_FAILED
             self._emit(run, TaskEvent(run.key, failed, reason, f"exited {code}", exit_code=code))
+
+    async def _start(self, run: _Run) -> bool:
+        """STARTING, the startup delay, RUNNING; False after FAILED (``fail_on_start``)."""
+        spec = run.spec
+        self._emit(run, TaskEvent(run.key, common_pb2.TASK_STATE_STARTING))
+        if spec.fail_on_start:
+            failed = common_pb2.TASK_STATE_FAILED
+            reason = _TS.REASON_EXECUTOR_TERMINATED
+            self._emit(run, TaskEvent(run.key, failed, reason, "failed on start (fail_on_start)"))
+            return False
+        if spec.startup_delay > 0:
+            await asyncio.sleep(spec.startup_delay)
+        run.running = True
+        self._emit(run, TaskEvent(run.key, common_pb2.TASK_STATE_RUNNING))
+        return True
 
     def _emit(self, run: _Run, event: TaskEvent) -> None:
         if not run.silent:

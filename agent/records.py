@@ -17,6 +17,7 @@ from framework_sdk.resources import ResourceVector
 
 __all__ = [
     "TERMINAL_STATES",
+    "AgentMetrics",
     "AgentSpec",
     "CommandSpec",
     "Reason",
@@ -100,8 +101,31 @@ class TaskView:
     resources: ResourceVector
     state: TaskState
     latest: StatusUpdate | None  # None while STAGING (no update minted yet)
+    running_since: float | None = None  # wall-clock epoch seconds it became RUNNING
 
     @property
     def key(self) -> TaskKey:
         """``(framework_id, task_id)``."""
         return (self.framework_id, self.info.task_id)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentMetrics:
+    """A snapshot of the agent's counters and gauges (issue 4 exports them to Prometheus)."""
+
+    connected: bool
+    agent_id: str | None
+    tasks_by_state: dict[str, int]
+    tasks_terminal_total: dict[str, int]
+    pending_updates: int
+    updates_sent_total: int
+    update_retries_total: int
+    acks_total: int
+    acks_ignored_total: int
+    reconnects_total: int
+    registrations_total: int
+    reregistrations_total: int
+    heartbeats_total: int
+    heartbeat_failures_total: int
+    resources_total_millis: dict[str, int]
+    resources_used_millis: dict[str, int]

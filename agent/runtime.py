@@ -11,6 +11,13 @@ task silently, forget them and Register afresh; anything else (UNAVAILABLE, dead
 the master ended) -> reconnect after a jittered exponential backoff, reset once a heartbeat
 succeeds. A changed master_id in a Heartbeat response also triggers a Reregister.
 
+Checkpoint (issue 5): with a ``CheckpointStore`` the state is restored from it at construction
+and its tasks are recovered when ``run()`` starts (``agent.recovery``); every state change is
+written (only the changed rows, one transaction) before it can be externalized: before a launch
+starts in the executor, before Register's id is used, before the Reregister that reports the
+tasks, before any UpdateStatus. A failed write is fatal: the agent stops without draining (what
+it would report could not be recovered) and ``run()`` raises ``AgentFatalError``.
+
 Invariants:
 - Only this event loop touches ``state`` and ``executor`` (one owner of state).
 - A fresh channel per session, closed when the session ends; nothing is sent while disconnected.
@@ -38,9 +45,11 @@ import grpc
 from fairshare.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 
 from agent.backoff import Backoff
+from agent.checkpoint import CheckpointError, CheckpointStore
 from agent.executor import PlaceholderExecutor, TaskEvent
 from agent.logs import log_event
-from agent.records import AgentSpec, TaskKey, state_name
+from agent.records import AgentMetrics, AgentSpec, TaskKey, state_name
+from agent.recovery import recover
 from agent.state import AgentState, KillDecision, Outgoing, ReregisterCall
 from agent.wire import agent_info, reregister_request, resources_to_proto, update_request
 
@@ -105,28 +114,6 @@ def _classify(error: grpc.aio.AioRpcError) -> _Outcome:
     return _Outcome.RECONNECT
 
 
-@dataclass(frozen=True, slots=True)
-class AgentMetrics:
-    """A snapshot of the agent's counters and gauges (issue 4 exports them to Prometheus)."""
-
-    connected: bool
-    agent_id: str | None
-    tasks_by_state: dict[str, int]
-    tasks_terminal_total: dict[str, int]
-    pending_updates: int
-    updates_sent_total: int
-    update_retries_total: int
-    acks_total: int
-    acks_ignored_total: int
-    reconnects_total: int
-    registrations_total: int
-    reregistrations_total: int
-    heartbeats_total: int
-    heartbeat_failures_total: int
-    resources_total_millis: dict[str, int]
-    resources_used_millis: dict[str, int]
-
-
 class AgentRuntime:
     """Runs one agent against one master until ``stop()``."""
 
@@ -137,13 +124,20 @@ class AgentRuntime:
         *,
         rng: random.Random | None = None,
         new_uuid: Callable[[], bytes] | None = None,
+        checkpoint: CheckpointStore | None = None,
     ) -> None:
+        """``checkpoint``: restore the state from it (raises ``CheckpointError``) and keep it."""
         self.config = config
         rng = rng or random.Random()
         retry = Backoff(config.status_retry_initial, config.status_retry_max, rng)
-        self.state = AgentState(
-            spec, retry=retry, new_uuid=new_uuid or (lambda: uuid.uuid4().bytes)
-        )
+        minter = new_uuid or (lambda: uuid.uuid4().bytes)
+        self._checkpoint = checkpoint
+        self._fatal: str | None = None
+        if checkpoint is None:
+            self.state = AgentState(spec, retry=retry, new_uuid=minter)
+        else:
+            snapshot = checkpoint.load()
+            self.state = AgentState.restore(spec, snapshot, retry=retry, new_uuid=minter)
         self.executor = PlaceholderExecutor(self._on_task_event)
         self.heartbeat_interval = config.default_heartbeat_interval
         self._reconnect = Backoff(config.reconnect_initial, config.reconnect_max, rng)
@@ -191,6 +185,7 @@ class AgentRuntime:
         """Connect, serve and reconnect until ``stop()``; raises ``AgentFatalError``."""
         attempt = 0
         try:
+            self._recover()
             while not self._stop.is_set():
                 outcome = await self._session()
                 if outcome is _Outcome.STOP or self._stop.is_set():
@@ -204,9 +199,36 @@ class AgentRuntime:
                 log_event(_LOG, "reconnecting", why=outcome.why, delay=f"{delay:.3f}")
                 await self._sleep_unless_stopped(delay)
         finally:
-            if self.config.kill_tasks_on_shutdown:
+            if self.config.kill_tasks_on_shutdown and self._fatal is None:
                 self.executor.kill_all(_TS.REASON_AGENT_SHUTDOWN)
             await self.executor.aclose()
+            self._persist()
+        if self._fatal is not None:
+            raise AgentFatalError(self._fatal)
+
+    # -- checkpoint -----------------------------------------------------------------------------
+
+    def _recover(self) -> None:
+        """Resume, restart or report the checkpointed tasks, then checkpoint the outcome."""
+        if self.state.agent_id is not None or self.state.tasks():
+            recover(self.state, self.executor, time.time(), self._now())
+            self._persist()
+
+    def _persist(self) -> bool:
+        """Write the state's changes to the checkpoint; False once a write has failed."""
+        if self._fatal is not None:
+            return False
+        changes = self.state.take_changes()
+        if self._checkpoint is None or not changes:
+            return True
+        try:
+            self._checkpoint.write(changes)
+        except CheckpointError as error:
+            self._fatal = str(error)
+            log_event(_LOG, "checkpoint write failed", logging.ERROR, error=self._fatal)
+            self._stop.set()
+            return False
+        return True
 
     # -- one session ----------------------------------------------------------------------------
 
@@ -229,7 +251,7 @@ class AgentRuntime:
                 master_id=self.state.master_id,
             )
             outcome = await self._serve(stub, call)
-            if outcome is _Outcome.STOP:
+            if outcome is _Outcome.STOP and self._fatal is None:
                 await self._drain(stub)
             return outcome
         except _Stopped:
@@ -258,6 +280,7 @@ class AgentRuntime:
 
     async def _register(self, stub: agent_pb2_grpc.AgentServiceAsyncStub) -> None:
         """Reregister if the agent has an id (Register afresh if it was removed), else Register."""
+        self._persist()  # the tasks a Reregister reports are checkpointed first
         registration = self.state.registration()
         if isinstance(registration, ReregisterCall) and await self._reregister(stub, registration):
             return
@@ -269,6 +292,8 @@ class AgentRuntime:
                 raise AgentFatalError(f"the master rejected Register: {error.details()}") from None
             raise
         self.state.on_registered(answer.agent_id, answer.master_id)
+        if not self._persist():
+            raise _Stopped
         self._set_heartbeat_interval(answer.heartbeat_interval.ToTimedelta())
         self.registrations_total += 1
         resources = str(self.state.spec.resources)
@@ -298,6 +323,7 @@ class AgentRuntime:
             self._forget()
             return False
         self.state.on_reregistered(response.master_id)
+        self._persist()
         self._set_heartbeat_interval(response.heartbeat_interval.ToTimedelta())
         self.reregistrations_total += 1
         log_event(
@@ -385,6 +411,8 @@ class AgentRuntime:
     async def _send_updates(self, stub: agent_pb2_grpc.AgentServiceAsyncStub) -> _Outcome:
         while True:
             self._wake.clear()
+            if not self._persist():
+                return _Outcome.STOP
             for outgoing in self.state.take_due(self._now()):
                 self._spawn_send(stub, outgoing)
             next_due = self.state.next_due()
@@ -432,6 +460,8 @@ class AgentRuntime:
         if self.config.kill_tasks_on_shutdown:
             killed = self.executor.kill_all(_TS.REASON_AGENT_SHUTDOWN)
             await self.executor.wait_idle(self.config.drain_timeout)
+        if not self._persist():
+            return
         outgoing = self.state.take_due(self._now(), force=True)
         log_event(_LOG, "draining", killed=killed, updates=len(outgoing))
         sends = [asyncio.ensure_future(self._send(stub, item)) for item in outgoing]
@@ -460,12 +490,15 @@ class AgentRuntime:
             )
         else:
             log_event(_LOG, "unknown command ignored", logging.WARNING)
+        self._persist()
         self._wake.set()
 
     def _launch(self, command: agent_pb2.LaunchTasksCommand) -> None:
         result = self.state.handle_launch(
             command.framework_id, command.tasks, self._now(), time.time()
         )
+        if not self._persist():  # checkpointed before they start (Mesos does the same)
+            return
         for key, spec in result.accepted:
             self.executor.launch(key, spec)
             log_event(
@@ -507,6 +540,7 @@ class AgentRuntime:
             message=event.message,
             exit_code=event.exit_code,
         )
+        self._persist()
         if update is not None:
             log_event(
                 _LOG,
@@ -522,6 +556,7 @@ class AgentRuntime:
     def _forget(self) -> None:
         """The master removed the agent: stop its tasks silently, Register afresh next."""
         keys: list[TaskKey] = self.state.on_removed()
+        self._persist()  # the checkpoint forgets them too (agent.proto: "drops its checkpoint")
         for key in keys:
             self.executor.kill(key, silent=True)
         log_event(_LOG, "removed by the master", logging.WARNING, tasks_killed=len(keys))

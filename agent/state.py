@@ -18,9 +18,14 @@ Invariants:
   an update is never dropped unacknowledged and acknowledgements are never applied twice.
 - After (re)connecting every head is due at once (the contract's "immediately after
   reregistering").
+- A task's ``running_since`` is the ``wall`` time of its RUNNING report (None before), so a
+  placeholder's deadline (``running_since + duration``) survives an agent restart.
 
-Checkpoint seam (issue 5): ``snapshot()`` returns every task and unacknowledged update as plain
-values; persisting it under the work dir and rebuilding a state from it come with recovery.
+Checkpoint seam (issue 5): every change marks what it touched (a task key, or the identity:
+agent id and master id); ``take_changes()`` hands out the rows to rewrite since the last call
+and forgets them, so the runtime writes only what changed (``agent.checkpoint``). ``snapshot()``
+returns everything as plain values and ``AgentState.restore`` rebuilds a state from it, equal in
+tasks, updates, ``used`` and identity; a restored state starts disconnected with nothing dirty.
 """
 
 from __future__ import annotations
@@ -50,11 +55,13 @@ from framework_sdk.resources import ResourceError, ResourceVector
 __all__ = [
     "AgentSnapshot",
     "AgentState",
+    "CheckpointChanges",
     "KillDecision",
     "LaunchResult",
     "Outgoing",
     "RegisterCall",
     "ReregisterCall",
+    "TaskChange",
 ]
 
 _TS = common_pb2.TaskStatus
@@ -124,6 +131,26 @@ class AgentSnapshot:
     updates: tuple[StatusUpdate, ...]  # unacknowledged, FIFO order per task
 
 
+@dataclass(frozen=True, slots=True)
+class TaskChange:
+    """The checkpoint rows of one task key, as they are now."""
+
+    key: TaskKey
+    task: TaskView | None  # None: the task is no longer tracked (delete its row)
+    updates: tuple[StatusUpdate, ...]  # its unacknowledged updates, oldest first (may be empty)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointChanges:
+    """What changed since the last ``take_changes()``: the rows a checkpoint must rewrite."""
+
+    identity: tuple[str | None, str | None] | None  # (agent_id, master_id) if it changed
+    tasks: tuple[TaskChange, ...]
+
+    def __bool__(self) -> bool:
+        return self.identity is not None or bool(self.tasks)
+
+
 @dataclass(slots=True)
 class _Task:
     framework_id: str
@@ -131,9 +158,17 @@ class _Task:
     resources: ResourceVector
     state: TaskState
     latest: StatusUpdate | None = None
+    running_since: float | None = None
 
     def view(self) -> TaskView:
-        return TaskView(self.framework_id, self.info, self.resources, self.state, self.latest)
+        return TaskView(
+            self.framework_id,
+            self.info,
+            self.resources,
+            self.state,
+            self.latest,
+            self.running_since,
+        )
 
 
 @dataclass(slots=True)
@@ -156,6 +191,8 @@ class AgentState:
         self._tasks: dict[TaskKey, _Task] = {}
         self._streams: dict[TaskKey, _Stream] = {}
         self._used = ResourceVector()
+        self._dirty: set[TaskKey] = set()
+        self._identity_dirty = False
         # Counters for metrics (monotonic over the life of the state).
         self.updates_minted_total = 0
         self.updates_sent_total = 0
@@ -178,10 +215,13 @@ class AgentState:
         """Register succeeded: remember the master-minted id."""
         self.agent_id = agent_id
         self.master_id = master_id
+        self._identity_dirty = True
 
     def on_reregistered(self, master_id: str) -> None:
         """Reregister succeeded (``master_id`` may be new: the master restarted)."""
-        self.master_id = master_id
+        if master_id != self.master_id:
+            self.master_id = master_id
+            self._identity_dirty = True
 
     def on_connected(self, now: float) -> None:
         """The Commands stream is open: every pending update is due at once."""
@@ -201,6 +241,9 @@ class AgentState:
         them GONE). The next ``registration()`` is a fresh Register.
         """
         live = [key for key, task in self._tasks.items() if task.state not in TERMINAL_STATES]
+        self._dirty.update(self._tasks)
+        self._dirty.update(self._streams)
+        self._identity_dirty = True
         self._tasks.clear()
         self._streams.clear()
         self._used = ResourceVector()
@@ -240,6 +283,7 @@ class AgentState:
                 rejected.append((key, problem))
                 continue
             self._tasks[key] = _Task(framework_id, info, resources, common_pb2.TASK_STATE_STAGING)
+            self._dirty.add(key)
             self._used = self._used + resources
             accepted.append((key, spec))
         return LaunchResult(tuple(accepted), tuple(rejected), tuple(ignored))
@@ -309,6 +353,7 @@ class AgentState:
             self.acks_ignored_total += 1
             return False
         stream.updates.popleft()
+        self._dirty.add(key)
         self.acks_applied_total += 1
         if stream.updates:
             stream.next_send = now
@@ -337,6 +382,8 @@ class AgentState:
             self._used = self._used.saturating_sub(task.resources)
             self.terminal_total[state_name(state)] += 1
         task.state = state
+        if state == common_pb2.TASK_STATE_RUNNING:
+            task.running_since = wall
         update = self._mint(key, state, now, wall, reason, message, exit_code)
         task.latest = update
         return update
@@ -357,6 +404,7 @@ class AgentState:
         if stream is None:
             stream = self._streams[key] = _Stream(next_send=now)
         stream.updates.append(update)
+        self._dirty.add(key)
         self.updates_minted_total += 1
         return update
 
@@ -428,9 +476,66 @@ class AgentState:
         """Tracked tasks by state name (``RUNNING``, ...)."""
         return dict(Counter(state_name(task.state) for task in self._tasks.values()))
 
+    # -- checkpoint ----------------------------------------------------------------------------
+
     def snapshot(self) -> AgentSnapshot:
         """Tasks and unacknowledged updates as plain values (the checkpoint seam, issue 5)."""
         updates: Iterable[StatusUpdate] = (
             update for stream in self._streams.values() for update in stream.updates
         )
         return AgentSnapshot(self.agent_id, self.master_id, tuple(self.tasks()), tuple(updates))
+
+    def take_changes(self) -> CheckpointChanges:
+        """The rows changed since the last call (each key once, as it is now); forgets them."""
+        identity = (self.agent_id, self.master_id) if self._identity_dirty else None
+        changes = tuple(
+            TaskChange(key, self.task(key), tuple(self.pending(key))) for key in sorted(self._dirty)
+        )
+        self._dirty.clear()
+        self._identity_dirty = False
+        return CheckpointChanges(identity, changes)
+
+    def has_changes(self) -> bool:
+        """True if something changed since the last ``take_changes()``."""
+        return self._identity_dirty or bool(self._dirty)
+
+    @classmethod
+    def restore(
+        cls,
+        spec: AgentSpec,
+        snapshot: AgentSnapshot,
+        *,
+        retry: Backoff,
+        new_uuid: Callable[[], bytes],
+    ) -> AgentState:
+        """A state holding ``snapshot``'s identity, tasks and updates (disconnected, clean).
+
+        Terminal tasks without unacknowledged updates are not kept (they would have been
+        forgotten at their last acknowledgement); ``used`` is recomputed from the live tasks.
+        """
+        state = cls(spec, retry=retry, new_uuid=new_uuid)
+        state.agent_id = snapshot.agent_id
+        state.master_id = snapshot.master_id
+        for update in snapshot.updates:
+            stream = state._streams.get(update.key)
+            if stream is None:
+                stream = state._streams[update.key] = _Stream()
+            stream.updates.append(update)
+        for view in snapshot.tasks:
+            terminal = view.state in TERMINAL_STATES
+            if terminal and view.key not in state._streams:
+                state._dirty.add(view.key)  # drop its stale row at the next write
+                continue
+            info = common_pb2.TaskInfo()
+            info.CopyFrom(view.info)
+            state._tasks[view.key] = _Task(
+                view.framework_id,
+                info,
+                view.resources,
+                view.state,
+                view.latest,
+                view.running_since,
+            )
+            if not terminal:
+                state._used = state._used + view.resources
+        return state

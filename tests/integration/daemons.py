@@ -4,6 +4,8 @@
   through ``<work-dir>/master.addr`` and the health check;
 - ``start_agent(master_address, work_dir, *flags, resources=...)``: a ``fairshare agent``
   process, waited for through ``<work-dir>/agent.addr`` (written once it serves);
+- ``restart_agent(previous, master_address, *flags, resources=...)``: a new agent process on
+  the work dir of one that exited (after ``kill()``, i.e. kill -9), recovering its checkpoint;
 - ``wait_for(condition, timeout, what)``: poll with a deadline.
 
 The fixtures over these live in ``conftest.py`` (``master``, ``master_factory``,
@@ -193,3 +195,23 @@ def start_agent(
         agent.kill()
         raise
     return agent
+
+
+def restart_agent(
+    previous: Daemon, master_address: str, *flags: str, resources: str = "cpus:4;mem:8192"
+) -> Daemon:
+    """Start a new agent process on the work dir of ``previous``, which must have exited (e.g.
+    ``previous.kill()``, a kill -9): it recovers from the checkpoint there. The old log is kept
+    as ``<work-dir name>.agent.<n>.log`` (``previous.log_path`` follows it) and the stale
+    address files are removed first, so the wait cannot read the dead process's address."""
+    if previous.proc.poll() is None:
+        raise AssertionError("restart_agent: the previous agent process still runs")
+    previous.kill()  # closes its log (a no-op for the process, which has exited)
+    n = 1
+    while (kept := previous.log_path.with_name(f"{previous.work_dir.name}.agent.{n}.log")).exists():
+        n += 1
+    previous.log_path.rename(kept)
+    previous.log_path = kept
+    for stale in ("agent.addr", "metrics.addr"):
+        (previous.work_dir / stale).unlink(missing_ok=True)
+    return start_agent(master_address, previous.work_dir, *flags, resources=resources)

@@ -1,0 +1,373 @@
+"""``CheckpointStore``: the agent's durable checkpoint, ``<work-dir>/agent.sqlite`` (SQLite, WAL).
+
+What it keeps (schema version 1):
+
+- ``meta(key, value)``: ``schema_version`` (this module writes and reads ``SCHEMA_VERSION``);
+- ``agent`` (one row): ``agent_id`` and ``master_id`` (NULL before the first Register), and the
+  ``resources`` and ``attributes`` the agent was started with, in their flag syntax;
+- ``tasks``: one row per tracked task (``framework_id``, ``task_id``): the ``TaskInfo`` as
+  serialized protobuf, its resources, its state (``common.proto`` ``TaskState`` value),
+  ``running_since`` (wall-clock epoch seconds it became RUNNING, NULL before: a placeholder's
+  deadline is ``running_since + duration``) and its newest update (``latest_*``, NULL while
+  STAGING);
+- ``updates``: every unacknowledged update, ``position`` 0, 1, ... in the task's FIFO order,
+  with its ``uuid``, so an update re-sent after a restart carries the same uuid and the master
+  de-duplicates it.
+
+Invariants:
+- One transaction per ``write``: the file holds the state after some whole number of writes,
+  never part of one. A write rewrites only the rows of the keys it is given (the state's dirty
+  keys): for each, its task row and its update rows are deleted and the current ones inserted.
+- Durability: ``journal_mode=WAL`` with ``synchronous=NORMAL``. A committed transaction is in
+  the WAL file, i.e. in the operating system's page cache, before ``write`` returns, so it
+  survives the agent process dying in any way (kill -9 included); only an operating-system crash
+  or power cut can lose the last transactions (never corrupt the file). That is the failure the
+  agent recovers from: its placeholder tasks die with the process anyway, and ``FULL`` would add
+  an fsync to every status update.
+- The file is never silently reset. A file that is not a readable checkpoint (not SQLite, fails
+  ``quick_check``, unknown tables, undecodable rows), a newer ``schema_version``, or resources or
+  attributes other than the ones the agent is started with raise ``CheckpointError``, whose
+  message names the file and says how to start fresh (the daemon exits 1 with it). A file that
+  does not exist (or an empty database) is a fresh agent.
+- Resources and attributes must be equal across restarts (Mesos's default agent
+  ``--reconfiguration_policy=equal`` refuses any change the same way): the checkpointed tasks were
+  admitted against the old resources, and the master keeps the agent's registered resources and
+  attributes for accounting and placement while it reregisters with the same agent id. Hostname
+  and port may change (the port is picked at each start).
+- One agent per work dir: ``open`` takes an exclusive ``flock`` on ``<file>.lock``; the kernel
+  releases it when the process dies, so a restart after kill -9 is never blocked by it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Final
+
+from fairshare.v1 import common_pb2
+from google.protobuf.message import DecodeError
+
+from agent.config import parse_attributes
+from agent.records import AgentSpec, StatusUpdate, TaskState, TaskView
+from agent.state import AgentSnapshot, CheckpointChanges, TaskChange
+from framework_sdk.resources import ResourceError, ResourceVector
+
+__all__ = ["CHECKPOINT_FILE", "SCHEMA_VERSION", "CheckpointError", "CheckpointStore"]
+
+CHECKPOINT_FILE: Final = "agent.sqlite"
+SCHEMA_VERSION: Final = 1
+
+_SCHEMA: Final = (
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE agent (
+        singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+        agent_id TEXT, master_id TEXT,
+        resources TEXT NOT NULL, attributes TEXT NOT NULL)""",
+    """CREATE TABLE tasks (
+        framework_id TEXT NOT NULL, task_id TEXT NOT NULL,
+        info BLOB NOT NULL, resources TEXT NOT NULL, state INTEGER NOT NULL,
+        running_since REAL,
+        latest_state INTEGER, latest_uuid BLOB, latest_timestamp REAL,
+        latest_reason INTEGER, latest_message TEXT, latest_exit_code INTEGER,
+        PRIMARY KEY (framework_id, task_id))""",
+    """CREATE TABLE updates (
+        framework_id TEXT NOT NULL, task_id TEXT NOT NULL, position INTEGER NOT NULL,
+        state INTEGER NOT NULL, uuid BLOB NOT NULL, timestamp REAL NOT NULL,
+        reason INTEGER NOT NULL, message TEXT NOT NULL, exit_code INTEGER,
+        PRIMARY KEY (framework_id, task_id, position))""",
+)
+_TABLES: Final = frozenset({"meta", "agent", "tasks", "updates"})
+
+
+class CheckpointError(Exception):
+    """The checkpoint cannot be used; the message names the file and what to do."""
+
+
+def _fresh_hint(path: Path) -> str:
+    return (
+        f"to start this agent fresh, move {path} away or use another --work-dir "
+        "(the master then reports its old tasks LOST)"
+    )
+
+
+def _attributes_text(attributes: Iterable[tuple[str, str]]) -> str:
+    return ";".join(f"{name}:{value}" for name, value in attributes)
+
+
+class CheckpointStore:
+    """The checkpoint file of one agent, open for the life of the agent process."""
+
+    def __init__(self, path: Path, connection: sqlite3.Connection, lock_fd: int) -> None:
+        self.path = path
+        self._db = connection
+        self._lock_fd = lock_fd
+        self.writes_total = 0
+
+    # -- opening -------------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: Path, spec: AgentSpec) -> CheckpointStore:
+        """Open (or create) the checkpoint at ``path`` for an agent started with ``spec``.
+
+        Raises ``CheckpointError`` for another agent holding it, an unreadable or newer file, or
+        resources or attributes that differ from the checkpointed ones.
+        """
+        lock_fd = cls._lock(path)
+        try:
+            connection = cls._connect(path)
+            store = cls(path, connection, lock_fd)
+        except BaseException:
+            os.close(lock_fd)
+            raise
+        try:
+            store._prepare(spec)
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    @staticmethod
+    def _lock(path: Path) -> int:
+        lock_path = path.with_name(path.name + ".lock")
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as error:
+            raise CheckpointError(f"{lock_path}: cannot open: {error.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise CheckpointError(
+                f"{path} is in use by another agent process (lock {lock_path} is held): "
+                "each agent needs its own --work-dir"
+            ) from None
+        return fd
+
+    @staticmethod
+    def _connect(path: Path) -> sqlite3.Connection:
+        try:
+            connection = sqlite3.connect(path, isolation_level=None)
+        except sqlite3.Error as error:
+            raise CheckpointError(f"{path}: cannot open the agent checkpoint: {error}") from None
+        return connection
+
+    def _prepare(self, spec: AgentSpec) -> None:
+        try:
+            rows = self._db.execute("PRAGMA quick_check").fetchall()
+            if rows != [("ok",)]:
+                raise self._corrupt(f"integrity check failed: {rows[:3]}")
+            tables = {
+                row[0]
+                for row in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
+            if not tables:
+                self._create(spec)
+            elif tables != _TABLES:
+                raise self._corrupt(f"unexpected tables {sorted(tables)}")
+            self._check_version()
+            self._check_agent(spec)
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.execute("PRAGMA synchronous = NORMAL")
+        except sqlite3.DatabaseError as error:
+            raise self._corrupt(str(error)) from None
+
+    def _corrupt(self, problem: str) -> CheckpointError:
+        return CheckpointError(
+            f"{self.path} is not a readable agent checkpoint ({problem}); the agent will not "
+            f"overwrite it: {_fresh_hint(self.path)}"
+        )
+
+    def _create(self, spec: AgentSpec) -> None:
+        self._db.execute("PRAGMA journal_mode = WAL")
+        with self._transaction():
+            for statement in _SCHEMA:
+                self._db.execute(statement)
+            self._db.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+            )
+            self._db.execute(
+                "INSERT INTO agent (singleton, resources, attributes) VALUES (1, ?, ?)",
+                (str(spec.resources), _attributes_text(spec.attributes)),
+            )
+
+    def _check_version(self) -> None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if row is None or not str(row[0]).isdigit() or int(row[0]) < 1:
+            raise self._corrupt(f"bad schema_version {None if row is None else row[0]!r}")
+        version = int(row[0])
+        if version > SCHEMA_VERSION:
+            raise CheckpointError(
+                f"{self.path} was written by a newer fairshare agent (checkpoint schema "
+                f"{version}; this agent reads up to {SCHEMA_VERSION}): run the newer agent, or "
+                f"{_fresh_hint(self.path)}"
+            )
+
+    def _check_agent(self, spec: AgentSpec) -> None:
+        row = self._db.execute("SELECT resources, attributes FROM agent").fetchone()
+        if row is None:
+            raise self._corrupt("no agent row")
+        try:
+            resources = ResourceVector.parse(row[0]) if row[0] else ResourceVector()
+            attributes = parse_attributes(row[1])
+        except (ResourceError, ValueError) as error:
+            raise self._corrupt(f"bad agent row: {error}") from None
+        if resources != spec.resources or attributes != tuple(spec.attributes):
+            raise CheckpointError(
+                f"{self.path} belongs to an agent with resources '{resources}' and attributes "
+                f"'{_attributes_text(attributes)}', but this agent was started with resources "
+                f"'{spec.resources}' and attributes '{_attributes_text(spec.attributes)}'. An "
+                "agent keeps its resources and attributes across restarts (its checkpointed "
+                "tasks and the master's accounting rely on them): restart it with "
+                f"--resources '{resources}' --attributes '{_attributes_text(attributes)}', or "
+                f"{_fresh_hint(self.path)}"
+            )
+
+    def _transaction(self) -> _Transaction:
+        return _Transaction(self._db)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def load(self) -> AgentSnapshot:
+        """Everything checkpointed (a fresh agent: no id, no tasks, no updates)."""
+        try:
+            agent_id, master_id = self._db.execute(
+                "SELECT agent_id, master_id FROM agent"
+            ).fetchone()
+            tasks = tuple(
+                self._task(row)
+                for row in self._db.execute(
+                    "SELECT framework_id, task_id, info, resources, state, running_since,"
+                    " latest_state, latest_uuid, latest_timestamp, latest_reason,"
+                    " latest_message, latest_exit_code"
+                    " FROM tasks ORDER BY framework_id, task_id"
+                )
+            )
+            updates = tuple(
+                _update(row[0], row[1], row[2:])
+                for row in self._db.execute(
+                    "SELECT framework_id, task_id, state, uuid, timestamp, reason, message,"
+                    " exit_code FROM updates ORDER BY framework_id, task_id, position"
+                )
+            )
+        except (sqlite3.DatabaseError, DecodeError, ResourceError, ValueError, TypeError) as error:
+            raise self._corrupt(f"unreadable rows: {error}") from None
+        return AgentSnapshot(agent_id, master_id, tasks, updates)
+
+    @staticmethod
+    def _task(row: tuple[Any, ...]) -> TaskView:
+        framework_id, task_id, info_bytes, resources, state = row[:5]
+        info = common_pb2.TaskInfo.FromString(info_bytes)
+        if info.task_id != task_id:
+            raise ValueError(f"task row {task_id!r} holds TaskInfo of {info.task_id!r}")
+        latest = None if row[6] is None else _update(framework_id, task_id, row[6:])
+        running_since = None if row[5] is None else float(row[5])
+        return TaskView(
+            framework_id,
+            info,
+            ResourceVector.parse(resources) if resources else ResourceVector(),
+            _state(state),
+            latest,
+            running_since,
+        )
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def write(self, changes: CheckpointChanges) -> None:
+        """Apply ``changes`` in one transaction (nothing when empty).
+
+        Raises ``CheckpointError`` if the write fails (disk full, file removed, I/O error).
+        """
+        if not changes:
+            return
+        try:
+            with self._transaction():
+                if changes.identity is not None:
+                    self._db.execute(
+                        "UPDATE agent SET agent_id = ?, master_id = ?", changes.identity
+                    )
+                for change in changes.tasks:
+                    self._write_key(change)
+        except sqlite3.Error as error:
+            raise CheckpointError(f"{self.path}: cannot write the checkpoint: {error}") from None
+        self.writes_total += 1
+
+    def _write_key(self, change: TaskChange) -> None:
+        key = change.key
+        self._db.execute("DELETE FROM tasks WHERE framework_id = ? AND task_id = ?", key)
+        self._db.execute("DELETE FROM updates WHERE framework_id = ? AND task_id = ?", key)
+        task = change.task
+        if task is not None:
+            latest = (None,) * 6 if task.latest is None else _update_columns(task.latest)
+            self._db.execute(
+                "INSERT INTO tasks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    *key,
+                    task.info.SerializeToString(deterministic=True),
+                    str(task.resources),
+                    int(task.state),
+                    task.running_since,
+                    *latest,
+                ),
+            )
+        self._db.executemany(
+            "INSERT INTO updates VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(*key, position, *_update_columns(u)) for position, u in enumerate(change.updates)],
+        )
+
+    def close(self) -> None:
+        """Close the database and release the work-dir lock (idempotent)."""
+        if self._lock_fd < 0:
+            return
+        self._db.close()
+        os.close(self._lock_fd)
+        self._lock_fd = -1
+
+
+class _Transaction:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` if the block raises)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def __enter__(self) -> None:
+        self._db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: object, exc: object, traceback: object) -> None:
+        self._db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+
+
+def _state(value: Any) -> TaskState:
+    state: TaskState = int(value)  # type: ignore[assignment]
+    common_pb2.TaskState.Name(state)  # ValueError for a value the API does not define
+    return state
+
+
+def _update_columns(update: StatusUpdate) -> tuple[Any, ...]:
+    return (
+        int(update.state),
+        update.uuid,
+        update.timestamp,
+        int(update.reason),
+        update.message,
+        update.exit_code,
+    )
+
+
+def _update(framework_id: str, task_id: str, columns: tuple[Any, ...]) -> StatusUpdate:
+    state, uuid, timestamp, reason, message, exit_code = columns
+    common_pb2.TaskStatus.Reason.Name(reason)  # ValueError for an unknown reason
+    if not isinstance(uuid, bytes) or not uuid:
+        raise ValueError(f"update of task {task_id!r} without a uuid")
+    return StatusUpdate(
+        framework_id,
+        task_id,
+        _state(state),
+        uuid,
+        float(timestamp),
+        reason,
+        str(message),
+        None if exit_code is None else int(exit_code),
+    )
