@@ -283,7 +283,10 @@ class RuntimeBase:
     def _drop_ack(self) -> bool:
         """Fault injection: True when this acknowledgement to an agent must be dropped."""
         rate = self.config.fault_drop_acks
-        return rate > 0 and self._faults.random() < rate
+        dropped = rate > 0 and self._faults.random() < rate
+        if dropped:
+            log.info("fault.ack.dropped (FAIRSHARE_MASTER_FAULT_DROP_ACKS=%g)", rate)
+        return dropped
 
     # -- status updates to frameworks -------------------------------------------------------------
 

@@ -31,8 +31,17 @@ AGENT_STATE = operator_pb2.GetStateResponse.Agent.State
 class FrameworkProcess:
     """A ``fault_framework.py`` process and its JSON-lines log."""
 
-    def __init__(self, master: str, name: str, task: str, tasks: int, directory: Path) -> None:
+    def __init__(
+        self,
+        master: str,
+        name: str,
+        task: str,
+        tasks: int,
+        directory: Path,
+        duration: float | None = None,
+    ) -> None:
         self.name = name
+        self.duration = duration
         self.master = master
         self.task = task
         self.tasks = tasks
@@ -46,6 +55,8 @@ class FrameworkProcess:
         argv = [sys.executable, str(FRAMEWORK_SCRIPT), "--master", self.master]
         argv += ["--name", self.name, "--task", self.task, "--tasks", str(self.tasks)]
         argv += ["--log", str(self.log_path), "--failover-timeout", str(failover_timeout)]
+        if self.duration is not None:
+            argv += ["--duration", str(self.duration)]
         if resume:
             argv.append("--resume")
         with self.out_path.open("ab") as out:
@@ -94,12 +105,12 @@ class FrameworkProcess:
         return sum(1 for r in self.records() if r["kind"] == "subscribed")
 
 
-def restart_master(old: Daemon, *flags: str) -> Daemon:
+def restart_master(old: Daemon, *flags: str, env: dict[str, str] | None = None) -> Daemon:
     """kill -9 ``old`` (if alive) and start a master on the same work dir and port."""
     old.kill()
     port = old.address.rsplit(":", 1)[1]
     _keep_log(old)
-    return start_master(old.work_dir, "--port", port, *flags)
+    return start_master(old.work_dir, "--port", port, *flags, env=env)
 
 
 def restart_agent(old: Daemon, master_address: str, resources: str, *flags: str) -> Daemon:
