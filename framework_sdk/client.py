@@ -13,10 +13,22 @@ Invariants:
 - Events are queued in stream order and handed out by ``next_event``; after the last one it
   returns None forever. ``complete(event)`` acknowledges a status update with a uuid when
   acknowledgements are implicit; a failed acknowledgement is harmless (the master resends).
+- A status update with a uuid reaches the application once per client: copies the master
+  re-sends are dropped (never reordered: per-task FIFO holds), a copy of an acknowledged one is
+  acknowledged again (the first ack may be lost); ``release`` undoes a delivery that failed.
+  Bounded by ``ClientOptions.delivery_memory`` (``framework_sdk.delivery``).
 - Every unary call made while not subscribed raises ``NotConnectedError`` before anything is
   sent; a call the master refuses raises the ``CallError`` subclass of its gRPC code; nothing is
   ever dropped silently. A launch on offers the master no longer has (NOT_FOUND) is reported as
   the SDK does in Mesos: one DROPPED (LOST if not partition-aware) update per task.
+
+Failover (a new process takes over): save the ``framework_id`` of the first ``Subscribed``
+and start the new client with ``FrameworkInfo(name, role, framework_id=saved,
+failover_timeout=...)`` (same name and role). Within the failover timeout the master keeps the
+tasks and answers ``Subscribed(resubscribed=True)``; the client reconciles implicitly and the
+master re-sends unacknowledged updates (delivered once to the new client). After it, or a
+teardown, the tasks are killed and subscribing fails with NOT_FOUND (``NotFoundError``).
+``close()``, unlike ``teardown()``, leaves the framework to be taken over.
 """
 
 from __future__ import annotations
@@ -36,6 +48,7 @@ import grpc
 from fairshare.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from framework_sdk import wire
+from framework_sdk.delivery import Delivery, DeliveryLedger
 from framework_sdk.errors import CallError, NotConnectedError, call_error
 from framework_sdk.events import Disconnected, ErrorEvent, Event, StatusUpdate, Subscribed
 from framework_sdk.options import ClientOptions
@@ -115,6 +128,8 @@ class SchedulerClient:
         self._ended = False
         self._fatal: CallError | None = None
         self._last_error = "not connected yet"
+        self._ledger = DeliveryLedger(self._options.delivery_memory)
+        self._duplicates = 0
 
     # -- state ------------------------------------------------------------------------------
 
@@ -142,6 +157,11 @@ class SchedulerClient:
     def info(self) -> FrameworkInfo:
         """The FrameworkInfo, with the framework id once known."""
         return dataclasses.replace(self._info, framework_id=self._framework_id)
+
+    @property
+    def duplicates_dropped(self) -> int:
+        """How many re-sent copies of already delivered status updates were dropped so far."""
+        return self._duplicates
 
     @property
     def fatal_error(self) -> CallError | None:
@@ -196,7 +216,12 @@ class SchedulerClient:
             and event.uuid
             and event.source is not UpdateSource.SDK
         ):
+            self._ledger.acknowledged(event.task_id, event.uuid)
             self._spawn(self._acknowledge_quietly(event))
+
+    def release(self, update: StatusUpdate) -> None:
+        """Undo the delivery of unacknowledged ``update`` (handling failed): copies get through."""
+        self._ledger.release(update.task_id, update.uuid)
 
     async def close(self) -> None:
         """Close without tearing down (the master keeps the framework for failover).
@@ -351,6 +376,8 @@ class SchedulerClient:
                 continue
             if event is None or isinstance(event, Subscribed):
                 continue
+            if isinstance(event, StatusUpdate) and not self._admit(event):
+                continue
             self._queue.put_nowait(event)
             if isinstance(event, ErrorEvent):
                 self._last_error = event.message
@@ -370,6 +397,17 @@ class SchedulerClient:
             _LOG.error("subscription refused master=%s %s", self._master, self._last_error)
             return _Outcome.FATAL
         return _Outcome.LOST_AFTER_SUBSCRIBED if subscribed else _Outcome.LOST_BEFORE_SUBSCRIBED
+
+    def _admit(self, update: StatusUpdate) -> bool:
+        """True if ``update`` goes to the application; a dropped copy may be acknowledged."""
+        verdict = self._ledger.admit(update.task_id, update.uuid)
+        if verdict is Delivery.DELIVER:
+            return True
+        self._duplicates += 1
+        _LOG.debug("dropped a copy task=%s uuid=%s: %s", update.task_id, update.uuid.hex(), verdict)
+        if verdict is Delivery.REACKNOWLEDGE:
+            self._spawn(self._acknowledge_quietly(update))
+        return False
 
     def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)
@@ -517,6 +555,7 @@ class SchedulerClient:
         """Acknowledge ``update`` (a no-op for updates without a uuid)."""
         if not update.uuid or update.source is UpdateSource.SDK:
             return
+        self._ledger.acknowledged(update.task_id, update.uuid)  # copies get acknowledged too
         request = scheduler_pb2.AcknowledgeRequest(
             framework_id=self._framework_id,
             agent_id=update.agent_id,

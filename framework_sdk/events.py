@@ -9,7 +9,8 @@ Invariants:
 - ``ErrorEvent`` is final: the master ended the subscription for good (or refused it) and no
   event follows.
 - A ``StatusUpdate`` with a non-empty ``uuid`` must be acknowledged (the SDK does it implicitly
-  unless explicit acknowledgements were requested); updates without one need none.
+  unless explicit acknowledgements were requested); updates without one need none. One with a
+  uuid is delivered once per client: copies the master re-sends are dropped by the SDK.
 """
 
 from __future__ import annotations

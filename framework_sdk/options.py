@@ -8,6 +8,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from framework_sdk.delivery import DEFAULT_DELIVERY_MEMORY
+
 __all__ = ["Backoff", "ClientOptions"]
 
 
@@ -38,5 +40,8 @@ class ClientOptions:
     """Heartbeat intervals without any message after which the connection counts as lost."""
     backoff: Backoff = Backoff()
     reconcile_on_resubscribe: bool = True
+    delivery_memory: int = DEFAULT_DELIVERY_MEMORY
+    """How many status updates (task id, uuid) the client remembers to drop the copies the
+    master re-sends (``framework_sdk.delivery``); a copy older than that is delivered again."""
     seed: int | None = None
     """Seed of the backoff jitter (None: random)."""

@@ -22,6 +22,14 @@ Invariants:
 - With implicit acknowledgements (the default) a status update is acknowledged after
   ``status_update`` returns; if the callback raises, the exception is logged and the update is
   left unacknowledged, so the master delivers it again.
+- ``status_update`` sees each update (task id, uuid) once: copies the master re-sends are
+  dropped, and acknowledged again if the update was acknowledged (see ``SchedulerClient``);
+  only an update whose callback raised is delivered again when the master re-sends it.
+- Failover: ``stop(failover=True)`` or ``abort()`` (or a dead process) leaves the framework
+  registered for ``FrameworkInfo.failover_timeout`` seconds. A new driver with
+  ``FrameworkInfo(framework_id=<the id given to registered>)`` and the same name and role takes
+  over its tasks (``reregistered``, then reconciliation answers); after the timeout its tasks
+  are killed and the new driver gets ``error`` (NOT_FOUND).
 - ``error`` is the last callback: the master refused or ended the subscription; the driver is
   then ABORTED.
 """
@@ -248,6 +256,8 @@ class SchedulerDriver:
                 handled = await self._loop.run_in_executor(self._callbacks, self._dispatch, event)
                 if handled:
                     client.complete(event)
+                elif isinstance(event, StatusUpdate):
+                    client.release(event)  # not handled: deliver the master's next copy
         finally:
             await client.close()
 

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import daemons
 import grpc
-from daemons import ROOT, Daemon, daemon_env, start_agent, start_master
+from daemons import ROOT, Daemon, daemon_env, start_master
 from fairshare.v1 import common_pb2 as C
 from fairshare.v1 import operator_pb2
 from wire_fakes import get_state
@@ -116,9 +117,7 @@ def restart_master(old: Daemon, *flags: str, env: dict[str, str] | None = None) 
 def restart_agent(old: Daemon, master_address: str, resources: str, *flags: str) -> Daemon:
     """kill -9 ``old`` (if alive) and start an agent on the same work dir."""
     old.kill()
-    _keep_log(old)
-    old.addr_path.unlink(missing_ok=True)
-    return start_agent(master_address, old.work_dir, *flags, resources=resources)
+    return daemons.restart_agent(old, master_address, *flags, resources=resources)
 
 
 def _keep_log(daemon: Daemon) -> None:
