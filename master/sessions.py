@@ -9,7 +9,9 @@ Invariants:
   item its reader gets, so a reader always terminates;
 - an ``AgentLink`` has at most one open stream; commands sent while no stream is open wait in its
   outbox and go first on the next stream (commands a closed stream never took go back to it);
-- a ``FrameworkLink``'s ``channel`` is ``None`` exactly while the framework is disconnected.
+- a ``FrameworkLink``'s ``channel`` is ``None`` exactly while the framework is disconnected;
+  updates the master generates meanwhile (UNREACHABLE, LOST, ...) are held and go first on the
+  next stream, so a framework that fails over still hears of every task it lost.
 """
 
 from __future__ import annotations
@@ -27,11 +29,13 @@ from master.model import (
     FrameworkEvent,
     FrameworkSpec,
     StreamEnd,
+    UpdateEvent,
 )
 
 __all__ = ["AgentLink", "Channel", "FrameworkLink"]
 
 T = TypeVar("T")
+HELD_UPDATES = 10_000
 
 
 class Channel(Generic[T]):
@@ -85,6 +89,7 @@ class FrameworkLink:
     channel: Channel[FrameworkEvent] | None = None
     failover_deadline: float | None = None  # wall clock, while disconnected
     failover_timer: asyncio.TimerHandle | None = None
+    held: deque[UpdateEvent] = field(default_factory=lambda: deque(maxlen=HELD_UPDATES))
 
     @property
     def framework_id(self) -> str:
@@ -92,16 +97,24 @@ class FrameworkLink:
         return self.spec.framework_id
 
     def send(self, event: FrameworkEvent) -> None:
-        """Queue an event on the open stream; dropped while disconnected."""
+        """Queue an event on the open stream. While disconnected, task updates the master made
+        itself (no uuid: no agent will retry them) are held for the next stream, the last
+        ``HELD_UPDATES`` of them; other events are dropped (offers are void, agent updates are
+        forwarded again when the agent retries them)."""
         if self.channel is not None:
             self.channel.put(event)
+        elif isinstance(event, UpdateEvent) and not event.status.uuid:
+            self.held.append(event)
 
     def attach(self) -> Channel[FrameworkEvent]:
-        """Open a new stream; an open one is failed over (error event, then closed)."""
+        """Open a new stream (held updates first); an open one is failed over (error event,
+        then closed)."""
         self.detach_current(
             ErrorEvent("framework failed over: a newer Subscribe replaced this stream", "ABORTED")
         )
         self.channel = Channel()
+        while self.held:
+            self.channel.put(self.held.popleft())
         return self.channel
 
     def detach_current(self, error: ErrorEvent | None, end: StreamEnd | None = None) -> None:

@@ -11,22 +11,33 @@ Invariants:
 - ``state`` only moves forward: a terminal state is final, and KILLING is left only for a
   terminal state (late retries of older updates never move a task back);
 - a uuid is pending at most once per task and, once acknowledged, is remembered (the last
-  ``ACKED_MEMORY`` per task) so a duplicate acknowledgement is told apart from an unknown one.
+  ``ACKED_MEMORY`` per task) so a duplicate acknowledgement is told apart from an unknown one;
+  the acknowledged uuids of the last ``ENDED_MEMORY`` dropped tasks are kept too, so an agent's
+  late retry of a task's final update is recognised as acknowledged, not forwarded again.
 """
 
 from __future__ import annotations
 
 import enum
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from framework_sdk.resources import ResourceVector
 from master.model import StatusUpdate, TaskSpec
 
-__all__ = ["ACKED_MEMORY", "TERMINAL", "AckOutcome", "TaskBook", "TaskEntry", "UpdateOutcome"]
+__all__ = [
+    "ACKED_MEMORY",
+    "ENDED_MEMORY",
+    "TERMINAL",
+    "AckOutcome",
+    "TaskBook",
+    "TaskEntry",
+    "UpdateOutcome",
+]
 
 ACKED_MEMORY = 16
+ENDED_MEMORY = 4096
 TERMINAL = frozenset({"FINISHED", "FAILED", "KILLED", "ERROR", "LOST", "DROPPED", "GONE"})
 
 Key = tuple[str, str]  # (framework_id, task_id)
@@ -80,6 +91,7 @@ class TaskBook:
         self._entries: dict[Key, TaskEntry] = {}
         self._by_framework: dict[str, set[str]] = {}
         self._by_agent: dict[str, set[Key]] = {}
+        self._ended: OrderedDict[Key, deque[bytes]] = OrderedDict()  # acked uuids of dropped
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -94,6 +106,7 @@ class TaskBook:
     def launch(self, framework_id: str, spec: TaskSpec) -> TaskEntry:
         """Track a task just launched (STAGING); replaces a terminal entry of the same id."""
         self._drop((framework_id, spec.task_id))
+        self._ended.pop((framework_id, spec.task_id), None)
         entry = TaskEntry(framework_id, spec, "STAGING")
         self._add(entry)
         return entry
@@ -119,6 +132,9 @@ class TaskBook:
         """Record an agent's update (with uuid); tracks tasks the book had forgotten, too."""
         key = (framework_id, status.task_id)
         entry = self._entries.get(key)
+        ended = self._ended.get(key)
+        if entry is None and ended is not None and status.uuid in ended:
+            return UpdateOutcome.ACKED  # a late retry of an ended task's acknowledged update
         if entry is None:
             spec = TaskSpec(status.task_id, status.task_id, status.agent_id, ResourceVector())
             entry = TaskEntry(framework_id, spec, latest_state)
@@ -136,7 +152,8 @@ class TaskBook:
         """Apply a framework's acknowledgement."""
         entry = self._entries.get((framework_id, task_id))
         if entry is None:
-            return AckOutcome.STALE
+            ended = self._ended.get((framework_id, task_id))
+            return AckOutcome.DUPLICATE if ended and uuid in ended else AckOutcome.STALE
         if entry.pending.pop(uuid, None) is not None:
             entry.acked.append(uuid)
             self._drop_if_done(entry)
@@ -178,7 +195,12 @@ class TaskBook:
 
     def _drop_if_done(self, entry: TaskEntry) -> None:
         if entry.terminal and not entry.pending:
-            self._drop((entry.framework_id, entry.spec.task_id))
+            key = (entry.framework_id, entry.spec.task_id)
+            self._drop(key)
+            if entry.acked:
+                self._ended[key] = entry.acked
+                while len(self._ended) > ENDED_MEMORY:
+                    self._ended.popitem(last=False)
 
     def _drop(self, key: Key) -> None:
         entry = self._entries.pop(key, None)

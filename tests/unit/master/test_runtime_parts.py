@@ -48,7 +48,7 @@ def test_taskbook_tracks_until_the_terminal_update_is_acknowledged() -> None:
     assert book.get("fw", "t").state == "FINISHED"  # type: ignore[union-attr]
     assert book.acknowledge("fw", "t", b"2") is AckOutcome.FORWARD
     assert book.get("fw", "t") is None and len(book) == 0  # terminal and acknowledged
-    assert book.acknowledge("fw", "t", b"2") is AckOutcome.STALE
+    assert book.acknowledge("fw", "t", b"2") is AckOutcome.DUPLICATE  # remembered after the end
 
 
 def test_taskbook_state_only_moves_forward() -> None:
