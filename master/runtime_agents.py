@@ -134,7 +134,10 @@ class AgentCalls(RuntimeBase):
         link = self.agents.get(agent_id)
         if link is None:
             link = self._readmit(agent_id, spec)
-        elif not link.in_pool and spec != link.spec:
+        elif spec != link.spec and (not link.in_pool or spec.resources == link.spec.resources):
+            # A restarted agent has a new port (and maybe host name); resources of an agent in
+            # the pool cannot change under its tasks and offers (Mesos: reconfiguration policy
+            # "equal"), so those keep the registered spec.
             entry = self.registry.agents[agent_id]
             with self._durably():
                 self.registry.admit_agent(dataclasses.replace(entry, spec=spec))
