@@ -1,0 +1,124 @@
+"""A master restart from the registry, in process (the integration tests kill -9 real ones):
+frameworks and agents come back from ``registry.sqlite``, nothing is offered until the known
+agents reregistered, and the first run after that offers in DRF order."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from test_runtime_cycle import (
+    AgentSpec,
+    FrameworkSpec,
+    MasterRuntime,
+    OffersEvent,
+    R,
+    RuntimeConfig,
+    UpdateEvent,
+    drain,
+    offers_of,
+    running,
+    settle,
+    spec,
+)
+
+from master.core.errors import NotFound
+from master.model import DemandSpec
+from master.registry import Registry
+
+CONFIG = RuntimeConfig(
+    validate=True,
+    allocation_interval=60.0,
+    heartbeat_interval=60.0,
+    allocation_batch=0.0,
+    reregistration_timeout=5.0,
+)
+SMALL = R("cpus:1;mem:128")
+
+
+async def first_life(work_dir: Path) -> dict[str, str]:
+    """A master where A runs 2 tasks on agent "busy" and B 1 task; agent "idle" has room."""
+    runtime = MasterRuntime(CONFIG, registry=Registry.open(work_dir))
+    await runtime.start()
+    ids: dict[str, str] = {}
+    demand = DemandSpec(SMALL, 2)
+    a = runtime.subscribe(FrameworkSpec("", "A", failover_timeout=60.0), demand, False)
+    b = runtime.subscribe(FrameworkSpec("", "B", failover_timeout=60.0), None, True)
+    ids["A"], ids["B"] = a.framework_id, b.framework_id
+    busy, _, _ = runtime.register(AgentSpec("busy", 1, R("cpus:3;mem:1024")))
+    runtime.open_commands(busy)
+    await settle()
+    [offer] = offers_of(a.channel)
+    runtime.accept(
+        ids["A"],
+        [offer.offer_id],
+        [spec("a1", "cpus:1;mem:128"), spec("a2", "cpus:1;mem:128")],
+        None,
+    )
+    for task in ("a1", "a2"):
+        runtime.update_status(busy, ids["A"], running(task, busy, bytes(16)), "RUNNING")
+    idle, _, _ = runtime.register(AgentSpec("idle", 2, R("cpus:4;mem:1024")))
+    runtime.open_commands(idle)
+    runtime.update_demand(ids["A"], None)
+    ids["busy"], ids["idle"] = busy, idle
+    await runtime.stop()  # as if killed: nothing below reads its memory again
+    runtime.registry.close()
+    return ids
+
+
+def test_restart_recovers_and_offers_in_drf_order_only_once_agents_are_back(
+    tmp_path: Path,
+) -> None:
+    async def main() -> None:
+        ids = await first_life(tmp_path)
+        runtime = MasterRuntime(CONFIG, registry=Registry.open(tmp_path))
+        runtime.recover()
+        await runtime.start()
+        try:
+            assert runtime.recovering
+            view = runtime.snapshot()
+            assert sorted(a.state for a in view.agents) == ["RECOVERING", "RECOVERING"]
+            a = runtime.subscribe(
+                FrameworkSpec(ids["A"], "A", failover_timeout=60.0), DemandSpec(SMALL, 5), False
+            )
+            b = runtime.subscribe(
+                FrameworkSpec(ids["B"], "B", failover_timeout=60.0), DemandSpec(SMALL, 5), False
+            )
+            assert a.resubscribed and b.resubscribed
+            with pytest.raises(NotFound):  # a recovering agent must reregister first
+                runtime.open_commands(ids["idle"])
+            # The idle agent is back first: nothing is offered while A's tasks are unknown
+            # (A would look like it held nothing).
+            runtime.reregister(ids["idle"], AgentSpec("idle", 3, R("cpus:4;mem:1024")), [], [])
+            await asyncio.sleep(0.05)
+            assert not [
+                e for e in drain(a.channel) + drain(b.channel) if isinstance(e, OffersEvent)
+            ]
+            # The busy agent comes back with A's two tasks: adopted, and recovery is over.
+            tasks = [
+                (ids["A"], spec(t, "cpus:1;mem:128"), running(t, ids["busy"], bytes(16)))
+                for t in ("a1", "a2")
+            ]
+            runtime.reregister(
+                ids["busy"], AgentSpec("busy", 4, R("cpus:3;mem:1024")), tasks, [ids["A"]]
+            )
+            assert not runtime.recovering
+            adopted = [e.status for e in drain(a.channel) if isinstance(e, UpdateEvent)]
+            assert sorted((u.task_id, u.state) for u in adopted) == [
+                ("a1", "RUNNING"),
+                ("a2", "RUNNING"),
+            ]
+            await settle()
+            # DRF over what every agent reported: A holds 2 of 7 CPUs, B none, 5 are free.
+            # B is served until its share reaches A's, then they alternate: B ends with 3
+            # tasks' worth and A 2 more (the last CPU goes to one of them, tied at 3/7).
+            # Offering while only "idle" was back would have split its 4 CPUs 2 and 2.
+            offered_b = sum(o.fair_tasks for o in offers_of(b.channel))
+            offered_a = sum(o.fair_tasks for o in offers_of(a.channel))
+            assert offered_a + offered_b == 5 and offered_b >= 3 and offered_a >= 1
+            assert runtime.registry.agents[ids["busy"]].spec.port == 4  # the new port is kept
+        finally:
+            await runtime.stop()
+
+    asyncio.run(main())
