@@ -174,6 +174,11 @@ def _add_client_flags(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     simulate = sub.add_parser("simulate", help="trace-driven simulation")
     simulate.add_argument("scenario", metavar="SCENARIO.json")
     simulate.add_argument("--out", default="./fairshare-sim")
+    simulate.add_argument(
+        "--progress",
+        action="store_true",
+        help="a progress bar on stderr (shown anyway when stderr is a terminal)",
+    )
 
 
 def _add_agents_flags(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

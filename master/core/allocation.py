@@ -119,10 +119,13 @@ class _Demand:
 
     __slots__ = ("count", "footprint", "placed", "query", "step")
 
-    def __init__(self, footprint: ResourceVector, query: PlacementQuery, step: KeyStepper) -> None:
+    def __init__(self, footprint: ResourceVector, query: PlacementQuery) -> None:
         self.footprint = footprint
         self.query = query
-        self.step = step  # fairness key after k more footprints, bit for bit
+        # fairness key after k more footprints, bit for bit; made at the first placement (a
+        # framework that places nothing in a run, the common case on a busy cluster, never
+        # pays for it)
+        self.step: KeyStepper | None = None
         self.placed: dict[str, int] = {}  # agent id -> tasks placed there this run
         self.count = 0  # tasks placed this run, all agents
 
@@ -160,11 +163,7 @@ class _Run:
     def _demand_of(self, fw: FrameworkRecord, shape: ResourceVector) -> _Demand:
         state = self.state
         footprint = state.fairness.footprint(shape)
-        demand = _Demand(
-            footprint,
-            state.placement.prepare(footprint, state.total),
-            state.fairness.stepper(fw.allocated, footprint, state.total, fw.weight, shape),
-        )
+        demand = _Demand(footprint, state.placement.prepare(footprint, state.total))
         self.demands[fw.id] = demand
         return demand
 
@@ -190,7 +189,14 @@ class _Run:
         placed = demand.placed
         placed[chosen.id] = placed.get(chosen.id, 0) + 1
         demand.count += 1
-        return demand.step(demand.count)
+        step = demand.step
+        if step is None:
+            # fw.allocated is unchanged during the run (settled in ``finish``)
+            state = self.state
+            step = demand.step = state.fairness.stepper(
+                fw.allocated, footprint, state.total, fw.weight, shape
+            )
+        return step(demand.count)
 
     def finish(self) -> list[Message]:
         """Turn placements into offers (one per framework and agent) and batch the messages."""

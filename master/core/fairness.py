@@ -163,10 +163,15 @@ class DominantResourceFairness:
         weight: float,
         shape: ResourceVector | None,
     ) -> KeyStepper:
-        """``max_r (a_r + k f_r) / T_r / w``: the same divisions ``key`` makes."""
-        columns = _columns(allocated, footprint, total)
-        if columns is None:
-            return _infinite
+        """``max_r (a_r + k f_r) / T_r / w``: the same divisions ``key`` makes (the order of
+        the resources does not matter to a maximum, so they are not sorted)."""
+        held, needs, totals = allocated.millis_view(), footprint.millis_view(), total.millis_view()
+        columns = []
+        for name in held.keys() | needs.keys():
+            denominator = totals.get(name, 0)
+            if not denominator:
+                return _infinite
+            columns.append((held.get(name, 0), needs.get(name, 0), denominator))
         if len(columns) == 2:
             (a0, f0, t0), (a1, f1, t1) = columns
 

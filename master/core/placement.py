@@ -18,6 +18,13 @@ from where the previous decision stopped until ``sample_size`` fitting agents ar
 decision costs O(sample) while agents keep fitting; only a cluster with almost nothing free
 degrades to a full scan, and the allocator then parks the framework for the rest of the run.
 
+Saturated clusters: after a complete scan over the core's ``AgentList`` (every agent looked at),
+best-fit remembers the agents that held the shape and the position of the agents' growth log
+(``FreeColumns.grown``); first-fit does so when none held it. Until the log is cut, only those
+agents and the agents logged since can hold the shape, so the next decisions look at those alone
+and return exactly what the full scan would (same agent, same ties, same cursor): a decision
+stays O(candidates) when a busy cluster frees a few agents between runs.
+
 Invariants: ``choose`` returns an agent whose free resources hold ``shape`` and that is not in
 ``refused``, or ``None`` when no such agent exists (never ``None`` while one exists: that is the
 Pareto-efficiency guarantee the property tests check). Policies hold no clock and no global
@@ -26,7 +33,8 @@ randomness; their only state is a scan cursor and a seeded generator.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from itertools import chain
 from typing import Protocol
 
 from framework_sdk.resources import ResourceVector, canonical_order
@@ -89,6 +97,67 @@ class SplitMix64:
     def below(self, bound: int) -> int:
         """A value in ``range(bound)`` (bound > 0)."""
         return self.next_u64() % bound
+
+
+_ShapeKey = tuple[tuple[str, int], ...]
+
+
+class _QueryMemo:
+    """``PlacementQuery`` objects by shape, for one pool total (dropped when it changes)."""
+
+    __slots__ = ("queries", "total")
+
+    def __init__(self) -> None:
+        self.total: ResourceVector | None = None
+        self.queries: dict[ResourceVector, PlacementQuery] = {}
+
+    def get(self, shape: ResourceVector, total: ResourceVector) -> PlacementQuery:
+        if total is not self.total and total != self.total:
+            self.total = total
+            self.queries = {}
+        query = self.queries.get(shape)
+        if query is None:
+            query = self.queries[shape] = PlacementQuery(shape, total)
+        return query
+
+
+class _Known:
+    """Per shape, what the last complete scan learnt: every agent that could hold it then.
+
+    An entry ``(columns, epoch, position, fitting)`` says: when the growth log of ``columns``
+    ended at ``position``, the agents holding the shape were exactly ``fitting``. Agents only
+    gain room through growth, so later the only agents that may hold it are ``fitting`` and
+    those logged since. ``since`` returns them, or ``None`` when nothing is known (no entry,
+    another list, another epoch, a cut log, or so many candidates that a plain scan is as
+    cheap).
+    """
+
+    __slots__ = ("entries",)
+
+    def __init__(self) -> None:
+        self.entries: dict[_ShapeKey, tuple[FreeColumns, int, int, tuple[int, ...]]] = {}
+
+    def since(self, key: _ShapeKey, columns: FreeColumns, count: int) -> set[int] | None:
+        """The indices of the only agents that may hold the shape, or ``None``."""
+        entry = self.entries.get(key)
+        if entry is None:
+            return None
+        owner, epoch, position, fitting = entry
+        if owner is not columns or epoch != columns.epoch or position < columns.grown_base:
+            del self.entries[key]
+            return None
+        logged = columns.grown
+        start = position - columns.grown_base
+        if len(logged) - start + len(fitting) > count // 2:
+            del self.entries[key]
+            return None
+        candidates = set(logged[start:])
+        candidates.update(fitting)
+        return candidates
+
+    def record(self, key: _ShapeKey, columns: FreeColumns, fitting: Sequence[int]) -> None:
+        """``fitting`` are all the agents of ``columns`` that hold the shape now."""
+        self.entries[key] = (columns, columns.epoch, columns.grown_end(), tuple(fitting))
 
 
 def _fits(free: Mapping[str, int], needs: list[tuple[str, int]]) -> bool:
@@ -173,13 +242,15 @@ class BestFitPlacement:
             raise ValueError(f"sample_size must be at least 1, got {sample_size}")
         self.sample_size = sample_size
         self._cursor = 0
+        self._memo = _QueryMemo()
+        self._known = _Known()
 
     def begin_run(self) -> None:
         """Nothing to reset: the cursor keeps rotating across runs."""
 
     def prepare(self, shape: ResourceVector, total: ResourceVector) -> PlacementQuery:
-        """The eq. 9 terms of ``shape`` against ``total``."""
-        return PlacementQuery(shape, total)
+        """The eq. 9 terms of ``shape`` against ``total`` (memoized per total)."""
+        return self._memo.get(shape, total)
 
     def choose(
         self,
@@ -203,12 +274,26 @@ class BestFitPlacement:
             return next((agent for agent in agents if agent.id not in refused), None)
         free_columns: FreeColumns | None = getattr(agents, "free_columns", None)
         columns: list[_Column]
+        order: Iterable[int]
         if free_columns is None:
             columns = _columns_of(agents, query.names)
+            order = chain(range(start, count), range(start))
         else:
             fresh = free_columns.fresh_columns()
             columns = [fresh.get(name, _ZEROS) for name in query.names]
-        best_index, index = self._scan(query, columns, agents, refused, start, wanted)
+            key = tuple(query.needs)
+            candidates = self._known.since(key, free_columns, count)
+            if candidates is None:
+                order = chain(range(start, count), range(start))
+            elif not candidates:
+                return None  # nothing can hold it and nothing grew: cursor and entry stand
+            else:
+                order = sorted(candidates, key=lambda i: (i - start) % count)
+        best_index, index, fitting = self._scan(
+            query, columns, agents, refused, order, start, wanted
+        )
+        if fitting is not None and free_columns is not None:
+            self._known.record(key, free_columns, fitting)
         if not exhaustive:
             self._cursor = index
         return None if best_index < 0 else agents[best_index]
@@ -219,15 +304,18 @@ class BestFitPlacement:
         columns: list[_Column],
         agents: Sequence[AgentRecord],
         refused: Container[str],
-        index: int,
+        order: Iterable[int],
+        start: int,
         wanted: int,
-    ) -> tuple[int, int]:
-        """Scan from ``index`` until ``wanted`` agents fit; returns (best index or -1, next).
+    ) -> tuple[int, int, list[int] | None]:
+        """Scan ``order`` (agents in round-robin order from ``start``) until ``wanted`` agents
+        fit; returns (best index or -1, the next cursor, every fitting agent seen or ``None``).
 
         ``columns[j][i]`` is agent i's free quantity of ``query.names[j]``: first the needed
-        resources (reference first), then the other pool resources of eq. 9.
+        resources (reference first), then the other pool resources of eq. 9. The fitting
+        agents (refused or not) are returned only when the scan went through all of ``order``,
+        so that they are all the agents of ``order`` that hold the shape.
         """
-        count = len(agents)
         ref_column = columns[0]
         ref_need = query.needs[0][1]
         checks = [(columns[j], need) for j, (_, need) in enumerate(query.needs) if j > 0]
@@ -235,11 +323,8 @@ class BestFitPlacement:
         best = -1
         best_score = 0.0
         found = 0
-        for _ in range(count):
-            i = index
-            index += 1
-            if index == count:
-                index = 0
+        fitting: list[int] = []
+        for i in order:
             ref_free = ref_column[i]
             if ref_free < ref_need:
                 continue
@@ -247,6 +332,7 @@ class BestFitPlacement:
                 if column[i] < need:
                     break
             else:
+                fitting.append(i)
                 if refused and agents[i].id in refused:
                     continue
                 score = 0.0
@@ -256,8 +342,8 @@ class BestFitPlacement:
                     best, best_score = i, score
                 found += 1
                 if found == wanted:
-                    break
-        return best, index
+                    return best, (i + 1) % len(agents), None
+        return best, start, fitting
 
 
 class FirstFitPlacement:
@@ -272,14 +358,16 @@ class FirstFitPlacement:
 
     def __init__(self, sample_size: int = DEFAULT_SAMPLE_SIZE) -> None:
         self._cursors: dict[tuple[tuple[str, int], ...], int] = {}
+        self._memo = _QueryMemo()
+        self._known = _Known()
 
     def begin_run(self) -> None:
         """Free resources may have grown: scan from the first agent again."""
         self._cursors.clear()
 
     def prepare(self, shape: ResourceVector, total: ResourceVector) -> PlacementQuery:
-        """What the shape needs (the eq. 9 terms are unused here)."""
-        return PlacementQuery(shape, total)
+        """What the shape needs (the eq. 9 terms are unused here; memoized per total)."""
+        return self._memo.get(shape, total)
 
     def choose(
         self,
@@ -289,7 +377,38 @@ class FirstFitPlacement:
     ) -> AgentRecord | None:
         """The first fitting agent not in ``refused``."""
         key = tuple(query.needs)
+        free_columns: FreeColumns | None = getattr(agents, "free_columns", None)
+        if free_columns is None:
+            return self._scan(query, key, agents, refused)
+        candidates = self._known.since(key, free_columns, len(agents))
+        if candidates is None:
+            chosen = self._scan(query, key, agents, refused)
+            if chosen is None and not refused:
+                self._known.record(key, free_columns, ())
+            return chosen
+        any_fit = False
+        for index in sorted(candidates):
+            agent = agents[index]
+            if query.fits(agent.free.millis_view()):
+                any_fit = True
+                if agent.id not in refused:
+                    return agent
+        if not any_fit:
+            self._known.record(key, free_columns, ())
+        return None
+
+    def _scan(
+        self,
+        query: PlacementQuery,
+        key: _ShapeKey,
+        agents: Sequence[AgentRecord],
+        refused: Container[str],
+    ) -> AgentRecord | None:
+        """The first fitting agent not in ``refused``, from the run's cursor for the shape."""
         index = self._cursors.get(key, 0)
+        free_columns: FreeColumns | None = getattr(agents, "free_columns", None)
+        if free_columns is not None and query.needs:
+            return self._scan_columns(query, key, agents, refused, free_columns, index)
         advancing = True
         for index in range(index, len(agents)):  # noqa: B020 - the cursor continues the scan
             agent = agents[index]
@@ -301,6 +420,46 @@ class FirstFitPlacement:
                 advancing = False  # it fits: keep it in reach for frameworks not refusing it
                 continue
             return agent
+        return None
+
+    def _scan_columns(
+        self,
+        query: PlacementQuery,
+        key: _ShapeKey,
+        agents: Sequence[AgentRecord],
+        refused: Container[str],
+        free_columns: FreeColumns,
+        index: int,
+    ) -> AgentRecord | None:
+        """``_scan`` over the ``FreeColumns`` arrays (the same answer, the same cursor)."""
+        fresh = free_columns.fresh_columns()
+        needs = [(fresh.get(name, _ZEROS), need) for name, need in query.needs]
+        first_column, first_need = needs[0]
+        others = needs[1:]
+        count = len(agents)
+        while index < count:
+            if first_column[index] >= first_need:
+                for column, need in others:
+                    if column[index] < need:
+                        break
+                else:
+                    if agents[index].id in refused:
+                        break  # it fits: keep it in reach for frameworks not refusing it
+                    self._cursors[key] = index
+                    return agents[index]
+            index += 1
+        self._cursors[key] = index
+        if index == count:
+            return None
+        # A refused agent fits at ``index``: the cursor stays there; look on without moving it.
+        for later in range(index + 1, count):
+            if first_column[later] >= first_need:
+                for column, need in others:
+                    if column[later] < need:
+                        break
+                else:
+                    if agents[later].id not in refused:
+                        return agents[later]
         return None
 
 

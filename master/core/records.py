@@ -80,15 +80,37 @@ class FreeColumns:
     Invariants: after ``fresh_columns()``, for every agent of the owning ``AgentList`` and every
     resource name ever seen, ``columns[name][agent.index] == agent.free.millis(name)``;
     ``with_free`` holds exactly the indices of the agents whose ``free`` is not empty.
+
+    Growth log (for placement caches): ``grown`` lists, in order, the rows whose free resources
+    grew in some resource (or that were added); entry ``k`` of the log has absolute position
+    ``grown_base + k``. Any row whose free grew after absolute position ``p`` appears in
+    ``grown[p - grown_base:]`` as long as ``p >= grown_base`` and ``epoch`` is unchanged; the
+    log is cut (``grown_base`` moves on) when it gets long, and ``epoch`` changes when rows are
+    renumbered (an agent leaves the list).
     """
 
-    __slots__ = ("agents", "columns", "dirty", "with_free")
+    __slots__ = ("agents", "columns", "dirty", "epoch", "grown", "grown_base", "with_free")
 
     def __init__(self, agents: list[AgentRecord]) -> None:
         self.agents = agents
         self.columns: dict[str, array[int]] = {}
         self.dirty: set[int] = set()
         self.with_free: set[int] = set()  # indices of agents with anything free
+        self.grown: list[int] = []
+        self.grown_base = 0
+        self.epoch = 0
+
+    def log_growth(self, index: int) -> None:
+        """Row ``index`` got more free resources."""
+        grown = self.grown
+        grown.append(index)
+        if len(grown) > 4096 and len(grown) > 4 * len(self.agents):
+            self.grown_base += len(grown)
+            grown.clear()
+
+    def grown_end(self) -> int:
+        """The absolute position after the last entry of the growth log."""
+        return self.grown_base + len(self.grown)
 
     def grow(self) -> int:
         """Add a (dirty) row for a new last agent; returns its index."""
@@ -98,6 +120,7 @@ class FreeColumns:
         self.dirty.add(index)
         if self.agents[index].free:
             self.with_free.add(index)
+        self.log_growth(index)
         return index
 
     def fresh_columns(self) -> dict[str, array[int]]:
@@ -167,6 +190,7 @@ class AgentRecord:
 
     @free.setter
     def free(self, value: ResourceVector) -> None:
+        old = self._free
         self._free = value
         columns = self._columns
         if columns is not None:
@@ -175,6 +199,8 @@ class AgentRecord:
                 columns.with_free.add(self.index)
             else:
                 columns.with_free.discard(self.index)
+            if not value.fits_in(old):
+                columns.log_growth(self.index)
 
 
 class AgentList(list[AgentRecord]):
@@ -213,6 +239,9 @@ class AgentList(list[AgentRecord]):
             self[later].index = later
         columns.with_free = {i - (i > index) for i in columns.with_free if i != index}
         columns.dirty = {i - (i > index) for i in columns.dirty if i != index}
+        columns.epoch += 1  # rows were renumbered: the growth log starts afresh
+        columns.grown_base += len(columns.grown)
+        columns.grown.clear()
         agent.index = -1
         agent._columns = None
 

@@ -3,6 +3,9 @@
 Exit codes: 0 done; 2 the scenario cannot be read or is invalid (the message names the field).
 Writes ``DIR/results.json``; PNG plots only when matplotlib is importable (the optional
 plotting extra), otherwise ``results.json`` says why there are none. Deterministic for a seed.
+A scenario with ``variants`` runs each one (``master.sim.variants``: DRFH Table II, Fig. 5).
+A progress bar goes to stderr when it is a terminal or with ``--progress``; it never changes
+results. ``python -m master.sim.cli SCENARIO.json --out DIR [--progress]`` runs the same.
 """
 
 from __future__ import annotations
@@ -15,10 +18,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from master.sim.engine import Simulator
+from master.sim.dynamic import run_dynamic_file
+from master.sim.engine import ProgressCallback, results_document
+from master.sim.progress import ProgressBar, progress_wanted
 from master.sim.scenario import Scenario, ScenarioError, parse_scenario
+from master.sim.variants import run_variants
 
-__all__ = ["load_scenario", "run_simulate", "simulate"]
+__all__ = ["load_scenario", "main", "run_simulate", "simulate"]
 
 EXIT_BAD_SCENARIO = 2
 
@@ -34,17 +40,9 @@ def load_scenario(path: str) -> Scenario:
     return parse_scenario(raw)
 
 
-def simulate(scenario: Scenario) -> dict[str, Any]:
+def simulate(scenario: Scenario, progress: ProgressCallback | None = None) -> dict[str, Any]:
     """Run ``scenario`` and return the results document."""
-    result = Simulator(scenario).run()
-    doc = {
-        "seed": scenario.seed,
-        "policy": scenario.policy,
-        "placement": scenario.placement,
-        "agents": len(scenario.agents) + scenario.mix_count,
-    }
-    doc.update(result.to_json())
-    return doc
+    return results_document(scenario, progress)
 
 
 def _plot(result: dict[str, Any], out: Path) -> list[str]:
@@ -85,16 +83,65 @@ def _write(doc: dict[str, Any], out: Path) -> None:
     (out / "results.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
 
 
+def _bars(enabled: bool) -> tuple[list[ProgressBar], Any]:
+    """A factory of progress bars (``None`` when disabled) and the list of bars made."""
+    made: list[ProgressBar] = []
+
+    def bar_for(label: str) -> ProgressCallback | None:
+        if not enabled:
+            return None
+        for previous in made:
+            previous.close()
+        made.clear()
+        made.append(ProgressBar(label))
+        return made[-1]
+
+    return made, bar_for
+
+
 def run_simulate(args: argparse.Namespace) -> int:
     """The ``simulate`` subcommand."""
+    dynamic_exit = run_dynamic_file(args.scenario, args.out)  # "model": "dynamic" (B&R §3-4)
+    if dynamic_exit is not None:
+        return dynamic_exit
     try:
         scenario = load_scenario(args.scenario)
     except ScenarioError as exc:
         print(f"fairshare simulate: bad scenario: {exc}", file=sys.stderr)
         return EXIT_BAD_SCENARIO
-    doc = simulate(scenario)
+    made, bar_for = _bars(progress_wanted(bool(getattr(args, "progress", False))))
     out = Path(args.out)
+    if scenario.variants:
+
+        def report(line: str) -> None:
+            for bar in made:
+                bar.close()
+            made.clear()
+            print(line, flush=True)
+
+        run_variants(scenario, out, _write, bar_for, report)
+        print(f"simulated {len(scenario.variants)} variants; wrote {out}")
+        return 0
+    doc = simulate(scenario, bar_for(Path(args.scenario).stem))
+    for bar in made:
+        bar.close()
     _write(doc, out)
-    users = ", ".join(f"{u['id']}: {u['tasks_completed']} tasks" for u in doc["users"])
-    print(f"simulated {doc['events']} events to t={doc['end_time']:.1f}s ({users}); wrote {out}")
+    users = ", ".join(f"{u['id']}: {u['tasks_completed']} tasks" for u in doc["users"][:10])
+    more = f", … {len(doc['users']) - 10} more users" if len(doc["users"]) > 10 else ""
+    print(
+        f"simulated {doc['events']} events to t={doc['end_time']:.1f}s ({users}{more}); wrote {out}"
+    )
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m master.sim.cli SCENARIO.json [--out DIR] [--progress]``."""
+    parser = argparse.ArgumentParser(prog="python -m master.sim.cli", description=__doc__)
+    parser.add_argument("scenario", metavar="SCENARIO.json")
+    parser.add_argument("--out", default="./fairshare-sim")
+    parser.add_argument("--progress", action="store_true", help="progress bar on stderr")
+    return run_simulate(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -3,29 +3,56 @@
 Pure: no network, threads or wall clock; randomness only from the ``random.Random`` seeded with
 the scenario's seed, so a run is a deterministic function of its scenario. Events live in a
 ``heapq`` ordered by (time, kind, sequence): at one instant task finishes come first, then users
-leaving, then users joining; after each instant's events one allocation run happens, and each
-simulated framework accepts every offer whole, launching ``fair_tasks`` tasks of its shape.
+leaving, then users joining, then job submissions, then the allocation run.
 
-Invariants: a user's ``wanted`` (declared to the core) is always its tasks not yet finished, so
-the core never offers more than the job can use; ``running`` counts its live tasks; time series
-samples are taken after allocation, when no offer is outstanding.
+Allocation: with ``allocation_interval`` 0 one allocation run follows every instant that had
+events; with an interval ``I > 0`` a run happens at the next multiple of ``I`` after anything
+changed (the master's periodic allocation, DESIGN.md §2), so the events in between are batched.
+Before a run every user whose counts changed declares ``wanted`` = its tasks submitted and not
+finished (running + pending), so the core never offers more than the user can use; each
+simulated framework accepts every offer whole, launching ``fair_tasks`` tasks, taken from its
+jobs in submission order (FIFO within a user, fairness between users).
+
+Jobs: a job's task durations are drawn when it is submitted (submission order does not depend
+on the policy, so every policy sees the same durations for a seed). A job completes when its
+last task finishes; its completion time is that instant minus its submission time.
+
+Events (what ``events`` counts, ``event_counts`` itemizes): users joining and leaving, job
+submissions, offers made by the core, task launches and task finishes. Allocation runs and
+samples are not events.
+
+Invariants: a user's ``running`` equals the core's live tasks of its framework; ``used`` is the
+sum of running tasks' shapes (what utilization reports: the task's demand, not the slots it is
+charged); time series samples are taken after allocation, when no offer is outstanding.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 import random
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from framework_sdk.resources import ResourceVector
 from master.core import CoreConfig, MasterState, SendOffers, TaskLaunch, TaskState
-from master.sim.scenario import Duration, Scenario, UserSpec
+from master.sim.scenario import Duration, JobSpec, Scenario, UserSpec
 from master.sim.servers import draw_servers
 
-__all__ = ["SimResult", "Simulator", "sample_duration"]
+__all__ = [
+    "ProgressCallback",
+    "SimResult",
+    "Simulator",
+    "completion_summary",
+    "results_document",
+    "sample_duration",
+]
 
-_FINISH, _LEAVE, _JOIN = 0, 1, 2
+_FINISH, _LEAVE, _JOIN, _SUBMIT, _ALLOCATE = 0, 1, 2, 3, 4
+EVENT_KINDS = ("joins", "leaves", "job_submissions", "offers", "launches", "finishes")
+ProgressCallback = Callable[[float], None]
 
 
 def sample_duration(duration: Duration, rng: random.Random) -> float:
@@ -38,15 +65,55 @@ def sample_duration(duration: Duration, rng: random.Random) -> float:
     return sum(rng.expovariate(rate) for _ in range(duration.k))
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
+class _Job:
+    index: int
+    spec: JobSpec
+    durations: list[float]  # of its tasks not launched yet (popped from the end)
+    unfinished: int  # tasks not finished yet (pending + running)
+    finished_at: float | None = None
+
+
+@dataclass(slots=True, eq=False)
 class _User:
     spec: UserSpec
-    pending: int  # tasks not launched yet
+    shape: list[tuple[str, int]]
+    queue: deque[_Job] = field(default_factory=deque)  # submitted jobs with tasks to launch
+    pending: int = 0  # tasks submitted, not launched yet
     running: int = 0
     completed: int = 0
+    jobs_left: int = 0  # jobs not completed, submitted or not
+    declared: int = -1  # the wanted count last sent to the core
+    suppressed: bool = False  # offers suppressed in the core (nothing to launch)
     present: bool = False
     finished_at: float | None = None
-    live: dict[str, str] = field(default_factory=dict)  # task id -> agent id
+    live: dict[str, tuple[str, _Job]] = field(default_factory=dict)  # task id -> (agent, job)
+
+
+def completion_summary(times: list[float], submitted: int) -> dict[str, Any]:
+    """Job completion times: count, mean, quantiles and the CDF (at most 101 points)."""
+    ordered = sorted(times)
+    count = len(ordered)
+    summary: dict[str, Any] = {"submitted": submitted, "completed": count}
+    if not count:
+        summary.update(mean=None, p50=None, p90=None, p99=None, max=None, cdf=[])
+        return summary
+
+    def quantile(q: float) -> float:
+        return ordered[min(count - 1, max(0, math.ceil(q * count) - 1))]
+
+    points = (
+        range(1, count + 1) if count <= 100 else (math.ceil(p * count / 100) for p in range(1, 101))
+    )
+    summary.update(
+        mean=sum(ordered) / count,
+        p50=quantile(0.5),
+        p90=quantile(0.9),
+        p99=quantile(0.99),
+        max=ordered[-1],
+        cdf=[[ordered[n - 1], n / count] for n in points],
+    )
+    return summary
 
 
 @dataclass(slots=True)
@@ -60,13 +127,21 @@ class SimResult:
     total: dict[str, float]
     events: int
     end_time: float
+    event_counts: dict[str, int] = field(default_factory=dict)
+    mean_utilization: dict[str, float] = field(default_factory=dict)
+    jobs: dict[str, Any] = field(default_factory=dict)
+    allocation_runs: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """The results document (JSON-ready)."""
         return {
             "total": self.total,
             "events": self.events,
+            "event_counts": self.event_counts,
+            "allocation_runs": self.allocation_runs,
             "end_time": self.end_time,
+            "mean_utilization": self.mean_utilization,
+            "jobs": self.jobs,
             "users": self.users,
             "series": {
                 "time": self.times,
@@ -88,6 +163,7 @@ class Simulator:
                 placement=scenario.placement,
                 seed=scenario.seed,
                 slots_per_agent=scenario.slots_per_agent,
+                sample_size=scenario.sample_size,
                 default_refuse_seconds=0.0,
             )
         )
@@ -97,76 +173,139 @@ class Simulator:
             drawn = draw_servers(scenario.mix, scenario.mix_count, self.rng, scenario.mix_scale)
             for index, resources in enumerate(drawn):
                 self.state.handle_add_agent(f"server-{index + 1}", resources, 0.0)
-        self.users = {u.id: _User(u, pending=u.tasks) for u in scenario.users}
-        self.heap: list[tuple[float, int, int, str, str]] = []
+        self.users = {
+            u.id: _User(u, list(u.task.millis_items()), jobs_left=len(u.jobs))
+            for u in scenario.users
+        }
+        self.heap: list[tuple[Any, ...]] = []
         self._seq = 0
         self._task_seq = 0
-        self.events = 0
+        self._job_seq = 0
+        self.counts = dict.fromkeys(EVENT_KINDS, 0)
+        self.allocation_runs = 0
         self.now = 0.0
         self.resources = sorted(self.state.total.names())
+        self.used = dict.fromkeys(self.resources, 0)
+        self._area = dict.fromkeys(self.resources, 0.0)  # integral of used over time (millis * s)
+        self._area_time = 0.0
         self.times: list[float] = []
         self.shares: dict[str, list[float | None]] = {u: [] for u in self.users}
         self.utilization: dict[str, list[float]] = {r: [] for r in self.resources}
-        self._last_sample = -float("inf")
+        self._last_sample = -math.inf
+        self._changed: set[str] = set()  # users whose wanted count may have changed
+        self._allocation_due = False
+        self.completion_times: list[float] = []
+        self.jobs_submitted = 0
         for user in scenario.users:
-            self._push(user.join, _JOIN, user.id, "")
+            self._push(user.join, _JOIN, user.id)
             if user.leave is not None:
-                self._push(user.leave, _LEAVE, user.id, "")
+                self._push(user.leave, _LEAVE, user.id)
+            for job in user.jobs:
+                self._push(job.submit, _SUBMIT, user.id, job)
 
-    def _push(self, when: float, kind: int, user_id: str, task_id: str) -> None:
+    def _push(self, when: float, kind: int, *payload: Any) -> None:
         self._seq += 1
-        heapq.heappush(self.heap, (when, kind, self._seq, user_id, task_id))
+        heapq.heappush(self.heap, (when, kind, self._seq, *payload))
 
     # -- events -----------------------------------------------------------------------------------
 
     def _join(self, user: _User) -> None:
         spec = user.spec
         self.state.handle_add_framework(spec.id, self.now, name=spec.name, weight=spec.weight)
-        self.state.handle_update_demand(spec.id, spec.task, user.pending, self.now)
         user.present = True
-        if user.pending == 0:
+        user.declared = -1
+        user.suppressed = False
+        self._changed.add(spec.id)
+        if user.jobs_left == 0:
             user.finished_at = self.now
 
     def _leave(self, user: _User) -> None:
         if user.present:
             self.state.handle_remove_framework(user.spec.id, self.now)
             user.present = False
+            used = self.used
+            for name, millis in user.shape:
+                used[name] -= millis * user.running
             user.live.clear()
             user.running = 0
+            user.queue.clear()
+            user.pending = 0
+
+    def _submit(self, user: _User, job_spec: JobSpec) -> None:
+        if not user.present:
+            return  # submitted after its user left
+        self._job_seq += 1
+        self.jobs_submitted += 1
+        rng, law = self.rng, job_spec.duration
+        durations = [sample_duration(law, rng) for _ in range(job_spec.tasks)]
+        durations.reverse()  # launched from the end: the first drawn runs first
+        job = _Job(self._job_seq, job_spec, durations, job_spec.tasks)
+        if job_spec.tasks == 0:
+            self._job_done(user, job)
+            return
+        user.queue.append(job)
+        user.pending += job_spec.tasks
+        self._changed.add(user.spec.id)
+
+    def _job_done(self, user: _User, job: _Job) -> None:
+        job.finished_at = self.now
+        self.completion_times.append(self.now - job.spec.submit)
+        user.jobs_left -= 1
+        if user.jobs_left == 0:
+            user.finished_at = self.now
 
     def _finish(self, user: _User, task_id: str) -> None:
-        agent_id = user.live.pop(task_id, None)
-        if agent_id is None:
+        entry = user.live.pop(task_id, None)
+        if entry is None:
             return  # killed when its user left
+        agent_id, job = entry
         self.state.handle_task_status(agent_id, user.spec.id, task_id, TaskState.FINISHED, self.now)
+        self.counts["finishes"] += 1
         user.running -= 1
         user.completed += 1
-        wanted = user.pending + user.running
-        self.state.handle_update_demand(user.spec.id, user.spec.task, wanted, self.now)
-        if wanted == 0:
-            user.finished_at = self.now
+        used = self.used
+        for name, millis in user.shape:
+            used[name] -= millis
+        self._changed.add(user.spec.id)
+        job.unfinished -= 1
+        if job.unfinished == 0:
+            self._job_done(user, job)
 
     def _accept(self, message: SendOffers) -> None:
         user = self.users[message.framework_id]
+        now = self.now
+        counts = self.counts
         for offer in message.offers:
+            counts["offers"] += 1
             count = min(offer.fair_tasks, user.pending)
             share = max(offer.fair_tasks, 1)
             per_task = ResourceVector.from_millis(
                 {name: millis // share for name, millis in offer.resources.millis_items()}
             )
             launches = []
+            placed: list[tuple[_Job, float]] = []
+            queue = user.queue
             for _ in range(count):
                 self._task_seq += 1
                 launches.append(TaskLaunch(f"t{self._task_seq}", "task", per_task))
+                job = queue[0]
+                placed.append((job, job.durations.pop()))
+                if not job.durations:
+                    queue.popleft()
             self.state.handle_accept(
-                user.spec.id, [offer.offer_id], launches, self.now, refuse_seconds=0.0
+                user.spec.id, [offer.offer_id], launches, now, refuse_seconds=0.0
             )
-            for launch in launches:
-                user.live[launch.task_id] = offer.agent_id
-                done = self.now + sample_duration(user.spec.duration, self.rng)
-                self._push(done, _FINISH, user.spec.id, launch.task_id)
+            live = user.live
+            agent_id = offer.agent_id
+            for launch, (job, duration) in zip(launches, placed, strict=True):
+                live[launch.task_id] = (agent_id, job)
+                self._push(now + duration, _FINISH, user, launch.task_id)
+            counts["launches"] += count
             user.pending -= count
             user.running += count
+            used = self.used
+            for name, millis in user.shape:
+                used[name] += millis * count
 
     # -- the loop ---------------------------------------------------------------------------------
 
@@ -185,48 +324,129 @@ class Simulator:
         for user_id, user in self.users.items():
             share = self.state.dominant_share(user_id) if user.present else None
             self.shares[user_id].append(share)
-        used: dict[str, int] = {}
-        for user in self.users.values():
-            for name, millis in user.spec.task.millis_items():
-                used[name] = used.get(name, 0) + millis * user.running
         total = self.state.total
         for name in self.resources:
-            self.utilization[name].append(used.get(name, 0) / total.millis(name))
+            self.utilization[name].append(self.used[name] / total.millis(name))
 
-    def _step(self) -> None:
-        """Process every event of the next instant, then run the allocator once."""
-        self.now = self.heap[0][0]
-        while self.heap and self.heap[0][0] == self.now:
-            _, kind, _, user_id, task_id = heapq.heappop(self.heap)
-            self.events += 1
-            user = self.users[user_id]
-            if kind == _FINISH:
-                self._finish(user, task_id)
-            elif kind == _LEAVE:
-                self._leave(user)
-            else:
-                self._join(user)
+    def _integrate(self) -> None:
+        """Add ``used * (now - last)`` to the utilization integral."""
+        elapsed = self.now - self._area_time
+        if elapsed > 0:
+            area = self._area
+            for name, millis in self.used.items():
+                area[name] += millis * elapsed
+            self._area_time = self.now
+
+    def _declare_demands(self) -> None:
+        """Declare changed wanted counts; suppress users with nothing to launch, revive others.
+
+        Suppressing idle users (as Mesos frameworks do) keeps them out of allocation runs; not
+        under ``pf``, whose prices count every declared demand.
+        """
+        users, state, now = self.users, self.state, self.now
+        suppressing = self.scenario.policy != "pf"
+        for user_id in sorted(self._changed):
+            user = users[user_id]
+            if not user.present:
+                continue
+            wanted = user.pending + user.running
+            if wanted != user.declared:
+                state.handle_update_demand(user_id, user.spec.task, wanted, now)
+                user.declared = wanted
+            if suppressing and (user.pending == 0) != user.suppressed:
+                user.suppressed = user.pending == 0
+                if user.suppressed:
+                    state.handle_suppress(user_id, now)
+                else:
+                    state.handle_revive(user_id, now)
+        self._changed.clear()
+
+    def _allocate(self) -> None:
+        self._declare_demands()
+        self.allocation_runs += 1
         for message in self.state.handle_allocate(self.now):
             if isinstance(message, SendOffers):
                 self._accept(message)
         self._sample()
 
-    def run(self) -> SimResult:
-        """Run until no event is left or the scenario's ``until`` time."""
+    def _step(self) -> None:
+        """Process every event of the next instant; allocate now or at the next tick."""
+        heap = self.heap
+        self.now = now = heap[0][0]
+        self._integrate()
+        users, counts = self.users, self.counts
+        changed = False
+        while heap and heap[0][0] == now:
+            event = heapq.heappop(heap)
+            kind = event[1]
+            if kind == _FINISH:
+                self._finish(event[3], event[4])
+            elif kind == _ALLOCATE:
+                self._allocation_due = False
+                self._allocate()
+                changed = False  # the events before it at this instant are served
+                continue
+            elif kind == _LEAVE:
+                counts["leaves"] += 1
+                self._leave(users[event[3]])
+            elif kind == _JOIN:
+                counts["joins"] += 1
+                self._join(users[event[3]])
+            else:
+                counts["job_submissions"] += 1
+                self._submit(users[event[3]], event[4])
+            changed = True
+        if not changed:
+            return
+        interval = self.scenario.allocation_interval
+        if interval <= 0:
+            self._allocate()
+        elif not self._allocation_due:
+            self._allocation_due = True
+            tick = math.floor(now / interval) * interval
+            self._push(tick if tick >= now else tick + interval, _ALLOCATE)
+
+    def run(self, progress: ProgressCallback | None = None) -> SimResult:
+        """Run until no event is left or the scenario's ``until`` time.
+
+        ``progress(fraction)`` is called now and then with the fraction done (simulated time
+        over ``until``, or tasks finished over tasks submitted in all).
+        """
         until = self.scenario.until
-        while self.heap and (until is None or self.heap[0][0] <= until):
+        total_tasks = sum(u.spec.tasks for u in self.users.values()) or 1
+        heap = self.heap
+        steps = 0
+        while heap and (until is None or heap[0][0] <= until):
             self._step()
+            steps += 1
+            if progress is not None and not steps & 1023:
+                done = self.now / until if until else self.counts["finishes"] / total_tasks
+                progress(min(1.0, done))
         if until is not None:
             self.now = max(self.now, until)
+        self._integrate()
         self._sample(force=True)
+        if progress is not None:
+            progress(1.0)
+        return self._result()
+
+    def _result(self) -> SimResult:
+        total = self.state.total
+        elapsed = self.now or 1.0
         return SimResult(
             times=self.times,
             shares=self.shares,
             utilization=self.utilization,
             users=[self._user_report(u) for u in self.users.values()],
-            total=self.state.total.to_dict(),
-            events=self.events,
+            total=total.to_dict(),
+            events=sum(self.counts.values()),
             end_time=self.now,
+            event_counts=dict(self.counts),
+            mean_utilization={
+                name: self._area[name] / elapsed / total.millis(name) for name in self.resources
+            },
+            jobs=completion_summary(self.completion_times, self.jobs_submitted),
+            allocation_runs=self.allocation_runs,
         )
 
     def _user_report(self, user: _User) -> dict[str, Any]:
@@ -237,9 +457,27 @@ class Simulator:
             "name": spec.name,
             "join": spec.join,
             "leave": spec.leave,
+            "jobs": len(spec.jobs),
             "tasks": spec.tasks,
             "tasks_completed": user.completed,
             "tasks_running": user.running,
             "finished_at": done,
             "completion_time": None if done is None else done - spec.join,
         }
+
+
+def results_document(
+    scenario: Scenario, progress: ProgressCallback | None = None
+) -> dict[str, Any]:
+    """Run ``scenario`` and return the results document (``results.json``)."""
+    result = Simulator(scenario).run(progress)
+    doc: dict[str, Any] = {
+        "seed": scenario.seed,
+        "policy": scenario.policy,
+        "placement": scenario.placement,
+        "agents": len(scenario.agents) + scenario.mix_count,
+    }
+    if scenario.policy == "slots":
+        doc["slots_per_agent"] = scenario.slots_per_agent
+    doc.update(result.to_json())
+    return doc

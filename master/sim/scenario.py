@@ -9,23 +9,39 @@ downstream re-validates. Format (see examples/scenarios/README.md)::
      "servers": {"mix": "google", "count": 100, "scale": 1},
      "users": [{"id": "u1", "name": "user 1", "task": {"cpus": 0.2, "mem": 0.3},
                 "tasks": 1000, "join": 0, "leave": 1080, "weight": 1,
-                "duration": {"dist": "exponential", "mean": 100}}],
-     "until": 1500, "sample_every": 5}
+                "duration": {"dist": "exponential", "mean": 100},
+                "jobs": [{"submit": 10, "tasks": 5, "duration": {"mean": 3}}]}],
+     "workload": {"generator": "google-like", "users": 100, "jobs": 2000, ...},
+     "until": 1500, "sample_every": 5, "allocation_interval": 1,
+     "variants": [{"name": "slots-14", "policy": "slots", "slots_per_agent": 14}, ...]}
 
 ``agents`` and ``servers`` may be combined (listed agents first); at least one agent overall.
+A user has one job of ``tasks`` tasks submitted when it joins, plus the jobs of ``jobs`` (each
+submitted at or after its join); ``workload`` adds generated users (``master.sim.workload``).
+``variants`` lists named changes of top-level keys; each variant is parsed as a whole scenario.
 """
 
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from framework_sdk.resources import ResourceError, ResourceVector
 from master.sim.servers import MIXES
+from master.sim.workload import GoogleLikeWorkload, generate
 
-__all__ = ["AgentSpec", "Duration", "Scenario", "ScenarioError", "UserSpec", "parse_scenario"]
+__all__ = [
+    "AgentSpec",
+    "Duration",
+    "JobSpec",
+    "Scenario",
+    "ScenarioError",
+    "UserSpec",
+    "parse_scenario",
+]
 
 POLICIES = ("drf", "asset", "pf", "slots")
 PLACEMENTS = ("best-fit", "first-fit", "random")
@@ -58,8 +74,21 @@ class AgentSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class JobSpec:
+    """One job: ``tasks`` tasks of its user's shape, submitted at ``submit`` seconds."""
+
+    submit: float
+    tasks: int
+    duration: Duration
+
+
+@dataclass(frozen=True, slots=True)
 class UserSpec:
-    """One simulated user (framework): a job of ``tasks`` tasks of shape ``task``."""
+    """One simulated user (framework) with task shape ``task`` and its jobs.
+
+    ``tasks`` is the total over ``jobs`` (sorted by submission time); ``duration`` is the law of
+    the job submitted at join (the first job) for users written with ``tasks``/``duration``.
+    """
 
     id: str
     name: str
@@ -69,6 +98,7 @@ class UserSpec:
     join: float
     leave: float | None
     weight: float
+    jobs: tuple[JobSpec, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +116,9 @@ class Scenario:
     users: tuple[UserSpec, ...]
     until: float | None
     sample_every: float
+    allocation_interval: float = 0.0
+    variants: tuple[tuple[str, Scenario], ...] = ()
+    sample_size: int = 8
 
 
 def _number(raw: Mapping[str, Any], key: str, where: str, default: float | None = None) -> float:
@@ -141,15 +174,38 @@ def _duration(value: Any, field: str) -> Duration:
     return Duration(str(dist), mean, k)
 
 
+def _jobs(
+    raw: Mapping[str, Any], where: str, join: float, default: Duration | None
+) -> list[JobSpec]:
+    listed = raw.get("jobs", [])
+    if not isinstance(listed, list):
+        raise ScenarioError(f"{where}jobs", "expected a list")
+    jobs = []
+    for index, value in enumerate(listed):
+        at = f"{where}jobs[{index}]."
+        entry = _object(value, at[:-1])
+        submit = _number(entry, "submit", at, join)
+        if submit < join:
+            raise ScenarioError(f"{at}submit", "must be >= the user's join time")
+        tasks = _whole(entry, "tasks", at)
+        if tasks < 0:
+            raise ScenarioError(f"{at}tasks", "must be >= 0")
+        if "duration" in entry:
+            duration = _duration(entry["duration"], f"{at}duration")
+        elif default is not None:
+            duration = default
+        else:
+            raise ScenarioError(f"{at}duration", "missing (and the user has no duration)")
+        jobs.append(JobSpec(submit, tasks, duration))
+    return jobs
+
+
 def _user(value: Any, index: int) -> UserSpec:
     where = f"users[{index}]."
     raw = _object(value, where[:-1])
     user_id = raw.get("id", f"u{index + 1}")
     if not isinstance(user_id, str) or not user_id:
         raise ScenarioError(f"{where}id", "expected a non-empty string")
-    tasks = _whole(raw, "tasks", where)
-    if tasks < 0:
-        raise ScenarioError(f"{where}tasks", "must be >= 0")
     join = _number(raw, "join", where, 0.0)
     leave = None if raw.get("leave") is None else _number(raw, "leave", where)
     if join < 0 or (leave is not None and leave <= join):
@@ -157,18 +213,99 @@ def _user(value: Any, index: int) -> UserSpec:
     weight = _number(raw, "weight", where, 1.0)
     if weight <= 0:
         raise ScenarioError(f"{where}weight", "must be > 0")
-    if "duration" not in raw:
+    has_jobs = "jobs" in raw
+    if not has_jobs:
+        _whole(raw, "tasks", where)  # a user without jobs needs its tasks (checked first)
+    duration = None
+    if "duration" in raw:
+        duration = _duration(raw["duration"], f"{where}duration")
+    elif not has_jobs:
         raise ScenarioError(f"{where}duration", "missing")
+    jobs = _jobs(raw, where, join, duration)
+    if "tasks" in raw or not has_jobs:
+        tasks = _whole(raw, "tasks", where)
+        if tasks < 0:
+            raise ScenarioError(f"{where}tasks", "must be >= 0")
+        if duration is None:
+            raise ScenarioError(f"{where}duration", "missing")
+        jobs.insert(0, JobSpec(join, tasks, duration))
+    jobs.sort(key=lambda job: job.submit)
     return UserSpec(
         id=user_id,
         name=str(raw.get("name", user_id)),
         task=_resources(raw.get("task"), f"{where}task"),
-        tasks=tasks,
-        duration=_duration(raw["duration"], f"{where}duration"),
+        tasks=sum(job.tasks for job in jobs),
+        duration=duration or (jobs[0].duration if jobs else Duration("deterministic", 1.0)),
         join=join,
         leave=leave,
         weight=weight,
+        jobs=tuple(jobs),
     )
+
+
+def _range(raw: Mapping[str, Any], key: str, default: tuple[float, float]) -> tuple[float, float]:
+    value = raw.get(key, list(default))
+    ok = isinstance(value, list) and len(value) == 2
+    ok = ok and all(not isinstance(v, bool) and isinstance(v, int | float) for v in value)
+    if not ok or not 0 < value[0] <= value[1] or not math.isfinite(value[1]):
+        raise ScenarioError(
+            f"workload.{key}", f"expected [low, high] with 0 < low <= high, got {value!r}"
+        )
+    return (float(value[0]), float(value[1]))
+
+
+def _workload(value: Any, seed: int) -> list[UserSpec]:
+    """Users made by ``master.sim.workload`` (seeded by ``workload.seed``, else ``seed``)."""
+    raw = _object(value, "workload")
+    if raw.get("generator", "google-like") != "google-like":
+        raise ScenarioError("workload.generator", "expected google-like")
+    base = GoogleLikeWorkload()
+    where = "workload."
+    spec = GoogleLikeWorkload(
+        users=_whole(raw, "users", where, base.users),
+        jobs=_whole(raw, "jobs", where, base.jobs),
+        span=_number(raw, "span", where, base.span),
+        zipf=_number(raw, "zipf", where, base.zipf),
+        cpus=_range(raw, "cpus", base.cpus),
+        mem=_range(raw, "mem", base.mem),
+        tasks_alpha=_number(raw, "tasks_alpha", where, base.tasks_alpha),
+        tasks_max=_whole(raw, "tasks_max", where, base.tasks_max),
+        duration=_range(raw, "duration", base.duration),
+        duration_dist=str(raw.get("duration_dist", base.duration_dist)),
+        duration_k=_whole(raw, "duration_k", where, base.duration_k),
+    )
+    if spec.users < 1 or spec.jobs < 0 or spec.span <= 0 or spec.zipf < 0:
+        raise ScenarioError("workload.users/jobs/span/zipf", "out of range")
+    if spec.tasks_alpha <= 0 or spec.tasks_max < 1 or spec.duration_k < 1:
+        raise ScenarioError("workload.tasks_alpha/tasks_max/duration_k", "out of range")
+    if spec.duration_dist not in DISTRIBUTIONS:
+        raise ScenarioError("workload.duration_dist", f"expected one of {', '.join(DISTRIBUTIONS)}")
+    rng = random.Random(_whole(raw, "seed", where, seed))
+    users = []
+    for generated in generate(spec, rng):
+        jobs = tuple(
+            JobSpec(
+                job.submit,
+                job.tasks,
+                Duration(spec.duration_dist, job.mean_duration, spec.duration_k),
+            )
+            for job in generated.jobs
+        )
+        default = jobs[0].duration if jobs else Duration("deterministic", 1.0)
+        users.append(
+            UserSpec(
+                id=generated.id,
+                name=generated.id,
+                task=ResourceVector(cpus=generated.cpus, mem=generated.mem),
+                tasks=sum(job.tasks for job in jobs),
+                duration=default,
+                join=0.0,
+                leave=None,
+                weight=1.0,
+                jobs=jobs,
+            )
+        )
+    return users
 
 
 def _agents(raw: Mapping[str, Any]) -> tuple[AgentSpec, ...]:
@@ -192,6 +329,30 @@ def _agents(raw: Mapping[str, Any]) -> tuple[AgentSpec, ...]:
     return tuple(agents)
 
 
+def _variants(doc: Mapping[str, Any]) -> tuple[tuple[str, Scenario], ...]:
+    listed = doc.get("variants", [])
+    if not isinstance(listed, list):
+        raise ScenarioError("variants", "expected a list")
+    base = {key: value for key, value in doc.items() if key != "variants"}
+    variants = []
+    for index, value in enumerate(listed):
+        entry = dict(_object(value, f"variants[{index}]"))
+        name = entry.pop("name", None)
+        if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
+            raise ScenarioError(f"variants[{index}].name", "expected a file-name-safe string")
+        if "variants" in entry:
+            raise ScenarioError(f"variants[{index}].variants", "variants do not nest")
+        try:
+            variants.append((name, parse_scenario({**base, **entry})))
+        except ScenarioError as exc:
+            raise ScenarioError(
+                f"variants[{index}].{exc.field}", str(exc).split(": ", 1)[-1]
+            ) from None
+    if len({name for name, _ in variants}) != len(variants):
+        raise ScenarioError("variants", "variant names repeat")
+    return tuple(variants)
+
+
 def parse_scenario(raw: Any) -> Scenario:
     """Check a decoded scenario document; raises ``ScenarioError`` naming the bad field."""
     doc = _object(raw, "scenario")
@@ -208,19 +369,32 @@ def parse_scenario(raw: Any) -> Scenario:
             raise ScenarioError("servers.count", "count must be >= 1 and scale > 0")
     if not agents and not mix_count:
         raise ScenarioError("agents", "no agents: list some or draw them from 'servers'")
-    users_raw = doc.get("users")
-    if not isinstance(users_raw, list) or not users_raw:
+    seed = _whole(doc, "seed", "", 0)
+    users_raw = doc.get("users", [] if "workload" in doc else None)
+    if not isinstance(users_raw, list) or not (users_raw or "workload" in doc):
         raise ScenarioError("users", "expected a non-empty list")
-    users = tuple(_user(value, i) for i, value in enumerate(users_raw))
+    users = [_user(value, i) for i, value in enumerate(users_raw)]
+    if "workload" in doc:
+        users.extend(_workload(doc["workload"], seed))
     if len({u.id for u in users}) != len(users):
         raise ScenarioError("users", "user ids repeat")
     until = None if doc.get("until") is None else _number(doc, "until", "")
     sample_every = _number(doc, "sample_every", "", 0.0)
+    interval = _number(doc, "allocation_interval", "", 0.0)
     slots = _whole(doc, "slots_per_agent", "", 14)
     if slots < 1 or sample_every < 0 or (until is not None and until <= 0):
         raise ScenarioError("slots_per_agent/sample_every/until", "out of range")
+    if interval < 0:
+        raise ScenarioError("allocation_interval", "must be >= 0")
+    sample = doc.get("placement_sample", 8)
+    if sample == "all":
+        sample = len(agents) + mix_count
+    if isinstance(sample, bool) or not isinstance(sample, int) or sample < 1:
+        raise ScenarioError(
+            "placement_sample", f"expected a whole number >= 1 or 'all', got {sample!r}"
+        )
     return Scenario(
-        seed=_whole(doc, "seed", "", 0),
+        seed=seed,
         policy=_choice(doc, "policy", POLICIES, "drf"),
         placement=_choice(doc, "placement", PLACEMENTS, "best-fit"),
         slots_per_agent=slots,
@@ -228,7 +402,10 @@ def parse_scenario(raw: Any) -> Scenario:
         mix=None if mix is None else str(mix),
         mix_count=mix_count,
         mix_scale=mix_scale,
-        users=users,
+        users=tuple(users),
         until=until,
         sample_every=sample_every,
+        allocation_interval=interval,
+        variants=_variants(doc),
+        sample_size=sample,
     )

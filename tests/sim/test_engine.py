@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
+import json
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +14,8 @@ import pytest
 from master.sim.engine import Simulator, sample_duration
 from master.sim.scenario import Duration, parse_scenario
 from master.sim.servers import GOOGLE_MIX, draw_servers
+
+SCENARIOS = Path(__file__).resolve().parents[2] / "examples" / "scenarios"
 
 
 def scenario(**changes: Any) -> dict[str, Any]:
@@ -53,8 +58,16 @@ def test_every_task_completes_and_completion_times_are_reported() -> None:
     assert users["u2"]["tasks_completed"] == 10
     assert users["u2"]["completion_time"] == pytest.approx(users["u2"]["finished_at"] - 5)
     assert result["end_time"] == max(u["finished_at"] for u in users.values())
-    # 30 finishes, 2 joins.
-    assert result["events"] == 32
+    counts = result["event_counts"]
+    assert {k: counts[k] for k in ("joins", "job_submissions", "launches", "finishes")} == {
+        "joins": 2,
+        "job_submissions": 2,
+        "launches": 30,
+        "finishes": 30,
+    }
+    # every launch came with an offer of at least one task; events add up
+    assert 1 <= counts["offers"] <= 30
+    assert result["events"] == sum(counts.values())
     series = result["series"]
     assert series["dominant_share"]["u2"][0] is None
     assert series["utilization"]["cpus"][-1] == 0.0
@@ -149,3 +162,88 @@ def test_google_mix_draw_is_seeded_and_from_table1() -> None:
 def test_every_policy_and_placement_runs_to_completion(policy: str, placement: str) -> None:
     result = run(policy=policy, placement=placement, slots_per_agent=4)
     assert [u["tasks_completed"] for u in result["users"]] == [20, 10]
+
+
+def test_jobs_complete_when_their_last_task_ends() -> None:
+    result = run(
+        agents=[{"id": "a", "resources": {"cpus": 2, "mem": 2}}],
+        users=[
+            {
+                "id": "u",
+                "task": {"cpus": 1, "mem": 1},
+                "jobs": [
+                    {"submit": 0, "tasks": 3, "duration": {"mean": 10}},
+                    {"submit": 5, "tasks": 1, "duration": {"mean": 2}},
+                ],
+            }
+        ],
+    )
+    # FIFO within the user: job 1 runs 2 tasks at 0-10 and its 3rd at 10-20; job 2 waits for
+    # job 1's tasks to be launched, then runs 10-12.
+    jobs = result["jobs"]
+    assert (jobs["submitted"], jobs["completed"]) == (2, 2)
+    assert sorted(point[0] for point in jobs["cdf"]) == [7.0, 20.0]
+    assert result["users"][0]["finished_at"] == 20.0
+    assert result["event_counts"]["job_submissions"] == 2
+
+
+def test_allocation_interval_batches_events_into_periodic_runs() -> None:
+    every_instant = run()
+    periodic = run(allocation_interval=5)
+    assert periodic["allocation_runs"] < every_instant["allocation_runs"]
+    # runs happen on multiples of 5 s: every sample is taken at such a time
+    assert all(t % 5 == 0 for t in periodic["series"]["time"][:-1])
+    assert [u["tasks_completed"] for u in periodic["users"]] == [20, 10]
+
+
+def test_mean_utilization_is_the_time_average() -> None:
+    result = run(
+        users=[
+            {
+                "id": "u",
+                "task": {"cpus": 4, "mem": 1},
+                "tasks": 3,
+                "duration": {"dist": "deterministic", "mean": 10},
+            }
+        ]
+    )
+    # 8 CPUs: 2 tasks for 10 s (100%), then 1 task for 10 s (50%).
+    assert result["mean_utilization"]["cpus"] == pytest.approx(0.75)
+    assert result["mean_utilization"]["mem"] == pytest.approx(3 * 10 / 16 / 20)
+
+
+def test_progress_reports_growing_fractions_and_changes_nothing() -> None:
+    seen: list[float] = []
+    raw = scenario(users=[{**scenario()["users"][0], "tasks": 3000}])
+    quiet = Simulator(parse_scenario(raw)).run().to_json()
+    loud = Simulator(parse_scenario(raw)).run(seen.append).to_json()
+    assert quiet == loud
+    assert seen == sorted(seen) and seen[-1] == 1.0 and len(seen) > 1
+
+
+@pytest.mark.parametrize("placement", ["best-fit", "first-fit"])
+def test_placement_knowledge_gives_the_choices_of_a_full_scan(placement: str) -> None:
+    """On a saturated cluster the placement reuses what its last complete scan learnt; every
+    choice must equal that of a twin that scans all agents (no knowledge) from the same
+    cursor."""
+    raw = json.loads((SCENARIOS / "drfh-table2-small.json").read_text())
+    raw.update(until=900, placement_sample=4, placement=placement)
+    simulator = Simulator(parse_scenario(raw))
+    policy = simulator.state.placement
+    original = policy.choose
+    checked = 0
+
+    def choose(query: Any, agents: Any, refused: Any = frozenset()) -> Any:
+        nonlocal checked
+        twin = copy.copy(policy)
+        twin._known = type(policy._known)()  # type: ignore[attr-defined]
+        expected = type(policy).choose(twin, query, agents, refused)
+        got = original(query, agents, refused)
+        assert got is expected
+        assert getattr(twin, "_cursor", None) == getattr(policy, "_cursor", None)
+        checked += 1
+        return got
+
+    policy.choose = choose  # type: ignore[method-assign]
+    simulator.run()
+    assert checked > 100
