@@ -19,6 +19,7 @@ part of the error.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -215,3 +216,19 @@ def restart_agent(
     for stale in ("agent.addr", "metrics.addr"):
         (previous.work_dir / stale).unlink(missing_ok=True)
     return start_agent(master_address, previous.work_dir, *flags, resources=resources)
+
+
+def fairshare_status(address: str) -> dict[str, Any]:
+    """``fairshare status --json`` of the master at ``address`` (what an operator sees)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "master.cli", "status", "--master", address, "--json"],
+        cwd=ROOT,
+        env=daemon_env(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    document: dict[str, Any] = json.loads(done.stdout)
+    return document

@@ -8,14 +8,10 @@ and they are RUNNING again, same ids, nothing launched twice.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from daemons import DEFAULT_MASTER_FLAGS, ROOT, Daemon, daemon_env, wait_for
+from daemons import DEFAULT_MASTER_FLAGS, Daemon, fairshare_status, wait_for
 from faults import (
     FrameworkProcess,
     agent_states,
@@ -27,21 +23,6 @@ from faults import (
 
 SETTLE = 45.0
 TIMEOUT_FLAGS = ("--agent-timeout", "3s")
-
-
-def status_json(master: Daemon) -> dict[str, Any]:
-    """``fairshare status --json``, what an operator sees."""
-    done = subprocess.run(
-        [sys.executable, "-m", "master.cli", "status", "--master", master.address, "--json"],
-        cwd=ROOT,
-        env=daemon_env(),
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    )
-    document: dict[str, Any] = json.loads(done.stdout)
-    return document
 
 
 def all_running(master: Daemon, framework: FrameworkProcess) -> dict[str, str] | None:
@@ -95,7 +76,7 @@ def test_kill_9_agent_reports_each_task_and_shrinks_the_pool(
             assert [u["reason"] for u in unreachable] == ["AGENT_UNREACHABLE"]
         for task_id in kept:  # the other agent's tasks are untouched
             assert [u["state"] for u in framework.updates(task_id)] == ["STARTING", "RUNNING"]
-        document = status_json(master)
+        document = fairshare_status(master.address)
         agents = {a["id"]: a for a in document["agents"]}
         assert agents[lost_agent]["state"] == "UNREACHABLE"
         assert document["total"]["cpus"] == 2  # the pool shrank to the survivor

@@ -8,7 +8,6 @@ it competes for are offered) by waiting on ``fairshare status``, never on time.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from daemons import ROOT, Daemon, daemon_env, wait_for
+from daemons import ROOT, Daemon, daemon_env, fairshare_status, wait_for
 
 SETTLE = 30.0  # bound on every wait for the cluster to reach a state
 
@@ -73,18 +72,7 @@ def run_framework(
 
 def status(master: Daemon) -> dict[str, Any]:
     """``fairshare status --json`` of the master."""
-    done = subprocess.run(
-        [sys.executable, "-m", "master.cli", "status", "--master", master.address, "--json"],
-        cwd=ROOT,
-        env=daemon_env(),
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    document: dict[str, Any] = json.loads(done.stdout)
-    return document
+    return fairshare_status(master.address)
 
 
 def by_name(document: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
-from daemons import ROOT, daemon_env, wait_for
+from daemons import ROOT, daemon_env, fairshare_status, wait_for
 
 
 def _up(work_dir: Path, *flags: str) -> subprocess.Popen[str]:
@@ -24,20 +23,6 @@ def _up(work_dir: Path, *flags: str) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
-def _status(address: str) -> dict[str, object]:
-    done = subprocess.run(
-        [sys.executable, "-m", "master.cli", "status", "--master", address, "--json"],
-        cwd=ROOT,
-        env=daemon_env(),
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    )
-    document: dict[str, object] = json.loads(done.stdout)
-    return document
-
-
 def test_up_runs_a_cluster_and_sigterm_stops_every_daemon(tmp_path: Path) -> None:
     up = _up(tmp_path, "--agents", "2", "--resources", "cpus:2;mem:2048")
     try:
@@ -48,7 +33,7 @@ def test_up_runs_a_cluster_and_sigterm_stops_every_daemon(tmp_path: Path) -> Non
             "the master's address",
         )
         agents = wait_for(
-            lambda: len(_status(address)["agents"]) == 2,  # type: ignore[arg-type]
+            lambda: len(fairshare_status(address)["agents"]) == 2,  # type: ignore[arg-type]
             30,
             "two agents registered",
         )

@@ -52,9 +52,11 @@ def test_kill_9_master_restart_keeps_every_task(
         after = wait_for(lambda: steady(master, [a, b]), SETTLE, "every task running again")
         assert after == before  # same ids on the same agents
         state = wait_for(
-            lambda: (s := cluster_state(master.address)) is not None
-            and sorted(agent_states(s).values()) == ["ACTIVE"] * 3
-            and s,
+            lambda: (
+                (s := cluster_state(master.address)) is not None
+                and sorted(agent_states(s).values()) == ["ACTIVE"] * 3
+                and s
+            ),
             SETTLE,
             "the three agents back",
         )

@@ -37,6 +37,7 @@ from daemons import (
     ROOT,
     Daemon,
     daemon_env,
+    fairshare_status,
     start_agent,
     start_master,
     wait_for,
@@ -214,28 +215,12 @@ def need(server: Prometheus | None) -> Prometheus:
 # --- the workload ---------------------------------------------------------------------------
 
 
-def fairshare_status(master: Daemon) -> dict[str, Any]:
-    """``fairshare status --json`` of the master."""
-    done = subprocess.run(
-        [sys.executable, "-m", "master.cli", "status", "--master", master.address, "--json"],
-        cwd=ROOT,
-        env=daemon_env(),
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    document: dict[str, Any] = json.loads(done.stdout)
-    return document
-
-
 def running(document: dict[str, Any]) -> dict[str, int]:
     return {fw["name"]: fw["tasks"].get("RUNNING", 0) for fw in document["frameworks"]}
 
 
 def settled(master: Daemon, expected: dict[str, int]) -> dict[str, Any] | None:
-    document = fairshare_status(master)
+    document = fairshare_status(master.address)
     if running(document) == expected and not document["offers"]:
         return document
     return None
