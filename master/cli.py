@@ -194,6 +194,23 @@ def _add_agents_flags(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     action.add_argument("--reactivate", nargs="+", metavar="AGENT_ID", help="agents to reactivate")
 
 
+def _add_weights_flags(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    weights = sub.add_parser(
+        "weights",
+        help="list, set or clear operator weights of roles and frameworks",
+        description="Without --set or --clear: list the weights the operator set. A framework's"
+        " weight overrides its role's, which overrides the weight the framework subscribed with;"
+        " weights are durable (kept in the master's registry).",
+    )
+    weights.add_argument("--master", required=True, metavar="HOST:PORT")
+    target = weights.add_mutually_exclusive_group()
+    target.add_argument("--role", help="the role whose weight to set or clear")
+    target.add_argument("--framework", metavar="FRAMEWORK_ID", help="one framework's weight")
+    action = weights.add_mutually_exclusive_group()
+    action.add_argument("--set", type=float, metavar="W", help="the weight, in (0, 1e6]")
+    action.add_argument("--clear", action="store_true", help="remove the stored weight")
+
+
 def _add_allocate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     allocate = sub.add_parser(
         "allocate",
@@ -217,6 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_agent_flags(sub)
     _add_client_flags(sub)
     _add_agents_flags(sub)
+    _add_weights_flags(sub)
     _add_allocate(sub)
     return parser
 
@@ -254,6 +272,7 @@ _HANDLERS: dict[str, str] = {
     "status": "framework_sdk.cli:status",
     "up": "master.local_cluster:run_up",
     "agents": "master.maintenance_cli:run_agents",
+    "weights": "master.maintenance_cli:run_weights",
     "simulate": "master.sim.cli:run_simulate",
 }
 

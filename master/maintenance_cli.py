@@ -1,26 +1,31 @@
-"""``fairshare agents``: agent maintenance by the operator (Mesos DEACTIVATE/REACTIVATE_AGENT).
+"""Operator commands: ``fairshare agents`` (agent maintenance, Mesos DEACTIVATE/REACTIVATE_AGENT)
+and ``fairshare weights`` (operator weights of roles and frameworks, Mesos's /weights).
 
 ``fairshare agents --master HOST:PORT --deactivate ID [ID ...]`` takes agents out of offer
 rotation: their outstanding offers are rescinded and nothing of them is offered, while their
 tasks keep running and their resources stay in the pool. ``--reactivate ID [ID ...]`` puts them
 back, all in one call, so that one allocation run sees them together.
 
+``fairshare weights --master HOST:PORT`` lists the operator's weights; with ``--role R`` or
+``--framework ID`` and ``--set W`` or ``--clear`` it sets or removes one (durably).
+
 Invariants (the ``fairshare`` CLI contract): bad input exits 2 with ``fairshare agents: --flag:
 <why>`` on stderr and sends nothing; an unknown agent, a refusing or unreachable master exits 1
-with the master's reason; success prints one line and exits 0. The master applies a call to all
-named agents or to none.
+with the master's reason (2 if the master says the input is invalid); success prints what was done
+and exits 0. The master applies a call to all named agents or to none.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import Final
 
 import grpc
 from fairshare.v1 import operator_pb2, operator_pb2_grpc
 
-__all__ = ["run_agents"]
+__all__ = ["run_agents", "run_weights"]
 
 EXIT_OK: Final = 0
 EXIT_FAILURE: Final = 1
@@ -28,11 +33,18 @@ EXIT_BAD_INPUT: Final = 2
 CALL_TIMEOUT: Final = 10.0
 
 
+def _bad_master(master: str) -> str | None:
+    host, sep, port = master.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        return f"--master: {master!r} is not HOST:PORT"
+    return None
+
+
 def _bad_input(args: argparse.Namespace) -> str | None:
     """Why the flags cannot be used (naming the flag), or None."""
-    host, sep, port = args.master.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        return f"--master: {args.master!r} is not HOST:PORT"
+    problem = _bad_master(args.master)
+    if problem is not None:
+        return problem
     flag = "--deactivate" if args.deactivate is not None else "--reactivate"
     if any(not agent_id.strip() for agent_id in args.deactivate or args.reactivate):
         return f"{flag}: an agent id is empty"
@@ -74,4 +86,62 @@ def run_agents(args: argparse.Namespace) -> int:
         )
         return EXIT_FAILURE
     print(f"{verb}d {len(agent_ids)} agent(s): {' '.join(agent_ids)}")
+    return EXIT_OK
+
+
+def _bad_weights(args: argparse.Namespace) -> str | None:
+    """Why ``fairshare weights`` flags cannot be used (naming the flag), or None."""
+    problem = _bad_master(args.master)
+    if problem is not None:
+        return problem
+    changing = args.set is not None or args.clear
+    if changing and args.role is None and args.framework is None:
+        return "--set/--clear: name the target with --role or --framework"
+    if not changing and (args.role is not None or args.framework is not None):
+        return "--role/--framework: say --set W or --clear"
+    if args.role is not None and not args.role.strip():
+        return "--role: the role is empty"
+    if args.framework is not None and not args.framework.strip():
+        return "--framework: the framework id is empty"
+    if args.set is not None and not (math.isfinite(args.set) and 0 < args.set <= 1e6):
+        return f"--set: {args.set!r} is not a weight in (0, 1e6]"
+    return None
+
+
+def _weight_text(weight: operator_pb2.Weight) -> str:
+    target = weight.WhichOneof("target")
+    name = weight.role if target == "role" else weight.framework_id
+    return f"{'role' if target == 'role' else 'framework'} {name}  {weight.weight:g}"
+
+
+def run_weights(args: argparse.Namespace) -> int:
+    """``fairshare weights``: list, set or clear operator weights; returns the exit code."""
+    problem = _bad_weights(args)
+    if problem is not None:
+        print(f"fairshare weights: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        with grpc.insecure_channel(args.master) as channel:
+            stub = operator_pb2_grpc.OperatorServiceStub(channel)
+            if args.set is None and not args.clear:
+                listed = stub.GetWeights(operator_pb2.GetWeightsRequest(), timeout=CALL_TIMEOUT)
+                for weight in listed.weights:
+                    print(_weight_text(weight))
+                return EXIT_OK
+            request = operator_pb2.SetWeightRequest(clear=args.clear, weight=args.set or 0.0)
+            if args.role is not None:
+                request.role = args.role.strip()
+            else:
+                request.framework_id = args.framework.strip()
+            answer = stub.SetWeight(request, timeout=CALL_TIMEOUT)
+    except grpc.RpcError as error:
+        code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
+        details = error.details() if isinstance(error, grpc.Call) else str(error)
+        print(
+            f"fairshare weights: the master at {args.master} refused: {code.name}: {details}",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT if code == grpc.StatusCode.INVALID_ARGUMENT else EXIT_FAILURE
+    what = args.role if args.role is not None else args.framework
+    print(f"set {_weight_text(answer.weight)}" if answer.HasField("weight") else f"cleared {what}")
     return EXIT_OK

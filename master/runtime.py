@@ -128,23 +128,29 @@ class MasterRuntime(RecoveryCalls):
     def set_weight(
         self, role: str | None, framework_id: str | None, weight: float, clear: bool
     ) -> tuple[str, str, float] | None:
-        """Set a role's weight; returns the stored (kind, target, weight)."""
+        """Set (or, with ``clear``, remove) the operator weight of a role or of one framework;
+        returns the stored (kind, target, weight), None when cleared. Durable before it applies.
+
+        Precedence: a framework's operator weight, else its role's, else the weight it
+        subscribed with.
+        """
         if framework_id is not None:
             self._framework(framework_id)
-            raise Unimplemented("framework weights are not supported yet; set the role's weight")
-        if role is None:
+            kind, target = "framework", framework_id
+        elif role:
+            kind, target = "role", role
+        else:
             raise InvalidArgument("set role or framework_id")
-        if clear:
-            raise Unimplemented("clearing a weight is not supported yet; set it to 1 instead")
-        if not role:
-            raise InvalidArgument("role is empty")
-        check_weight(weight, f"role {role!r}")
+        value = None if clear else check_weight(weight, f"{kind} {target!r}")
         with self._durably():
-            self.registry.set_role_weight(role, float(weight))
-        self.core.handle_set_weight(role, weight, self.now())
+            self.registry.set_weight(kind, target, value)
+        if kind == "framework":
+            self.core.handle_set_framework_weight(target, value, self.now())
+        else:
+            self.core.handle_set_weight(target, value, self.now())
         self.request_allocation()
-        log_event(log, "weight.set", role=role, weight=weight)
-        return ("role", role, self.core.role_weights[role])
+        log_event(log, "weight.set", kind=kind, target=target, weight=value)
+        return None if value is None else (kind, target, value)
 
     def deactivate_agents(self, agent_ids: Sequence[str]) -> None:
         """Maintenance: rescind the agents' offers and offer nothing of them; all or none."""
@@ -181,5 +187,7 @@ class MasterRuntime(RecoveryCalls):
                 raise NotFound(f"agent {agent_id!r} is not connected to this master")
 
     def weights(self) -> list[tuple[str, str, float]]:
-        """Operator-set weights as (kind, target, weight), roles sorted."""
-        return [("role", role, w) for role, w in sorted(self.core.role_weights.items())]
+        """Operator-set weights as (kind, target, weight): roles, then frameworks, sorted."""
+        roles = [("role", role, w) for role, w in sorted(self.registry.role_weights.items())]
+        frameworks = sorted(self.registry.framework_weights.items())
+        return roles + [("framework", fid, w) for fid, w in frameworks]

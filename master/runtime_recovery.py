@@ -55,6 +55,9 @@ class RecoveryCalls(FrameworkCalls, AgentCalls):
             self.frameworks[framework_id] = framework
             self._start_failover(framework, max(spec.failover_timeout, window))
             frameworks += 1
+        for framework_id, weight in sorted(registry.framework_weights.items()):
+            if framework_id in self.frameworks:
+                self.core.handle_set_framework_weight(framework_id, weight, now)
         for agent_id, agent in registry.agents.items():
             if agent.state == ADMITTED:
                 link = AgentLink(agent_id, agent.spec, agent.registered_at, now, recovering=True)

@@ -4,16 +4,48 @@ with a message naming the bad value, before ``MasterState`` changes anything.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Container, Sequence
+from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 from framework_sdk.resources import ResourceVector
 from master.core.errors import AlreadyExists, InvalidArgument, NotFound
 from master.core.messages import RunningTask, TaskLaunch
 
-__all__ = ["check_launches", "check_refuse", "check_running", "check_weight"]
+__all__ = ["check_launches", "check_refuse", "check_running", "check_weight", "checked"]
 
 EMPTY = ResourceVector()
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class _Settings(Protocol):
+    @property
+    def validate(self) -> bool: ...
+
+
+class _Validating(Protocol):
+    @property
+    def config(self) -> _Settings: ...
+
+    def validate(self) -> None: ...
+
+
+S = TypeVar("S", bound=_Validating)
+
+
+def checked(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]:
+    """Run ``validate`` after the call when the core was built with ``validate=True``."""
+
+    def wrapper(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        result = method(self, *args, **kwargs)
+        if self.config.validate:
+            self.validate()
+        return result
+
+    functools.update_wrapper(wrapper, method)
+    return wrapper
 
 
 def check_weight(weight: float, what: str) -> float:

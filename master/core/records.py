@@ -257,8 +257,10 @@ class FrameworkRecord:
     id: str
     name: str
     role: str
-    weight: float
+    weight: float  # in effect: operator_weight, else its role's operator weight, else requested
     allocated: ResourceVector = EMPTY
+    requested_weight: float = 1.0  # what the framework subscribed with
+    operator_weight: float | None = None  # set by the operator for this framework
     demand: ResourceVector | None = None
     wanted: int = 0
     active: bool = True

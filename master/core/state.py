@@ -18,14 +18,13 @@ Invariants (checked by ``validate`` after every call when ``CoreConfig.validate`
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Concatenate, ParamSpec, TypeVar
+from collections.abc import Iterable, Mapping, Sequence
 
 from framework_sdk.resources import ResourceVector
 from master.core import allocation, invariants
 from master.core.checks import check_launches, check_refuse, check_running, check_weight
+from master.core.checks import checked as _checked
 from master.core.config import CoreConfig
 from master.core.errors import (
     AlreadyExists,
@@ -49,6 +48,7 @@ from master.core.messages import (
     TaskLaunch,
     TaskStatusChange,
 )
+from master.core.operator_handlers import OperatorHandlers
 from master.core.placement import PlacementPolicy, make_placement_policy
 from master.core.records import (
     AgentList,
@@ -63,26 +63,9 @@ from master.core.sorter import Sorter
 __all__ = ["CoreConfig", "MasterState"]  # CoreConfig lives in master.core.config
 
 EMPTY = ResourceVector()
-P = ParamSpec("P")
-R = TypeVar("R")
 
 
-def _checked(
-    method: Callable[Concatenate[MasterState, P], R],
-) -> Callable[Concatenate[MasterState, P], R]:
-    """Run ``validate`` after the call when the core was built with ``validate=True``."""
-
-    def wrapper(self: MasterState, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        result = method(self, *args, **kwargs)
-        if self.config.validate:
-            self.validate()
-        return result
-
-    functools.update_wrapper(wrapper, method)
-    return wrapper
-
-
-class MasterState:
+class MasterState(OperatorHandlers):
     """Agents, frameworks, offers and tasks, and the allocator that decides who gets what."""
 
     def __init__(self, config: CoreConfig | None = None) -> None:
@@ -202,11 +185,6 @@ class MasterState:
         if agent is None:
             raise NotFound(f"agent {agent_id!r} is not registered")
         return agent
-
-    def _maintained(self, agent_id: str) -> AgentRecord:
-        if not agent_id:
-            raise InvalidArgument("agent_id is empty")
-        return self._agent(agent_id)
 
     def _owned_offers(self, fw: FrameworkRecord, offer_ids: Sequence[str]) -> list[Offer]:
         if not offer_ids:
@@ -348,32 +326,6 @@ class MasterState:
             messages.append(RescindOffer(offer.framework_id, offer_id, reason))
         return messages
 
-    @_checked
-    def handle_deactivate_agent(self, agent_id: str, now: float) -> list[Message]:
-        """Maintenance: rescind the agent's offers and offer nothing of it until reactivated.
-
-        Its tasks keep running (their ends free resources on it as usual) and its resources stay
-        in the pool total, so shares do not move. Deactivating an inactive agent changes nothing.
-        """
-        agent = self._maintained(agent_id)
-        if not agent.active:
-            return []
-        touched: list[str] = []
-        messages = self._rescind_offers_on(agent, "agent deactivated", touched)
-        agent.active = False
-        self.agent_list.discard(agent)
-        self._reposition(touched)
-        return messages
-
-    @_checked
-    def handle_reactivate_agent(self, agent_id: str, now: float) -> list[Message]:
-        """Offer the agent's free resources again (from the next allocation run)."""
-        agent = self._maintained(agent_id)
-        if not agent.active:
-            agent.active = True
-            self.agent_list.append(agent)
-        return []
-
     # -- frameworks -------------------------------------------------------------------------------
 
     @_checked
@@ -396,6 +348,7 @@ class MasterState:
             name=name or framework_id,
             role=role or "*",
             weight=self.role_weights.get(role or "*", requested),
+            requested_weight=requested,
             registered_at=now,
         )
         self.frameworks[framework_id] = fw
@@ -458,19 +411,6 @@ class MasterState:
         fw.demand = shape
         fw.wanted = wanted if shape is not None else 0
         self._shapes_changed()
-        return []
-
-    @_checked
-    def handle_set_weight(self, role: str, weight: float, now: float) -> list[Message]:
-        """Set the weight of every framework in ``role`` (now and later)."""
-        if not role:
-            raise InvalidArgument("role is empty")
-        self.role_weights[role] = check_weight(weight, f"role {role!r}")
-        changed = [fw.id for fw in self.frameworks.values() if fw.role == role]
-        for framework_id in changed:
-            self.frameworks[framework_id].weight = self.role_weights[role]
-        self._reposition(changed)
-        self._shapes_changed()  # PF prices depend on weights
         return []
 
     @_checked

@@ -3,8 +3,9 @@
 What is durable is what Mesos keeps in its registry: the agents admitted (with their spec and
 whether they are admitted, unreachable or gone, and whether the operator deactivated them), the
 frameworks with their ids, names, roles, weights, failover timeouts and capabilities (and which
-were removed, so their ids are refused for good), and operator-set role weights. Offers, filters,
-demands and tasks are soft state: tasks are rebuilt from the agents when they reregister.
+were removed, so their ids are refused for good), and operator-set weights of roles and
+frameworks. Offers, filters, demands and tasks are soft state: tasks are rebuilt from the agents
+when they reregister.
 
 Invariants:
 - every write is one committed transaction, made *before* the runtime changes its memory or
@@ -14,8 +15,8 @@ Invariants:
 - the registry is never silently reset: opening a work dir whose marker (``cluster.id``) says a
   registry was created there fails with ``RegistryError`` when ``registry.sqlite`` is missing,
   unreadable, corrupt, of another cluster, or written by a newer schema;
-- the in-memory mirror (``agents``, ``frameworks``, ``role_weights``) equals the file's content
-  after every successful call.
+- the in-memory mirror (``agents``, ``frameworks``, ``role_weights``, ``framework_weights``)
+  equals the file's content after every successful call.
 """
 
 from __future__ import annotations
@@ -72,7 +73,12 @@ CREATE TABLE frameworks (
     registered_at REAL NOT NULL,
     removed INTEGER NOT NULL
 );
-CREATE TABLE role_weights (role TEXT PRIMARY KEY, weight REAL NOT NULL);
+CREATE TABLE weights (
+    kind TEXT NOT NULL,
+    target TEXT NOT NULL,
+    weight REAL NOT NULL,
+    PRIMARY KEY (kind, target)
+);
 """
 
 
@@ -157,6 +163,7 @@ class Registry:
         self.agents: dict[str, AgentEntry] = {}
         self.frameworks: dict[str, FrameworkEntry] = {}
         self.role_weights: dict[str, float] = {}
+        self.framework_weights: dict[str, float] = {}
         self.writes = 0
         self._load()
 
@@ -294,7 +301,7 @@ class Registry:
             )
         if version < 1:
             raise RegistryError(f"registry {path} has an invalid schema version {version}")
-        missing = {"agents", "frameworks", "role_weights"} - tables
+        missing = {"agents", "frameworks", "weights"} - tables
         if missing:
             raise RegistryError(f"registry {path} is corrupt: tables {sorted(missing)} missing")
         return cluster_id
@@ -315,8 +322,10 @@ class Registry:
                 if parsed.framework_id != framework_id:
                     raise ValueError(f"framework row {framework_id} holds {parsed.framework_id}")
                 self.frameworks[framework_id] = FrameworkEntry(parsed, registered_at, bool(removed))
-            for role, weight in self._db.execute("SELECT role, weight FROM role_weights"):
-                self.role_weights[role] = float(weight)
+            for kind, target, weight in self._db.execute(
+                "SELECT kind, target, weight FROM weights"
+            ):
+                self._weights(kind)[target] = float(weight)
         except (ValueError, KeyError, TypeError) as error:
             where = self.path or "(memory)"
             raise RegistryError(f"registry {where} holds an invalid row: {error}") from None
@@ -396,15 +405,34 @@ class Registry:
             return
         with self._write() as db:
             db.execute("UPDATE frameworks SET removed = 1 WHERE framework_id = ?", (framework_id,))
-        self.frameworks[framework_id] = dataclasses.replace(entry, removed=True)
-
-    def set_role_weight(self, role: str, weight: float) -> None:
-        """Record an operator-set role weight."""
-        with self._write() as db:
             db.execute(
-                "INSERT OR REPLACE INTO role_weights (role, weight) VALUES (?, ?)", (role, weight)
+                "DELETE FROM weights WHERE kind = 'framework' AND target = ?", (framework_id,)
             )
-        self.role_weights[role] = weight
+        self.frameworks[framework_id] = dataclasses.replace(entry, removed=True)
+        self.framework_weights.pop(framework_id, None)
+
+    def _weights(self, kind: str) -> dict[str, float]:
+        if kind == "role":
+            return self.role_weights
+        if kind == "framework":
+            return self.framework_weights
+        raise ValueError(f"unknown weight kind {kind!r}")
+
+    def set_weight(self, kind: str, target: str, weight: float | None) -> None:
+        """Record (``None``: remove) an operator weight of a ``"role"`` or a ``"framework"``."""
+        weights = self._weights(kind)
+        with self._write() as db:
+            if weight is None:
+                db.execute("DELETE FROM weights WHERE kind = ? AND target = ?", (kind, target))
+            else:
+                db.execute(
+                    "INSERT OR REPLACE INTO weights (kind, target, weight) VALUES (?, ?, ?)",
+                    (kind, target, weight),
+                )
+        if weight is None:
+            weights.pop(target, None)
+        else:
+            weights[target] = weight
 
 
 @contextmanager

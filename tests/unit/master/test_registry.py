@@ -34,18 +34,25 @@ def filled(work_dir: Path) -> Registry:
     registry.set_agents_active(["ag-1"], False)
     registry.put_framework(FRAMEWORK, 102.0)
     registry.put_framework(FrameworkSpec("fw-2", "gone"), 103.0)
-    registry.remove_framework("fw-2")
-    registry.set_role_weight("analytics", 3.0)
+    registry.set_weight("role", "analytics", 3.0)
+    registry.set_weight("framework", "fw-1", 4.0)
+    registry.set_weight("framework", "fw-2", 5.0)
+    registry.set_weight("role", "dropped", 6.0)
+    registry.set_weight("role", "dropped", None)
+    registry.remove_framework("fw-2")  # its weight goes with it
     return registry
 
 
 def test_everything_written_is_read_back_after_a_reopen(tmp_path: Path) -> None:
     registry = filled(tmp_path)
-    mirror = (registry.agents, registry.frameworks, registry.role_weights, registry.cluster_id)
-    assert registry.writes == 8
+    weights = (registry.role_weights, registry.framework_weights)
+    assert weights == ({"analytics": 3.0}, {"fw-1": 4.0})
+    mirror = (registry.agents, registry.frameworks, weights, registry.cluster_id)
+    assert registry.writes == 12
     registry.close()
     reopened = Registry.open(tmp_path)
-    assert (reopened.agents, reopened.frameworks, reopened.role_weights) == mirror[:3]
+    reopened_weights = (reopened.role_weights, reopened.framework_weights)
+    assert (reopened.agents, reopened.frameworks, reopened_weights) == mirror[:3]
     assert reopened.cluster_id == mirror[3]
     assert reopened.agents["ag-1"].spec == SPEC and not reopened.agents["ag-1"].active
     assert reopened.agents["ag-2"].state == UNREACHABLE

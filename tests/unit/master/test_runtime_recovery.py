@@ -122,3 +122,29 @@ def test_restart_recovers_and_offers_in_drf_order_only_once_agents_are_back(
             await runtime.stop()
 
     asyncio.run(main())
+
+
+def test_operator_weights_are_durable_and_follow_their_precedence(tmp_path: Path) -> None:
+    async def main() -> None:
+        runtime = MasterRuntime(CONFIG, registry=Registry.open(tmp_path))
+        await runtime.start()
+        spec_a = FrameworkSpec("", "A", role="batch", weight=2.0, failover_timeout=60.0)
+        a = runtime.subscribe(spec_a, None, True).framework_id
+        assert runtime.set_weight("batch", None, 3.0, False) == ("role", "batch", 3.0)
+        assert runtime.set_weight(None, a, 5.0, False) == ("framework", a, 5.0)
+        assert runtime.core.frameworks[a].weight == 5.0
+        assert runtime.set_weight(None, a, 0.0, True) is None  # cleared: the role's applies
+        assert runtime.core.frameworks[a].weight == 3.0
+        runtime.set_weight(None, a, 7.0, False)
+        with pytest.raises(NotFound):
+            runtime.set_weight(None, "fw-unknown", 2.0, False)
+        await runtime.stop()
+        runtime.registry.close()
+
+        again = MasterRuntime(CONFIG, registry=Registry.open(tmp_path))
+        again.recover()
+        assert again.weights() == [("role", "batch", 3.0), ("framework", a, 7.0)]
+        assert again.core.frameworks[a].weight == 7.0
+        again.registry.close()
+
+    asyncio.run(main())

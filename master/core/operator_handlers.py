@@ -1,0 +1,109 @@
+"""The operator's requests to the core: agent maintenance and weights (a mixin of
+``MasterState``, kept apart to keep ``state.py`` small; same invariants: every check comes before
+any change, and ``validate`` runs after each call when the core validates).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from master.core.checks import check_weight, checked
+from master.core.config import CoreConfig
+from master.core.errors import InvalidArgument
+from master.core.messages import Message
+from master.core.records import AgentList, AgentRecord, FrameworkRecord
+
+__all__ = ["OperatorHandlers"]
+
+
+class OperatorHandlers:
+    """``handle_deactivate_agent``, ``handle_reactivate_agent``, ``handle_set_weight`` and
+    ``handle_set_framework_weight``; ``MasterState`` provides what is declared here."""
+
+    config: CoreConfig
+    agent_list: AgentList
+    frameworks: dict[str, FrameworkRecord]
+    role_weights: dict[str, float]
+
+    def validate(self) -> None:
+        raise NotImplementedError
+
+    def _agent(self, agent_id: str) -> AgentRecord:
+        raise NotImplementedError
+
+    def _framework(self, framework_id: str) -> FrameworkRecord:
+        raise NotImplementedError
+
+    def _rescind_offers_on(
+        self, agent: AgentRecord, reason: str, touched: list[str]
+    ) -> list[Message]:
+        raise NotImplementedError
+
+    def _reposition(self, framework_ids: Iterable[str]) -> None:
+        raise NotImplementedError
+
+    def _shapes_changed(self) -> None:
+        raise NotImplementedError
+
+    def _maintained(self, agent_id: str) -> AgentRecord:
+        if not agent_id:
+            raise InvalidArgument("agent_id is empty")
+        return self._agent(agent_id)
+
+    @checked
+    def handle_deactivate_agent(self, agent_id: str, now: float) -> list[Message]:
+        """Maintenance: rescind the agent's offers and offer nothing of it until reactivated.
+
+        Its tasks keep running (their ends free resources on it as usual) and its resources stay
+        in the pool total, so shares do not move. Deactivating an inactive agent changes nothing.
+        """
+        agent = self._maintained(agent_id)
+        if not agent.active:
+            return []
+        touched: list[str] = []
+        messages = self._rescind_offers_on(agent, "agent deactivated", touched)
+        agent.active = False
+        self.agent_list.discard(agent)
+        self._reposition(touched)
+        return messages
+
+    @checked
+    def handle_reactivate_agent(self, agent_id: str, now: float) -> list[Message]:
+        """Offer the agent's free resources again (from the next allocation run)."""
+        agent = self._maintained(agent_id)
+        if not agent.active:
+            agent.active = True
+            self.agent_list.append(agent)
+        return []
+
+    @checked
+    def handle_set_weight(self, role: str, weight: float | None, now: float) -> list[Message]:
+        """Set (``None``: clear) the operator weight of ``role``, now and later: it applies to
+        the role's frameworks that have no operator weight of their own."""
+        if not role:
+            raise InvalidArgument("role is empty")
+        if weight is None:
+            self.role_weights.pop(role, None)
+        else:
+            self.role_weights[role] = check_weight(weight, f"role {role!r}")
+        self._reweigh([fw for fw in self.frameworks.values() if fw.role == role])
+        return []
+
+    @checked
+    def handle_set_framework_weight(
+        self, framework_id: str, weight: float | None, now: float
+    ) -> list[Message]:
+        """Set (``None``: clear) the operator weight of one framework; it overrides its role's."""
+        fw = self._framework(framework_id)
+        checked = None if weight is None else check_weight(weight, f"framework {framework_id!r}")
+        fw.operator_weight = checked
+        self._reweigh([fw])
+        return []
+
+    def _reweigh(self, frameworks: list[FrameworkRecord]) -> None:
+        """Weights in effect: the framework's operator weight, its role's, or its own."""
+        for fw in frameworks:
+            role_weight = self.role_weights.get(fw.role, fw.requested_weight)
+            fw.weight = role_weight if fw.operator_weight is None else fw.operator_weight
+        self._reposition(fw.id for fw in frameworks)
+        self._shapes_changed()  # PF prices depend on weights

@@ -1,0 +1,61 @@
+"""Operator weights in the core: a framework's own operator weight overrides its role's, which
+overrides the weight the framework subscribed with; clearing one falls back to the next."""
+
+from __future__ import annotations
+
+import pytest
+
+from framework_sdk.resources import ResourceVector
+from master.core import CoreConfig, InvalidArgument, MasterState, NotFound
+
+
+def state() -> MasterState:
+    core = MasterState(CoreConfig(validate=True))
+    core.handle_add_framework("a", 0.0, "a", "batch", 2.0)
+    core.handle_add_framework("b", 0.0, "b", "batch", 1.0)
+    core.handle_add_framework("c", 0.0, "c", "web", 1.0)
+    return core
+
+
+def weights(core: MasterState) -> dict[str, float]:
+    return {fid: fw.weight for fid, fw in core.frameworks.items()}
+
+
+def test_precedence_framework_then_role_then_subscribed() -> None:
+    core = state()
+    assert weights(core) == {"a": 2.0, "b": 1.0, "c": 1.0}
+    core.handle_set_weight("batch", 3.0, 1.0)
+    assert weights(core) == {"a": 3.0, "b": 3.0, "c": 1.0}
+    core.handle_set_framework_weight("a", 5.0, 2.0)
+    assert weights(core) == {"a": 5.0, "b": 3.0, "c": 1.0}
+    core.handle_set_weight("batch", 4.0, 3.0)  # the framework weight still wins for a
+    assert weights(core) == {"a": 5.0, "b": 4.0, "c": 1.0}
+    core.handle_set_framework_weight("a", None, 4.0)
+    assert weights(core) == {"a": 4.0, "b": 4.0, "c": 1.0}
+    core.handle_set_weight("batch", None, 5.0)
+    assert weights(core) == {"a": 2.0, "b": 1.0, "c": 1.0}
+    assert core.role_weights == {}
+
+
+def test_weights_move_the_fairness_order() -> None:
+    core = state()
+    core.handle_remove_framework("c", 0.0)  # no demand: it would take a coarse offer
+    core.handle_add_agent("ag", ResourceVector.parse("cpus:10;mem:100"), 0.0)
+    for fid in ("a", "b"):
+        core.handle_update_demand(fid, ResourceVector.parse("cpus:1;mem:1"), 100, 0.0)
+    core.handle_set_framework_weight("b", 4.0, 0.0)  # b: 4, a: 2 -> b about twice a's tasks
+    core.handle_allocate(1.0)
+    offered = (core.frameworks["a"].offered_tasks, core.frameworks["b"].offered_tasks)
+    assert offered in {(3, 7), (4, 6)}  # 10/3 and 20/3 rounded, whole tasks (the last tied)
+
+
+@pytest.mark.parametrize("weight", [0.0, -1.0, float("nan"), float("inf")])
+def test_bad_weights_are_refused_and_change_nothing(weight: float) -> None:
+    core = state()
+    with pytest.raises(InvalidArgument):
+        core.handle_set_framework_weight("a", weight, 1.0)
+    with pytest.raises(InvalidArgument):
+        core.handle_set_weight("batch", weight, 1.0)
+    assert weights(core) == {"a": 2.0, "b": 1.0, "c": 1.0}
+    with pytest.raises(NotFound):
+        core.handle_set_framework_weight("nobody", 2.0, 1.0)
