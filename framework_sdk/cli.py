@@ -235,11 +235,14 @@ async def run_framework(config: RunConfig, stop: asyncio.Event | None = None) ->
     """Run the built-in framework until ``stop`` is set (or SIGINT/SIGTERM); the exit code."""
     stop = stop or asyncio.Event()
     _install_stop_signals(stop)
+    capabilities = {Capability.PARTITION_AWARE}
+    if config.shape.millis("gpus"):  # tasks that need GPUs may be offered GPU agents
+        capabilities.add(Capability.GPU_RESOURCES)
     info = FrameworkInfo(
         name=config.name,
         role=config.role,
         weight=config.weight,
-        capabilities=frozenset({Capability.PARTITION_AWARE}),
+        capabilities=frozenset(capabilities),
     )
     demand = Demand(task_resources=config.shape, max_tasks=config.count)
     try:

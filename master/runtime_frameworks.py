@@ -94,7 +94,8 @@ class FrameworkCalls(RuntimeBase):
         registered_at = time.time()
         with self._durably():
             self.registry.put_framework(spec, registered_at)
-        self.core.handle_add_framework(framework_id, self.now(), spec.name, role, weight)
+        gpu_aware = "GPU_RESOURCES" in spec.capabilities
+        self.core.handle_add_framework(framework_id, self.now(), spec.name, role, weight, gpu_aware)
         link = FrameworkLink(spec, registered_at)
         self.frameworks[framework_id] = link
         return link
@@ -115,6 +116,9 @@ class FrameworkCalls(RuntimeBase):
             link.failover_timer.cancel()
             link.failover_timer = None
         link.failover_deadline = None
+        gpu_aware = "GPU_RESOURCES" in spec.capabilities
+        if self.core.frameworks[spec.framework_id].gpu_aware != gpu_aware:
+            self._dispatch(self.core.handle_set_gpu_aware(spec.framework_id, gpu_aware, self.now()))
         link.spec = spec
         if not self.core.frameworks[spec.framework_id].active:
             self.core.handle_activate_framework(spec.framework_id, self.now())

@@ -49,7 +49,10 @@ class RecoveryCalls(FrameworkCalls, AgentCalls):
                 continue
             spec = entry.spec
             weight = 1.0 if spec.weight is None else spec.weight
-            self.core.handle_add_framework(framework_id, now, spec.name, spec.role, weight)
+            gpu_aware = "GPU_RESOURCES" in spec.capabilities
+            self.core.handle_add_framework(
+                framework_id, now, spec.name, spec.role, weight, gpu_aware
+            )
             self.core.handle_deactivate_framework(framework_id, now)
             framework = FrameworkLink(spec, entry.registered_at)
             self.frameworks[framework_id] = framework

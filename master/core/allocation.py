@@ -82,10 +82,15 @@ class _CoarseCursor:
         return (self.order[self.pos - 1] + 1) % len(self.agents)
 
 
-def _refusals(fw: FrameworkRecord, now: float) -> frozenset[str] | set[str]:
-    if not fw.filters:
-        return _NOTHING_REFUSED
-    return {agent_id for agent_id, until in fw.filters.items() if until > now}
+def _refusals(fw: FrameworkRecord, now: float, gpu_agents: set[str]) -> frozenset[str] | set[str]:
+    """Agents not to offer ``fw``: those its unexpired decline filters name, and the agents
+    with GPUs unless it is GPU-aware (computed once per framework and run)."""
+    refused: frozenset[str] | set[str] = _NOTHING_REFUSED
+    if fw.filters:
+        refused = {agent_id for agent_id, until in fw.filters.items() if until > now}
+    if gpu_agents and not fw.gpu_aware:
+        refused = gpu_agents | refused
+    return refused
 
 
 def _record_offer(
@@ -225,10 +230,17 @@ def run(state: MasterState, now: float) -> list[Message]:
     state.placement.begin_run()
     this_run = _Run(state, now)
     parked: list[SorterEntry] = []
+    gpu_agents = state.gpu_agents
+    refusals: dict[str, frozenset[str] | set[str]] = {}
     while heap:
         entry = heappop(heap)
         fw = frameworks[entry[2]]
-        refused = _refusals(fw, now) if fw.filters else _NOTHING_REFUSED
+        if fw.filters or (gpu_agents and not fw.gpu_aware):
+            refused = refusals.get(fw.id)
+            if refused is None:
+                refused = refusals[fw.id] = _refusals(fw, now, gpu_agents)
+        else:
+            refused = _NOTHING_REFUSED
         shape = fw.demand
         key: float | None
         if shape is None:

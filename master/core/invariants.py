@@ -111,6 +111,10 @@ def _check_references(state: MasterState) -> None:
         assert offer.offer_id in state.frameworks[offer.framework_id].offer_ids
         assert offer.offer_id in state.agents[offer.agent_id].offer_ids
         assert offer.resources, f"offer {offer.offer_id} is empty"
+        gpu_agent = offer.agent_id in state.gpu_agents
+        assert not gpu_agent or state.frameworks[offer.framework_id].gpu_aware, (
+            f"offer {offer.offer_id}: agent {offer.agent_id} has GPUs, framework is not GPU-aware"
+        )
     for (framework_id, task_id), task in state.tasks.items():
         assert framework_id in state.frameworks, f"task {task_id}: framework is gone"
         assert task.agent_id in state.agents, f"task {task_id}: agent is gone"
@@ -127,6 +131,8 @@ def _check_sorter(state: MasterState) -> None:
 
 def check(state: MasterState) -> None:
     """Assert every invariant of ``state``."""
+    gpus = {a.id for a in state.agents.values() if a.total.millis("gpus")}
+    assert state.gpu_agents == gpus, f"gpu_agents {sorted(state.gpu_agents)} != {sorted(gpus)}"
     _check_agents(state)
     _check_frameworks(state)
     _check_references(state)

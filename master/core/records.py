@@ -261,6 +261,7 @@ class FrameworkRecord:
     allocated: ResourceVector = EMPTY
     requested_weight: float = 1.0  # what the framework subscribed with
     operator_weight: float | None = None  # set by the operator for this framework
+    gpu_aware: bool = True  # may be offered agents that have "gpus" (GPU_RESOURCES)
     demand: ResourceVector | None = None
     wanted: int = 0
     active: bool = True

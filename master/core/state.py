@@ -63,6 +63,7 @@ from master.core.sorter import Sorter
 __all__ = ["CoreConfig", "MasterState"]  # CoreConfig lives in master.core.config
 
 EMPTY = ResourceVector()
+GPUS = "gpus"
 
 
 class MasterState(OperatorHandlers):
@@ -86,6 +87,7 @@ class MasterState(OperatorHandlers):
         self.offers: dict[str, Offer] = {}
         self.tasks: dict[tuple[str, str], TaskRecord] = {}
         self.role_weights: dict[str, float] = {}
+        self.gpu_agents: set[str] = set()  # agents with "gpus": offered to GPU-aware frameworks
         self.total = EMPTY
         # The largest agent per resource, and how many agents hold that maximum: a removal only
         # rescans the agents when it takes away the last holder of a maximum.
@@ -115,6 +117,8 @@ class MasterState(OperatorHandlers):
         self.sorter.invalidate()
 
     def _pool_grew(self, agent: AgentRecord) -> None:
+        if agent.total.millis(GPUS):
+            self.gpu_agents.add(agent.id)
         self.total = self.total + agent.total
         self._count_largest(agent)
         self._policy_stale = True
@@ -131,6 +135,7 @@ class MasterState(OperatorHandlers):
                 holders[name] += 1
 
     def _pool_shrank(self, agent: AgentRecord) -> None:
+        self.gpu_agents.discard(agent.id)
         self.total = self.total - agent.total
         last_holder = False
         for name, millis in agent.total.millis_items():
@@ -336,8 +341,13 @@ class MasterState(OperatorHandlers):
         name: str = "",
         role: str = "*",
         weight: float = 1.0,
+        gpu_aware: bool = True,
     ) -> list[Message]:
-        """Register a framework; it joins the sorter with nothing allocated."""
+        """Register a framework; it joins the sorter with nothing allocated.
+
+        Agents with "gpus" are offered only to ``gpu_aware`` frameworks: the master passes
+        Mesos's GPU_RESOURCES capability, so GPU machines stay free for the work that needs
+        them; the calculator and the simulator leave it on (no filtering)."""
         if not framework_id:
             raise InvalidArgument("framework_id is empty")
         if framework_id in self.frameworks:
@@ -349,6 +359,7 @@ class MasterState(OperatorHandlers):
             role=role or "*",
             weight=self.role_weights.get(role or "*", requested),
             requested_weight=requested,
+            gpu_aware=gpu_aware,
             registered_at=now,
         )
         self.frameworks[framework_id] = fw
@@ -369,6 +380,22 @@ class MasterState(OperatorHandlers):
         self.sorter.discard(framework_id)
         del self.frameworks[framework_id]
         self._shapes_changed()
+        return messages
+
+    @_checked
+    def handle_set_gpu_aware(self, framework_id: str, gpu_aware: bool, now: float) -> list[Message]:
+        """The framework resubscribed with or without GPU_RESOURCES; losing it rescinds its
+        offers of agents with GPUs."""
+        fw = self._framework(framework_id)
+        fw.gpu_aware = gpu_aware
+        messages: list[Message] = []
+        if not gpu_aware:
+            for offer_id in sorted(fw.offer_ids):
+                offer = self.offers[offer_id]
+                if offer.agent_id in self.gpu_agents:
+                    self._drop_offer(offer)
+                    messages.append(RescindOffer(fw.id, offer_id, "GPU_RESOURCES capability lost"))
+            self._reposition([fw.id])
         return messages
 
     @_checked
