@@ -11,8 +11,6 @@ results. ``python -m master.sim.cli SCENARIO.json --out DIR [--progress]`` runs 
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -20,6 +18,7 @@ from typing import Any
 
 from master.sim.dynamic import run_dynamic_file
 from master.sim.engine import ProgressCallback, results_document
+from master.sim.output import pyplot, write_results
 from master.sim.progress import ProgressBar, progress_wanted
 from master.sim.scenario import Scenario, ScenarioError, parse_scenario
 from master.sim.variants import run_variants
@@ -47,9 +46,7 @@ def simulate(scenario: Scenario, progress: ProgressCallback | None = None) -> di
 
 def _plot(result: dict[str, Any], out: Path) -> list[str]:
     """Write PNG plots of shares and utilization; the caller checked matplotlib is there."""
-    matplotlib: Any = importlib.import_module("matplotlib")
-    matplotlib.use("Agg")
-    plt: Any = importlib.import_module("matplotlib.pyplot")
+    plt = pyplot()
 
     series = result["series"]
     written = []
@@ -72,15 +69,7 @@ def _plot(result: dict[str, Any], out: Path) -> list[str]:
 
 
 def _write(doc: dict[str, Any], out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    if importlib.util.find_spec("matplotlib") is None:
-        doc["plots"] = []
-        doc["plots_skipped"] = (
-            "matplotlib is not installed (optional extra: pip install -e .[numeric])"
-        )
-    else:
-        doc["plots"] = _plot(doc, out)
-    (out / "results.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    write_results(doc, out, lambda directory: _plot(doc, directory))
 
 
 def _bars(enabled: bool) -> tuple[list[ProgressBar], Any]:

@@ -27,8 +27,6 @@ Invariants: results are a deterministic function of the scenario (no wall-clock 
 from __future__ import annotations
 
 import heapq
-import importlib
-import importlib.util
 import json
 import sys
 import time
@@ -41,6 +39,7 @@ from master.core.fluid import FluidAgent, FluidFramework, solve_fluid
 from master.sim.dynamic_base import JobSource, Meter, PointTally, gamma_of
 from master.sim.dynamic_scenario import DynamicScenario, is_dynamic, parse_dynamic_scenario
 from master.sim.dynamic_tasks import run_tasks
+from master.sim.output import pyplot, write_results
 from master.sim.scenario import ScenarioError
 
 __all__ = ["FluidEngine", "run_dynamic", "run_dynamic_file", "run_point"]
@@ -224,9 +223,7 @@ def run_dynamic(
 
 def _plot(doc: dict[str, Any], out: Path) -> list[str]:
     """``service_rate.png``: gamma_k against the swept load, one line per policy and class."""
-    matplotlib: Any = importlib.import_module("matplotlib")
-    matplotlib.use("Agg")
-    plt: Any = importlib.import_module("matplotlib.pyplot")
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     styles = {"drf": "--", "pf": "-", "asset": ":"}
     for policy, per_class in doc["curves"].items():
@@ -252,18 +249,8 @@ def _plot(doc: dict[str, Any], out: Path) -> list[str]:
 
 
 def _write(doc: dict[str, Any], out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    if not doc["curves"]:
-        doc["plots"] = []
-        doc["plots_skipped"] = "no sweep: one point, nothing to plot"
-    elif importlib.util.find_spec("matplotlib") is None:
-        doc["plots"] = []
-        doc["plots_skipped"] = (
-            "matplotlib is not installed (optional extra: pip install -e .[numeric])"
-        )
-    else:
-        doc["plots"] = _plot(doc, out)
-    (out / "results.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    skip = None if doc["curves"] else "no sweep: one point, nothing to plot"
+    write_results(doc, out, lambda directory: _plot(doc, directory), skip)
 
 
 def _report_point(point: dict[str, Any], seconds: float) -> None:

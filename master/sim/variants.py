@@ -18,15 +18,13 @@ times are only printed); variants are run in the order listed.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from master.sim.engine import ProgressCallback, results_document
+from master.sim.output import pyplot, write_results
 from master.sim.scenario import Scenario
 
 __all__ = ["PAPER_TABLE2", "run_variants", "summary_row", "table_markdown"]
@@ -94,9 +92,7 @@ def table_markdown(rows: list[dict[str, Any]]) -> str:
 
 def _plot(docs: dict[str, dict[str, Any]], out: Path) -> list[str]:
     """Fig. 5 (utilization over time per variant) and the JCT CDF; matplotlib is there."""
-    matplotlib: Any = importlib.import_module("matplotlib")
-    matplotlib.use("Agg")
-    plt: Any = importlib.import_module("matplotlib.pyplot")
+    plt = pyplot()
     fig, axes = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
     for ax, resource, title in ((axes[0], "cpus", "CPU"), (axes[1], "mem", "memory")):
         for name, doc in docs.items():
@@ -149,13 +145,6 @@ def run_variants(
             f" ({doc['events'] / max(seconds, 1e-9):,.0f} events/s)"
         )
     summary: dict[str, Any] = {"seed": scenario.seed, "variants": rows}
-    if importlib.util.find_spec("matplotlib") is None:
-        summary["plots"] = []
-        summary["plots_skipped"] = (
-            "matplotlib is not installed (optional extra: pip install -e .[numeric])"
-        )
-    else:
-        summary["plots"] = _plot(docs, out)
     (out / "table2.md").write_text(table_markdown(rows), encoding="utf-8")
-    (out / "results.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    write_results(summary, out, lambda directory: _plot(docs, directory))
     return summary
