@@ -30,11 +30,11 @@ from framework_sdk.resources import ResourceVector
 from master.sim.scenario import (
     Duration,
     ScenarioError,
-    _duration,
-    _number,
-    _object,
-    _resources,
-    _whole,
+    duration_field,
+    number_field,
+    object_field,
+    resources_field,
+    whole_field,
 )
 
 __all__ = [
@@ -147,18 +147,18 @@ def _policies(raw: Mapping[str, Any]) -> tuple[str, ...]:
 
 def _job_class(value: Any, index: int, capacity: ResourceVector) -> JobClass:
     where = f"classes[{index}]."
-    raw = _object(value, where[:-1])
+    raw = object_field(value, where[:-1])
     name = raw.get("name", f"class {index + 1}")
     if not isinstance(name, str) or not name:
         raise ScenarioError(f"{where}name", "expected a non-empty string")
-    task = _resources(raw.get("task"), f"{where}task")
+    task = resources_field(raw.get("task"), f"{where}task")
     missing = sorted(task.names() - capacity.names())
     if missing:
         raise ScenarioError(f"{where}task", f"needs {', '.join(missing)}, which the pool lacks")
-    rate = _number(raw, "rate", where)
+    rate = number_field(raw, "rate", where)
     if rate <= 0:
         raise ScenarioError(f"{where}rate", "must be > 0")
-    tasks = _whole(raw, "tasks", where, 1)
+    tasks = whole_field(raw, "tasks", where, 1)
     if tasks < 1:
         raise ScenarioError(f"{where}tasks", "must be >= 1")
     tasks_dist = raw.get("tasks_dist", "fixed")
@@ -168,7 +168,7 @@ def _job_class(value: Any, index: int, capacity: ResourceVector) -> JobClass:
         )
     if "duration" not in raw:
         raise ScenarioError(f"{where}duration", "missing")
-    duration = _duration(raw["duration"], f"{where}duration")
+    duration = duration_field(raw["duration"], f"{where}duration")
     return JobClass(name, task, rate, tasks, str(tasks_dist), duration)
 
 
@@ -179,19 +179,19 @@ def _run_length(doc: Mapping[str, Any]) -> tuple[int | None, int, float | None, 
     if "jobs" in doc:
         if "warmup" in doc:
             raise ScenarioError("warmup", "with 'jobs' the warm-up is 'warmup_jobs'")
-        jobs = _whole(doc, "jobs", "")
+        jobs = whole_field(doc, "jobs", "")
         if jobs < 1:
             raise ScenarioError("jobs", "must be >= 1")
-        warmup_jobs = _whole(doc, "warmup_jobs", "", jobs // 10)
+        warmup_jobs = whole_field(doc, "warmup_jobs", "", jobs // 10)
         if warmup_jobs < 0:
             raise ScenarioError("warmup_jobs", "must be >= 0")
         return jobs, warmup_jobs, None, 0.0
     if "warmup_jobs" in doc:
         raise ScenarioError("warmup_jobs", "with 'until' the warm-up is 'warmup' (time)")
-    until = _number(doc, "until", "")
+    until = number_field(doc, "until", "")
     if until <= 0:
         raise ScenarioError("until", "must be > 0")
-    warmup = _number(doc, "warmup", "", until / 10)
+    warmup = number_field(doc, "warmup", "", until / 10)
     if not 0 <= warmup < until:
         raise ScenarioError("warmup", "must be >= 0 and below 'until'")
     return None, 0, until, warmup
@@ -202,7 +202,7 @@ def _sweep(
 ) -> tuple[str | None, tuple[float, ...]]:
     if "sweep" not in doc:
         return None, ()
-    sweep = _object(doc["sweep"], "sweep")
+    sweep = object_field(doc["sweep"], "sweep")
     resource = sweep.get("resource", "cpus")
     if resource not in capacity.names():
         raise ScenarioError("sweep.resource", f"{resource!r} is not a resource of the capacity")
@@ -233,13 +233,13 @@ def _check_stable(scenario: DynamicScenario) -> None:
 
 def parse_dynamic_scenario(raw: Any) -> DynamicScenario:
     """Check a decoded dynamic scenario; raises ``ScenarioError`` naming the bad field."""
-    doc = _object(raw, "scenario")
+    doc = object_field(raw, "scenario")
     if doc.get("model") != "dynamic":
         raise ScenarioError("model", f"expected 'dynamic', got {doc.get('model')!r}")
     mode = _text_choice(doc, "mode", DYNAMIC_MODES, "fluid")
     policies = _policies(doc)
-    seed = _whole(doc, "seed", "", 0)
-    capacity = _resources(doc.get("capacity"), "capacity")
+    seed = whole_field(doc, "seed", "", 0)
+    capacity = resources_field(doc.get("capacity"), "capacity")
     classes_raw = doc.get("classes")
     if not isinstance(classes_raw, list) or not classes_raw:
         raise ScenarioError("classes", "expected a non-empty list of job classes")

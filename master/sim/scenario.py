@@ -40,7 +40,12 @@ __all__ = [
     "Scenario",
     "ScenarioError",
     "UserSpec",
+    "duration_field",
+    "number_field",
+    "object_field",
     "parse_scenario",
+    "resources_field",
+    "whole_field",
 ]
 
 POLICIES = ("drf", "asset", "pf", "slots")
@@ -121,14 +126,16 @@ class Scenario:
     sample_size: int = 8
 
 
-def _number(raw: Mapping[str, Any], key: str, where: str, default: float | None = None) -> float:
+def number_field(
+    raw: Mapping[str, Any], key: str, where: str, default: float | None = None
+) -> float:
     value = raw.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ScenarioError(f"{where}{key}", f"expected a finite number, got {value!r}")
     return float(value)
 
 
-def _whole(raw: Mapping[str, Any], key: str, where: str, default: int | None = None) -> int:
+def whole_field(raw: Mapping[str, Any], key: str, where: str, default: int | None = None) -> int:
     value = raw.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int):
         raise ScenarioError(f"{where}{key}", f"expected a whole number, got {value!r}")
@@ -142,7 +149,7 @@ def _choice(raw: Mapping[str, Any], key: str, options: tuple[str, ...], default:
     return str(value)
 
 
-def _resources(value: Any, field: str) -> ResourceVector:
+def resources_field(value: Any, field: str) -> ResourceVector:
     if not isinstance(value, dict) or not value:
         raise ScenarioError(field, "expected a non-empty object of resource quantities")
     try:
@@ -154,21 +161,21 @@ def _resources(value: Any, field: str) -> ResourceVector:
     return resources
 
 
-def _object(value: Any, field: str) -> Mapping[str, Any]:
+def object_field(value: Any, field: str) -> Mapping[str, Any]:
     if not isinstance(value, dict):
         raise ScenarioError(field, f"expected an object, got {type(value).__name__}")
     return value
 
 
-def _duration(value: Any, field: str) -> Duration:
-    raw = _object(value, field)
+def duration_field(value: Any, field: str) -> Duration:
+    raw = object_field(value, field)
     dist = raw.get("dist", "deterministic")
     if dist not in DISTRIBUTIONS:
         raise ScenarioError(f"{field}.dist", f"expected one of {', '.join(DISTRIBUTIONS)}")
-    mean = _number(raw, "mean", f"{field}.")
+    mean = number_field(raw, "mean", f"{field}.")
     if mean <= 0:
         raise ScenarioError(f"{field}.mean", "must be > 0")
-    k = _whole(raw, "k", f"{field}.", 1)
+    k = whole_field(raw, "k", f"{field}.", 1)
     if k < 1:
         raise ScenarioError(f"{field}.k", "must be >= 1")
     return Duration(str(dist), mean, k)
@@ -183,15 +190,15 @@ def _jobs(
     jobs = []
     for index, value in enumerate(listed):
         at = f"{where}jobs[{index}]."
-        entry = _object(value, at[:-1])
-        submit = _number(entry, "submit", at, join)
+        entry = object_field(value, at[:-1])
+        submit = number_field(entry, "submit", at, join)
         if submit < join:
             raise ScenarioError(f"{at}submit", "must be >= the user's join time")
-        tasks = _whole(entry, "tasks", at)
+        tasks = whole_field(entry, "tasks", at)
         if tasks < 0:
             raise ScenarioError(f"{at}tasks", "must be >= 0")
         if "duration" in entry:
-            duration = _duration(entry["duration"], f"{at}duration")
+            duration = duration_field(entry["duration"], f"{at}duration")
         elif default is not None:
             duration = default
         else:
@@ -202,28 +209,28 @@ def _jobs(
 
 def _user(value: Any, index: int) -> UserSpec:
     where = f"users[{index}]."
-    raw = _object(value, where[:-1])
+    raw = object_field(value, where[:-1])
     user_id = raw.get("id", f"u{index + 1}")
     if not isinstance(user_id, str) or not user_id:
         raise ScenarioError(f"{where}id", "expected a non-empty string")
-    join = _number(raw, "join", where, 0.0)
-    leave = None if raw.get("leave") is None else _number(raw, "leave", where)
+    join = number_field(raw, "join", where, 0.0)
+    leave = None if raw.get("leave") is None else number_field(raw, "leave", where)
     if join < 0 or (leave is not None and leave <= join):
         raise ScenarioError(f"{where}leave" if leave is not None else f"{where}join", "bad time")
-    weight = _number(raw, "weight", where, 1.0)
+    weight = number_field(raw, "weight", where, 1.0)
     if weight <= 0:
         raise ScenarioError(f"{where}weight", "must be > 0")
     has_jobs = "jobs" in raw
     if not has_jobs:
-        _whole(raw, "tasks", where)  # a user without jobs needs its tasks (checked first)
+        whole_field(raw, "tasks", where)  # a user without jobs needs its tasks (checked first)
     duration = None
     if "duration" in raw:
-        duration = _duration(raw["duration"], f"{where}duration")
+        duration = duration_field(raw["duration"], f"{where}duration")
     elif not has_jobs:
         raise ScenarioError(f"{where}duration", "missing")
     jobs = _jobs(raw, where, join, duration)
     if "tasks" in raw or not has_jobs:
-        tasks = _whole(raw, "tasks", where)
+        tasks = whole_field(raw, "tasks", where)
         if tasks < 0:
             raise ScenarioError(f"{where}tasks", "must be >= 0")
         if duration is None:
@@ -233,7 +240,7 @@ def _user(value: Any, index: int) -> UserSpec:
     return UserSpec(
         id=user_id,
         name=str(raw.get("name", user_id)),
-        task=_resources(raw.get("task"), f"{where}task"),
+        task=resources_field(raw.get("task"), f"{where}task"),
         tasks=sum(job.tasks for job in jobs),
         duration=duration or (jobs[0].duration if jobs else Duration("deterministic", 1.0)),
         join=join,
@@ -256,23 +263,23 @@ def _range(raw: Mapping[str, Any], key: str, default: tuple[float, float]) -> tu
 
 def _workload(value: Any, seed: int) -> list[UserSpec]:
     """Users made by ``master.sim.workload`` (seeded by ``workload.seed``, else ``seed``)."""
-    raw = _object(value, "workload")
+    raw = object_field(value, "workload")
     if raw.get("generator", "google-like") != "google-like":
         raise ScenarioError("workload.generator", "expected google-like")
     base = GoogleLikeWorkload()
     where = "workload."
     spec = GoogleLikeWorkload(
-        users=_whole(raw, "users", where, base.users),
-        jobs=_whole(raw, "jobs", where, base.jobs),
-        span=_number(raw, "span", where, base.span),
-        zipf=_number(raw, "zipf", where, base.zipf),
+        users=whole_field(raw, "users", where, base.users),
+        jobs=whole_field(raw, "jobs", where, base.jobs),
+        span=number_field(raw, "span", where, base.span),
+        zipf=number_field(raw, "zipf", where, base.zipf),
         cpus=_range(raw, "cpus", base.cpus),
         mem=_range(raw, "mem", base.mem),
-        tasks_alpha=_number(raw, "tasks_alpha", where, base.tasks_alpha),
-        tasks_max=_whole(raw, "tasks_max", where, base.tasks_max),
+        tasks_alpha=number_field(raw, "tasks_alpha", where, base.tasks_alpha),
+        tasks_max=whole_field(raw, "tasks_max", where, base.tasks_max),
         duration=_range(raw, "duration", base.duration),
         duration_dist=str(raw.get("duration_dist", base.duration_dist)),
-        duration_k=_whole(raw, "duration_k", where, base.duration_k),
+        duration_k=whole_field(raw, "duration_k", where, base.duration_k),
     )
     if spec.users < 1 or spec.jobs < 0 or spec.span <= 0 or spec.zipf < 0:
         raise ScenarioError("workload.users/jobs/span/zipf", "out of range")
@@ -280,7 +287,7 @@ def _workload(value: Any, seed: int) -> list[UserSpec]:
         raise ScenarioError("workload.tasks_alpha/tasks_max/duration_k", "out of range")
     if spec.duration_dist not in DISTRIBUTIONS:
         raise ScenarioError("workload.duration_dist", f"expected one of {', '.join(DISTRIBUTIONS)}")
-    rng = random.Random(_whole(raw, "seed", where, seed))
+    rng = random.Random(whole_field(raw, "seed", where, seed))
     users = []
     for generated in generate(spec, rng):
         jobs = tuple(
@@ -314,9 +321,9 @@ def _agents(raw: Mapping[str, Any]) -> tuple[AgentSpec, ...]:
         raise ScenarioError("agents", "expected a list")
     agents: list[AgentSpec] = []
     for index, value in enumerate(listed):
-        entry = _object(value, f"agents[{index}]")
-        resources = _resources(entry.get("resources"), f"agents[{index}].resources")
-        count = _whole(entry, "count", f"agents[{index}].", 1)
+        entry = object_field(value, f"agents[{index}]")
+        resources = resources_field(entry.get("resources"), f"agents[{index}].resources")
+        count = whole_field(entry, "count", f"agents[{index}].", 1)
         if count < 1:
             raise ScenarioError(f"agents[{index}].count", "must be >= 1")
         base = entry.get("id", f"a{index + 1}")
@@ -336,7 +343,7 @@ def _variants(doc: Mapping[str, Any]) -> tuple[tuple[str, Scenario], ...]:
     base = {key: value for key, value in doc.items() if key != "variants"}
     variants = []
     for index, value in enumerate(listed):
-        entry = dict(_object(value, f"variants[{index}]"))
+        entry = dict(object_field(value, f"variants[{index}]"))
         name = entry.pop("name", None)
         if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
             raise ScenarioError(f"variants[{index}].name", "expected a file-name-safe string")
@@ -355,21 +362,21 @@ def _variants(doc: Mapping[str, Any]) -> tuple[tuple[str, Scenario], ...]:
 
 def parse_scenario(raw: Any) -> Scenario:
     """Check a decoded scenario document; raises ``ScenarioError`` naming the bad field."""
-    doc = _object(raw, "scenario")
+    doc = object_field(raw, "scenario")
     agents = _agents(doc)
     mix, mix_count, mix_scale = None, 0, 1.0
     if "servers" in doc:
-        servers = _object(doc["servers"], "servers")
+        servers = object_field(doc["servers"], "servers")
         mix = servers.get("mix", "google")
         if mix not in MIXES:
             raise ScenarioError("servers.mix", f"unknown mix {mix!r} (known: {', '.join(MIXES)})")
-        mix_count = _whole(servers, "count", "servers.")
-        mix_scale = _number(servers, "scale", "servers.", 1.0)
+        mix_count = whole_field(servers, "count", "servers.")
+        mix_scale = number_field(servers, "scale", "servers.", 1.0)
         if mix_count < 1 or mix_scale <= 0:
             raise ScenarioError("servers.count", "count must be >= 1 and scale > 0")
     if not agents and not mix_count:
         raise ScenarioError("agents", "no agents: list some or draw them from 'servers'")
-    seed = _whole(doc, "seed", "", 0)
+    seed = whole_field(doc, "seed", "", 0)
     users_raw = doc.get("users", [] if "workload" in doc else None)
     if not isinstance(users_raw, list) or not (users_raw or "workload" in doc):
         raise ScenarioError("users", "expected a non-empty list")
@@ -378,10 +385,10 @@ def parse_scenario(raw: Any) -> Scenario:
         users.extend(_workload(doc["workload"], seed))
     if len({u.id for u in users}) != len(users):
         raise ScenarioError("users", "user ids repeat")
-    until = None if doc.get("until") is None else _number(doc, "until", "")
-    sample_every = _number(doc, "sample_every", "", 0.0)
-    interval = _number(doc, "allocation_interval", "", 0.0)
-    slots = _whole(doc, "slots_per_agent", "", 14)
+    until = None if doc.get("until") is None else number_field(doc, "until", "")
+    sample_every = number_field(doc, "sample_every", "", 0.0)
+    interval = number_field(doc, "allocation_interval", "", 0.0)
+    slots = whole_field(doc, "slots_per_agent", "", 14)
     if slots < 1 or sample_every < 0 or (until is not None and until <= 0):
         raise ScenarioError("slots_per_agent/sample_every/until", "out of range")
     if interval < 0:
