@@ -129,6 +129,7 @@ class Scenario:
 def number_field(
     raw: Mapping[str, Any], key: str, where: str, default: float | None = None
 ) -> float:
+    """A finite number at ``raw[key]`` (or ``default``); ``ScenarioError`` names ``where.key``."""
     value = raw.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ScenarioError(f"{where}{key}", f"expected a finite number, got {value!r}")
@@ -136,6 +137,7 @@ def number_field(
 
 
 def whole_field(raw: Mapping[str, Any], key: str, where: str, default: int | None = None) -> int:
+    """A whole number >= 0 at ``raw[key]`` (or ``default``); ``ScenarioError`` otherwise."""
     value = raw.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int):
         raise ScenarioError(f"{where}{key}", f"expected a whole number, got {value!r}")
@@ -150,6 +152,7 @@ def _choice(raw: Mapping[str, Any], key: str, options: tuple[str, ...], default:
 
 
 def resources_field(value: Any, field: str) -> ResourceVector:
+    """``value`` (``{"cpus": 1, "mem": 2}``) as a ``ResourceVector``; errors name ``field``."""
     if not isinstance(value, dict) or not value:
         raise ScenarioError(field, "expected a non-empty object of resource quantities")
     try:
@@ -162,12 +165,14 @@ def resources_field(value: Any, field: str) -> ResourceVector:
 
 
 def object_field(value: Any, field: str) -> Mapping[str, Any]:
+    """``value`` as a JSON object, or ``ScenarioError`` naming ``field``."""
     if not isinstance(value, dict):
         raise ScenarioError(field, f"expected an object, got {type(value).__name__}")
     return value
 
 
 def duration_field(value: Any, field: str) -> Duration:
+    """A duration distribution object (``dist``, ``mean``, ``k``); errors name ``field``."""
     raw = object_field(value, field)
     dist = raw.get("dist", "deterministic")
     if dist not in DISTRIBUTIONS:
