@@ -134,7 +134,16 @@ class AgentCalls(RuntimeBase):
         link = self.agents.get(agent_id)
         if link is None:
             link = self._readmit(agent_id, spec)
-        elif spec != link.spec and (not link.in_pool or spec.resources == link.spec.resources):
+        elif link.in_pool and spec.resources != link.spec.resources:
+            log_event(
+                log,
+                "agent.resources.ignored",
+                logging.WARNING,
+                agent_id=agent_id,
+                registered=str(link.spec.resources),
+                reported=str(spec.resources),
+            )
+        elif spec != link.spec:
             # A restarted agent has a new port (and maybe host name); resources of an agent in
             # the pool cannot change under its tasks and offers (Mesos: reconfiguration policy
             # "equal"), so those keep the registered spec.

@@ -190,7 +190,6 @@ class RuntimeBase:
         self.registry = registry or Registry.in_memory()
         self.registry.on_write = self.counters.registry_write_durations.observe
         self.recovering = False  # after a restart, until recovered agents are back or time is up
-        self.recovery_deadline: float | None = None  # runtime clock
         self._faults = random.Random(self.config.seed)
         self.started_at = time.time()
         self.draining = False

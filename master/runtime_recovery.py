@@ -81,7 +81,6 @@ class RecoveryCalls(FrameworkCalls, AgentCalls):
         )
         if waiting:
             self.recovering = True
-            self.recovery_deadline = now + window
             self._event_loop().call_later(window, self._finish_recovery)
 
     def _recovery_progress(self) -> None:
@@ -93,7 +92,6 @@ class RecoveryCalls(FrameworkCalls, AgentCalls):
         if not self.recovering:
             return
         self.recovering = False
-        self.recovery_deadline = None
         missing = [link for link in self.agents.values() if link.recovering]
         for link in missing:
             link.recovering = False
