@@ -142,6 +142,7 @@ class SchedulerDriver:
         self._lock = threading.Lock()
         self._ready = threading.Event()
         self._done = threading.Event()
+        self._closing = False  # set on the loop thread when the loop starts to end
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: SchedulerClient | None = None
         self._thread: threading.Thread | None = None
@@ -259,6 +260,7 @@ class SchedulerDriver:
                 elif isinstance(event, StatusUpdate):
                     client.release(event)  # not handled: deliver the master's next copy
         finally:
+            self._closing = True  # from now on _submit starts nothing on this loop
             await client.close()
 
     def _dispatch(self, event: Event) -> bool:
@@ -309,6 +311,9 @@ class SchedulerDriver:
 
         def begin() -> None:
             if not future.set_running_or_notify_cancel():
+                return
+            if self._closing:  # the loop is ending: a task made now would never run
+                future.set_exception(NotConnectedError("the driver has stopped"))
                 return
             task = loop.create_task(make(client))
             task.add_done_callback(lambda done: _settle(future, done))
