@@ -44,9 +44,11 @@ import fcntl
 import os
 import sqlite3
 from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Final
 
+from fairshare.sqlite_transaction import transaction
 from fairshare.v1 import common_pb2
 from google.protobuf.message import DecodeError
 
@@ -225,8 +227,8 @@ class CheckpointStore:
                 f"{_fresh_hint(self.path)}"
             )
 
-    def _transaction(self) -> _Transaction:
-        return _Transaction(self._db)
+    def _transaction(self) -> AbstractContextManager[None]:
+        return transaction(self._db)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -324,19 +326,6 @@ class CheckpointStore:
         self._db.close()
         os.close(self._lock_fd)
         self._lock_fd = -1
-
-
-class _Transaction:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` if the block raises)."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
-
-    def __enter__(self) -> None:
-        self._db.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, exc_type: object, exc: object, traceback: object) -> None:
-        self._db.execute("COMMIT" if exc_type is None else "ROLLBACK")
 
 
 def _state(value: Any) -> TaskState:

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from fairshare.sqlite_transaction import transaction
+
 from framework_sdk.resources import ResourceVector
 from master.model import AgentSpec, FrameworkSpec
 
@@ -268,7 +270,7 @@ class Registry:
 
     @staticmethod
     def _write_meta(connection: sqlite3.Connection, cluster_id: str) -> None:
-        with _transaction(connection):
+        with transaction(connection):
             connection.executemany(
                 "INSERT INTO meta (key, value) VALUES (?, ?)",
                 [
@@ -340,7 +342,7 @@ class Registry:
     def _write(self) -> Iterator[sqlite3.Connection]:
         started = time.perf_counter()
         try:
-            with _transaction(self._db):
+            with transaction(self._db):
                 yield self._db
         except sqlite3.Error as error:
             raise RegistryWriteError(f"registry write failed: {error}") from None
@@ -433,14 +435,3 @@ class Registry:
             weights.pop(target, None)
         else:
             weights[target] = weight
-
-
-@contextmanager
-def _transaction(connection: sqlite3.Connection) -> Iterator[None]:
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        connection.execute("ROLLBACK")
-        raise
-    connection.execute("COMMIT")
