@@ -117,6 +117,12 @@ def test_hung_agent_is_unreachable_then_rejoins_with_its_tasks(
             SETTLE,
             "the same tasks running on the same agents again",
         )
+        # The master's state can be ahead of the framework's log: wait for the updates to land.
+        wait_for(
+            lambda: all(framework.latest().get(t) == "RUNNING" for t in paused),
+            SETTLE,
+            "the framework told the tasks run again",
+        )
         for task_id in paused:
             states = [(u["state"], u["reason"]) for u in framework.updates(task_id)]
             assert states[-2:] == [
