@@ -48,14 +48,16 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Final
 
+from fairshare.resources import ResourceError, ResourceVector
 from fairshare.sqlite_transaction import transaction
+from fairshare.task_states import TaskState
 from fairshare.v1 import common_pb2
+from fairshare.wire import task_state_from_pb, task_state_to_pb
 from google.protobuf.message import DecodeError
 
 from agent.config import parse_attributes
-from agent.records import AgentSpec, StatusUpdate, TaskState, TaskView
+from agent.records import AgentSpec, StatusUpdate, TaskView
 from agent.state import AgentSnapshot, CheckpointChanges, TaskChange
-from framework_sdk.resources import ResourceError, ResourceVector
 
 __all__ = ["CHECKPOINT_FILE", "SCHEMA_VERSION", "CheckpointError", "CheckpointStore"]
 
@@ -309,7 +311,7 @@ class CheckpointStore:
                     *key,
                     task.info.SerializeToString(deterministic=True),
                     str(task.resources),
-                    int(task.state),
+                    task_state_to_pb(task.state),
                     task.running_since,
                     *latest,
                 ),
@@ -329,14 +331,15 @@ class CheckpointStore:
 
 
 def _state(value: Any) -> TaskState:
-    state: TaskState = int(value)  # type: ignore[assignment]
-    common_pb2.TaskState.Name(state)  # ValueError for a value the API does not define
-    return state
+    """A stored wire state number; ``ValueError`` for one the API does not define."""
+    number = int(value)
+    common_pb2.TaskState.Name(number)  # type: ignore[arg-type]
+    return task_state_from_pb(number)
 
 
 def _update_columns(update: StatusUpdate) -> tuple[Any, ...]:
     return (
-        int(update.state),
+        task_state_to_pb(update.state),
         update.uuid,
         update.timestamp,
         int(update.reason),

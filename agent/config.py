@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from framework_sdk.resources import ResourceError, ResourceVector
+from fairshare.resources import ResourceError, ResourceVector
 
 __all__ = ["AgentSettings", "ConfigError", "parse_attributes", "parse_resources", "resolve"]
 

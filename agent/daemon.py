@@ -33,10 +33,10 @@ from pathlib import Path
 
 import grpc
 from fairshare.health import NOT_SERVING, SERVING, HealthServicer
+from fairshare.logs import configure_logging, log_event
 
 from agent.checkpoint import CHECKPOINT_FILE, CheckpointError, CheckpointStore
 from agent.config import AgentSettings, ConfigError, resolve
-from agent.logs import configure_logging, log_event
 from agent.metrics import (
     AgentCollector,
     MetricsServer,

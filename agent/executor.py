@@ -21,9 +21,10 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from fairshare.task_states import TaskState
 from fairshare.v1 import common_pb2
 
-from agent.records import CommandSpec, Reason, TaskKey, TaskState
+from agent.records import CommandSpec, Reason, TaskKey
 
 __all__ = ["PlaceholderExecutor", "TaskEvent"]
 
@@ -120,26 +121,26 @@ class PlaceholderExecutor:
         else:
             await asyncio.sleep(spec.duration)
         if spec.exit_code == 0:
-            finished = common_pb2.TASK_STATE_FINISHED
+            finished = TaskState.FINISHED
             self._emit(run, TaskEvent(run.key, finished, message="exited 0", exit_code=0))
         else:
             code = spec.exit_code
-            failed, reason = common_pb2.TASK_STATE_FAILED, _TS.REASON_COMMAND_FAILED
+            failed, reason = TaskState.FAILED, _TS.REASON_COMMAND_FAILED
             self._emit(run, TaskEvent(run.key, failed, reason, f"exited {code}", exit_code=code))
 
     async def _start(self, run: _Run) -> bool:
         """STARTING, the startup delay, RUNNING; False after FAILED (``fail_on_start``)."""
         spec = run.spec
-        self._emit(run, TaskEvent(run.key, common_pb2.TASK_STATE_STARTING))
+        self._emit(run, TaskEvent(run.key, TaskState.STARTING))
         if spec.fail_on_start:
-            failed = common_pb2.TASK_STATE_FAILED
+            failed = TaskState.FAILED
             reason = _TS.REASON_EXECUTOR_TERMINATED
             self._emit(run, TaskEvent(run.key, failed, reason, "failed on start (fail_on_start)"))
             return False
         if spec.startup_delay > 0:
             await asyncio.sleep(spec.startup_delay)
         run.running = True
-        self._emit(run, TaskEvent(run.key, common_pb2.TASK_STATE_RUNNING))
+        self._emit(run, TaskEvent(run.key, TaskState.RUNNING))
         return True
 
     def _emit(self, run: _Run, event: TaskEvent) -> None:
@@ -159,8 +160,8 @@ class PlaceholderExecutor:
             reason = run.kill_reason
             if not run.running and reason == _TS.REASON_UNSPECIFIED:
                 reason = _TS.REASON_TASK_KILLED_DURING_LAUNCH
-            self._report(TaskEvent(run.key, common_pb2.TASK_STATE_KILLED, reason, "killed"))
+            self._report(TaskEvent(run.key, TaskState.KILLED, reason, "killed"))
         elif task.exception() is not None:
             message = f"placeholder task crashed: {task.exception()!r}"
-            failed, reason = common_pb2.TASK_STATE_FAILED, _TS.REASON_EXECUTOR_TERMINATED
+            failed, reason = TaskState.FAILED, _TS.REASON_EXECUTOR_TERMINATED
             self._report(TaskEvent(run.key, failed, reason, message))

@@ -1,55 +1,35 @@
 """Plain value types the agent's state, executor and runtime exchange.
 
 Invariants: every type here is immutable (the ``TaskInfo`` inside ``TaskView`` is the agent's own
-copy and is never mutated after launch); task states and reasons are the wire enum values of
-``fairshare.v1`` (``common_pb2.TASK_STATE_*``, ``common_pb2.TaskStatus.REASON_*``), so no mapping
-table can drift from the API. A task is addressed by ``TaskKey = (framework_id, task_id)``.
+copy and is never mutated after launch); task states are the kernel's ``TaskState``
+(``fairshare.task_states``: one vocabulary and one forward rule for every process) and reasons the
+wire enum values (``common_pb2.TaskStatus.REASON_*``), so no mapping table can drift from the
+API. A task is addressed by ``TaskKey = (framework_id, task_id)``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final, TypeAlias
+from typing import TypeAlias
 
+from fairshare.resources import ResourceVector
+from fairshare.task_states import TaskState
 from fairshare.v1 import common_pb2
 
-from framework_sdk.resources import ResourceVector
-
 __all__ = [
-    "TERMINAL_STATES",
     "AgentMetrics",
     "AgentSpec",
     "CommandSpec",
     "Reason",
     "StatusUpdate",
     "TaskKey",
-    "TaskState",
     "TaskView",
-    "state_name",
 ]
 
 TaskKey: TypeAlias = tuple[str, str]
 """``(framework_id, task_id)``: task ids are unique only within their framework."""
 
-TaskState: TypeAlias = common_pb2.TaskState.ValueType
 Reason: TypeAlias = common_pb2.TaskStatus.Reason.ValueType
-
-TERMINAL_STATES: Final[frozenset[TaskState]] = frozenset(
-    {
-        common_pb2.TASK_STATE_FINISHED,
-        common_pb2.TASK_STATE_FAILED,
-        common_pb2.TASK_STATE_KILLED,
-        common_pb2.TASK_STATE_ERROR,
-        common_pb2.TASK_STATE_LOST,
-        common_pb2.TASK_STATE_DROPPED,
-        common_pb2.TASK_STATE_GONE,
-    }
-)
-
-
-def state_name(state: TaskState) -> str:
-    """``TASK_STATE_RUNNING`` -> ``RUNNING`` (for logs and metrics labels)."""
-    return common_pb2.TaskState.Name(state).removeprefix("TASK_STATE_")
 
 
 @dataclass(frozen=True, slots=True)

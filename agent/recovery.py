@@ -34,11 +34,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fairshare.logs import log_event
+from fairshare.task_states import TERMINAL, TaskState
 from fairshare.v1 import common_pb2
 
 from agent.executor import PlaceholderExecutor
-from agent.logs import log_event
-from agent.records import TERMINAL_STATES, CommandSpec, Reason, TaskKey, TaskState, TaskView
+from agent.records import CommandSpec, Reason, TaskKey, TaskView
 from agent.state import AgentState
 from agent.wire import command_spec
 
@@ -96,14 +97,14 @@ def plan_recovery(tasks: Iterable[TaskView], wall: float) -> list[RecoveryAction
     """One action per non-terminal task (terminal tasks need none), in the given order."""
     actions: list[RecoveryAction] = []
     for task in tasks:
-        if task.state not in TERMINAL_STATES:
+        if task.state not in TERMINAL:
             actions.append(_plan_one(task, wall))
     return actions
 
 
 def _lost(key: TaskKey, wall: float, why: str) -> Report:
     message = f"the agent restarted and could not recover the task: {why}"
-    return Report(key, common_pb2.TASK_STATE_LOST, _TS.REASON_AGENT_RESTARTED, message, wall)
+    return Report(key, TaskState.LOST, _TS.REASON_AGENT_RESTARTED, message, wall)
 
 
 def _plan_one(task: TaskView, wall: float) -> RecoveryAction:
@@ -112,13 +113,13 @@ def _plan_one(task: TaskView, wall: float) -> RecoveryAction:
         spec = command_spec(task.info.command)
     except ValueError as error:
         return _lost(key, wall, f"invalid command: {error}")
-    if task.state in (common_pb2.TASK_STATE_STAGING, common_pb2.TASK_STATE_STARTING):
+    if task.state in (TaskState.STAGING, TaskState.STARTING):
         return Restart(key, spec)
-    if task.state == common_pb2.TASK_STATE_KILLING:
+    if task.state == TaskState.KILLING:
         message = "killed: the agent restarted while killing it"
-        return Report(key, common_pb2.TASK_STATE_KILLED, _TS.REASON_AGENT_RESTARTED, message, wall)
-    if task.state != common_pb2.TASK_STATE_RUNNING:
-        return _lost(key, wall, f"unexpected state {common_pb2.TaskState.Name(task.state)}")
+        return Report(key, TaskState.KILLED, _TS.REASON_AGENT_RESTARTED, message, wall)
+    if task.state != TaskState.RUNNING:
+        return _lost(key, wall, f"unexpected state {task.state.value}")
     resumed = dataclasses.replace(spec, startup_delay=0.0, fail_on_start=False)
     if spec.duration is None:
         return Resume(key, resumed)
@@ -130,10 +131,10 @@ def _plan_one(task: TaskView, wall: float) -> RecoveryAction:
     deadline = min(wall, task.running_since + spec.duration)
     down = "its deadline passed while the agent was down"
     if spec.exit_code == 0:
-        finished = common_pb2.TASK_STATE_FINISHED
+        finished = TaskState.FINISHED
         return Report(key, finished, _TS.REASON_UNSPECIFIED, f"exited 0 ({down})", deadline, 0)
     code = spec.exit_code
-    failed, reason = common_pb2.TASK_STATE_FAILED, _TS.REASON_COMMAND_FAILED
+    failed, reason = TaskState.FAILED, _TS.REASON_COMMAND_FAILED
     return Report(key, failed, reason, f"exited {code} ({down})", deadline, code)
 
 
@@ -161,7 +162,7 @@ def apply_recovery(
                 exit_code=action.exit_code,
             )
             tally["reported"] += 1
-            _log(action.key, "reported", state=common_pb2.TaskState.Name(action.state))
+            _log(action.key, "reported", state=action.state.value)
     for action in actions:
         if isinstance(action, Resume):
             executor.launch(action.key, action.spec, resume=True)

@@ -12,7 +12,7 @@ import os
 import shutil
 from pathlib import Path
 
-from framework_sdk.resources import ResourceVector
+from fairshare.resources import ResourceVector
 
 __all__ = ["host_resources"]
 

@@ -42,16 +42,18 @@ from enum import Enum
 from typing import Any, Final, TypeVar
 
 import grpc
+from fairshare.logs import log_event
+from fairshare.task_states import TaskState
 from fairshare.v1 import agent_pb2, agent_pb2_grpc, common_pb2
+from fairshare.wire import resources_to_pb
 
 from agent.backoff import Backoff
 from agent.checkpoint import CheckpointError, CheckpointStore
 from agent.executor import PlaceholderExecutor, TaskEvent
-from agent.logs import log_event
-from agent.records import AgentMetrics, AgentSpec, TaskKey, state_name
+from agent.records import AgentMetrics, AgentSpec, TaskKey
 from agent.recovery import recover
 from agent.state import AgentState, KillDecision, Outgoing, ReregisterCall
-from agent.wire import agent_info, reregister_request, resources_to_proto, update_request
+from agent.wire import agent_info, reregister_request, update_request
 
 __all__ = ["AgentFatalError", "AgentMetrics", "AgentRuntime", "RuntimeConfig"]
 
@@ -386,7 +388,7 @@ class AgentRuntime:
         while True:
             await asyncio.sleep(self.heartbeat_interval)
             request = agent_pb2.HeartbeatRequest(
-                agent_id=self.state.agent_id or "", used=resources_to_proto(self.state.used)
+                agent_id=self.state.agent_id or "", used=resources_to_pb(self.state.used)
             )
             try:
                 response = await stub.Heartbeat(request, timeout=self._timeout)
@@ -435,7 +437,7 @@ class AgentRuntime:
                 _LOG,
                 "status update retry",
                 task_id=update.task_id,
-                state=state_name(update.state),
+                state=update.state.value,
                 attempt=outgoing.attempt,
                 uuid=update.uuid.hex(),
             )
@@ -528,7 +530,7 @@ class AgentRuntime:
         )
         if decision is KillDecision.KILL and not self.executor.kill(key):
             # Admitted but not running in the executor (cannot normally happen): report it.
-            self._on_task_event(TaskEvent(key, common_pb2.TASK_STATE_KILLED, message="killed"))
+            self._on_task_event(TaskEvent(key, TaskState.KILLED, message="killed"))
 
     def _on_task_event(self, event: TaskEvent) -> None:
         update = self.state.handle_task_status(
@@ -547,7 +549,7 @@ class AgentRuntime:
                 "task state",
                 framework_id=event.key[0],
                 task_id=event.key[1],
-                state=state_name(event.state),
+                state=event.state.value,
                 reason=_TS.Reason.Name(event.reason),
                 exit_code=event.exit_code,
             )

@@ -35,22 +35,21 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+from fairshare.resources import ResourceError, ResourceVector
+from fairshare.task_states import TERMINAL, TaskState, advance
 from fairshare.v1 import common_pb2
+from fairshare.wire import resources_from_pb
 
 from agent.backoff import Backoff
 from agent.records import (
-    TERMINAL_STATES,
     AgentSpec,
     CommandSpec,
     Reason,
     StatusUpdate,
     TaskKey,
-    TaskState,
     TaskView,
-    state_name,
 )
-from agent.wire import command_spec, resources_from_proto
-from framework_sdk.resources import ResourceError, ResourceVector
+from agent.wire import command_spec
 
 __all__ = [
     "AgentSnapshot",
@@ -65,17 +64,6 @@ __all__ = [
 ]
 
 _TS = common_pb2.TaskStatus
-_RANK: dict[TaskState, int] = {
-    common_pb2.TASK_STATE_STAGING: 0,
-    common_pb2.TASK_STATE_STARTING: 1,
-    common_pb2.TASK_STATE_RUNNING: 2,
-    common_pb2.TASK_STATE_KILLING: 3,
-}
-_TERMINAL_RANK = 4
-
-
-def _rank(state: TaskState) -> int:
-    return _TERMINAL_RANK if state in TERMINAL_STATES else _RANK.get(state, -1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,7 +228,7 @@ class AgentState:
         Returns the live tasks the executor must stop (silently: the master already reported
         them GONE). The next ``registration()`` is a fresh Register.
         """
-        live = [key for key, task in self._tasks.items() if task.state not in TERMINAL_STATES]
+        live = [key for key, task in self._tasks.items() if task.state not in TERMINAL]
         self._dirty.update(self._tasks)
         self._dirty.update(self._streams)
         self._identity_dirty = True
@@ -269,20 +257,20 @@ class AgentState:
                 ignored.append(f"task without task_id in a launch of framework {framework_id}")
                 continue
             existing = self._tasks.get(key)
-            if existing is not None and existing.state not in TERMINAL_STATES:
+            if existing is not None and existing.state not in TERMINAL:
                 ignored.append(f"task {given.task_id} of {framework_id} is already live")
                 continue
             info = common_pb2.TaskInfo()
             info.CopyFrom(given)
             problem, resources, spec = self._check_launch(info)
             if problem is not None:
-                staging = common_pb2.TASK_STATE_STAGING
+                staging = TaskState.STAGING
                 self._tasks[key] = _Task(framework_id, info, ResourceVector(), staging)
-                error = common_pb2.TASK_STATE_ERROR
+                error = TaskState.ERROR
                 self._advance(key, error, now, wall, _TS.REASON_TASK_INVALID, problem, None)
                 rejected.append((key, problem))
                 continue
-            self._tasks[key] = _Task(framework_id, info, resources, common_pb2.TASK_STATE_STAGING)
+            self._tasks[key] = _Task(framework_id, info, resources, TaskState.STAGING)
             self._dirty.add(key)
             self._used = self._used + resources
             accepted.append((key, spec))
@@ -298,7 +286,7 @@ class AgentState:
         if self.agent_id is not None:
             info.agent_id = self.agent_id
         try:
-            resources = resources_from_proto(info.resources)
+            resources = resources_from_pb(info.resources)
         except ResourceError as error:
             return f"invalid resources: {error}", empty, default
         if not resources:
@@ -318,13 +306,13 @@ class AgentState:
         task = self._tasks.get(key)
         if task is None:
             message = "the agent does not know this task"
-            dropped = common_pb2.TASK_STATE_DROPPED
+            dropped = TaskState.DROPPED
             self._mint(key, dropped, now, wall, _TS.REASON_UNSPECIFIED, message, None)
             return KillDecision.UNKNOWN
-        if task.state in TERMINAL_STATES:
+        if task.state in TERMINAL:
             return KillDecision.ALREADY_TERMINAL
-        if task.state != common_pb2.TASK_STATE_KILLING:
-            killing = common_pb2.TASK_STATE_KILLING
+        if task.state != TaskState.KILLING:
+            killing = TaskState.KILLING
             self._advance(key, killing, now, wall, _TS.REASON_UNSPECIFIED, "kill requested", None)
         return KillDecision.KILL
 
@@ -341,8 +329,8 @@ class AgentState:
     ) -> StatusUpdate | None:
         """The executor reports a state; returns the minted update, None if it was ignored."""
         task = self._tasks.get(key)
-        if task is None or _rank(state) <= _rank(task.state):
-            return None
+        if task is None or state is task.state or advance(task.state, state) is task.state:
+            return None  # not a step forward (fairshare.task_states)
         return self._advance(key, state, now, wall, reason, message, exit_code)
 
     def handle_ack(self, framework_id: str, task_id: str, uuid: bytes, now: float) -> bool:
@@ -361,7 +349,7 @@ class AgentState:
             return True
         del self._streams[key]
         task = self._tasks.get(key)
-        if task is not None and task.state in TERMINAL_STATES:
+        if task is not None and task.state in TERMINAL:
             del self._tasks[key]
         return True
 
@@ -378,11 +366,11 @@ class AgentState:
         exit_code: int | None,
     ) -> StatusUpdate:
         task = self._tasks[key]
-        if state in TERMINAL_STATES and task.state not in TERMINAL_STATES:
+        if state in TERMINAL and task.state not in TERMINAL:
             self._used = self._used.saturating_sub(task.resources)
-            self.terminal_total[state_name(state)] += 1
+            self.terminal_total[state.value] += 1
         task.state = state
-        if state == common_pb2.TASK_STATE_RUNNING:
+        if state == TaskState.RUNNING:
             task.running_since = wall
         update = self._mint(key, state, now, wall, reason, message, exit_code)
         task.latest = update
@@ -474,7 +462,7 @@ class AgentState:
 
     def task_counts(self) -> dict[str, int]:
         """Tracked tasks by state name (``RUNNING``, ...)."""
-        return dict(Counter(state_name(task.state) for task in self._tasks.values()))
+        return dict(Counter(task.state.value for task in self._tasks.values()))
 
     # -- checkpoint ----------------------------------------------------------------------------
 
@@ -522,7 +510,7 @@ class AgentState:
                 stream = state._streams[update.key] = _Stream()
             stream.updates.append(update)
         for view in snapshot.tasks:
-            terminal = view.state in TERMINAL_STATES
+            terminal = view.state in TERMINAL
             if terminal and view.key not in state._streams:
                 state._dirty.add(view.key)  # drop its stale row at the next write
                 continue

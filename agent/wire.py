@@ -10,20 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from fairshare.task_states import TaskState
 from fairshare.v1 import agent_pb2, common_pb2
+from fairshare.wire import resources_to_pb, task_state_to_pb
 from google.protobuf import duration_pb2, timestamp_pb2
 
-from agent.records import AgentSpec, CommandSpec, StatusUpdate, TaskState, TaskView
-from framework_sdk.wire import resources_from_pb as resources_from_proto
-from framework_sdk.wire import resources_to_pb as resources_to_proto
+from agent.records import AgentSpec, CommandSpec, StatusUpdate, TaskView
 
 __all__ = [
     "agent_info",
     "command_spec",
     "duration_seconds",
     "reregister_request",
-    "resources_from_proto",
-    "resources_to_proto",
     "task_proto",
     "task_status",
     "update_request",
@@ -54,7 +52,7 @@ def agent_info(spec: AgentSpec) -> common_pb2.AgentInfo:
     return common_pb2.AgentInfo(
         hostname=spec.hostname,
         port=spec.port,
-        resources=resources_to_proto(spec.resources),
+        resources=resources_to_pb(spec.resources),
         attributes=[common_pb2.Attribute(name=n, value=v) for n, v in spec.attributes],
         version=spec.version,
     )
@@ -71,7 +69,7 @@ def task_status(update: StatusUpdate, agent_id: str) -> common_pb2.TaskStatus:
     status = common_pb2.TaskStatus(
         task_id=update.task_id,
         agent_id=agent_id,
-        state=update.state,
+        state=task_state_to_pb(update.state),
         reason=update.reason,
         message=update.message,
         timestamp=_timestamp(update.timestamp),
@@ -91,7 +89,7 @@ def update_request(
         agent_id=agent_id,
         framework_id=update.framework_id,
         status=task_status(update, agent_id),
-        latest_state=latest_state,
+        latest_state=task_state_to_pb(latest_state),
     )
 
 
@@ -106,7 +104,7 @@ def task_proto(view: TaskView, agent_id: str) -> common_pb2.Task:
         status = common_pb2.TaskStatus(
             task_id=view.info.task_id,
             agent_id=agent_id,
-            state=view.state,
+            state=task_state_to_pb(view.state),
             source=common_pb2.TaskStatus.SOURCE_AGENT,
         )
     return common_pb2.Task(framework_id=view.framework_id, info=info, status=status)

@@ -23,26 +23,19 @@ from dataclasses import dataclass, field
 from typing import Final
 
 import grpc
+from fairshare.resources import ResourceError, ResourceVector
 from fairshare.v1 import common_pb2, scheduler_pb2
+from fairshare.wire import (
+    resources_from_pb,
+    resources_to_pb,
+    seconds_from_duration,
+    task_state_from_pb,
+)
 from google.protobuf import timestamp_pb2
-
-from framework_sdk.resources import ResourceError, ResourceVector
-from framework_sdk.wire import duration_seconds, resources_from_pb, resources_to_pb
 
 __all__ = ["FakeAgent", "FakeClusterState", "Refusal"]
 
 _TS = common_pb2.TaskState
-_TERMINAL: Final = frozenset(
-    {
-        _TS.TASK_STATE_FINISHED,
-        _TS.TASK_STATE_FAILED,
-        _TS.TASK_STATE_KILLED,
-        _TS.TASK_STATE_ERROR,
-        _TS.TASK_STATE_LOST,
-        _TS.TASK_STATE_DROPPED,
-        _TS.TASK_STATE_GONE,
-    }
-)
 _MAX_REFUSE_SECONDS: Final = 31536000.0
 
 Send = Callable[[str, scheduler_pb2.SubscribeResponse], None]
@@ -376,7 +369,7 @@ class FakeClusterState:
         for state in (_TS.TASK_STATE_STARTING, _TS.TASK_STATE_RUNNING):
             self.update(task.framework_id, task.info.task_id, state)
         if command.HasField("duration"):
-            delay = duration_seconds(command.duration) * self.task_time_scale
+            delay = seconds_from_duration(command.duration) * self.task_time_scale
             self._schedule(delay, lambda: self._finish_task(task))
 
     def _finish_task(self, task: _Task) -> None:
@@ -418,13 +411,13 @@ class FakeClusterState:
             status.exit_code = exit_code
         if task is not None:
             task.status = status
-            if state in _TERMINAL:
+            if task_state_from_pb(state).is_terminal:
                 del self.tasks[(framework_id, task_id)]
         framework = self.frameworks.get(framework_id)
         if framework is not None and with_uuid:
             framework.unacked[status.uuid] = status
         self._send(framework_id, _update_event(status))
-        if state in _TERMINAL:
+        if task_state_from_pb(state).is_terminal:
             self.allocate()
         return status
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Final, TextIO
 
 import grpc
+from fairshare.resources import ResourceError, ResourceVector
 from fairshare.v1 import operator_pb2, operator_pb2_grpc
 
 from framework_sdk.cluster_state import render_share_bars, render_table, state_to_dict
@@ -46,7 +47,6 @@ from framework_sdk.events import (
     Subscribed,
 )
 from framework_sdk.framework import Framework
-from framework_sdk.resources import ResourceError, ResourceVector
 from framework_sdk.types import Capability, Demand, FrameworkInfo, Offer, TaskSpec, TaskState
 
 __all__ = ["run", "status", "watch", "watch_frame"]

@@ -26,8 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fairshare.v1 import common_pb2, operator_pb2
-
-from framework_sdk.wire import resources_from_pb
+from fairshare.wire import resources_from_pb
 
 __all__ = ["render_share_bars", "render_table", "share_bar", "state_to_dict"]
 

@@ -31,10 +31,11 @@ import dataclasses
 from collections.abc import AsyncIterator, Iterable, Sequence
 from types import TracebackType
 
+from fairshare.resources import ResourceVector
+
 from framework_sdk.client import OfferLike, SchedulerClient
 from framework_sdk.events import Event, StatusUpdate
 from framework_sdk.options import ClientOptions
-from framework_sdk.resources import ResourceVector
 from framework_sdk.types import Demand, FrameworkInfo, LaunchOperation, TaskRef, TaskSpec
 
 __all__ = ["Framework"]

@@ -46,6 +46,8 @@ import threading
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Any, Final
 
+from fairshare.resources import ResourceVector
+
 from framework_sdk.client import OfferLike, SchedulerClient
 from framework_sdk.errors import NotConnectedError
 from framework_sdk.events import (
@@ -60,7 +62,6 @@ from framework_sdk.events import (
     Subscribed,
 )
 from framework_sdk.options import ClientOptions
-from framework_sdk.resources import ResourceVector
 from framework_sdk.types import (
     Demand,
     FrameworkInfo,

@@ -39,14 +39,14 @@ from types import TracebackType
 from typing import Any, Final, TypeVar
 
 import grpc
+from fairshare.resources import ResourceVector
 from fairshare.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
+from fairshare.wire import duration_to_pb, task_state_to_pb
 from google.protobuf import message as protobuf_message
 from google.protobuf import timestamp_pb2
 
 from framework_sdk._fake_cluster import FakeAgent, FakeClusterState, Refusal
-from framework_sdk.resources import ResourceVector
 from framework_sdk.types import TaskReason, TaskState
-from framework_sdk.wire import seconds_to_duration, task_state_to_pb
 
 __all__ = ["FakeAgent", "FakeMaster", "OfferSpec", "ThreadedFakeMaster"]
 
@@ -360,7 +360,7 @@ class FakeMaster:
             yield scheduler_pb2.SubscribeResponse(
                 subscribed=scheduler_pb2.SubscribedEvent(
                     framework_id=fid,
-                    heartbeat_interval=seconds_to_duration(self.heartbeat_interval),
+                    heartbeat_interval=duration_to_pb(self.heartbeat_interval),
                     master_id=self.master_id,
                     resubscribed=resubscribed,
                     weight=framework.info.weight if framework.info.HasField("weight") else 1.0,

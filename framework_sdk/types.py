@@ -4,9 +4,10 @@ Invariants:
 - Every type here is an immutable (frozen) dataclass or an enum; none imports gRPC or the wire
   API, so they can be built and compared in tests without a master.
 - Resources are always ``ResourceVector`` (exact milli units); durations are float seconds.
-- ``TaskState``, ``TaskReason``, ``UpdateSource`` and ``Capability`` mirror the enums of
-  ``fairshare.v1`` member for member (without the ``TASK_STATE_`` / ``REASON_`` prefixes);
-  ``framework_sdk.wire`` converts between them by name.
+- ``TaskState`` is the kernel's (``fairshare.task_states``, one vocabulary for every process);
+  ``TaskReason``, ``UpdateSource`` and ``Capability`` mirror the enums of ``fairshare.v1`` member
+  for member (without the ``REASON_`` / ``SOURCE_`` prefixes); ``framework_sdk.wire`` converts
+  between them by name.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
 
-from framework_sdk.resources import ResourceVector
+from fairshare.resources import ResourceVector
+from fairshare.task_states import TaskState
 
 __all__ = [
     "DEFAULT_FAILOVER_TIMEOUT",
@@ -37,42 +39,6 @@ __all__ = [
 
 DEFAULT_FAILOVER_TIMEOUT: Final = 7 * 24 * 3600.0
 """One week: how long the master keeps a disconnected framework's tasks (Mesos users' habit)."""
-
-
-class TaskState(enum.Enum):
-    """Lifecycle state of a task (``fairshare.v1.TaskState`` without the prefix)."""
-
-    STAGING = "STAGING"
-    STARTING = "STARTING"
-    RUNNING = "RUNNING"
-    KILLING = "KILLING"
-    FINISHED = "FINISHED"
-    FAILED = "FAILED"
-    KILLED = "KILLED"
-    ERROR = "ERROR"
-    LOST = "LOST"
-    DROPPED = "DROPPED"
-    UNREACHABLE = "UNREACHABLE"
-    GONE = "GONE"
-    UNKNOWN = "UNKNOWN"
-
-    @property
-    def is_terminal(self) -> bool:
-        """True for states a task never leaves (FINISHED, FAILED, KILLED, ERROR, LOST, ...)."""
-        return self in _TERMINAL
-
-
-_TERMINAL: Final = frozenset(
-    {
-        TaskState.FINISHED,
-        TaskState.FAILED,
-        TaskState.KILLED,
-        TaskState.ERROR,
-        TaskState.LOST,
-        TaskState.DROPPED,
-        TaskState.GONE,
-    }
-)
 
 
 class TaskReason(enum.Enum):

@@ -3,8 +3,9 @@
 Invariants:
 - This is the only SDK module (with ``client`` and ``testing``) that touches ``*_pb2``; every
   function is a pure conversion without I/O.
-- Resources cross the wire as exact milli quantities, sorted canonically, zeros omitted.
-- Enums convert by member name, so the SDK enums and the wire enums cannot drift silently
+- Resources, durations, timestamps and task states convert through the kernel's
+  ``fairshare.wire`` (the one conversion every process uses).
+- Other enums convert by member name, so the SDK enums and the wire enums cannot drift silently
   (an unknown wire value raises ``ValueError``).
 """
 
@@ -15,7 +16,14 @@ from datetime import UTC, datetime
 
 import grpc
 from fairshare.v1 import common_pb2, scheduler_pb2
-from google.protobuf import duration_pb2, timestamp_pb2
+from fairshare.wire import (
+    duration_to_pb,
+    resources_from_pb,
+    resources_to_pb,
+    seconds_from_duration,
+    task_state_from_pb,
+)
+from google.protobuf import timestamp_pb2
 
 from framework_sdk.events import (
     AgentLost,
@@ -27,7 +35,6 @@ from framework_sdk.events import (
     StatusUpdate,
     Subscribed,
 )
-from framework_sdk.resources import ResourceError, ResourceVector
 from framework_sdk.types import (
     Capability,
     Demand,
@@ -35,63 +42,19 @@ from framework_sdk.types import (
     Offer,
     TaskReason,
     TaskSpec,
-    TaskState,
     UpdateSource,
 )
 
 __all__ = [
     "capabilities_from_pb",
     "demand_to_pb",
-    "duration_seconds",
     "event_from_pb",
     "framework_info_to_pb",
     "offer_from_pb",
-    "resources_from_pb",
-    "resources_to_pb",
-    "seconds_to_duration",
     "status_from_pb",
     "task_info_to_pb",
     "task_refs",
-    "task_state_to_pb",
 ]
-
-
-def resources_to_pb(vector: ResourceVector) -> common_pb2.Resources:
-    """The wire form of ``vector``: sorted by name, no zero entries (the wire contract).
-
-    The one conversion to the wire; the agent and the master use it too.
-    """
-    return common_pb2.Resources(
-        items=[
-            common_pb2.Resource(name=name, millis=millis)
-            for name, millis in sorted(vector.millis_view().items())
-        ]
-    )
-
-
-def resources_from_pb(message: common_pb2.Resources) -> ResourceVector:
-    """``message`` as a vector (raises ``ResourceError`` on duplicate, negative or bad entries).
-
-    The one conversion from the wire; the agent and the master use it too.
-    """
-    millis: dict[str, int] = {}
-    for item in message.items:
-        if item.name in millis:
-            raise ResourceError(f"resource {item.name!r} is given twice")
-        millis[item.name] = item.millis
-    return ResourceVector.from_millis(millis)
-
-
-def seconds_to_duration(seconds: float) -> duration_pb2.Duration:
-    """A Duration of ``seconds`` (nanosecond precision)."""
-    duration = duration_pb2.Duration()
-    duration.FromNanoseconds(round(seconds * 1e9))
-    return duration
-
-
-def duration_seconds(duration: duration_pb2.Duration) -> float:
-    """``duration`` in float seconds."""
-    return float(duration.seconds) + duration.nanos / 1e9
 
 
 def _datetime(stamp: timestamp_pb2.Timestamp) -> datetime:
@@ -104,7 +67,7 @@ def framework_info_to_pb(info: FrameworkInfo) -> common_pb2.FrameworkInfo:
         framework_id=info.framework_id,
         name=info.name,
         role=info.role,
-        failover_timeout=seconds_to_duration(info.failover_timeout),
+        failover_timeout=duration_to_pb(info.failover_timeout),
         principal=info.principal,
         user=info.user,
         hostname=info.hostname,
@@ -130,9 +93,9 @@ def task_info_to_pb(task: TaskSpec, agent_id: str = "") -> common_pb2.TaskInfo:
     """The wire TaskInfo of ``task``; ``agent_id`` is used when the task names none."""
     command = common_pb2.CommandInfo(exit_code=task.exit_code, fail_on_start=task.fail_on_start)
     if task.duration is not None:
-        command.duration.CopyFrom(seconds_to_duration(task.duration))
+        command.duration.CopyFrom(duration_to_pb(task.duration))
     if task.startup_delay is not None:
-        command.startup_delay.CopyFrom(seconds_to_duration(task.startup_delay))
+        command.startup_delay.CopyFrom(duration_to_pb(task.startup_delay))
     return common_pb2.TaskInfo(
         task_id=task.task_id,
         name=task.name,
@@ -141,11 +104,6 @@ def task_info_to_pb(task: TaskSpec, agent_id: str = "") -> common_pb2.TaskInfo:
         command=command,
         labels=dict(task.labels),
     )
-
-
-def task_state_to_pb(state: TaskState) -> common_pb2.TaskState.ValueType:
-    """The wire value of ``state``."""
-    return common_pb2.TaskState.Value(f"TASK_STATE_{state.value}")
 
 
 def offer_from_pb(message: common_pb2.Offer) -> Offer:
@@ -164,13 +122,12 @@ def offer_from_pb(message: common_pb2.Offer) -> Offer:
 
 def status_from_pb(status: common_pb2.TaskStatus) -> StatusUpdate:
     """The SDK StatusUpdate of a wire TaskStatus."""
-    state_name = common_pb2.TaskState.Name(status.state).removeprefix("TASK_STATE_")
     reason_name = common_pb2.TaskStatus.Reason.Name(status.reason).removeprefix("REASON_")
     source_name = common_pb2.TaskStatus.Source.Name(status.source).removeprefix("SOURCE_")
     return StatusUpdate(
         task_id=status.task_id,
         agent_id=status.agent_id,
-        state=TaskState[state_name] if state_name != "UNSPECIFIED" else TaskState.UNKNOWN,
+        state=task_state_from_pb(status.state),
         reason=TaskReason[reason_name],
         message=status.message,
         uuid=status.uuid,
@@ -196,7 +153,7 @@ def event_from_pb(message: scheduler_pb2.SubscribeResponse, address: str) -> Eve
         return Subscribed(
             framework_id=sub.framework_id,
             master_id=sub.master_id,
-            heartbeat_interval=duration_seconds(sub.heartbeat_interval),
+            heartbeat_interval=seconds_from_duration(sub.heartbeat_interval),
             resubscribed=sub.resubscribed,
             weight=sub.weight,
             address=address,

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from framework_sdk.resources import ResourceError, ResourceVector
+from fairshare.resources import ResourceError, ResourceVector
+
 from master.core import CoreConfig, MasterState, SendOffers
 from master.core.fairness import FAIRNESS_POLICIES
 from master.core.fluid import FluidAgent, FluidError, FluidFramework, FluidResult, solve_fluid

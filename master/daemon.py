@@ -31,10 +31,10 @@ from pathlib import Path
 
 import grpc
 from fairshare.health import NOT_SERVING, HealthServicer
+from fairshare.logs import configure_logging, log_event
 from fairshare.v1 import agent_pb2_grpc, operator_pb2_grpc, scheduler_pb2_grpc
 
 from master.config import ConfigError, MasterConfig, load_config
-from master.eventlog import configure_logging, log_event
 from master.metrics import (
     MasterCollector,
     MetricsServer,

@@ -177,7 +177,7 @@ def _check_args(args: argparse.Namespace) -> str | None:
     if args.duration is not None and args.duration <= 0:
         return f"--for must be positive, got {args.duration}"
     if args.resources:
-        from framework_sdk.resources import ResourceError, ResourceVector
+        from fairshare.resources import ResourceError, ResourceVector
 
         try:
             ResourceVector.parse(args.resources)

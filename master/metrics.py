@@ -36,6 +36,8 @@ from fairshare.metrics_server import (
     serve_metrics,
     write_metrics_addr,
 )
+from fairshare.resources import ResourceVector
+from fairshare.task_states import TaskState
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -44,8 +46,6 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from framework_sdk.resources import ResourceVector
-from master.core.records import TaskState
 from master.durations import DurationHistogram
 from master.runtime import MasterRuntime
 from master.runtime_base import RuntimeCounters
@@ -68,7 +68,7 @@ __all__ = [
 
 AGENT_STATES = ("active", "deactivated", "unreachable")
 FRAMEWORK_STATES = ("active", "suppressed", "disconnected")
-TASK_STATES = tuple(state.value.lower() for state in TaskState)
+TASK_STATES = tuple(s.value.lower() for s in TaskState if s is not TaskState.UNKNOWN)
 ALLOCATION_STATES = ("free", "offered", "used")
 OFFER_OUTCOMES = ("sent", "accepted", "declined", "rescinded")
 STATUS_EVENTS = ("forwarded", "acknowledged", "retried")

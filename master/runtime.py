@@ -36,9 +36,10 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
+from fairshare.logs import log_event
+
 from master.core import InvalidArgument, NotFound
 from master.core.checks import check_weight
-from master.eventlog import log_event
 from master.model import HeartbeatEvent, StreamEnd
 from master.runtime_base import (
     UNLIMITED_TASKS,

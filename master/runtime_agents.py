@@ -18,7 +18,9 @@ import time
 import uuid
 from collections.abc import Sequence
 
-from framework_sdk.resources import ResourceVector
+from fairshare.logs import log_event
+from fairshare.resources import ResourceVector
+
 from master.core import (
     FailedPrecondition,
     InvalidArgument,
@@ -27,7 +29,6 @@ from master.core import (
     TaskState,
     TaskStatusChange,
 )
-from master.eventlog import log_event
 from master.model import (
     AckCommand,
     AgentCommand,

@@ -13,9 +13,10 @@ import time
 import uuid
 from collections.abc import Sequence
 
+from fairshare.logs import log_event
+
 from master.core import AlreadyExists, InvalidArgument, LaunchTasks, NotFound, TaskLaunch
 from master.core.checks import check_weight
-from master.eventlog import log_event
 from master.model import (
     AckCommand,
     DemandSpec,

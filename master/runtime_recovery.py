@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import logging
 
-from master.eventlog import log_event
+from fairshare.logs import log_event
+
 from master.registry import ADMITTED, GONE, UNREACHABLE
 from master.runtime_agents import AgentCalls
 from master.runtime_frameworks import FrameworkCalls

@@ -23,7 +23,8 @@ from collections import OrderedDict, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from framework_sdk.resources import ResourceVector
+from fairshare.resources import ResourceVector
+
 from master.model import StatusUpdate, TaskSpec
 
 __all__ = [

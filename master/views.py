@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from framework_sdk.resources import ResourceVector
+from fairshare.resources import ResourceVector
+
 from master.core.records import Offer
 from master.model import AgentSpec, DemandSpec, FrameworkSpec, StatusUpdate, TaskSpec
 

@@ -5,6 +5,8 @@ clock or global randomness (time and seeds are passed in). An import-linter cont
 pyproject.toml enforces it. Entry point: ``MasterState`` with ``CoreConfig``.
 """
 
+from fairshare.task_states import TaskState
+
 from master.core.errors import (
     AlreadyExists,
     CoreError,
@@ -24,7 +26,6 @@ from master.core.messages import (
     TaskLaunch,
     TaskStatusChange,
 )
-from master.core.records import TaskState
 from master.core.state import CoreConfig, MasterState
 
 __all__ = [

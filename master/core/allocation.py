@@ -28,7 +28,8 @@ from bisect import bisect_left
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING
 
-from framework_sdk.resources import ResourceVector
+from fairshare.resources import ResourceVector
+
 from master.core.fairness import KeyStepper
 from master.core.messages import Message, SendOffers
 from master.core.placement import PlacementQuery

@@ -9,7 +9,8 @@ import math
 from collections.abc import Callable, Container, Sequence
 from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
-from framework_sdk.resources import ResourceVector
+from fairshare.resources import ResourceVector
+
 from master.core.errors import AlreadyExists, InvalidArgument, NotFound
 from master.core.messages import RunningTask, TaskLaunch
 
@@ -117,7 +118,7 @@ def check_running(
             raise NotFound(f"task {task.task_id!r}: framework {task.framework_id!r} is unknown")
         if key in seen or key in live_tasks:
             raise AlreadyExists(f"task {task.task_id!r} of {task.framework_id!r} is live already")
-        if task.state.terminal:
+        if task.state.is_terminal:
             raise InvalidArgument(f"task {task.task_id!r} is {task.state.name}, not running")
         if not task.resources:
             raise InvalidArgument(f"task {task.task_id!r} holds no resources")

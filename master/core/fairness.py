@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Protocol
 
-from framework_sdk.resources import ResourceVector, canonical_order
+from fairshare.resources import ResourceVector, canonical_order
+
 from master.core.proportional import pf_prices
 
 __all__ = [

@@ -60,7 +60,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from framework_sdk.resources import MILLI, ResourceVector, canonical_order
+from fairshare.resources import MILLI, ResourceVector, canonical_order
+
 from master.core.linear_program import LPResult, LPStatus, solve_lp
 from master.core.proportional import pf_allocation, pf_prices
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from framework_sdk.resources import ResourceVector
+from fairshare.resources import ResourceVector
 
 if TYPE_CHECKING:
     from master.core.state import MasterState
@@ -94,7 +94,7 @@ def _check_frameworks(state: MasterState) -> None:
         for task_id in fw.task_ids:
             task = state.tasks.get((fw.id, task_id))
             assert task is not None, f"framework {fw.id} names missing task {task_id}"
-            assert not task.state.terminal, f"task {task_id} is terminal but still held"
+            assert not task.state.is_terminal, f"task {task_id} is terminal but still held"
             used = used + task.resources
         assert fw.allocated == offered + used, (
             f"framework {fw.id}: allocated {fw.allocated} != offered {offered} + used {used}"

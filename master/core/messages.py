@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from framework_sdk.resources import ResourceVector
-from master.core.records import Offer, TaskState
+from fairshare.resources import ResourceVector
+from fairshare.task_states import TaskState
+
+from master.core.records import Offer
 
 __all__ = [
     "KillTask",

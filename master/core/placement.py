@@ -37,7 +37,8 @@ from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from itertools import chain
 from typing import Protocol
 
-from framework_sdk.resources import ResourceVector, canonical_order
+from fairshare.resources import ResourceVector, canonical_order
+
 from master.core.records import AgentRecord, FreeColumns
 
 __all__ = [

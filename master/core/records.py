@@ -13,15 +13,14 @@ inside a ``handle_*`` call. The invariants ``MasterState.validate`` checks over 
 
 from __future__ import annotations
 
-import enum
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from framework_sdk.resources import ResourceVector
+from fairshare.resources import ResourceVector
+from fairshare.task_states import TaskState
 
 __all__ = [
-    "TERMINAL_STATES",
     "AgentList",
     "AgentRecord",
     "FrameworkRecord",
@@ -32,41 +31,6 @@ __all__ = [
 ]
 
 EMPTY = ResourceVector()
-
-
-class TaskState(enum.Enum):
-    """Task states (DESIGN.md §3), named like Mesos's."""
-
-    STAGING = "STAGING"
-    STARTING = "STARTING"
-    RUNNING = "RUNNING"
-    KILLING = "KILLING"
-    FINISHED = "FINISHED"
-    FAILED = "FAILED"
-    KILLED = "KILLED"
-    LOST = "LOST"
-    UNREACHABLE = "UNREACHABLE"
-    GONE = "GONE"
-    ERROR = "ERROR"
-    DROPPED = "DROPPED"
-
-    @property
-    def terminal(self) -> bool:
-        """True for states after which a task holds no resources."""
-        return self in TERMINAL_STATES
-
-
-TERMINAL_STATES = frozenset(
-    {
-        TaskState.FINISHED,
-        TaskState.FAILED,
-        TaskState.KILLED,
-        TaskState.LOST,
-        TaskState.GONE,
-        TaskState.ERROR,
-        TaskState.DROPPED,
-    }
-)
 
 
 class FreeColumns:

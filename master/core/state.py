@@ -21,7 +21,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 
-from framework_sdk.resources import ResourceVector
+from fairshare.resources import ResourceVector
+from fairshare.task_states import TaskState, advance
+
 from master.core import allocation, invariants
 from master.core.checks import check_launches, check_refuse, check_running, check_weight
 from master.core.checks import checked as _checked
@@ -56,7 +58,6 @@ from master.core.records import (
     FrameworkRecord,
     Offer,
     TaskRecord,
-    TaskState,
 )
 from master.core.sorter import Sorter
 
@@ -558,12 +559,12 @@ class MasterState(OperatorHandlers):
             raise PermissionDenied(
                 f"task {task_id!r} runs on agent {task.agent_id!r}, not {agent_id!r}"
             )
-        if state.terminal:
+        if state.is_terminal:
             self._end_task(task, state, now)
             if framework_id in self.frameworks:
                 self.sorter.update(framework_id)
-        elif not (task.state is TaskState.KILLING and state is not TaskState.KILLING):
-            task.state = state
+        else:
+            task.state = advance(task.state, state)
             task.updated_at = now
         return []
 

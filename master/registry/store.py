@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from fairshare.resources import ResourceVector
 from fairshare.sqlite_transaction import transaction
 
-from framework_sdk.resources import ResourceVector
 from master.model import AgentSpec, FrameworkSpec
 
 __all__ = [

@@ -17,13 +17,13 @@ import re
 from collections.abc import Iterable
 
 import grpc
+from fairshare.resources import ResourceError, ResourceVector
 from fairshare.v1 import agent_pb2, common_pb2, scheduler_pb2
+from fairshare.wire import resources_from_pb, resources_to_pb
 from google.protobuf.descriptor import EnumDescriptor
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from framework_sdk.resources import ResourceError, ResourceVector
-from framework_sdk.wire import resources_from_pb, resources_to_pb
 from master.core.errors import InvalidArgument
 from master.core.records import Offer
 from master.model import (

@@ -13,10 +13,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn, TypeVar
 
 import grpc
+from fairshare.logs import log_event
 from grpc import aio
 
 from master.core.errors import CoreError
-from master.eventlog import log_event
 
 __all__ = ["abort_with", "grpc_code", "maps_errors"]
 

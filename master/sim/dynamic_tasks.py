@@ -42,7 +42,8 @@ import heapq
 import math
 from dataclasses import dataclass
 
-from framework_sdk.resources import ResourceVector
+from fairshare.resources import ResourceVector
+
 from master.core import CoreConfig, MasterState, SendOffers, TaskLaunch, TaskState
 from master.core.fairness import DeclaredDemand, PoolShape, make_fairness_policy
 from master.sim.dynamic_base import JobSource, Meter, PointTally

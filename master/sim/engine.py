@@ -36,7 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from framework_sdk.resources import ResourceVector
+from fairshare.resources import ResourceVector
+
 from master.core import CoreConfig, MasterState, SendOffers, TaskLaunch, TaskState
 from master.sim.scenario import Duration, JobSpec, Scenario, UserSpec
 from master.sim.servers import draw_servers

@@ -29,7 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from framework_sdk.resources import ResourceError, ResourceVector
+from fairshare.resources import ResourceError, ResourceVector
+
 from master.sim.servers import MIXES
 from master.sim.workload import GoogleLikeWorkload, generate
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 
-from framework_sdk.resources import ResourceVector
+from fairshare.resources import ResourceVector
 
 __all__ = ["GOOGLE_MIX", "MIXES", "draw_servers"]
 

@@ -24,7 +24,8 @@ import time
 import tracemalloc
 from collections.abc import Callable
 
-from framework_sdk.resources import ResourceVector
+from fairshare.resources import ResourceVector
+
 from master.core import CoreConfig, MasterState, SendOffers
 
 AGENT = ResourceVector.parse("cpus:16;mem:65536")

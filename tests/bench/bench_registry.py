@@ -16,7 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from framework_sdk.resources import ResourceVector
+from fairshare.resources import ResourceVector
+
 from master.model import AgentSpec, FrameworkSpec
 from master.registry import AgentEntry, Registry
 

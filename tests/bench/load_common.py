@@ -24,9 +24,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import grpc
+from fairshare.resources import ResourceVector
 from fairshare.v1 import common_pb2
-
-from framework_sdk.resources import ResourceVector
 
 __all__ = [
     "Handler",

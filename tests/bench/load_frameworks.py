@@ -38,11 +38,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
+from fairshare.resources import ResourceVector
 from fairshare.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
 from google.protobuf.duration_pb2 import Duration
 from load_common import channel, emit, resources_pb, run_process, serve_control
-
-from framework_sdk.resources import ResourceVector
 
 S = scheduler_pb2
 RUNNING = common_pb2.TASK_STATE_RUNNING

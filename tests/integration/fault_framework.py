@@ -20,9 +20,10 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from fairshare.resources import ResourceVector
+
 from framework_sdk import Framework
 from framework_sdk.events import Disconnected, ErrorEvent, OffersReceived, StatusUpdate, Subscribed
-from framework_sdk.resources import ResourceVector
 from framework_sdk.types import Capability, Demand, FrameworkInfo, TaskSpec
 
 

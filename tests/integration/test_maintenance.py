@@ -23,11 +23,10 @@ from typing import Any
 import grpc
 import pytest
 from daemons import ROOT, Daemon, daemon_env, wait_for
+from fairshare.resources import ResourceVector
 from fairshare.v1 import operator_pb2
 from test_live_cluster import SETTLE, Client, by_name, declared, run_framework, running, status
 from wire_fakes import FrameworkConn, operator, rpc_code, vec
-
-from framework_sdk.resources import ResourceVector
 
 R = ResourceVector.parse
 SMALL_CPU = "cpus:2;mem:12288"  # DRFH Fig. 2: server 1 <2 CPUs, 12 GB>

@@ -21,6 +21,7 @@ import grpc
 import pytest
 from daemons import DEFAULT_MASTER_FLAGS, Daemon, health_status, wait_for
 from fairshare.health import HealthCheckRequest, HealthCheckResponse
+from fairshare.resources import ResourceVector
 from fairshare.v1 import agent_pb2, common_pb2, operator_pb2
 from wire_fakes import (
     C,
@@ -34,8 +35,6 @@ from wire_fakes import (
     task_counts,
     vec,
 )
-
-from framework_sdk.resources import ResourceVector
 
 R = ResourceVector.parse
 OK = grpc.StatusCode.OK

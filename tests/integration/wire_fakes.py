@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
+from fairshare.resources import ResourceVector
 from fairshare.v1 import (
     agent_pb2,
     agent_pb2_grpc,
@@ -27,8 +28,6 @@ from fairshare.v1 import (
     scheduler_pb2,
     scheduler_pb2_grpc,
 )
-
-from framework_sdk.resources import ResourceVector
 
 DEFAULT_TIMEOUT = 10.0
 S = scheduler_pb2

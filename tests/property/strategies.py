@@ -18,9 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from fairshare.resources import ResourceVector
 from hypothesis import strategies as st
 
-from framework_sdk.resources import ResourceVector
 from master.core import CoreConfig, MasterState, SendOffers
 from master.core.fluid import FluidAgent, FluidFramework, solve_fluid
 

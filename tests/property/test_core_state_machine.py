@@ -27,6 +27,8 @@ import math
 from typing import Any
 
 import pytest
+from fairshare.resources import ResourceVector
+from fairshare.task_states import advance
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -37,7 +39,6 @@ from hypothesis.stateful import (
     rule,
 )
 
-from framework_sdk.resources import ResourceVector
 from master.core import (
     AlreadyExists,
     CoreConfig,
@@ -503,13 +504,13 @@ class CoreMachine(RuleBasedStateMachine):
         fw = self.state.frameworks[key[0]]
         old, free_before, allocated_before = task.state, agent.free, fw.allocated
         assert self.state.handle_task_status(task.agent_id, key[0], key[1], new, self.now) == []
-        if new.terminal:
+        if new.is_terminal:
             assert key not in self.state.tasks and key not in agent.task_keys
             assert agent.free == free_before + task.resources
             assert fw.allocated == allocated_before - task.resources
         else:
             assert self.state.tasks[key] is task
-            assert task.state is (old if old is TaskState.KILLING else new)
+            assert task.state is advance(old, new)  # states only move forward
             assert agent.free == free_before and fw.allocated == allocated_before
 
     # -- time --------------------------------------------------------------------------------------
@@ -863,7 +864,7 @@ class CoreMachine(RuleBasedStateMachine):
             assert offer.resources, f"offer {offer.offer_id} is empty"
             assert offer.resources.fits_in(state.agents[offer.agent_id].total)
         for task in state.tasks.values():
-            assert not task.state.terminal
+            assert not task.state.is_terminal
 
 
 CoreMachine.TestCase.settings = settings(max_examples=100, stateful_step_count=50, deadline=None)

@@ -32,6 +32,7 @@ import math
 from fractions import Fraction
 
 import pytest
+from fairshare.resources import ResourceVector
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import (
@@ -49,8 +50,6 @@ from strategies import (
     task_share,
     whole_fits,
 )
-
-from framework_sdk.resources import ResourceVector
 
 SETTINGS = settings(max_examples=100, deadline=None)
 FAST = settings(max_examples=150, deadline=None)

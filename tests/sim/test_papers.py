@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from fairshare.resources import ResourceVector
 
-from framework_sdk.resources import ResourceVector
 from master.core import CoreConfig, MasterState
 from master.sim.engine import Simulator
 from master.sim.picks import trace_picks

@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import threading
 
+from fairshare.resources import ResourceVector
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
@@ -14,7 +15,6 @@ from prometheus_client.samples import Sample
 from agent.metrics import TASK_STATES, AgentCollector, build_registry, on_loop
 from agent.records import AgentSpec
 from agent.runtime import AgentMetrics, AgentRuntime, RuntimeConfig
-from framework_sdk.resources import ResourceVector
 
 MIB = 1048576
 AGENT_FAMILIES = {

@@ -10,7 +10,10 @@ from datetime import timedelta
 from itertools import count, pairwise
 
 import pytest
+from fairshare.resources import ResourceError, ResourceVector
+from fairshare.task_states import TaskState
 from fairshare.v1 import common_pb2
+from fairshare.wire import resources_from_pb, resources_to_pb, task_state_from_pb
 from google.protobuf import duration_pb2
 
 from agent.backoff import Backoff
@@ -18,29 +21,26 @@ from agent.records import AgentSpec, StatusUpdate, TaskKey
 from agent.state import AgentState, KillDecision, RegisterCall, ReregisterCall
 from agent.wire import (
     reregister_request,
-    resources_from_proto,
-    resources_to_proto,
     task_proto,
     update_request,
 )
-from framework_sdk.resources import ResourceError, ResourceVector
 
 R = ResourceVector.parse
 TS = common_pb2.TaskStatus
 STAGING, STARTING, RUNNING = (
-    common_pb2.TASK_STATE_STAGING,
-    common_pb2.TASK_STATE_STARTING,
-    common_pb2.TASK_STATE_RUNNING,
+    TaskState.STAGING,
+    TaskState.STARTING,
+    TaskState.RUNNING,
 )
 KILLING, FINISHED, FAILED = (
-    common_pb2.TASK_STATE_KILLING,
-    common_pb2.TASK_STATE_FINISHED,
-    common_pb2.TASK_STATE_FAILED,
+    TaskState.KILLING,
+    TaskState.FINISHED,
+    TaskState.FAILED,
 )
 KILLED, ERROR, DROPPED = (
-    common_pb2.TASK_STATE_KILLED,
-    common_pb2.TASK_STATE_ERROR,
-    common_pb2.TASK_STATE_DROPPED,
+    TaskState.KILLED,
+    TaskState.ERROR,
+    TaskState.DROPPED,
 )
 FW = "fw-1"
 WALL = 1_700_000_000.0
@@ -60,7 +60,7 @@ def make_state(resources: str = "cpus:4;mem:1024", *, connect: bool = True) -> A
 
 
 def info(task_id: str, resources: str = "cpus:1;mem:128", **command: float) -> common_pb2.TaskInfo:
-    message = common_pb2.TaskInfo(task_id=task_id, resources=resources_to_proto(R(resources)))
+    message = common_pb2.TaskInfo(task_id=task_id, resources=resources_to_pb(R(resources)))
     if "duration" in command:
         message.command.duration.FromTimedelta(timedelta(seconds=command["duration"]))
     return message
@@ -122,10 +122,11 @@ def test_reregistration_payload_carries_live_and_unacknowledged_terminal_tasks()
     assert request.agent_info.hostname == "host-a"
     assert [(a.name, a.value) for a in request.agent_info.attributes] == [("rack", "r1")]
     tasks = {task.info.task_id: task for task in request.tasks}
-    assert tasks["t-done"].status.state == FINISHED
+    assert task_state_from_pb(tasks["t-done"].status.state) is FINISHED
     assert tasks["t-done"].status.uuid == by_id["t-done"].latest.uuid  # type: ignore[union-attr]
     assert tasks["t-run"].info.agent_id == "ag-1"
-    assert tasks["t-stage"].status.state == STAGING and tasks["t-stage"].status.uuid == b""
+    assert task_state_from_pb(tasks["t-stage"].status.state) is STAGING
+    assert tasks["t-stage"].status.uuid == b""
     assert all(task.framework_id == FW for task in request.tasks)
 
 
@@ -402,7 +403,7 @@ def test_update_request_wire_form() -> None:
     assert failed is not None
     request = update_request("ag-1", failed, FAILED)
     assert request.framework_id == FW and request.agent_id == "ag-1"
-    assert request.latest_state == FAILED
+    assert task_state_from_pb(request.latest_state) is FAILED
     status = request.status
     assert status.source == TS.SOURCE_AGENT and len(status.uuid) == 16
     assert status.HasField("exit_code") and status.exit_code == 2
@@ -411,17 +412,17 @@ def test_update_request_wire_form() -> None:
     assert not update_request("ag-1", starting, FAILED).status.HasField("exit_code")
     view = state.task(key)
     assert view is not None
-    assert task_proto(view, "ag-1").status.state == FAILED
+    assert task_state_from_pb(task_proto(view, "ag-1").status.state) is FAILED
 
 
-def test_resources_from_proto_rejects_duplicates_and_round_trips() -> None:
+def test_resources_from_pb_rejects_duplicates_and_round_trips() -> None:
     vector = R("cpus:1.5;mem:4096")
-    assert resources_from_proto(resources_to_proto(vector)) == vector
-    assert [i.name for i in resources_to_proto(vector).items] == ["cpus", "mem"]
-    bad = resources_to_proto(vector)
+    assert resources_from_pb(resources_to_pb(vector)) == vector
+    assert [i.name for i in resources_to_pb(vector).items] == ["cpus", "mem"]
+    bad = resources_to_pb(vector)
     bad.items.add(name="mem", millis=1)
     with pytest.raises(ResourceError):
-        resources_from_proto(bad)
+        resources_from_pb(bad)
 
 
 def test_backoff_grows_with_jitter_and_is_capped() -> None:

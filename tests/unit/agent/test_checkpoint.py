@@ -16,26 +16,27 @@ from itertools import count
 from pathlib import Path
 
 import pytest
+from fairshare.resources import ResourceVector
+from fairshare.task_states import TaskState
 from fairshare.v1 import common_pb2
+from fairshare.wire import resources_to_pb
 
 from agent.backoff import Backoff
 from agent.checkpoint import CHECKPOINT_FILE, SCHEMA_VERSION, CheckpointError, CheckpointStore
 from agent.records import AgentSpec
 from agent.state import AgentState
-from agent.wire import resources_to_proto
-from framework_sdk.resources import ResourceVector
 
 R = ResourceVector.parse
 TS = common_pb2.TaskStatus
 STARTING, RUNNING, KILLING = (
-    common_pb2.TASK_STATE_STARTING,
-    common_pb2.TASK_STATE_RUNNING,
-    common_pb2.TASK_STATE_KILLING,
+    TaskState.STARTING,
+    TaskState.RUNNING,
+    TaskState.KILLING,
 )
 FINISHED, FAILED, DROPPED = (
-    common_pb2.TASK_STATE_FINISHED,
-    common_pb2.TASK_STATE_FAILED,
-    common_pb2.TASK_STATE_DROPPED,
+    TaskState.FINISHED,
+    TaskState.FAILED,
+    TaskState.DROPPED,
 )
 FW, OTHER_FW = "fw-1", "fw-2"
 WALL = 1_700_000_000.25
@@ -62,7 +63,7 @@ def restore(store: CheckpointStore) -> AgentState:
 
 
 def info(task_id: str, resources: str = "cpus:1;mem:128", **command: float) -> common_pb2.TaskInfo:
-    message = common_pb2.TaskInfo(task_id=task_id, resources=resources_to_proto(R(resources)))
+    message = common_pb2.TaskInfo(task_id=task_id, resources=resources_to_pb(R(resources)))
     message.labels["team"] = "search"
     if "duration" in command:
         message.command.duration.FromTimedelta(timedelta(seconds=command["duration"]))

@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from fairshare.resources import ResourceVector
 
 from agent.config import ConfigError, parse_attributes, parse_resources, resolve
 from agent.resources_probe import host_resources
-from framework_sdk.resources import ResourceVector
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -12,17 +12,18 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 import pytest
+from fairshare.task_states import TaskState
 from fairshare.v1 import common_pb2
 
 from agent.executor import PlaceholderExecutor, TaskEvent
 from agent.records import CommandSpec
 
 TS = common_pb2.TaskStatus
-STARTING, RUNNING = common_pb2.TASK_STATE_STARTING, common_pb2.TASK_STATE_RUNNING
+STARTING, RUNNING = TaskState.STARTING, TaskState.RUNNING
 FINISHED, FAILED, KILLED = (
-    common_pb2.TASK_STATE_FINISHED,
-    common_pb2.TASK_STATE_FAILED,
-    common_pb2.TASK_STATE_KILLED,
+    TaskState.FINISHED,
+    TaskState.FAILED,
+    TaskState.KILLED,
 )
 KEY = ("fw-1", "t-1")
 DEADLINE = 5.0

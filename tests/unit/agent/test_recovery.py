@@ -14,7 +14,10 @@ from itertools import count
 from pathlib import Path
 
 import pytest
+from fairshare.resources import ResourceVector
+from fairshare.task_states import TaskState
 from fairshare.v1 import agent_pb2, common_pb2
+from fairshare.wire import resources_to_pb, task_state_to_pb
 
 from agent.backoff import Backoff
 from agent.checkpoint import CHECKPOINT_FILE, CheckpointStore
@@ -30,22 +33,20 @@ from agent.recovery import (
 )
 from agent.runtime import AgentFatalError, AgentRuntime, RuntimeConfig
 from agent.state import AgentSnapshot, AgentState
-from agent.wire import resources_to_proto
-from framework_sdk.resources import ResourceVector
 
 R = ResourceVector.parse
 TS = common_pb2.TaskStatus
 STAGING, STARTING, RUNNING = (
-    common_pb2.TASK_STATE_STAGING,
-    common_pb2.TASK_STATE_STARTING,
-    common_pb2.TASK_STATE_RUNNING,
+    TaskState.STAGING,
+    TaskState.STARTING,
+    TaskState.RUNNING,
 )
 KILLING, FINISHED, FAILED = (
-    common_pb2.TASK_STATE_KILLING,
-    common_pb2.TASK_STATE_FINISHED,
-    common_pb2.TASK_STATE_FAILED,
+    TaskState.KILLING,
+    TaskState.FINISHED,
+    TaskState.FAILED,
 )
-KILLED, LOST = common_pb2.TASK_STATE_KILLED, common_pb2.TASK_STATE_LOST
+KILLED, LOST = TaskState.KILLED, TaskState.LOST
 FW = "fw-1"
 T0 = 1_700_000_000.0  # wall clock when the tasks became RUNNING
 SPEC = AgentSpec("host-a", 7000, R("cpus:4;mem:1024"))
@@ -53,7 +54,7 @@ DEADLINE = 5.0
 
 
 def info(task_id: str, **command: float) -> common_pb2.TaskInfo:
-    message = common_pb2.TaskInfo(task_id=task_id, resources=resources_to_proto(R("cpus:1")))
+    message = common_pb2.TaskInfo(task_id=task_id, resources=resources_to_pb(R("cpus:1")))
     for name in ("duration", "startup_delay"):
         if name in command:
             getattr(message.command, name).FromTimedelta(timedelta(seconds=command[name]))
@@ -211,14 +212,14 @@ def test_runtime_checkpoints_each_change_before_it_can_be_sent(tmp_path: Path) -
         runtime.state.on_registered("ag-1", "m-1")
         runtime._persist()
         runtime._dispatch(launch_command(info("t", duration=30)))
-        assert rows(path, "SELECT task_id, state FROM tasks") == [("t", STAGING)]
+        assert rows(path, "SELECT task_id, state FROM tasks") == [("t", task_state_to_pb(STAGING))]
         assert runtime.executor.running() == [(FW, "t")]
         for _ in range(100):  # STARTING and RUNNING arrive on the loop, each written at once
             if runtime.state.task((FW, "t")).state == RUNNING:  # type: ignore[union-attr]
                 break
             await asyncio.sleep(0.01)
         assert rows(path, "SELECT state FROM updates ORDER BY position") == [
-            (STARTING,), (RUNNING,),
+            (task_state_to_pb(STARTING),), (task_state_to_pb(RUNNING),),
         ]  # fmt: skip
         (since,) = rows(path, "SELECT running_since FROM tasks")[0]
         assert isinstance(since, float) and since > T0

@@ -19,11 +19,12 @@ from fairshare.health import (
     HealthCheckResponse,
     HealthServicer,
 )
+from fairshare.resources import ResourceVector
+from fairshare.task_states import TaskState
 from fairshare.v1 import common_pb2
 
 from agent.records import AgentSpec
 from agent.runtime import AgentRuntime, RuntimeConfig
-from framework_sdk.resources import ResourceVector
 
 DEADLINE = 5.0
 
@@ -52,7 +53,7 @@ def test_sender_loop_ends_when_cancelled_in_the_same_step_as_a_wake() -> None:
         state.on_registered("ag-1", "m-1")
         state.on_connected(now)
         state.handle_launch("fw", [task_info("t")], now, 0.0)
-        state.handle_task_status(("fw", "t"), common_pb2.TASK_STATE_STARTING, now, 0.0)
+        state.handle_task_status(("fw", "t"), TaskState.STARTING, now, 0.0)
         assert len(state.take_due(now)) == 1  # sent; its retry is due in about a second,
         for _ in range(20):  # so the sender waits with a finite timeout
             sender = asyncio.ensure_future(runtime._send_updates(stub=None))  # type: ignore[arg-type]

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 import pytest
+from fairshare.resources import ResourceVector
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from framework_sdk.resources import ResourceVector
 from master.core import fluid
 from master.core.fluid import (
     FluidAgent,

@@ -3,7 +3,8 @@ common.proto), whether they declare a demand or take coarse offers."""
 
 from __future__ import annotations
 
-from framework_sdk.resources import ResourceVector
+from fairshare.resources import ResourceVector
+
 from master.core import CoreConfig, MasterState, RescindOffer, SendOffers
 
 R = ResourceVector.parse

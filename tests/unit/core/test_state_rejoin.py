@@ -4,8 +4,8 @@ restart): ``handle_add_agent(..., running=...)`` adopts them as accepted tasks."
 from __future__ import annotations
 
 import pytest
+from fairshare.resources import ResourceVector
 
-from framework_sdk.resources import ResourceVector
 from master.core import (
     AlreadyExists,
     CoreConfig,

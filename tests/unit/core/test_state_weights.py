@@ -4,8 +4,8 @@ overrides the weight the framework subscribed with; clearing one falls back to t
 from __future__ import annotations
 
 import pytest
+from fairshare.resources import ResourceVector
 
-from framework_sdk.resources import ResourceVector
 from master.core import CoreConfig, InvalidArgument, MasterState, NotFound
 
 

@@ -10,10 +10,10 @@ from typing import Any
 import grpc
 import pytest
 from fairshare.v1 import common_pb2, operator_pb2, operator_pb2_grpc
+from fairshare.wire import resources_to_pb
 from sdk_helpers import run_async
 
 from framework_sdk import ResourceVector
-from framework_sdk.wire import resources_to_pb
 from master import cli
 
 State = operator_pb2.GetStateResponse

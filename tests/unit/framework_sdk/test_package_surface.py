@@ -1,10 +1,14 @@
-"""The public surface of ``framework_sdk``: ``__all__`` resolves, and importing the package (as
-``master.core`` does for ``ResourceVector``) does not load gRPC or the wire API."""
+"""The public surface of ``framework_sdk``: ``__all__`` resolves, ``ResourceVector`` and
+``TaskState`` are the kernel's, and the allocation core stands on the kernel alone (importing
+``master.core`` loads neither the SDK nor gRPC)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+
+import fairshare.resources
+import fairshare.task_states
 
 import framework_sdk
 
@@ -15,13 +19,17 @@ def test_every_public_name_resolves() -> None:
     assert set(framework_sdk.__all__) <= set(dir(framework_sdk))
 
 
-def test_importing_the_package_does_not_import_grpc() -> None:
+def test_the_sdk_re_exports_the_kernel_vocabulary() -> None:
+    assert framework_sdk.ResourceVector is fairshare.resources.ResourceVector
+    assert framework_sdk.ResourceError is fairshare.resources.ResourceError
+    assert framework_sdk.TaskState is fairshare.task_states.TaskState
+
+
+def test_importing_the_core_loads_neither_the_sdk_nor_grpc() -> None:
     code = (
-        "import sys, framework_sdk\n"
-        "from framework_sdk.resources import ResourceVector\n"
-        "assert 'grpc' not in sys.modules and 'fairshare.v1' not in sys.modules\n"
-        "framework_sdk.Framework\n"
-        "assert 'grpc' in sys.modules\n"
+        "import sys, master.core\n"
+        "loaded = [m for m in ('framework_sdk', 'grpc', 'fairshare.v1') if m in sys.modules]\n"
+        "assert not loaded, loaded\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

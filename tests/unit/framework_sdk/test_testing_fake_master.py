@@ -11,6 +11,7 @@ from typing import Any
 import grpc
 import pytest
 from fairshare.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
+from fairshare.wire import resources_to_pb
 from sdk_helpers import run_async
 
 from framework_sdk import (
@@ -24,7 +25,6 @@ from framework_sdk import (
     TaskState,
 )
 from framework_sdk.testing import FakeAgent, FakeMaster, OfferSpec, ThreadedFakeMaster
-from framework_sdk.wire import resources_to_pb
 
 Stream = grpc.aio.UnaryStreamCall[Any, scheduler_pb2.SubscribeResponse]
 CPU = ResourceVector.parse("cpus:1;mem:1024")

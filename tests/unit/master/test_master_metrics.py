@@ -15,12 +15,12 @@ from typing import Any
 import grpc
 import pytest
 from fairshare.health import HealthCheckRequest, HealthCheckResponse, HealthServicer
+from fairshare.resources import ResourceVector
 from grpc import aio
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from framework_sdk.resources import ResourceVector
 from master.durations import BUCKETS, DurationHistogram
 from master.metrics import MasterCollector, build_registry, on_loop, sampler
 from master.model import AgentSpec, FrameworkSpec, OffersEvent, StatusUpdate, TaskSpec

@@ -7,8 +7,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from fairshare.resources import ResourceVector
 
-from framework_sdk.resources import ResourceVector
 from master.model import AgentSpec, FrameworkSpec
 from master.registry import (
     MARKER_FILE,

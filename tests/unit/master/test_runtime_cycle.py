@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from fairshare.resources import ResourceVector
 
-from framework_sdk.resources import ResourceVector
 from master.core.errors import FailedPrecondition, InvalidArgument, NotFound
 from master.model import (
     AckCommand,

@@ -10,10 +10,10 @@ import logging
 from pathlib import Path
 
 import pytest
+from fairshare.logs import EventFormatter, configure_logging, log_event
+from fairshare.resources import ResourceVector
 
-from framework_sdk.resources import ResourceVector
 from master.config import ConfigError, MasterConfig, load_config
-from master.eventlog import EventFormatter, configure_logging, log_event
 from master.model import AgentSpec, KillCommand, StatusUpdate, StreamEnd, TaskSpec
 from master.sessions import AgentLink, Channel
 from master.taskbook import AckOutcome, TaskBook, UpdateOutcome

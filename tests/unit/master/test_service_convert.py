@@ -9,10 +9,10 @@ from __future__ import annotations
 import math
 
 import pytest
+from fairshare.resources import ResourceVector
 from fairshare.v1 import agent_pb2, common_pb2, scheduler_pb2
 from google.protobuf.duration_pb2 import Duration
 
-from framework_sdk.resources import ResourceVector
 from master.core.errors import InvalidArgument
 from master.core.records import Offer
 from master.model import (

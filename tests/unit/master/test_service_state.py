@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from fairshare.resources import ResourceVector
 from fairshare.v1 import common_pb2, operator_pb2
 
-from framework_sdk.resources import ResourceVector
 from master.model import AgentSpec, DemandSpec, FrameworkSpec, StatusUpdate, TaskSpec
 from master.runtime import MasterRuntime, RuntimeConfig
 from master.service.convert import resources

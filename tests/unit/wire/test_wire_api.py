@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 import pytest
+from fairshare.resources import ResourceVector
 from fairshare.v1 import (
     agent_pb2_grpc,
     common_pb2,
@@ -16,7 +17,6 @@ from fairshare.v1 import (
 )
 from google.protobuf import descriptor_pool
 
-from framework_sdk.resources import ResourceVector
 from master.core.records import TaskState
 
 EXPECTED_METHODS = {

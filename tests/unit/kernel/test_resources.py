@@ -1,4 +1,4 @@
-"""``framework_sdk.resources.ResourceVector``: Mesos syntax, exact arithmetic, bad input."""
+"""``fairshare.resources.ResourceVector``: Mesos syntax, exact arithmetic, bad input."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pickle
 from decimal import Decimal
 
 import pytest
+from fairshare.resources import canonical_order
 
 from framework_sdk import MILLI, ResourceError, ResourceVector
-from framework_sdk.resources import canonical_order
 
 R = ResourceVector
 

@@ -1,13 +1,17 @@
-"""One log line per event on stderr, as ``text`` or ``json`` (DESIGN.md §8).
+"""One log line per event on stderr, as ``text`` or ``json``, for every daemon and command
+(DESIGN.md §8).
 
-Call ``log_event(logger, "offer.sent", framework_id=..., offers=3)``; the formatter prints
+Call ``log_event(logger, "offer.sent", framework_id=..., offers=3)``; events are dotted names,
+``subject.what_happened`` (``agent.registered``, ``task.launched``). The formatter prints
 
 - text: ``2024-05-01T12:00:00.123Z INFO offer.sent framework_id=fw-1 offers=3``
 - json: ``{"ts": "2024-05-01T12:00:00.123Z", "level": "INFO", "event": "offer.sent", ...}``
 
-Invariants: every record is exactly one line (newlines in values are escaped); field values are
-rendered with ``str`` (text; quoted when they hold spaces) or as JSON scalars; records logged
-without ``log_event`` (libraries) still come out in the same shape with their message as event.
+Invariants: every record is exactly one line (newlines in values are escaped); timestamps are
+UTC with milliseconds and a ``Z``, in both formats; field values are rendered with ``str``
+(text; quoted when they hold spaces, quotes or ``=``) or as JSON scalars; JSON lines always have
+the keys ``ts``, ``level``, ``event`` and ``logger``, then the fields; records logged without
+``log_event`` (libraries) come out in the same shape with their message as event.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ def _timestamp(created: float) -> str:
 
 def _text_value(value: Any) -> str:
     text = str(value).replace("\n", "\\n")
-    if not text or " " in text or '"' in text:
+    if not text or any(ch in text for ch in ' "='):
         return json.dumps(text)
     return text
 

@@ -1,0 +1,349 @@
+"""Settings of every command and daemon: one resolver, one environment scheme, one duration syntax.
+
+A command declares its settings as a table of ``Setting`` (name, parser, default, help); this
+module adds their flags to its argument parser and resolves each value from four sources,
+highest first (DESIGN.md §8):
+
+1. the command-line flag (``--work-dir``);
+2. the environment: ``FAIRSHARE_<COMMAND>_<NAME>`` (``FAIRSHARE_MASTER_PORT``,
+   ``FAIRSHARE_AGENT_WORK_DIR``), or for settings every command shares ``FAIRSHARE_<NAME>``
+   (``FAIRSHARE_MASTER`` the master's address, ``FAIRSHARE_LOG_LEVEL``, ``FAIRSHARE_LOG_FORMAT``);
+3. the TOML file named by ``--config`` or ``FAIRSHARE_CONFIG``: the command's table
+   (``[master]``, ``[agent]``, ``[run]``, ...), then, for shared settings, the top level;
+4. the default.
+
+Invariants:
+- a flag left unset is ``None`` in the parsed arguments and never overrides a lower source;
+- every value is parsed and checked whatever its source; a bad one raises ``SettingsError`` whose
+  message names the source (``--port``, ``FAIRSHARE_MASTER_PORT``, ``port in FILE``) and the
+  reason; commands print it and exit 2;
+- a key in the command's TOML table that is not one of its settings is an error (typos never pass
+  silently); other commands' tables are ignored.
+
+Durations everywhere accept plain seconds or a unit suffix: ``500ms``, ``15s``, ``2m``, ``1h``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+__all__ = [
+    "ENV_PREFIX",
+    "LOG_FORMATS",
+    "LOG_LEVELS",
+    "SHARED_SETTINGS",
+    "Setting",
+    "SettingsError",
+    "add_setting_flags",
+    "boolean",
+    "choice",
+    "duration",
+    "env_name",
+    "log_level",
+    "master_address",
+    "non_empty_text",
+    "optional_positive_duration",
+    "parse_duration",
+    "port",
+    "positive_duration",
+    "resolve_settings",
+    "share",
+]
+
+ENV_PREFIX: Final = "FAIRSHARE_"
+LOG_FORMATS: Final = ("text", "json")
+LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR")
+DEFAULT_MASTER: Final = "127.0.0.1:5050"
+_DURATION_RE: Final = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
+_UNIT_SECONDS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+class SettingsError(ValueError):
+    """A setting that cannot be used; the message names its source and the reason."""
+
+
+Parser = Callable[[Any], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One setting of a command.
+
+    ``parse`` turns a raw value (a string from a flag or the environment, any TOML value) into
+    the setting's value or raises ``ValueError``; ``default`` is a raw value parsed the same way
+    (``None``: no default, the value is ``None`` unless a source sets it). ``shared`` settings
+    are read from ``FAIRSHARE_<NAME>`` and the TOML top level too. ``switch`` settings are flags
+    without a value (``--validate``). ``flag=False`` settings come only from the environment or
+    the file (fault injection for tests).
+    """
+
+    name: str
+    parse: Parser
+    default: Any = None
+    help: str = ""
+    shared: bool = False
+    switch: bool = False
+    flag: bool = True
+    metavar: str | None = None
+    choices: tuple[str, ...] | None = None
+
+    @property
+    def flag_name(self) -> str:
+        """``--work-dir`` for ``work_dir``."""
+        return "--" + self.name.replace("_", "-")
+
+
+def env_name(command: str, setting: Setting) -> str:
+    """The command's own environment variable of ``setting``: ``FAIRSHARE_MASTER_PORT``."""
+    return f"{ENV_PREFIX}{command.upper()}_{setting.name.upper()}"
+
+
+# -- parsers ---------------------------------------------------------------------------------------
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in ``text``: plain seconds or a unit suffix (``500ms``, ``15s``, ``2m``, ``1h``)."""
+    match = _DURATION_RE.match(text) if isinstance(text, str) else None
+    if not match:
+        raise ValueError(
+            f"{text!r} is not a duration (plain seconds or with ms, s, m, h: '500ms', '15s', '2m')"
+        )
+    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+def duration(raw: Any) -> float:
+    """A non-negative, finite duration in seconds (a number or duration text)."""
+    if isinstance(raw, bool):
+        raise ValueError(f"{raw!r} is not a duration")
+    seconds = float(raw) if isinstance(raw, (int, float)) else parse_duration(str(raw))
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"{raw!r} is not a non-negative duration")
+    return seconds
+
+
+def positive_duration(raw: Any) -> float:
+    """A duration above zero."""
+    seconds = duration(raw)
+    if seconds <= 0:
+        raise ValueError(f"{raw!r} must be more than zero")
+    return seconds
+
+
+def optional_positive_duration(raw: Any) -> float | None:
+    """A duration above zero, or ``None`` for ``none``/``off``/empty."""
+    if raw is None or (isinstance(raw, str) and raw.strip().lower() in ("", "none", "off")):
+        return None
+    return positive_duration(raw)
+
+
+def port(raw: Any) -> int:
+    """A TCP port number, 0 picking a free one."""
+    if isinstance(raw, str) and raw.strip().isdigit():
+        raw = int(raw)
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 0 <= raw <= 65535:
+        raise ValueError(f"{raw!r} is not a port number (0-65535)")
+    return raw
+
+
+def share(raw: Any) -> float:
+    """A fraction in [0, 1)."""
+    value = float(raw)
+    if not 0.0 <= value < 1.0:
+        raise ValueError(f"{raw!r} is not a share in [0, 1)")
+    return value
+
+
+def non_empty_text(raw: Any) -> str:
+    """A non-empty string, stripped."""
+    if not isinstance(raw, str) or not raw.strip():
+        raise ValueError(f"{raw!r} is not a non-empty string")
+    return raw.strip()
+
+
+def boolean(raw: Any) -> bool:
+    """``true/false``, ``yes/no``, ``on/off``, ``1/0``."""
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"{raw!r} is not a boolean")
+
+
+def choice(*allowed: str) -> Parser:
+    """A parser accepting exactly one of ``allowed``."""
+
+    def check(raw: Any) -> str:
+        text = str(raw)
+        if text not in allowed:
+            raise ValueError(f"{text!r} is not one of {', '.join(allowed)}")
+        return text
+
+    return check
+
+
+def log_level(raw: Any) -> str:
+    """A log level name, any case."""
+    text: str = choice(*LOG_LEVELS)(str(raw).upper())
+    return text
+
+
+def master_address(raw: Any) -> str:
+    """The master's ``HOST:PORT``."""
+    text = non_empty_text(raw)
+    host, sep, number = text.rpartition(":")
+    if not sep or not host or not number.isdigit() or not 0 < int(number) < 65536:
+        raise ValueError(f"{text!r} is not HOST:PORT")
+    return text
+
+
+SHARED_SETTINGS: Final = (
+    Setting(
+        "master",
+        master_address,
+        DEFAULT_MASTER,
+        "the master's HOST:PORT",
+        shared=True,
+        metavar="HOST:PORT",
+    ),
+    Setting(
+        "log_level",
+        log_level,
+        "INFO",
+        "least severe log level shown",
+        shared=True,
+        choices=LOG_LEVELS,
+    ),
+    Setting(
+        "log_format",
+        choice(*LOG_FORMATS),
+        "text",
+        "stderr log lines: text, or one JSON object each (keys ts, level, event, fields)",
+        shared=True,
+        choices=LOG_FORMATS,
+    ),
+)
+"""Settings every command has: where the master is and how to log."""
+
+
+# -- flags and resolution --------------------------------------------------------------------------
+
+
+def _help(setting: Setting) -> str:
+    if setting.switch or setting.default is None:
+        return setting.help
+    return f"{setting.help} (default {setting.default})"
+
+
+def add_setting_flags(parser: argparse.ArgumentParser, settings: Sequence[Setting]) -> None:
+    """Add a flag per setting (unset flags stay ``None``) and ``--config``."""
+    for setting in settings:
+        if not setting.flag:
+            continue
+        if setting.switch:
+            parser.add_argument(
+                setting.flag_name,
+                dest=setting.name,
+                action="store_const",
+                const=True,
+                help=setting.help,
+            )
+            continue
+        parser.add_argument(
+            setting.flag_name,
+            dest=setting.name,
+            metavar=setting.metavar or (None if setting.choices else setting.name.upper()),
+            choices=setting.choices,
+            help=_help(setting),
+        )
+    parser.add_argument(
+        "--config",
+        metavar="FILE.toml",
+        help=f"TOML settings file (or {ENV_PREFIX}CONFIG); flags and variables win over it",
+    )
+
+
+def _load_toml(path: str, command: str, known: Mapping[str, Setting]) -> dict[str, Any]:
+    """The values the file gives this command: its table, then shared top-level keys."""
+    source = f"--config {path}"
+    try:
+        document = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as error:
+        raise SettingsError(f"{source}: cannot read it: {error.strerror}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise SettingsError(f"{source}: not valid TOML: {error}") from None
+    values: dict[str, Any] = {}
+    for key, value in document.items():
+        name = key.replace("-", "_")
+        if isinstance(value, dict) or name not in known or not known[name].shared:
+            continue  # tables of commands, and top-level keys only other commands know
+        values[name] = value
+    table = document.get(command, {})
+    if not isinstance(table, dict):
+        raise SettingsError(f"{source}: [{command}] must be a table")
+    for key, value in table.items():
+        name = key.replace("-", "_")
+        if name not in known:
+            names = ", ".join(sorted(known))
+            raise SettingsError(f"{source}: [{command}] has unknown key {key!r} (known: {names})")
+        values[name] = value
+    return values
+
+
+def _shown(raw: Any) -> str:
+    return repr(raw) if isinstance(raw, str) else str(raw)
+
+
+def resolve_settings(
+    command: str,
+    settings: Sequence[Setting],
+    args: argparse.Namespace,
+    environ: Mapping[str, str],
+) -> dict[str, Any]:
+    """Every setting's value: flag > environment > TOML file > default (module docstring)."""
+    known = {setting.name: setting for setting in settings}
+    config_file = getattr(args, "config", None) or environ.get(f"{ENV_PREFIX}CONFIG")
+    toml = _load_toml(config_file, command, known) if config_file else {}
+    values: dict[str, Any] = {}
+    for setting in settings:
+        raw, source = _raw_value(command, setting, args, environ, toml, config_file)
+        if raw is None:
+            values[setting.name] = None
+            continue
+        try:
+            values[setting.name] = setting.parse(raw)
+        except (TypeError, ValueError) as error:
+            raise SettingsError(f"{source} {_shown(raw)}: {error}") from None
+    return values
+
+
+def _raw_value(
+    command: str,
+    setting: Setting,
+    args: argparse.Namespace,
+    environ: Mapping[str, str],
+    toml: Mapping[str, Any],
+    config_file: str | None,
+) -> tuple[Any, str]:
+    """The raw value of ``setting`` from the first source that sets it, and that source."""
+    flag = getattr(args, setting.name, None) if setting.flag else None
+    if flag is not None:
+        return flag, setting.flag_name
+    variables = [env_name(command, setting)]
+    if setting.shared:
+        variables.append(f"{ENV_PREFIX}{setting.name.upper()}")
+    for variable in variables:
+        if variable in environ:
+            return environ[variable], variable
+    if setting.name in toml:
+        return toml[setting.name], f"{setting.name} in {config_file}"
+    return setting.default, f"default of {setting.flag_name}"

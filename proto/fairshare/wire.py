@@ -1,0 +1,123 @@
+"""The conversions every process makes between the kernel's values and ``fairshare.v1`` messages.
+
+Resources, durations, timestamps and task states cross the wire here and nowhere else; the
+master's ``service.convert``, the agent's ``wire`` and the SDK's ``wire`` build their messages
+from these.
+
+Invariants:
+- resources cross the wire as exact milli quantities, sorted by name, zeros omitted
+  (common.proto); a message with a duplicate, negative or malformed entry raises
+  ``ResourceError``;
+- durations and timestamps read from the wire are range-checked (``WireRangeError`` names the
+  field), so whatever is accepted can be written back out and formatted: a duration lies in
+  [0, ``MAX_SECONDS``], a timestamp in [1970-01-01, 9999-12-31];
+- task states convert by name (``TASK_STATE_RUNNING`` <-> ``TaskState.RUNNING``), so the kernel
+  enum and the wire enum cannot drift silently.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Final
+
+from google.protobuf import duration_pb2, timestamp_pb2
+
+from fairshare.resources import ResourceError, ResourceVector
+from fairshare.task_states import TaskState
+from fairshare.v1 import common_pb2
+
+__all__ = [
+    "MAX_SECONDS",
+    "MAX_TIMESTAMP",
+    "WireRangeError",
+    "duration_to_pb",
+    "resources_from_pb",
+    "resources_to_pb",
+    "seconds_from_duration",
+    "seconds_from_timestamp",
+    "task_state_from_pb",
+    "task_state_to_pb",
+    "timestamp_to_pb",
+]
+
+MAX_SECONDS: Final = 315_576_000_000.0
+"""The longest duration protobuf's ``Duration`` can hold (10,000 years)."""
+MAX_TIMESTAMP: Final = 253_402_300_799.0
+"""9999-12-31T23:59:59Z, the latest instant a ``Timestamp`` (and ``datetime``) can hold."""
+
+
+class WireRangeError(ValueError):
+    """A duration or timestamp outside the range the wire and the daemons can represent."""
+
+
+def resources_to_pb(vector: ResourceVector) -> common_pb2.Resources:
+    """The wire form of ``vector``: sorted by name, no zero entries (the wire contract)."""
+    return common_pb2.Resources(
+        items=[
+            common_pb2.Resource(name=name, millis=millis)
+            for name, millis in sorted(vector.millis_view().items())
+        ]
+    )
+
+
+def resources_from_pb(message: common_pb2.Resources) -> ResourceVector:
+    """``message`` as a vector (raises ``ResourceError`` on duplicate, negative or bad entries)."""
+    millis: dict[str, int] = {}
+    for item in message.items:
+        if item.name in millis:
+            raise ResourceError(f"resource {item.name!r} is given twice")
+        millis[item.name] = item.millis
+    return ResourceVector.from_millis(millis)
+
+
+def duration_to_pb(seconds: float) -> duration_pb2.Duration:
+    """A ``Duration`` of ``seconds`` (nanosecond precision)."""
+    message = duration_pb2.Duration()
+    message.FromNanoseconds(round(seconds * 1e9))
+    return message
+
+
+def seconds_from_duration(message: duration_pb2.Duration, what: str = "duration") -> float:
+    """``message`` in seconds; raises ``WireRangeError`` (naming ``what``) unless it is a
+    well-formed duration in [0, ``MAX_SECONDS``]."""
+    seconds, nanos = message.seconds, message.nanos
+    if seconds < 0 or nanos < 0 or nanos >= 1_000_000_000:
+        raise WireRangeError(f"{what} must be a non-negative duration")
+    value = seconds + nanos / 1e9
+    if value > MAX_SECONDS:
+        raise WireRangeError(f"{what} is longer than {MAX_SECONDS:.0f} seconds")
+    return value
+
+
+def timestamp_to_pb(seconds: float) -> timestamp_pb2.Timestamp:
+    """A ``Timestamp`` of wall-clock ``seconds`` since the epoch (clamped to the wire's range)."""
+    message = timestamp_pb2.Timestamp()
+    clamped = min(max(seconds, 0.0), MAX_TIMESTAMP) if math.isfinite(seconds) else 0.0
+    message.FromNanoseconds(round(clamped * 1e9))
+    return message
+
+
+def seconds_from_timestamp(message: timestamp_pb2.Timestamp, what: str = "timestamp") -> float:
+    """``message`` in seconds since the epoch; raises ``WireRangeError`` (naming ``what``) unless
+    it lies in [1970-01-01, 9999-12-31T23:59:59Z] with valid nanoseconds."""
+    seconds, nanos = message.seconds, message.nanos
+    if not 0 <= nanos < 1_000_000_000:
+        raise WireRangeError(f"{what} has invalid nanoseconds {nanos}")
+    if not 0 <= seconds <= MAX_TIMESTAMP:
+        raise WireRangeError(f"{what} must lie between 1970-01-01 and 9999-12-31")
+    return seconds + nanos / 1e9
+
+
+def task_state_to_pb(state: TaskState) -> common_pb2.TaskState.ValueType:
+    """The wire value of ``state``."""
+    return common_pb2.TaskState.Value(f"TASK_STATE_{state.value}")
+
+
+def task_state_from_pb(value: int) -> TaskState:
+    """The state of a wire value: ``UNKNOWN`` also for unspecified and for numbers a newer peer
+    added (receivers that must refuse those check the number first)."""
+    described = common_pb2.TaskState.DESCRIPTOR.values_by_number.get(value)
+    if described is None:
+        return TaskState.UNKNOWN
+    name = described.name.removeprefix("TASK_STATE_")
+    return TaskState.UNKNOWN if name == "UNSPECIFIED" else TaskState[name]
