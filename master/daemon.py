@@ -16,7 +16,7 @@ Invariants:
 
 The durable registry (``master.registry``: SQLite under the work dir) is opened before anything
 is served; a missing, corrupt or newer-schema registry stops the master (exit 1, one message
-saying why), it is never reset. The runtime then recovers from it (``RecoveryCalls.recover``).
+saying why), it is never reset. The runtime then recovers from it (``Recovery.recover``).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from fairshare.logs import configure_logging, log_event
 from fairshare.v1 import agent_pb2_grpc, operator_pb2_grpc, scheduler_pb2_grpc
 
 from master.config import ConfigError, MasterConfig, load_config
+from master.core import CoreConfig
 from master.metrics import (
     MasterCollector,
     MetricsServer,
@@ -75,16 +76,19 @@ EXIT_FAILED = 1
 
 
 def _runtime_config(config: MasterConfig) -> RuntimeConfig:
-    return RuntimeConfig(
+    core = CoreConfig(
         policy=config.policy,
         placement=config.placement,
+        offer_timeout=config.offer_timeout,
+        validate=config.validate,
+    )
+    return RuntimeConfig(
+        core=core,
         allocation_interval=config.allocation_interval,
         agent_timeout=config.agent_timeout,
         reregistration_timeout=config.reregistration_timeout,
         fault_drop_acks=config.fault_drop_acks,
-        offer_timeout=config.offer_timeout,
         heartbeat_interval=config.heartbeat_interval,
-        validate=config.validate,
     )
 
 
@@ -122,7 +126,7 @@ def _start_metrics(
     config: MasterConfig, runtime: MasterRuntime, rpc: RpcMetricsInterceptor
 ) -> MetricsServer | None:
     """Serve /metrics on ``--metrics-port``; None (after logging why) if it cannot bind."""
-    take = on_loop(asyncio.get_running_loop(), sampler(runtime, rpc.counts))
+    take = on_loop(asyncio.get_running_loop(), sampler(runtime.state, runtime.operator, rpc.counts))
     try:
         return serve_metrics(
             build_registry(MasterCollector(take)), config.host, config.metrics_port
@@ -146,13 +150,15 @@ async def serve(config: MasterConfig, stop: asyncio.Event | None = None) -> int:
     if registry is None:
         return EXIT_FAILED
     runtime = MasterRuntime(_runtime_config(config), registry=registry)
-    runtime.recover()
+    runtime.recovery.recover()
     health = HealthServicer(SERVICES)
     rpc_metrics = RpcMetricsInterceptor()
     server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=[rpc_metrics])
-    scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(SchedulerServicer(runtime), server)
-    agent_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(runtime), server)
-    operator_pb2_grpc.add_OperatorServiceServicer_to_server(OperatorServicer(runtime), server)
+    scheduler = SchedulerServicer(runtime.frameworks)
+    scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(scheduler, server)
+    agent_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(runtime.agents), server)
+    operator = OperatorServicer(runtime.operator)
+    operator_pb2_grpc.add_OperatorServiceServicer_to_server(operator, server)
     server.add_generic_rpc_handlers((health.handler(),))
     try:
         port = server.add_insecure_port(f"{config.host}:{config.port}")
@@ -170,7 +176,7 @@ async def serve(config: MasterConfig, stop: asyncio.Event | None = None) -> int:
     log_event(log, "metrics.listening", address=metrics.address)
     address = f"{_connect_host(config.host)}:{port}"
     addr_path = write_addr(work_dir, address)
-    log_event(log, "listening", address=address, master_id=runtime.master_id)
+    log_event(log, "listening", address=address, master_id=runtime.state.master_id)
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -46,10 +46,10 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from master.durations import DurationHistogram
-from master.runtime import MasterRuntime
-from master.runtime_base import RuntimeCounters
-from master.views import ClusterSnapshot
+from master.runtime import RuntimeState
+from master.runtime.counters import DurationHistogram, RuntimeCounters
+from master.runtime.operator import OperatorCalls
+from master.runtime.views import ClusterSnapshot
 
 __all__ = [
     "AGENT_STATES",
@@ -153,7 +153,7 @@ class MasterCollector(Collector):
         yield _by_state(
             "fairshare_frameworks", "Frameworks by state.", FRAMEWORK_STATES, frameworks
         )
-        tasks = _count(t.status.state.lower() for t in snapshot.tasks)
+        tasks = _count(t.status.state.value.lower() for t in snapshot.tasks)
         yield _by_state("fairshare_tasks", "Tracked tasks by state.", TASK_STATES, tasks)
         yield GaugeMetricFamily(
             "fairshare_offers_outstanding",
@@ -262,11 +262,11 @@ def _dominant_share(allocated: ResourceVector, total: ResourceVector) -> float:
 
 
 def sampler(
-    runtime: MasterRuntime, rpc_counts: dict[tuple[str, str], int]
+    state: RuntimeState, operator: OperatorCalls, rpc_counts: dict[tuple[str, str], int]
 ) -> Callable[[], MasterSample]:
-    """``take()``: one ``MasterSample`` of ``runtime`` (call it on the runtime's loop)."""
+    """``take()``: one ``MasterSample`` of the runtime (call it on the runtime's loop)."""
 
     def take() -> MasterSample:
-        return MasterSample(runtime.snapshot(), runtime.counters.copy(), dict(rpc_counts))
+        return MasterSample(operator.snapshot(), state.counters.copy(), dict(rpc_counts))
 
     return take

@@ -1,15 +1,21 @@
-"""Values the master runtime exchanges with its gRPC adapters, free of wire types.
+"""Values the master runtime exchanges with its gRPC adapters and its registry, free of wire types.
 
-``master.service.convert`` turns ``fairshare.v1`` messages into these values and back; the runtime
-(``master.runtime``) and the task book work only with them, so nothing outside ``master.service``
-touches ``*_pb2`` (DESIGN.md §1).
+``master.service.convert`` turns ``fairshare.v1`` messages into these values (and the core's
+``TaskLaunch``, ``LaunchTasks`` and ``KillTask``) and back; the runtime (``master.runtime``), the
+registry and the task book work only with them, so nothing outside ``master.service`` touches
+``*_pb2`` (DESIGN.md §1).
+
+A task is described once: the wire's ``TaskInfo`` becomes the core's ``TaskLaunch`` in
+``convert`` (its ``details`` a ``TaskDetails``: what the agent runs, which the core never reads),
+the core returns it inside its own ``LaunchTasks`` message, and that message is what the runtime
+records and sends to the agent.
 
 Invariants:
 - every value is immutable (frozen dataclasses, tuples, ``ResourceVector``);
 - times are wall-clock seconds since the epoch (the wire's Timestamps); the runtime's own
   monotonic clock never leaves it;
-- task states and reasons are the wire enum names without their prefix (``"RUNNING"``,
-  ``"AGENT_UNREACHABLE"``); ``""`` is the unspecified reason.
+- task states are the kernel's ``TaskState``; reasons are the wire enum names without their
+  prefix (``"AGENT_UNREACHABLE"``), ``""`` being the unspecified reason.
 """
 
 from __future__ import annotations
@@ -17,7 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fairshare.resources import ResourceVector
+from fairshare.task_states import TaskState
 
+from master.core.messages import KillTask, LaunchTasks
 from master.core.records import Offer
 
 __all__ = [
@@ -30,13 +38,11 @@ __all__ = [
     "FrameworkEvent",
     "FrameworkSpec",
     "HeartbeatEvent",
-    "KillCommand",
-    "LaunchCommand",
     "OffersEvent",
     "RescindEvent",
     "StatusUpdate",
     "StreamEnd",
-    "TaskSpec",
+    "TaskDetails",
     "UpdateEvent",
 ]
 
@@ -76,13 +82,10 @@ class DemandSpec:
 
 
 @dataclass(frozen=True, slots=True)
-class TaskSpec:
-    """A task description (``TaskInfo``), passed to the agent unchanged but for ``agent_id``."""
+class TaskDetails:
+    """What the agent runs for a task (``TaskInfo.command`` and labels): the ``details`` of the
+    core's ``TaskLaunch``, passed through to the agent unchanged (the core never reads them)."""
 
-    task_id: str
-    name: str
-    agent_id: str
-    resources: ResourceVector
     duration: float | None = None
     exit_code: int = 0
     startup_delay: float | None = None
@@ -96,7 +99,7 @@ class StatusUpdate:
 
     task_id: str
     agent_id: str
-    state: str
+    state: TaskState
     reason: str = ""
     message: str = ""
     timestamp: float = 0.0
@@ -178,22 +181,6 @@ FrameworkEvent = (
 
 
 @dataclass(frozen=True, slots=True)
-class LaunchCommand:
-    """Launch tasks of one framework."""
-
-    framework_id: str
-    tasks: tuple[TaskSpec, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class KillCommand:
-    """Kill one task."""
-
-    framework_id: str
-    task_id: str
-
-
-@dataclass(frozen=True, slots=True)
 class AckCommand:
     """The framework acknowledged a status update."""
 
@@ -202,4 +189,5 @@ class AckCommand:
     uuid: bytes = field(repr=False)
 
 
-AgentCommand = LaunchCommand | KillCommand | AckCommand | StreamEnd
+AgentCommand = LaunchTasks | KillTask | AckCommand | StreamEnd
+"""Launches and kills are the core's own messages; acknowledgements the runtime's."""

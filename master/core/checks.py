@@ -14,9 +14,18 @@ from fairshare.resources import ResourceVector
 from master.core.errors import AlreadyExists, InvalidArgument, NotFound
 from master.core.messages import RunningTask, TaskLaunch
 
-__all__ = ["check_launches", "check_refuse", "check_running", "check_weight", "checked"]
+__all__ = [
+    "MAX_WEIGHT",
+    "check_launches",
+    "check_refuse",
+    "check_running",
+    "check_weight",
+    "checked",
+]
 
 EMPTY = ResourceVector()
+MAX_WEIGHT = 1e6
+"""The largest weight (a million times another framework's share is plenty)."""
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -50,11 +59,14 @@ def checked(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P
 
 
 def check_weight(weight: float, what: str) -> float:
-    """A weight as a float: a positive, finite number."""
+    """A weight as a float: finite, in (0, ``MAX_WEIGHT``] (the one weight rule: frameworks'
+    subscribed weights and the operator's role and framework weights alike)."""
     if isinstance(weight, bool) or not isinstance(weight, (int, float)):
         raise InvalidArgument(f"{what}: weight {weight!r} is not a number")
-    if not math.isfinite(weight) or weight <= 0:
-        raise InvalidArgument(f"{what}: weight must be a positive finite number, got {weight!r}")
+    if not math.isfinite(weight) or not 0 < weight <= MAX_WEIGHT:
+        raise InvalidArgument(
+            f"{what}: weight must be finite and in (0, {MAX_WEIGHT:g}], got {weight!r}"
+        )
     return float(weight)
 
 

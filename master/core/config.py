@@ -1,17 +1,32 @@
-"""``CoreConfig``: the settings of the allocation core (immutable; picked once per master)."""
+"""``CoreConfig``: the settings of the allocation core, the one source of them for the master.
+
+The daemon resolves flags, environment and TOML into one ``CoreConfig`` that the runtime holds
+as is (``RuntimeConfig.core``); the calculator and the simulators build their own. Policies are
+named here and looked up in their strategy tables (``FAIRNESS_POLICIES``, ``PLACEMENT_POLICIES``).
+
+Invariants: immutable; every field is checked when the config is built (``ValueError`` naming
+the field), so a ``MasterState`` is never built from settings it cannot honour.
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from master.core.placement import DEFAULT_SAMPLE_SIZE
+from master.core.fairness import FAIRNESS_POLICIES
+from master.core.placement import DEFAULT_SAMPLE_SIZE, PLACEMENT_POLICIES
 
 __all__ = ["CoreConfig"]
 
 
 @dataclass(frozen=True, slots=True)
 class CoreConfig:
-    """Settings of the allocation core."""
+    """Settings of the allocation core.
+
+    ``offer_timeout`` and ``default_refuse_seconds`` are seconds of the clock the core is given;
+    ``seed`` feeds the random placement policy; ``validate`` checks every invariant after every
+    change (tests, debugging); ``offer_id_prefix`` keeps offer ids unique across restarts.
+    """
 
     policy: str = "drf"
     placement: str = "best-fit"
@@ -22,3 +37,22 @@ class CoreConfig:
     slots_per_agent: int = 14
     offer_id_prefix: str = "o"
     validate: bool = False
+
+    def __post_init__(self) -> None:
+        if self.policy not in FAIRNESS_POLICIES:
+            known = ", ".join(sorted(FAIRNESS_POLICIES))
+            raise ValueError(f"unknown fairness policy {self.policy!r}; choose one of {known}")
+        if self.placement not in PLACEMENT_POLICIES:
+            known = ", ".join(sorted(PLACEMENT_POLICIES))
+            raise ValueError(f"unknown placement policy {self.placement!r}; choose one of {known}")
+        if self.sample_size < 1:
+            raise ValueError(f"sample_size must be at least 1, got {self.sample_size}")
+        if self.slots_per_agent < 1:
+            raise ValueError(f"slots_per_agent must be at least 1, got {self.slots_per_agent}")
+        if not (math.isfinite(self.default_refuse_seconds) and self.default_refuse_seconds >= 0):
+            raise ValueError(
+                f"default_refuse_seconds must be >= 0, got {self.default_refuse_seconds}"
+            )
+        timeout = self.offer_timeout
+        if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+            raise ValueError(f"offer_timeout must be > 0 or None, got {timeout}")

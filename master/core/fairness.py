@@ -70,9 +70,14 @@ class PoolShape:
 
 
 class FairnessPolicy(Protocol):
-    """Strategy turning what a framework holds into a fairness sort key (lower is served first)."""
+    """Strategy turning what a framework holds into a fairness sort key (lower is served first).
+
+    ``depends_on_demands``: the keys depend on every framework's declared demand (``prepare``
+    must see them again whenever one changes), as PF's prices do.
+    """
 
     name: str
+    depends_on_demands: bool
 
     def prepare(self, pool: PoolShape, demands: Sequence[DeclaredDemand]) -> None:
         """Take note of the pool and of the declared demands of the active frameworks."""
@@ -137,6 +142,7 @@ class DominantResourceFairness:
     """Weighted DRF (Ghodsi et al. §4, §4.3); DRFH's global dominant share on many agents."""
 
     name = "drf"
+    depends_on_demands = False
 
     def prepare(self, pool: PoolShape, demands: Sequence[DeclaredDemand]) -> None:
         """DRF needs nothing beyond the pool total passed to ``key``."""
@@ -194,6 +200,7 @@ class AssetFairness:
     """Asset fairness (Ghodsi et al. §5.1): max-min of the sum of shares."""
 
     name = "asset"
+    depends_on_demands = False
 
     def prepare(self, pool: PoolShape, demands: Sequence[DeclaredDemand]) -> None:
         """Asset fairness needs nothing beyond the pool total passed to ``key``."""
@@ -234,6 +241,7 @@ class ProportionalFairness:
     """PF, "serve the most deprived job" (Bonald & Roberts §4.1) with eq. 9 prices."""
 
     name = "pf"
+    depends_on_demands = True  # the prices of eq. 9 come from the declared demands
 
     def __init__(self) -> None:
         self.prices: dict[str, float] = {}
@@ -312,6 +320,7 @@ class SlotFairness:
     """Slot scheduler baseline: the largest agent holds ``slots_per_agent`` equal slots."""
 
     name = "slots"
+    depends_on_demands = False
 
     def __init__(self, slots_per_agent: int = 14) -> None:
         if slots_per_agent < 1:
@@ -364,19 +373,20 @@ class SlotFairness:
         return _rebuilding_stepper(self, allocated, footprint, total, weight, shape)
 
 
-FAIRNESS_POLICIES: dict[str, Callable[[], FairnessPolicy]] = {
-    "drf": DominantResourceFairness,
-    "asset": AssetFairness,
-    "pf": ProportionalFairness,
+FAIRNESS_POLICIES: dict[str, Callable[[int], FairnessPolicy]] = {
+    "drf": lambda slots_per_agent: DominantResourceFairness(),
+    "asset": lambda slots_per_agent: AssetFairness(),
+    "pf": lambda slots_per_agent: ProportionalFairness(),
     "slots": SlotFairness,
 }
+"""Policy name -> factory taking the slots per agent (only the slot baseline uses it)."""
 
 
-def make_fairness_policy(name: str) -> FairnessPolicy:
-    """The policy called ``name`` (``drf``, ``asset``, ``pf`` or ``slots``)."""
+def make_fairness_policy(name: str, slots_per_agent: int = 14) -> FairnessPolicy:
+    """A fresh policy called ``name`` (``drf``, ``asset``, ``pf`` or ``slots``)."""
     try:
         factory = FAIRNESS_POLICIES[name]
     except KeyError:
         known = ", ".join(sorted(FAIRNESS_POLICIES))
         raise ValueError(f"unknown fairness policy {name!r}; choose one of {known}") from None
-    return factory()
+    return factory(slots_per_agent)

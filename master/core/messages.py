@@ -2,7 +2,8 @@
 
 Invariant: messages are immutable values that describe a change the core has already made (an
 offer exists once ``SendOffers`` names it; a task is STAGING once ``LaunchTasks`` names it). They
-carry no wire types, so the core stays free of ``fairshare.v1``.
+carry no wire types, so the core stays free of ``fairshare.v1``; the runtime delivers
+``LaunchTasks`` and ``KillTask`` to agents as they are.
 """
 
 from __future__ import annotations
@@ -18,17 +19,12 @@ __all__ = [
     "KillTask",
     "LaunchTasks",
     "Message",
-    "OfferView",
     "RescindOffer",
     "RunningTask",
     "SendOffers",
     "TaskLaunch",
     "TaskStatusChange",
 ]
-
-
-OfferView = Offer
-"""What a framework sees of one offer: the core's immutable ``Offer`` itself."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,14 +46,18 @@ class RescindOffer:
 
 @dataclass(frozen=True, slots=True)
 class TaskLaunch:
-    """One task to start on an agent (placeholder task: holds resources for ``duration``)."""
+    """One task to start on an agent.
+
+    The core accounts for ``resources`` and checks ``task_id`` and ``agent_id``; ``details``
+    (what the agent runs: the runtime's ``TaskDetails``) it never reads, only carries into the
+    ``LaunchTasks`` it returns, so a task is described once from the framework to the agent.
+    """
 
     task_id: str
     name: str
     resources: ResourceVector
-    duration: float | None = None
-    exit_code: int = 0
     agent_id: str | None = None  # as the framework named it; must match the offers' agent
+    details: object = None
 
 
 @dataclass(frozen=True, slots=True)

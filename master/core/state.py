@@ -72,13 +72,9 @@ class MasterState(OperatorHandlers):
 
     def __init__(self, config: CoreConfig | None = None) -> None:
         self.config = config or CoreConfig()
-        if self.config.sample_size < 1:
-            raise ValueError("sample_size must be at least 1")
-        self.fairness: FairnessPolicy = make_fairness_policy(self.config.policy)
-        if self.config.policy == "slots":
-            from master.core.fairness import SlotFairness
-
-            self.fairness = SlotFairness(self.config.slots_per_agent)
+        self.fairness: FairnessPolicy = make_fairness_policy(
+            self.config.policy, self.config.slots_per_agent
+        )
         self.placement: PlacementPolicy = make_placement_policy(
             self.config.placement, self.config.sample_size, self.config.seed
         )
@@ -156,7 +152,7 @@ class MasterState(OperatorHandlers):
         return ResourceVector.from_millis(self._largest)
 
     def _shapes_changed(self) -> None:
-        if self.fairness.name == "pf":
+        if self.fairness.depends_on_demands:
             self._policy_stale = True
             self.sorter.invalidate()
 

@@ -1,18 +1,16 @@
-"""Durable master state (agents admitted, frameworks, weights) in SQLite; see ``store``."""
+"""Durable master state (agents admitted, frameworks, weights): what it holds (``entries``) and
+the SQLite store that keeps it (``store``)."""
 
-from master.registry.store import (
+from master.registry.entries import (
     ADMITTED,
     GONE,
-    MARKER_FILE,
-    REGISTRY_FILE,
-    SCHEMA_VERSION,
     UNREACHABLE,
     AgentEntry,
     FrameworkEntry,
-    Registry,
     RegistryError,
     RegistryWriteError,
 )
+from master.registry.store import MARKER_FILE, REGISTRY_FILE, SCHEMA_VERSION, Registry
 
 __all__ = [
     "ADMITTED",

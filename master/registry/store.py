@@ -22,43 +22,35 @@ Invariants:
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from fairshare.resources import ResourceVector
 from fairshare.sqlite_transaction import transaction
 
-from master.model import AgentSpec, FrameworkSpec
+from master.model import FrameworkSpec
+from master.registry.entries import (
+    AGENT_STATES,
+    AgentEntry,
+    FrameworkEntry,
+    RegistryError,
+    RegistryWriteError,
+    agent_spec_from_json,
+    agent_spec_to_json,
+    framework_spec_from_json,
+    framework_spec_to_json,
+)
 
-__all__ = [
-    "ADMITTED",
-    "GONE",
-    "MARKER_FILE",
-    "REGISTRY_FILE",
-    "SCHEMA_VERSION",
-    "UNREACHABLE",
-    "AgentEntry",
-    "FrameworkEntry",
-    "Registry",
-    "RegistryError",
-    "RegistryWriteError",
-]
+__all__ = ["MARKER_FILE", "REGISTRY_FILE", "SCHEMA_VERSION", "Registry"]
 
 REGISTRY_FILE: Final = "registry.sqlite"
 MARKER_FILE: Final = "cluster.id"
 SCHEMA_VERSION: Final = 1
-ADMITTED: Final = "ADMITTED"
-UNREACHABLE: Final = "UNREACHABLE"
-GONE: Final = "GONE"
-AGENT_STATES: Final = frozenset({ADMITTED, UNREACHABLE, GONE})
 
 _SCHEMA: Final = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -82,70 +74,6 @@ CREATE TABLE weights (
     PRIMARY KEY (kind, target)
 );
 """
-
-
-class RegistryError(Exception):
-    """The registry cannot be used; the master must not start (the message says why)."""
-
-
-class RegistryWriteError(Exception):
-    """A write did not commit; nothing was changed."""
-
-
-@dataclass(frozen=True, slots=True)
-class AgentEntry:
-    """An agent the master admitted; ``state`` is ADMITTED, UNREACHABLE or GONE."""
-
-    agent_id: str
-    spec: AgentSpec
-    registered_at: float  # wall clock
-    state: str = ADMITTED
-    active: bool = True  # False while the operator has it deactivated
-
-
-@dataclass(frozen=True, slots=True)
-class FrameworkEntry:
-    """A framework the master registered; ``removed`` once torn down or failed over for good."""
-
-    spec: FrameworkSpec
-    registered_at: float  # wall clock
-    removed: bool = False
-
-
-def _agent_spec_json(spec: AgentSpec) -> str:
-    return json.dumps(
-        {
-            "hostname": spec.hostname,
-            "port": spec.port,
-            "resources": dict(spec.resources.millis_items()),
-            "attributes": [list(pair) for pair in spec.attributes],
-            "version": spec.version,
-        },
-        sort_keys=True,
-    )
-
-
-def _agent_spec(text: str) -> AgentSpec:
-    raw = json.loads(text)
-    return AgentSpec(
-        hostname=raw["hostname"],
-        port=int(raw["port"]),
-        resources=ResourceVector.from_millis({k: int(v) for k, v in raw["resources"].items()}),
-        attributes=tuple((str(k), str(v)) for k, v in raw["attributes"]),
-        version=raw["version"],
-    )
-
-
-def _framework_spec_json(spec: FrameworkSpec) -> str:
-    fields = dataclasses.asdict(spec)
-    fields["capabilities"] = sorted(spec.capabilities)
-    return json.dumps(fields, sort_keys=True)
-
-
-def _framework_spec(text: str) -> FrameworkSpec:
-    raw = json.loads(text)
-    raw["capabilities"] = frozenset(raw["capabilities"])
-    return FrameworkSpec(**raw)
 
 
 class Registry:
@@ -315,12 +243,14 @@ class Registry:
             ):
                 if state not in AGENT_STATES:
                     raise ValueError(f"agent {agent_id} has unknown state {state!r}")
-                entry = AgentEntry(agent_id, _agent_spec(spec), registered_at, state, bool(active))
+                entry = AgentEntry(
+                    agent_id, agent_spec_from_json(spec), registered_at, state, bool(active)
+                )
                 self.agents[agent_id] = entry
             for framework_id, spec, registered_at, removed in self._db.execute(
                 "SELECT framework_id, spec, registered_at, removed FROM frameworks"
             ):
-                parsed = _framework_spec(spec)
+                parsed = framework_spec_from_json(spec)
                 if parsed.framework_id != framework_id:
                     raise ValueError(f"framework row {framework_id} holds {parsed.framework_id}")
                 self.frameworks[framework_id] = FrameworkEntry(parsed, registered_at, bool(removed))
@@ -358,7 +288,7 @@ class Registry:
                 " VALUES (?, ?, ?, ?, ?)",
                 (
                     entry.agent_id,
-                    _agent_spec_json(entry.spec),
+                    agent_spec_to_json(entry.spec),
                     entry.registered_at,
                     entry.state,
                     int(entry.active),
@@ -396,7 +326,7 @@ class Registry:
             db.execute(
                 "INSERT OR REPLACE INTO frameworks (framework_id, spec, registered_at, removed)"
                 " VALUES (?, ?, ?, 0)",
-                (spec.framework_id, _framework_spec_json(spec), registered_at),
+                (spec.framework_id, framework_spec_to_json(spec), registered_at),
             )
         self.frameworks[spec.framework_id] = FrameworkEntry(spec, registered_at)
 

@@ -1,9 +1,9 @@
 """``AgentServicer``: the Agent API (agent.proto) as a thin adapter over the runtime.
 
 Each method converts the request (``convert`` validates wire input), makes one synchronous call
-into ``MasterRuntime``, and converts the result; errors become precise status codes. Commands
-sends its initial metadata as soon as the stream is attached (the agent awaits it to know it is
-connected), then drains the agent's channel; the runtime hears when the stream ends.
+into the runtime's ``AgentCalls``, and converts the result; errors become precise status codes.
+Commands sends its initial metadata as soon as the stream is attached (the agent awaits it to know
+it is connected), then drains the agent's channel; the runtime hears when the stream ends.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from fairshare.v1 import agent_pb2 as pb
 from fairshare.v1 import agent_pb2_grpc
 
 from master.model import StreamEnd
-from master.runtime import MasterRuntime
-from master.service import convert
+from master.runtime.agents import AgentCalls
+from master.service import convert, streams
 from master.service.errors import Context, abort_with, grpc_code, maps_errors
 
 __all__ = ["AgentServicer"]
@@ -24,14 +24,14 @@ __all__ = ["AgentServicer"]
 class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     """Agents' calls, forwarded to the runtime."""
 
-    def __init__(self, runtime: MasterRuntime) -> None:
-        self.runtime = runtime
+    def __init__(self, agents: AgentCalls) -> None:
+        self.agents = agents
 
     @maps_errors
     async def Register(self, request: pb.RegisterRequest, context: Context) -> pb.RegisterResponse:
         """Admit a new agent."""
         spec = convert.agent_spec(request.agent_info)
-        agent_id, interval, master_id = self.runtime.register(spec)
+        agent_id, interval, master_id = self.agents.register(spec)
         return pb.RegisterResponse(
             agent_id=agent_id,
             heartbeat_interval=convert.duration(interval),
@@ -47,14 +47,12 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         tasks = [
             (
                 task.framework_id,
-                convert.task_spec(task.info),
+                convert.task_launch(task.info),
                 convert.status_from_pb(task.status, agent_update=False),
             )
             for task in request.tasks
         ]
-        interval, master_id = self.runtime.reregister(
-            request.agent_id, spec, tasks, list(request.framework_ids)
-        )
+        interval, master_id = self.agents.reregister(request.agent_id, spec, tasks)
         return pb.ReregisterResponse(
             heartbeat_interval=convert.duration(interval), master_id=master_id
         )
@@ -64,14 +62,14 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         self, request: pb.HeartbeatRequest, context: Context
     ) -> pb.HeartbeatResponse:
         """Liveness."""
-        return pb.HeartbeatResponse(master_id=self.runtime.heartbeat(request.agent_id))
+        return pb.HeartbeatResponse(master_id=self.agents.heartbeat(request.agent_id))
 
     async def Commands(
         self, request: pb.CommandsRequest, context: Context
     ) -> AsyncIterator[pb.CommandsResponse]:
         """The command stream to the agent."""
         try:
-            channel = self.runtime.open_commands(request.agent_id)
+            channel = self.agents.open_commands(request.agent_id)
         except Exception as error:
             await abort_with(context, error, "Commands")
         try:
@@ -82,9 +80,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                     if command.code != "OK":
                         await context.abort(grpc_code(command.code), command.message)
                     return
-                yield convert.command_to_pb(command)
+                yield streams.command_to_pb(command)
         finally:
-            self.runtime.close_commands(request.agent_id, channel)
+            self.agents.close_commands(request.agent_id, channel)
 
     @maps_errors
     async def UpdateStatus(
@@ -93,5 +91,5 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         """One task status update."""
         status = convert.status_from_pb(request.status, agent_update=True)
         latest = convert.latest_state(request.latest_state)
-        self.runtime.update_status(request.agent_id, request.framework_id, status, latest)
+        self.agents.update_status(request.agent_id, request.framework_id, status, latest)
         return pb.UpdateStatusResponse()

@@ -1,9 +1,13 @@
 """Conversions between ``fairshare.v1`` messages and the runtime's values (``master.model``).
 
-The only master module besides the servicers that touches ``*_pb2``. Wire input is validated
-here, before the runtime sees it: anything malformed raises ``InvalidArgument`` naming the field
-(duplicate or negative resources, bad names, unknown enum numbers, negative durations, refuse
-filters out of range), so adapters map it to INVALID_ARGUMENT and nothing changes.
+The only master module besides the servicers that touches ``*_pb2``. The wire's shape is
+validated here, before the runtime sees it: anything malformed raises ``InvalidArgument`` naming
+the field (duplicate or negative resources, bad names, unknown enum numbers, durations and
+timestamps out of range, refuse filters out of range), so adapters map it to INVALID_ARGUMENT and
+nothing changes. What values mean (a weight's range, a task's fit) the core checks.
+
+A ``TaskInfo`` becomes the core's ``TaskLaunch`` here, once (``task_launch``); the messages the
+master streams out (framework events, agent commands) are built in ``master.service.streams``.
 
 Invariants: ``*_from_pb`` functions never return a value the wire contract forbids; ``*_to_pb``
 functions emit resources sorted by name without zero entries (common.proto) and leave optional
@@ -16,56 +20,50 @@ import math
 import re
 from collections.abc import Iterable
 
-import grpc
 from fairshare.resources import ResourceError, ResourceVector
-from fairshare.v1 import agent_pb2, common_pb2, scheduler_pb2
-from fairshare.wire import resources_from_pb, resources_to_pb
+from fairshare.task_states import AGENT_REPORTED, TaskState
+from fairshare.v1 import common_pb2
+from fairshare.wire import (
+    WireRangeError,
+    duration_to_pb,
+    resources_from_pb,
+    resources_to_pb,
+    seconds_from_duration,
+    seconds_from_timestamp,
+    task_state_from_pb,
+    task_state_to_pb,
+    timestamp_to_pb,
+)
 from google.protobuf.descriptor import EnumDescriptor
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from master.core import TaskLaunch
 from master.core.errors import InvalidArgument
-from master.core.records import Offer
 from master.model import (
-    AckCommand,
-    AgentCommand,
     AgentSpec,
     DemandSpec,
-    ErrorEvent,
-    FailureEvent,
-    FrameworkEvent,
     FrameworkSpec,
-    HeartbeatEvent,
-    KillCommand,
-    LaunchCommand,
-    OffersEvent,
-    RescindEvent,
     StatusUpdate,
-    StreamEnd,
-    TaskSpec,
-    UpdateEvent,
+    TaskDetails,
 )
 
 __all__ = [
-    "AGENT_STATES",
     "agent_spec",
     "attributes_to_pb",
-    "command_to_pb",
     "demand_spec",
     "demand_to_pb",
     "duration_seconds",
-    "event_to_pb",
     "framework_info",
     "framework_spec",
     "latest_state",
-    "offer_to_pb",
     "refuse_seconds",
     "resources",
     "resources_to_pb",
     "status_from_pb",
     "status_to_pb",
     "task_info",
-    "task_spec",
+    "task_launch",
     "task_state",
     "timestamp",
 ]
@@ -73,12 +71,7 @@ __all__ = [
 NAME_RE = re.compile(r"^[a-z][a-z0-9_.\-]*$")
 ROLE_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 MAX_REFUSE_SECONDS = 31_536_000.0
-MAX_WEIGHT = 1e6
 UUID_BYTES = 16
-AGENT_STATES = frozenset(
-    {"STARTING", "RUNNING", "KILLING", "FINISHED", "FAILED", "KILLED", "ERROR", "LOST", "DROPPED"}
-)
-"""States an agent may report (the others are the master's to decide)."""
 
 
 # -- scalars --------------------------------------------------------------------------------------
@@ -103,24 +96,29 @@ def resources(message: common_pb2.Resources, what: str) -> ResourceVector:
 
 
 def duration_seconds(message: Duration, what: str) -> float:
-    """A non-negative Duration in seconds."""
-    if message.seconds < 0 or message.nanos < 0 or message.nanos >= 1_000_000_000:
-        raise InvalidArgument(f"{what} must be a non-negative duration")
-    return message.seconds + message.nanos / 1e9
+    """A Duration in seconds, in [0, ``fairshare.wire.MAX_SECONDS``]."""
+    try:
+        return seconds_from_duration(message, what)
+    except WireRangeError as error:
+        raise InvalidArgument(str(error)) from None
+
+
+def timestamp_seconds(message: Timestamp, what: str) -> float:
+    """A Timestamp in seconds since the epoch, between 1970 and 9999."""
+    try:
+        return seconds_from_timestamp(message, what)
+    except WireRangeError as error:
+        raise InvalidArgument(str(error)) from None
 
 
 def duration(seconds: float) -> Duration:
     """Seconds as a Duration."""
-    message = Duration()
-    message.FromNanoseconds(round(seconds * 1e9))
-    return message
+    return duration_to_pb(seconds)
 
 
 def timestamp(seconds: float) -> Timestamp:
     """Wall-clock seconds as a Timestamp."""
-    message = Timestamp()
-    message.FromNanoseconds(round(seconds * 1e9))
-    return message
+    return timestamp_to_pb(seconds)
 
 
 def _enum_name(enum: EnumDescriptor, value: int, what: str) -> str:
@@ -138,13 +136,6 @@ def refuse_seconds(filters: common_pb2.Filters, present: bool) -> float | None:
     if not math.isfinite(value) or not 0 <= value <= MAX_REFUSE_SECONDS:
         raise InvalidArgument(f"filters.refuse_seconds must be in [0, {MAX_REFUSE_SECONDS:.0f}]")
     return value
-
-
-def check_weight(weight: float, what: str) -> float:
-    """A weight: finite, in (0, 1e6]."""
-    if not math.isfinite(weight) or not 0 < weight <= MAX_WEIGHT:
-        raise InvalidArgument(f"{what} must be finite and in (0, 1e6], got {weight!r}")
-    return weight
 
 
 def check_role(role: str, what: str = "role") -> str:
@@ -202,9 +193,7 @@ def framework_spec(info: common_pb2.FrameworkInfo) -> FrameworkSpec:
     """``FrameworkInfo`` as a ``FrameworkSpec``; name non-empty, weight and timeout in range."""
     if not info.name.strip():
         raise InvalidArgument("framework_info.name is empty")
-    weight = None
-    if info.HasField("weight"):
-        weight = check_weight(info.weight, "framework_info.weight")
+    weight = info.weight if info.HasField("weight") else None  # its range: the core's rule
     failover = duration_seconds(info.failover_timeout, "framework_info.failover_timeout")
     capabilities = set()
     for value in info.capabilities:
@@ -273,8 +262,9 @@ def demand_to_pb(demand: DemandSpec) -> common_pb2.Demand:
 # -- tasks ----------------------------------------------------------------------------------------
 
 
-def task_spec(info: common_pb2.TaskInfo) -> TaskSpec:
-    """``TaskInfo`` as a ``TaskSpec`` (the core checks ids, emptiness and fit)."""
+def task_launch(info: common_pb2.TaskInfo) -> TaskLaunch:
+    """``TaskInfo`` as the core's ``TaskLaunch``, its command and labels as ``TaskDetails``
+    (the core checks ids, emptiness and fit); an empty name is the task id."""
     what = f"task {info.task_id!r}"
     command = info.command
     duration_ = None
@@ -283,51 +273,58 @@ def task_spec(info: common_pb2.TaskInfo) -> TaskSpec:
     delay = None
     if command.HasField("startup_delay"):
         delay = duration_seconds(command.startup_delay, f"{what}: command.startup_delay")
-    return TaskSpec(
-        info.task_id,
-        info.name,
-        info.agent_id,
-        resources(info.resources, f"{what}: resources"),
+    details = TaskDetails(
         duration_,
         command.exit_code,
         delay,
         command.fail_on_start,
         tuple(sorted(info.labels.items())),
     )
-
-
-def task_info(spec: TaskSpec) -> common_pb2.TaskInfo:
-    """A ``TaskSpec`` as ``TaskInfo``."""
-    command = common_pb2.CommandInfo(exit_code=spec.exit_code, fail_on_start=spec.fail_on_start)
-    if spec.duration is not None:
-        command.duration.CopyFrom(duration(spec.duration))
-    if spec.startup_delay is not None:
-        command.startup_delay.CopyFrom(duration(spec.startup_delay))
-    return common_pb2.TaskInfo(
-        task_id=spec.task_id,
-        name=spec.name,
-        agent_id=spec.agent_id,
-        resources=resources_to_pb(spec.resources),
-        command=command,
-        labels=dict(spec.labels),
+    return TaskLaunch(
+        info.task_id,
+        info.name or info.task_id,
+        resources(info.resources, f"{what}: resources"),
+        info.agent_id or None,
+        details,
     )
 
 
-def task_state(value: int, what: str) -> str:
-    """A ``TaskState`` number as its name without prefix; UNSPECIFIED is refused."""
-    name = _enum_name(common_pb2.TaskState.DESCRIPTOR, value, what).removeprefix("TASK_STATE_")
-    if name == "UNSPECIFIED":
+def task_info(launch: TaskLaunch, agent_id: str) -> common_pb2.TaskInfo:
+    """A ``TaskLaunch`` placed on ``agent_id`` as ``TaskInfo``."""
+    details = launch.details if isinstance(launch.details, TaskDetails) else TaskDetails()
+    command = common_pb2.CommandInfo(
+        exit_code=details.exit_code, fail_on_start=details.fail_on_start
+    )
+    if details.duration is not None:
+        command.duration.CopyFrom(duration(details.duration))
+    if details.startup_delay is not None:
+        command.startup_delay.CopyFrom(duration(details.startup_delay))
+    return common_pb2.TaskInfo(
+        task_id=launch.task_id,
+        name=launch.name,
+        agent_id=agent_id,
+        resources=resources_to_pb(launch.resources),
+        command=command,
+        labels=dict(details.labels),
+    )
+
+
+def task_state(value: int, what: str) -> TaskState:
+    """A ``TaskState`` number as the kernel's state; UNSPECIFIED and unknown numbers are
+    refused."""
+    _enum_name(common_pb2.TaskState.DESCRIPTOR, value, what)
+    if value == common_pb2.TASK_STATE_UNSPECIFIED:
         raise InvalidArgument(f"{what} is unspecified")
-    return name
+    return task_state_from_pb(value)
 
 
-def latest_state(value: int) -> str:
-    """``UpdateStatusRequest.latest_state``: ``""`` when unspecified, else an agent state."""
+def latest_state(value: int) -> TaskState | None:
+    """``UpdateStatusRequest.latest_state``: None when unspecified, else an agent state."""
     if value == 0:
-        return ""
+        return None
     state = task_state(value, "latest_state")
-    if state not in AGENT_STATES:
-        raise InvalidArgument(f"latest_state {state} is not a state an agent reports")
+    if state not in AGENT_REPORTED:
+        raise InvalidArgument(f"latest_state {state.value} is not a state an agent reports")
     return state
 
 
@@ -337,8 +334,8 @@ def status_from_pb(status: common_pb2.TaskStatus, agent_update: bool) -> StatusU
         raise InvalidArgument("status.task_id is empty")
     state = task_state(status.state, "status.state")
     if agent_update:
-        if state not in AGENT_STATES:
-            raise InvalidArgument(f"status.state {state} is not a state an agent reports")
+        if state not in AGENT_REPORTED:
+            raise InvalidArgument(f"status.state {state.value} is not a state an agent reports")
         if len(status.uuid) != UUID_BYTES:
             raise InvalidArgument(f"status.uuid must be {UUID_BYTES} bytes, got {len(status.uuid)}")
     reason_enum = common_pb2.TaskStatus.Reason.DESCRIPTOR
@@ -349,7 +346,7 @@ def status_from_pb(status: common_pb2.TaskStatus, agent_update: bool) -> StatusU
         state,
         "" if reason == "UNSPECIFIED" else reason,
         status.message,
-        status.timestamp.ToNanoseconds() / 1e9,
+        timestamp_seconds(status.timestamp, "status.timestamp"),
         status.uuid,
         "AGENT" if agent_update else "MASTER",
         status.healthy if status.HasField("healthy") else None,
@@ -362,7 +359,7 @@ def status_to_pb(status: StatusUpdate) -> common_pb2.TaskStatus:
     message = common_pb2.TaskStatus(
         task_id=status.task_id,
         agent_id=status.agent_id,
-        state=common_pb2.TaskState.Value(f"TASK_STATE_{status.state}"),
+        state=task_state_to_pb(status.state),
         reason=common_pb2.TaskStatus.Reason.Value(f"REASON_{status.reason or 'UNSPECIFIED'}"),
         message=status.message,
         timestamp=timestamp(status.timestamp),
@@ -374,69 +371,3 @@ def status_to_pb(status: StatusUpdate) -> common_pb2.TaskStatus:
     if status.exit_code is not None:
         message.exit_code = status.exit_code
     return message
-
-
-# -- outgoing streams -----------------------------------------------------------------------------
-
-
-def offer_to_pb(offer: Offer, expires_at: float | None) -> common_pb2.Offer:
-    """A core offer as ``Offer``."""
-    message = common_pb2.Offer(
-        offer_id=offer.offer_id,
-        framework_id=offer.framework_id,
-        agent_id=offer.agent_id,
-        hostname=offer.hostname,
-        resources=resources_to_pb(offer.resources),
-        attributes=attributes_to_pb(offer.attributes),
-        fair_tasks=offer.fair_tasks,
-    )
-    if expires_at is not None:
-        message.expires_at.CopyFrom(timestamp(expires_at))
-    return message
-
-
-def event_to_pb(event: FrameworkEvent) -> scheduler_pb2.SubscribeResponse:
-    """A framework event as one stream message (``StreamEnd`` is not sent)."""
-    pb = scheduler_pb2
-    if isinstance(event, OffersEvent):
-        offers = [offer_to_pb(offer, event.expires_at) for offer in event.offers]
-        return pb.SubscribeResponse(offers=pb.OffersEvent(offers=offers))
-    if isinstance(event, UpdateEvent):
-        return pb.SubscribeResponse(update=pb.UpdateEvent(status=status_to_pb(event.status)))
-    if isinstance(event, RescindEvent):
-        rescind = pb.RescindEvent(offer_id=event.offer_id, reason=event.reason)
-        return pb.SubscribeResponse(rescind=rescind)
-    if isinstance(event, HeartbeatEvent):
-        return pb.SubscribeResponse(heartbeat=pb.HeartbeatEvent(time=timestamp(event.time)))
-    if isinstance(event, FailureEvent):
-        failure = pb.FailureEvent(agent_id=event.agent_id, message=event.message)
-        return pb.SubscribeResponse(failure=failure)
-    if isinstance(event, ErrorEvent):
-        code = _grpc_code_number(event.code)
-        return pb.SubscribeResponse(error=pb.ErrorEvent(message=event.message, code=code))
-    raise TypeError(f"not a stream message: {event!r}")
-
-
-def _grpc_code_number(name: str) -> int:
-    code: tuple[int, str] = getattr(grpc.StatusCode, name, grpc.StatusCode.UNKNOWN).value
-    return code[0]
-
-
-def command_to_pb(command: AgentCommand) -> agent_pb2.CommandsResponse:
-    """An agent command as one stream message (``StreamEnd`` is not sent)."""
-    pb = agent_pb2
-    if isinstance(command, LaunchCommand):
-        tasks = [task_info(spec) for spec in command.tasks]
-        launch = pb.LaunchTasksCommand(framework_id=command.framework_id, tasks=tasks)
-        return pb.CommandsResponse(launch_tasks=launch)
-    if isinstance(command, KillCommand):
-        kill = pb.KillTaskCommand(framework_id=command.framework_id, task_id=command.task_id)
-        return pb.CommandsResponse(kill_task=kill)
-    if isinstance(command, AckCommand):
-        ack = pb.AcknowledgeStatusCommand(
-            framework_id=command.framework_id, task_id=command.task_id, uuid=command.uuid
-        )
-        return pb.CommandsResponse(acknowledge_status=ack)
-    if isinstance(command, StreamEnd):
-        raise TypeError("StreamEnd is not a stream message")
-    raise TypeError(f"not a command: {command!r}")

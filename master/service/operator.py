@@ -1,9 +1,10 @@
 """``OperatorServicer``: the Operator API (operator.proto) as a thin adapter over the runtime.
 
 GetState is one synchronous snapshot of the runtime (consistent by construction: it runs in one
-step of the event loop). SetWeight validates the target and the weight here, then calls the
-runtime; DeactivateAgents and ReactivateAgents pass the ids through (the runtime checks them all
-before changing anything); errors become precise status codes.
+step of the event loop). SetWeight checks the request's shape (a target; no weight with clear)
+here, and the runtime checks the weight by the core's one rule; DeactivateAgents and
+ReactivateAgents pass the ids through (the runtime checks them all before changing anything);
+errors become precise status codes.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from fairshare.v1 import operator_pb2 as pb
 from fairshare.v1 import operator_pb2_grpc
 
 from master.core.errors import InvalidArgument
-from master.runtime import MasterRuntime
+from master.runtime.operator import OperatorCalls
 from master.service import convert
 from master.service.errors import Context, maps_errors
 from master.service.state import state_to_pb
@@ -29,13 +30,13 @@ def _weight(kind: str, target: str, weight: float) -> pb.Weight:
 class OperatorServicer(operator_pb2_grpc.OperatorServiceServicer):
     """Operators' calls, forwarded to the runtime."""
 
-    def __init__(self, runtime: MasterRuntime) -> None:
-        self.runtime = runtime
+    def __init__(self, operator: OperatorCalls) -> None:
+        self.operator = operator
 
     @maps_errors
     async def GetState(self, request: pb.GetStateRequest, context: Context) -> pb.GetStateResponse:
         """The whole cluster state."""
-        return state_to_pb(self.runtime.snapshot())
+        return state_to_pb(self.operator.snapshot())
 
     @maps_errors
     async def SetWeight(
@@ -49,9 +50,7 @@ class OperatorServicer(operator_pb2_grpc.OperatorServiceServicer):
             raise InvalidArgument("weight must be 0 when clear is true")
         role = convert.check_role(request.role) if target == "role" else None
         framework_id = request.framework_id if target == "framework_id" else None
-        if not request.clear:
-            convert.check_weight(request.weight, "weight")
-        stored = self.runtime.set_weight(role, framework_id, request.weight, request.clear)
+        stored = self.operator.set_weight(role, framework_id, request.weight, request.clear)
         if stored is None:
             return pb.SetWeightResponse()
         return pb.SetWeightResponse(weight=_weight(*stored))
@@ -61,14 +60,14 @@ class OperatorServicer(operator_pb2_grpc.OperatorServiceServicer):
         self, request: pb.GetWeightsRequest, context: Context
     ) -> pb.GetWeightsResponse:
         """The operator-set weights."""
-        return pb.GetWeightsResponse(weights=[_weight(*w) for w in self.runtime.weights()])
+        return pb.GetWeightsResponse(weights=[_weight(*w) for w in self.operator.weights()])
 
     @maps_errors
     async def DeactivateAgents(
         self, request: pb.DeactivateAgentsRequest, context: Context
     ) -> pb.DeactivateAgentsResponse:
         """Take agents out of offer rotation (maintenance)."""
-        self.runtime.deactivate_agents(list(request.agent_ids))
+        self.operator.deactivate_agents(list(request.agent_ids))
         return pb.DeactivateAgentsResponse()
 
     @maps_errors
@@ -76,5 +75,5 @@ class OperatorServicer(operator_pb2_grpc.OperatorServiceServicer):
         self, request: pb.ReactivateAgentsRequest, context: Context
     ) -> pb.ReactivateAgentsResponse:
         """Put agents back into offer rotation."""
-        self.runtime.reactivate_agents(list(request.agent_ids))
+        self.operator.reactivate_agents(list(request.agent_ids))
         return pb.ReactivateAgentsResponse()

@@ -1,10 +1,10 @@
 """``SchedulerServicer``: the Scheduler API (scheduler.proto) as a thin adapter over the runtime.
 
 Each method converts the request (``convert`` validates wire input), makes one synchronous call
-into ``MasterRuntime`` on the event loop, and converts the result; errors become precise status
-codes (``maps_errors``). Subscribe sends ``subscribed`` first, then drains the framework's
-channel until the runtime closes it or the client goes away; either way the runtime hears that
-the stream ended.
+into the runtime's ``FrameworkCalls`` on the event loop, and converts the result; errors become
+precise status codes (``maps_errors``). Subscribe sends ``subscribed`` first, then drains the
+framework's channel until the runtime closes it or the client goes away; either way the runtime
+hears that the stream ended.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from fairshare.v1 import scheduler_pb2 as pb
 from fairshare.v1 import scheduler_pb2_grpc
 
 from master.model import StreamEnd
-from master.runtime import MasterRuntime
-from master.service import convert
+from master.runtime.frameworks import FrameworkCalls
+from master.service import convert, streams
 from master.service.errors import Context, abort_with, grpc_code, maps_errors
 
 __all__ = ["SchedulerServicer"]
@@ -25,8 +25,8 @@ __all__ = ["SchedulerServicer"]
 class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     """Frameworks' calls, forwarded to the runtime."""
 
-    def __init__(self, runtime: MasterRuntime) -> None:
-        self.runtime = runtime
+    def __init__(self, frameworks: FrameworkCalls) -> None:
+        self.frameworks = frameworks
 
     async def Subscribe(
         self, request: pb.SubscribeRequest, context: Context
@@ -35,7 +35,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         try:
             spec = convert.framework_spec(request.framework_info)
             demand = convert.demand_spec(request.demand, request.HasField("demand"))
-            result = self.runtime.subscribe(spec, demand, request.suppressed)
+            result = self.frameworks.subscribe(spec, demand, request.suppressed)
         except Exception as error:
             await abort_with(context, error, "Subscribe")
         subscribed = pb.SubscribedEvent(
@@ -53,46 +53,46 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                     if event.code != "OK":
                         await context.abort(grpc_code(event.code), event.message)
                     return
-                yield convert.event_to_pb(event)
+                yield streams.event_to_pb(event)
         finally:
-            self.runtime.unsubscribe(result.framework_id, result.channel)
+            self.frameworks.unsubscribe(result.framework_id, result.channel)
 
     @maps_errors
     async def Accept(self, request: pb.AcceptRequest, context: Context) -> pb.AcceptResponse:
         """Launch tasks on offers."""
         tasks = [
-            convert.task_spec(info)
+            convert.task_launch(info)
             for operation in request.operations
             if operation.HasField("launch")
             for info in operation.launch.task_infos
         ]
         refuse = convert.refuse_seconds(request.filters, request.HasField("filters"))
-        self.runtime.accept(request.framework_id, list(request.offer_ids), tasks, refuse)
+        self.frameworks.accept(request.framework_id, list(request.offer_ids), tasks, refuse)
         return pb.AcceptResponse()
 
     @maps_errors
     async def Decline(self, request: pb.DeclineRequest, context: Context) -> pb.DeclineResponse:
         """Decline offers."""
         refuse = convert.refuse_seconds(request.filters, request.HasField("filters"))
-        self.runtime.decline(request.framework_id, list(request.offer_ids), refuse)
+        self.frameworks.decline(request.framework_id, list(request.offer_ids), refuse)
         return pb.DeclineResponse()
 
     @maps_errors
     async def Revive(self, request: pb.ReviveRequest, context: Context) -> pb.ReviveResponse:
         """Clear filters and resume offers."""
-        self.runtime.revive(request.framework_id, request.role)
+        self.frameworks.revive(request.framework_id, request.role)
         return pb.ReviveResponse()
 
     @maps_errors
     async def Suppress(self, request: pb.SuppressRequest, context: Context) -> pb.SuppressResponse:
         """Stop offers."""
-        self.runtime.suppress(request.framework_id, request.role)
+        self.frameworks.suppress(request.framework_id, request.role)
         return pb.SuppressResponse()
 
     @maps_errors
     async def Kill(self, request: pb.KillRequest, context: Context) -> pb.KillResponse:
         """Kill a task."""
-        self.runtime.kill(request.framework_id, request.task_id, request.agent_id)
+        self.frameworks.kill(request.framework_id, request.task_id, request.agent_id)
         return pb.KillResponse()
 
     @maps_errors
@@ -100,7 +100,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         self, request: pb.AcknowledgeRequest, context: Context
     ) -> pb.AcknowledgeResponse:
         """Acknowledge a status update."""
-        self.runtime.acknowledge(
+        self.frameworks.acknowledge(
             request.framework_id, request.agent_id, request.task_id, request.uuid
         )
         return pb.AcknowledgeResponse()
@@ -111,13 +111,13 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     ) -> pb.ReconcileResponse:
         """Resend task states."""
         refs = [(ref.task_id, ref.agent_id) for ref in request.tasks]
-        self.runtime.reconcile(request.framework_id, refs)
+        self.frameworks.reconcile(request.framework_id, refs)
         return pb.ReconcileResponse()
 
     @maps_errors
     async def Teardown(self, request: pb.TeardownRequest, context: Context) -> pb.TeardownResponse:
         """Remove the framework."""
-        self.runtime.teardown(request.framework_id)
+        self.frameworks.teardown(request.framework_id)
         return pb.TeardownResponse()
 
     @maps_errors
@@ -126,5 +126,5 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     ) -> pb.UpdateDemandResponse:
         """Declare, change or clear the demand."""
         demand = convert.demand_spec(request.demand, request.HasField("demand"))
-        self.runtime.update_demand(request.framework_id, demand)
+        self.frameworks.update_demand(request.framework_id, demand)
         return pb.UpdateDemandResponse()

@@ -10,18 +10,19 @@ from __future__ import annotations
 
 from fairshare.v1 import common_pb2
 from fairshare.v1 import operator_pb2 as pb
+from fairshare.wire import task_state_to_pb
 
+from master.runtime.views import POOL_STATES, AgentView, ClusterSnapshot, FrameworkView
 from master.service.convert import (
     agent_info,
     demand_to_pb,
     framework_info,
-    offer_to_pb,
     resources_to_pb,
     status_to_pb,
     task_info,
     timestamp,
 )
-from master.views import POOL_STATES, AgentView, ClusterSnapshot, FrameworkView
+from master.service.streams import offer_to_pb
 
 __all__ = ["state_to_pb"]
 
@@ -45,9 +46,7 @@ def _agent(view: AgentView) -> pb.GetStateResponse.Agent:
 
 def _framework(view: FrameworkView) -> pb.GetStateResponse.Framework:
     counts = [
-        pb.GetStateResponse.TaskCount(
-            state=common_pb2.TaskState.Value(f"TASK_STATE_{state}"), count=count
-        )
+        pb.GetStateResponse.TaskCount(state=task_state_to_pb(state), count=count)
         for state, count in view.task_counts
     ]
     message = Framework(
@@ -74,7 +73,7 @@ def state_to_pb(snapshot: ClusterSnapshot) -> pb.GetStateResponse:
     tasks = [
         common_pb2.Task(
             framework_id=task.framework_id,
-            info=task_info(task.spec),
+            info=task_info(task.launch, task.agent_id),
             status=status_to_pb(task.status),
         )
         for task in snapshot.tasks

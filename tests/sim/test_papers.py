@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from fairshare.resources import ResourceVector
 
-from master.core import CoreConfig, MasterState
+from master.core import CoreConfig, MasterState, SendOffers, TaskLaunch
 from master.sim.engine import Simulator
-from master.sim.picks import trace_picks
 from master.sim.scenario import Scenario, parse_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "examples" / "scenarios"
@@ -23,6 +23,58 @@ def load(name: str, **changes: object) -> Scenario:
 
 
 # -- DRF Table 1 -----------------------------------------------------------------------------------
+#
+# The sequence of progressive-filling picks the core makes, one task at a time: the core does a
+# whole run at once and batches its offers, so to show the order in which it serves frameworks
+# the trace lets it pick one task per run (it asks for the frameworks in fairness order and
+# declares one more wanted task for the first one that can still place a task, accepts the offer,
+# and repeats until nobody can take another task). Only core calls change state.
+
+
+@dataclass(frozen=True, slots=True)
+class Pick:
+    """One task given to ``framework_id``, and every framework's dominant share after it."""
+
+    framework_id: str
+    agent_id: str
+    shares: dict[str, float]
+
+
+def _try_one(state: MasterState, framework_id: str, limit: int, now: float) -> Pick | None:
+    fw = state.frameworks[framework_id]
+    shape, wanted = fw.demand, fw.wanted
+    if shape is None or fw.live_tasks >= min(wanted, limit):
+        return None
+    others = {fid: (f.demand, f.wanted) for fid, f in state.frameworks.items() if fid != fw.id}
+    for fid, (other_shape, _) in others.items():
+        state.handle_update_demand(fid, other_shape, state.frameworks[fid].live_tasks, now)
+    state.handle_update_demand(framework_id, shape, fw.live_tasks + 1, now)
+    messages = state.handle_allocate(now)
+    for fid, (other_shape, other_wanted) in others.items():
+        state.handle_update_demand(fid, other_shape, other_wanted, now)
+    state.handle_update_demand(framework_id, shape, wanted, now)
+    for message in messages:
+        if isinstance(message, SendOffers):
+            offer = message.offers[0]
+            task = TaskLaunch(f"{framework_id}-{fw.live_tasks + 1}", "task", offer.resources)
+            state.handle_accept(framework_id, [offer.offer_id], [task], now, refuse_seconds=0.0)
+            shares = {fid: state.dominant_share(fid) for fid in state.frameworks}
+            return Pick(framework_id, offer.agent_id, shares)
+    return None
+
+
+def trace_picks(state: MasterState, now: float = 0.0, limit: int = 10_000) -> list[Pick]:
+    """Let the core pick one task at a time until no framework can take one more."""
+    picks: list[Pick] = []
+    while len(picks) < limit:
+        for framework_id in state.ordered_frameworks():
+            pick = _try_one(state, framework_id, limit, now)
+            if pick is not None:
+                picks.append(pick)
+                break
+        else:
+            return picks
+    return picks
 
 
 def table1_state() -> MasterState:

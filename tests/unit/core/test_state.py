@@ -283,7 +283,7 @@ def test_activate_of_a_suppressed_framework_does_not_offer() -> None:
 def test_accept_launches_staging_tasks_and_returns_leftovers_with_a_filter() -> None:
     state = coarse_state()
     (offer,) = offers_of(state.handle_allocate(0.0), "F")
-    tasks = [launch("t1", "cpus:1;mem:2"), launch("t2", "cpus:0.5;mem:1", duration=3.0)]
+    tasks = [launch("t1", "cpus:1;mem:2"), launch("t2", "cpus:0.5;mem:1", details=("opaque", 3.0))]
     messages = state.handle_accept("F", [offer.offer_id], tasks, 1.0)
     assert messages == [LaunchTasks("a1", "F", tuple(tasks))]
     for task_id, resources in (("t1", "cpus:1;mem:2"), ("t2", "cpus:0.5;mem:1")):

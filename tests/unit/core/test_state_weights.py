@@ -3,10 +3,13 @@ overrides the weight the framework subscribed with; clearing one falls back to t
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from fairshare.resources import ResourceVector
 
 from master.core import CoreConfig, InvalidArgument, MasterState, NotFound
+from master.core.checks import MAX_WEIGHT
 
 
 def state() -> MasterState:
@@ -59,3 +62,17 @@ def test_bad_weights_are_refused_and_change_nothing(weight: float) -> None:
     assert weights(core) == {"a": 2.0, "b": 1.0, "c": 1.0}
     with pytest.raises(NotFound):
         core.handle_set_framework_weight("nobody", 2.0, 1.0)
+
+
+@pytest.mark.parametrize("weight", [0.0, -1.0, math.nan, math.inf, 1e6 + 1, True, "2"])
+def test_one_weight_rule_for_every_weight(weight: object) -> None:
+    """Subscribed, role and framework weights obey one rule: finite, in (0, 1e6]."""
+    state = MasterState(CoreConfig(validate=True))
+    with pytest.raises(InvalidArgument, match="weight"):
+        state.handle_add_framework("F", 0.0, weight=weight)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match="weight"):
+        state.handle_set_weight("*", weight, 0.0)  # type: ignore[arg-type]
+    state.handle_add_framework("F", 0.0, weight=MAX_WEIGHT)
+    with pytest.raises(InvalidArgument, match="weight"):
+        state.handle_set_framework_weight("F", weight, 0.0)  # type: ignore[arg-type]
+    assert state.frameworks["F"].weight == MAX_WEIGHT

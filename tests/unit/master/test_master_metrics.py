@@ -16,15 +16,17 @@ import grpc
 import pytest
 from fairshare.health import HealthCheckRequest, HealthCheckResponse, HealthServicer
 from fairshare.resources import ResourceVector
+from fairshare.task_states import TaskState
 from grpc import aio
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from master.durations import BUCKETS, DurationHistogram
+from master.core import CoreConfig, TaskLaunch
 from master.metrics import MasterCollector, build_registry, on_loop, sampler
-from master.model import AgentSpec, FrameworkSpec, OffersEvent, StatusUpdate, TaskSpec
+from master.model import AgentSpec, FrameworkSpec, OffersEvent, StatusUpdate
 from master.runtime import MasterRuntime, RuntimeConfig
+from master.runtime.counters import BUCKETS, DurationHistogram
 from master.service.rpc_metrics import RpcMetricsInterceptor, method_label
 
 R = ResourceVector.parse
@@ -66,7 +68,10 @@ LABELS = {
 
 def scenario(test: Callable[[MasterRuntime], Awaitable[None]]) -> None:
     config = RuntimeConfig(
-        validate=True, allocation_interval=60.0, heartbeat_interval=60.0, allocation_batch=0.0
+        core=CoreConfig(validate=True),
+        allocation_interval=60.0,
+        heartbeat_interval=60.0,
+        allocation_batch=0.0,
     )
 
     async def main() -> None:
@@ -86,7 +91,7 @@ async def settle() -> None:
 
 
 def scrape(runtime: MasterRuntime, rpc: dict[tuple[str, str], int] | None = None) -> list[Sample]:
-    registry = build_registry(MasterCollector(sampler(runtime, rpc or {})))
+    registry = build_registry(MasterCollector(sampler(runtime.state, runtime.operator, rpc or {})))
     text = generate_latest(registry).decode()
     families = list(text_string_to_metric_families(text))
     for family in families:
@@ -108,20 +113,24 @@ async def busy_cluster(runtime: MasterRuntime) -> dict[str, str]:
     name) and batch (suppressed); one status update forwarded, retried and acknowledged."""
     ids = {}
     for name, resources in (("a1", "cpus:4;mem:8192"), ("a2", "cpus:2;mem:1024;gpus:1")):
-        ids[name], _, _ = runtime.register(AgentSpec(name, 0, R(resources)))
-        runtime.open_commands(ids[name])
-    web = runtime.subscribe(FrameworkSpec("", "web"), None, False)
-    runtime.subscribe(FrameworkSpec("", "batch"), None, True)
+        ids[name], _, _ = runtime.agents.register(AgentSpec(name, 0, R(resources)))
+        runtime.agents.open_commands(ids[name])
+    web = runtime.frameworks.subscribe(FrameworkSpec("", "web"), None, False)
+    runtime.frameworks.subscribe(FrameworkSpec("", "batch"), None, True)
     await settle()
     offers = [o for e in web.channel.drain() if isinstance(e, OffersEvent) for o in e.offers]
     on_a1 = next(o for o in offers if o.agent_id == ids["a1"])
-    task = TaskSpec("t1", "", "", R("cpus:1;mem:1024"))
-    runtime.accept(web.framework_id, [on_a1.offer_id], [task], 60.0)
-    update = StatusUpdate("t1", ids["a1"], "RUNNING", uuid=b"u" * 16, source="AGENT")
-    runtime.update_status(ids["a1"], web.framework_id, update, "RUNNING")
-    runtime.update_status(ids["a1"], web.framework_id, update, "RUNNING")  # the agent retried
-    runtime.acknowledge(web.framework_id, ids["a1"], "t1", b"u" * 16)
-    runtime.subscribe(FrameworkSpec("", "web"), None, False)  # a second framework named web
+    task = TaskLaunch("t1", "t1", R("cpus:1;mem:1024"))
+    runtime.frameworks.accept(web.framework_id, [on_a1.offer_id], [task], 60.0)
+    update = StatusUpdate("t1", ids["a1"], TaskState.RUNNING, uuid=b"u" * 16, source="AGENT")
+    runtime.agents.update_status(ids["a1"], web.framework_id, update, TaskState.RUNNING)
+    runtime.agents.update_status(
+        ids["a1"], web.framework_id, update, TaskState.RUNNING
+    )  # the agent retried
+    runtime.frameworks.acknowledge(web.framework_id, ids["a1"], "t1", b"u" * 16)
+    runtime.frameworks.subscribe(
+        FrameworkSpec("", "web"), None, False
+    )  # a second framework named web
     await settle()
     return {"web": web.framework_id, **ids}
 
@@ -175,7 +184,7 @@ def test_resources_add_up_and_are_in_base_units() -> None:
             one(samples, "fairshare_resource_allocation", resource="mem", state="used")
             == 1024 * MIB
         )
-        assert one(samples, "fairshare_offers_outstanding") == len(runtime.core.offers)
+        assert one(samples, "fairshare_offers_outstanding") == len(runtime.state.core.offers)
 
     scenario(test)
 
@@ -205,7 +214,7 @@ def test_frameworks_are_labelled_by_name_and_shares_match_the_snapshot() -> None
     async def test(runtime: MasterRuntime) -> None:
         await busy_cluster(runtime)
         samples = scrape(runtime)
-        snapshot = runtime.snapshot()
+        snapshot = runtime.operator.snapshot()
         shares = values(samples, "fairshare_framework_dominant_share")
         assert set(shares) == {(("framework", "batch"),), (("framework", "web"),)}
         assert shares[(("framework", "batch"),)] == 0.0
@@ -235,14 +244,14 @@ def test_counters_follow_the_cycle() -> None:
         updates = {k[0][1]: v for k, v in values(samples, "fairshare_status_updates_total").items()}
         assert updates == {"forwarded": 1, "retried": 1, "acknowledged": 1}
         runs = one(samples, "fairshare_allocation_runs_total")
-        assert runs == runtime.counters.allocation_runs > 0
+        assert runs == runtime.state.counters.allocation_runs > 0
         assert one(samples, "fairshare_allocation_run_duration_seconds_count") == runs
         assert one(samples, "fairshare_allocation_run_duration_seconds_bucket", le="+Inf") == runs
         # Every durable change (agents admitted, frameworks registered) is one registry write.
         writes = one(samples, "fairshare_registry_write_duration_seconds_count")
-        assert writes == runtime.registry.writes >= len(ids) + 1
-        mine = [i for i, o in runtime.core.offers.items() if o.framework_id == ids["web"]]
-        runtime.decline(ids["web"], mine, None)
+        assert writes == runtime.state.registry.writes >= len(ids) + 1
+        mine = [i for i, o in runtime.state.core.offers.items() if o.framework_id == ids["web"]]
+        runtime.frameworks.decline(ids["web"], mine, None)
         later = scrape(runtime)
         assert one(later, "fairshare_offers_total", outcome="declined") == offers["declined"] + len(
             mine
@@ -254,7 +263,7 @@ def test_counters_follow_the_cycle() -> None:
 def test_the_collector_reads_the_runtime_on_its_loop_from_another_thread() -> None:
     async def test(runtime: MasterRuntime) -> None:
         await busy_cluster(runtime)
-        take = on_loop(asyncio.get_running_loop(), sampler(runtime, {}))
+        take = on_loop(asyncio.get_running_loop(), sampler(runtime.state, runtime.operator, {}))
         seen: list[str] = []
 
         def scrape_from_thread() -> None:

@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 from fairshare.resources import ResourceVector
+from fairshare.task_states import TaskState
 
+from master.core import CoreConfig, KillTask, LaunchTasks, TaskLaunch
 from master.core.errors import FailedPrecondition, InvalidArgument, NotFound
 from master.model import (
     AckCommand,
@@ -23,33 +25,31 @@ from master.model import (
     FailureEvent,
     FrameworkSpec,
     HeartbeatEvent,
-    KillCommand,
-    LaunchCommand,
     OffersEvent,
     RescindEvent,
     StatusUpdate,
     StreamEnd,
-    TaskSpec,
+    TaskDetails,
     UpdateEvent,
 )
 from master.runtime import MasterRuntime, RuntimeConfig, Unavailable
-from master.sessions import Channel
+from master.runtime.sessions import Channel
 
 R = ResourceVector.parse
 UUID = b"u" * 16
 
 
 def scenario(test: Callable[[MasterRuntime], Awaitable[None]], **config: Any) -> None:
-    settings = {
-        "validate": True,
+    settings: dict[str, Any] = {
         "allocation_interval": 60.0,
         "heartbeat_interval": 60.0,
         "allocation_batch": 0.0,
     }
+    core = CoreConfig(validate=True, offer_timeout=config.pop("offer_timeout", None))
     settings.update(config)
 
     async def main() -> None:
-        runtime = MasterRuntime(RuntimeConfig(**settings))
+        runtime = MasterRuntime(RuntimeConfig(core=core, **settings))
         await runtime.start()
         try:
             await test(runtime)
@@ -77,13 +77,13 @@ def last(channel: Channel[Any]) -> Any:
 
 
 def agent(runtime: MasterRuntime, resources: str = "cpus:4;mem:8192") -> tuple[str, Channel[Any]]:
-    agent_id, _, _ = runtime.register(AgentSpec("h", 0, R(resources)))
-    return agent_id, runtime.open_commands(agent_id)
+    agent_id, _, _ = runtime.agents.register(AgentSpec("h", 0, R(resources)))
+    return agent_id, runtime.agents.open_commands(agent_id)
 
 
 def framework(runtime: MasterRuntime, name: str = "fw", **kw: Any) -> tuple[str, Channel[Any]]:
     demand = kw.pop("demand", None)
-    result = runtime.subscribe(FrameworkSpec("", name, **kw), demand, False)
+    result = runtime.frameworks.subscribe(FrameworkSpec("", name, **kw), demand, False)
     return result.framework_id, result.channel
 
 
@@ -91,12 +91,12 @@ def offers_of(channel: Channel[Any]) -> list[Any]:
     return [o for e in drain(channel) if isinstance(e, OffersEvent) for o in e.offers]
 
 
-def spec(task_id: str, resources: str) -> TaskSpec:
-    return TaskSpec(task_id, "", "", R(resources))
+def spec(task_id: str, resources: str) -> TaskLaunch:
+    return TaskLaunch(task_id, task_id, R(resources), details=TaskDetails(duration=1.0))
 
 
 def running(
-    task_id: str, agent_id: str, uuid: bytes = UUID, state: str = "RUNNING"
+    task_id: str, agent_id: str, uuid: bytes = UUID, state: str = TaskState.RUNNING
 ) -> StatusUpdate:
     return StatusUpdate(task_id, agent_id, state, uuid=uuid, source="AGENT")
 
@@ -104,11 +104,11 @@ def running(
 def test_allocation_triggers_are_merged_into_one_run() -> None:
     async def test(runtime: MasterRuntime) -> None:
         await settle()
-        before = runtime.counters.allocation_runs
+        before = runtime.state.counters.allocation_runs
         for _ in range(10):
-            runtime.request_allocation()
+            runtime.dispatcher.request_allocation()
         await settle()
-        assert runtime.counters.allocation_runs == before + 1
+        assert runtime.state.counters.allocation_runs == before + 1
 
     scenario(test)
 
@@ -116,12 +116,12 @@ def test_allocation_triggers_are_merged_into_one_run() -> None:
 def test_a_batch_window_merges_triggers_spread_over_time() -> None:
     async def test(runtime: MasterRuntime) -> None:
         await asyncio.sleep(0.05)
-        before = runtime.counters.allocation_runs
+        before = runtime.state.counters.allocation_runs
         for _ in range(5):
-            runtime.request_allocation()
+            runtime.dispatcher.request_allocation()
             await asyncio.sleep(0.002)
         await asyncio.sleep(0.05)
-        assert runtime.counters.allocation_runs == before + 1
+        assert runtime.state.counters.allocation_runs == before + 1
 
     scenario(test, allocation_batch=0.02)
 
@@ -137,28 +137,29 @@ def test_drf_offers_accept_launch_update_and_ack() -> None:
         assert (offer_a.fair_tasks, offer_a.resources) == (3, R("cpus:3;mem:12288"))
         assert (offer_b.fair_tasks, offer_b.resources) == (2, R("cpus:6;mem:2048"))
 
-        runtime.accept(
+        runtime.frameworks.accept(
             a, [offer_a.offer_id], [spec(f"a{i}", "cpus:1;mem:4096") for i in range(3)], None
         )
         [launch] = drain(commands)
-        assert isinstance(launch, LaunchCommand) and launch.framework_id == a
-        assert [t.agent_id for t in launch.tasks] == [agent_id] * 3
-        assert [t.name for t in launch.tasks] == ["a0", "a1", "a2"]  # name defaults to the id
+        assert isinstance(launch, LaunchTasks) and launch.framework_id == a
+        assert launch.agent_id == agent_id  # the core's own message, sent as it is
+        assert [t.name for t in launch.tasks] == ["a0", "a1", "a2"]
+        assert all(t.details == TaskDetails(duration=1.0) for t in launch.tasks)
 
-        runtime.update_status(agent_id, a, running("a0", agent_id), "RUNNING")
+        runtime.agents.update_status(agent_id, a, running("a0", agent_id), TaskState.RUNNING)
         [update] = drain(a_events)
         assert isinstance(update, UpdateEvent) and update.status.uuid == UUID
-        runtime.acknowledge(a, agent_id, "a0", UUID)
+        runtime.frameworks.acknowledge(a, agent_id, "a0", UUID)
         assert drain(commands) == [AckCommand(a, "a0", UUID)]
-        runtime.acknowledge(a, agent_id, "a0", UUID)  # duplicate: fine, nothing sent
+        runtime.frameworks.acknowledge(a, agent_id, "a0", UUID)  # duplicate: fine, nothing sent
         assert drain(commands) == []
         with pytest.raises(NotFound):
-            runtime.acknowledge(a, agent_id, "a0", b"v" * 16)
+            runtime.frameworks.acknowledge(a, agent_id, "a0", b"v" * 16)
 
-        snapshot = runtime.snapshot()
+        snapshot = runtime.operator.snapshot()
         views = {f.spec.name: f for f in snapshot.frameworks}
         assert views["A"].dominant_share == pytest.approx(2 / 3)
-        assert views["A"].task_counts == (("RUNNING", 1), ("STAGING", 2))
+        assert views["A"].task_counts == ((TaskState.RUNNING, 1), (TaskState.STAGING, 2))
         assert views["B"].offered == R("cpus:6;mem:2048") and views["B"].dominant_resource == "cpus"
         [view] = snapshot.agents
         assert view.free + view.offered + view.used == R("cpus:9;mem:18432")
@@ -173,17 +174,21 @@ def test_killing_is_acknowledged_by_the_master_without_the_capability() -> None:
         agent_id, commands = agent(runtime, "cpus:1;mem:128")
         await settle()
         [offer] = offers_of(events)
-        runtime.accept(fw, [offer.offer_id], [spec("t", "cpus:1;mem:128")], None)
+        runtime.frameworks.accept(fw, [offer.offer_id], [spec("t", "cpus:1;mem:128")], None)
         drain(commands)
-        runtime.kill(fw, "t")
-        assert drain(commands) == [KillCommand(fw, "t")]
-        runtime.update_status(agent_id, fw, running("t", agent_id, state="KILLING"), "KILLING")
+        runtime.frameworks.kill(fw, "t")
+        assert drain(commands) == [KillTask(agent_id, fw, "t")]
+        runtime.agents.update_status(
+            agent_id, fw, running("t", agent_id, state=TaskState.KILLING), TaskState.KILLING
+        )
         assert drain(commands) == [AckCommand(fw, "t", UUID)]  # acked for the framework
         assert drain(events) == []  # not forwarded
-        assert runtime.snapshot().tasks[0].status.state == "KILLING"
-        runtime.update_status(agent_id, fw, running("t", agent_id, b"k" * 16, "KILLED"), "KILLED")
+        assert runtime.operator.snapshot().tasks[0].status.state == TaskState.KILLING
+        runtime.agents.update_status(
+            agent_id, fw, running("t", agent_id, b"k" * 16, TaskState.KILLED), TaskState.KILLED
+        )
         [killed] = drain(events)
-        assert killed.status.state == "KILLED"
+        assert killed.status.state == TaskState.KILLED
         await settle()
         [again] = offers_of(events)  # resources came back
         assert again.resources == R("cpus:1;mem:128")
@@ -197,15 +202,17 @@ def test_updates_of_removed_frameworks_are_acknowledged_by_the_master() -> None:
         agent_id, commands = agent(runtime, "cpus:1;mem:128")
         await settle()
         [offer] = offers_of(events)
-        runtime.accept(fw, [offer.offer_id], [spec("t", "cpus:1;mem:128")], None)
+        runtime.frameworks.accept(fw, [offer.offer_id], [spec("t", "cpus:1;mem:128")], None)
         drain(commands)
-        runtime.teardown(fw)
-        assert drain(commands) == [KillCommand(fw, "t")]
+        runtime.frameworks.teardown(fw)
+        assert drain(commands) == [KillTask(agent_id, fw, "t")]
         assert isinstance(drain(events)[-1], ErrorEvent)
-        runtime.update_status(agent_id, fw, running("t", agent_id, state="KILLED"), "KILLED")
+        runtime.agents.update_status(
+            agent_id, fw, running("t", agent_id, state=TaskState.KILLED), TaskState.KILLED
+        )
         assert drain(commands) == [AckCommand(fw, "t", UUID)]
         with pytest.raises(NotFound, match="removed"):
-            runtime.revive(fw)
+            runtime.frameworks.revive(fw)
 
     scenario(test)
 
@@ -216,16 +223,18 @@ def test_failover_keeps_the_framework_until_its_timeout() -> None:
         agent_id, _ = agent(runtime)
         await settle()
         [offer] = offers_of(events)
-        runtime.unsubscribe(fw, events)
+        runtime.frameworks.unsubscribe(fw, events)
         with pytest.raises(FailedPrecondition):
-            runtime.revive(fw)
-        assert runtime.snapshot().frameworks[0].state == "DISCONNECTED"
-        assert not runtime.core.offers  # its offer was rescinded
-        back = runtime.subscribe(FrameworkSpec(fw, "fw", failover_timeout=0.05), None, False)
+            runtime.frameworks.revive(fw)
+        assert runtime.operator.snapshot().frameworks[0].state == "DISCONNECTED"
+        assert not runtime.state.core.offers  # its offer was rescinded
+        back = runtime.frameworks.subscribe(
+            FrameworkSpec(fw, "fw", failover_timeout=0.05), None, False
+        )
         assert back.resubscribed
-        runtime.unsubscribe(fw, back.channel)
+        runtime.frameworks.unsubscribe(fw, back.channel)
         await asyncio.sleep(0.1)
-        assert fw not in runtime.frameworks and fw in runtime.removed_frameworks
+        assert fw not in runtime.state.frameworks and fw in runtime.state.removed_frameworks
         del offer, agent_id
 
     scenario(test)
@@ -235,13 +244,13 @@ def test_resubscribe_checks_before_changing_anything() -> None:
     async def test(runtime: MasterRuntime) -> None:
         fw, events = framework(runtime, "web")
         with pytest.raises(InvalidArgument, match="cannot change"):
-            runtime.subscribe(FrameworkSpec(fw, "other"), None, False)
+            runtime.frameworks.subscribe(FrameworkSpec(fw, "other"), None, False)
         assert not events.closed  # the open stream was not replaced
         with pytest.raises(NotFound):
-            runtime.subscribe(FrameworkSpec("fw-unknown", "web"), None, False)
-        newer = runtime.subscribe(FrameworkSpec(fw, "web"), None, True)
+            runtime.frameworks.subscribe(FrameworkSpec("fw-unknown", "web"), None, False)
+        newer = runtime.frameworks.subscribe(FrameworkSpec(fw, "web"), None, True)
         assert events.closed and isinstance(drain(events)[-1], ErrorEvent)
-        assert runtime.snapshot().frameworks[0].state == "SUPPRESSED"
+        assert runtime.operator.snapshot().frameworks[0].state == "SUPPRESSED"
         del newer
 
     scenario(test)
@@ -262,19 +271,21 @@ def test_unheard_agent_becomes_unreachable() -> None:
         agent_id, commands = agent(runtime, "cpus:1;mem:128")
         await settle()
         [offer] = offers_of(events)
-        runtime.accept(fw, [offer.offer_id], [spec("t", "cpus:1;mem:128")], None)
+        runtime.frameworks.accept(fw, [offer.offer_id], [spec("t", "cpus:1;mem:128")], None)
         await asyncio.sleep(0.4)
         got = drain(events)
         lost = [e for e in got if isinstance(e, UpdateEvent)]
-        assert [(e.status.state, e.status.reason) for e in lost] == [("LOST", "AGENT_UNREACHABLE")]
+        assert [(e.status.state, e.status.reason) for e in lost] == [
+            (TaskState.LOST, "AGENT_UNREACHABLE")
+        ]
         assert any(isinstance(e, FailureEvent) and e.agent_id == agent_id for e in got)
         assert commands.get_nowait() == StreamEnd("NOT_FOUND", commands_end_message())
-        view = runtime.snapshot()
+        view = runtime.operator.snapshot()
         assert [a.state for a in view.agents] == ["UNREACHABLE"] and not view.total
-        assert [t.status.state for t in view.tasks] == ["UNREACHABLE"]
-        assert runtime.registry.agents[agent_id].state == "UNREACHABLE"
+        assert [t.status.state for t in view.tasks] == [TaskState.UNREACHABLE]
+        assert runtime.state.registry.agents[agent_id].state == "UNREACHABLE"
         with pytest.raises(NotFound):
-            runtime.heartbeat(agent_id)
+            runtime.agents.heartbeat(agent_id)
 
     scenario(test, agent_timeout=0.2)
 
@@ -286,27 +297,29 @@ def test_unreachable_agent_that_comes_back_rejoins_with_its_tasks() -> None:
         await settle()
         [offer] = offers_of(events)
         tasks = [spec("kept", "cpus:1;mem:128"), spec("lost", "cpus:1;mem:128")]
-        runtime.accept(fw, [offer.offer_id], tasks, None)
-        runtime.update_status(agent_id, fw, running("kept", agent_id), "RUNNING")
+        runtime.frameworks.accept(fw, [offer.offer_id], tasks, None)
+        runtime.agents.update_status(agent_id, fw, running("kept", agent_id), TaskState.RUNNING)
         await asyncio.sleep(0.4)
         assert [e.status.state for e in drain(events) if isinstance(e, UpdateEvent)][-2:] == [
-            "UNREACHABLE",
-            "UNREACHABLE",
+            TaskState.UNREACHABLE,
+            TaskState.UNREACHABLE,
         ]
         # The agent comes back running "kept" only: it rejoins, "kept" runs again, "lost" is LOST.
         reported = [(fw, tasks[0], running("kept", agent_id))]
-        runtime.reregister(agent_id, AgentSpec("h", 0, R("cpus:2;mem:256")), reported, [fw])
+        runtime.agents.reregister(agent_id, AgentSpec("h", 0, R("cpus:2;mem:256")), reported)
         updates = [e.status for e in drain(events) if isinstance(e, UpdateEvent)]
         assert [(u.task_id, u.state, u.reason) for u in updates] == [
-            ("kept", "RUNNING", "RECONCILIATION"),
-            ("lost", "LOST", "AGENT_RESTARTED"),
+            ("kept", TaskState.RUNNING, "RECONCILIATION"),
+            ("lost", TaskState.LOST, "AGENT_RESTARTED"),
         ]
-        view = runtime.snapshot()
+        view = runtime.operator.snapshot()
         assert [a.state for a in view.agents] == ["ACTIVE"]
-        assert [(t.spec.task_id, t.status.state) for t in view.tasks] == [("kept", "RUNNING")]
-        assert runtime.core.agents[agent_id].free == R("cpus:1;mem:128")
-        assert runtime.registry.agents[agent_id].state == "ADMITTED"
-        assert runtime.heartbeat(agent_id) == runtime.master_id
+        assert [(t.launch.task_id, t.status.state) for t in view.tasks] == [
+            ("kept", TaskState.RUNNING)
+        ]
+        assert runtime.state.core.agents[agent_id].free == R("cpus:1;mem:128")
+        assert runtime.state.registry.agents[agent_id].state == "ADMITTED"
+        assert runtime.agents.heartbeat(agent_id) == runtime.state.master_id
 
     scenario(test, agent_timeout=0.2)
 
@@ -314,9 +327,9 @@ def test_unreachable_agent_that_comes_back_rejoins_with_its_tasks() -> None:
 def test_agent_the_registry_does_not_know_must_register_afresh() -> None:
     async def test(runtime: MasterRuntime) -> None:
         with pytest.raises(NotFound):  # agent.proto: NOT_FOUND sends the agent to Reregister
-            runtime.heartbeat("ag-unknown")
+            runtime.agents.heartbeat("ag-unknown")
         with pytest.raises(FailedPrecondition):
-            runtime.reregister("ag-unknown", AgentSpec("h", 0, R("cpus:1")), [], [])
+            runtime.agents.reregister("ag-unknown", AgentSpec("h", 0, R("cpus:1")), [])
 
     scenario(test)
 
@@ -332,23 +345,23 @@ def test_reregister_reconciles_tasks() -> None:
         await settle()
         [offer] = offers_of(events)
         tasks = [spec("staged", "cpus:1;mem:128"), spec("ran", "cpus:1;mem:128")]
-        runtime.accept(fw, [offer.offer_id], tasks, None)
-        runtime.update_status(agent_id, fw, running("ran", agent_id), "RUNNING")
+        runtime.frameworks.accept(fw, [offer.offer_id], tasks, None)
+        runtime.agents.update_status(agent_id, fw, running("ran", agent_id), TaskState.RUNNING)
         drain(events)
-        runtime.close_commands(agent_id, commands)  # the launch was taken: outbox is empty
+        runtime.agents.close_commands(agent_id, commands)  # the launch was taken: outbox is empty
         reported = [
             (fw, spec("ran", "cpus:1;mem:128"), running("ran", agent_id)),
             ("fw-gone", spec("orphan", "cpus:1"), running("orphan", agent_id)),
         ]
-        runtime.reregister(agent_id, AgentSpec("h", 0, R("cpus:2;mem:256")), reported, [fw])
+        runtime.agents.reregister(agent_id, AgentSpec("h", 0, R("cpus:2;mem:256")), reported)
         [dropped] = [e.status for e in drain(events) if isinstance(e, UpdateEvent)]
         assert (dropped.task_id, dropped.state, dropped.reason) == (
             "staged",
-            "DROPPED",
+            TaskState.DROPPED,
             "AGENT_DISCONNECTED",
         )
-        reopened = runtime.open_commands(agent_id)
-        assert drain(reopened) == [KillCommand("fw-gone", "orphan")]
+        reopened = runtime.agents.open_commands(agent_id)
+        assert drain(reopened) == [KillTask(agent_id, "fw-gone", "orphan")]
 
     scenario(test)
 
@@ -356,13 +369,13 @@ def test_reregister_reconciles_tasks() -> None:
 def test_calls_need_an_open_stream_and_a_known_id() -> None:
     async def test(runtime: MasterRuntime) -> None:
         with pytest.raises(InvalidArgument):
-            runtime.revive("")
+            runtime.frameworks.revive("")
         with pytest.raises(NotFound):
-            runtime.suppress("fw-nope")
+            runtime.frameworks.suppress("fw-nope")
         with pytest.raises(NotFound):
-            runtime.heartbeat("ag-nope")
+            runtime.agents.heartbeat("ag-nope")
         with pytest.raises(InvalidArgument):
-            runtime.register(AgentSpec("h", 0, ResourceVector()))
+            runtime.agents.register(AgentSpec("h", 0, ResourceVector()))
 
     scenario(test)
 
@@ -376,15 +389,15 @@ def test_drain_ends_streams_with_unavailable_and_removes_nothing() -> None:
         assert events.closed and commands.closed
         assert last(events) == StreamEnd("UNAVAILABLE", "the master is shutting down")
         assert last(commands) == StreamEnd("UNAVAILABLE", "the master is shutting down")
-        runtime.unsubscribe(fw, events)
-        runtime.close_commands(agent_id, commands)
-        assert fw in runtime.frameworks and agent_id in runtime.agents
+        runtime.frameworks.unsubscribe(fw, events)
+        runtime.agents.close_commands(agent_id, commands)
+        assert fw in runtime.state.frameworks and agent_id in runtime.state.agents
         with pytest.raises(Unavailable):
             framework(runtime, "late")
-        before = runtime.counters.allocation_runs
-        runtime.request_allocation()
+        before = runtime.state.counters.allocation_runs
+        runtime.dispatcher.request_allocation()
         await settle()
-        assert runtime.counters.allocation_runs == before  # no offers once draining
+        assert runtime.state.counters.allocation_runs == before  # no offers once draining
 
     scenario(test)
 

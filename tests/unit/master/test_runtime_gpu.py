@@ -16,7 +16,7 @@ def test_gpu_agents_go_only_to_frameworks_with_the_capability() -> None:
         cpu_agent, _ = agent(runtime, "cpus:4;mem:1024")
         await settle()
         assert [o.agent_id for o in offers_of(plain_events)] == [cpu_agent]
-        assert runtime.core.frameworks[plain].gpu_aware is False
-        assert runtime.core.frameworks[gpu].gpu_aware is True
+        assert runtime.state.core.frameworks[plain].gpu_aware is False
+        assert runtime.state.core.frameworks[gpu].gpu_aware is True
 
     scenario(test)

@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 from fairshare.logs import EventFormatter, configure_logging, log_event
 from fairshare.resources import ResourceVector
+from fairshare.task_states import TaskState
 
 from master.config import ConfigError, MasterConfig, load_config
-from master.model import AgentSpec, KillCommand, StatusUpdate, StreamEnd, TaskSpec
-from master.sessions import AgentLink, Channel
-from master.taskbook import AckOutcome, TaskBook, UpdateOutcome
+from master.core import KillTask, TaskLaunch
+from master.model import AgentSpec, StatusUpdate, StreamEnd
+from master.runtime.sessions import AgentLink, Channel
+from master.runtime.taskbook import AckOutcome, TaskBook, UpdateOutcome
 
 R = ResourceVector.parse
 
@@ -24,28 +26,28 @@ R = ResourceVector.parse
 # -- TaskBook -------------------------------------------------------------------------------------
 
 
-def agent_update(state: str, uuid: bytes) -> StatusUpdate:
+def agent_update(state: TaskState, uuid: bytes) -> StatusUpdate:
     return StatusUpdate("t", "ag", state, uuid=uuid, source="AGENT")
 
 
 def test_taskbook_tracks_until_the_terminal_update_is_acknowledged() -> None:
     book = TaskBook()
-    book.launch("fw", TaskSpec("t", "t", "ag", R("cpus:1")))
-    assert book.get("fw", "t").state == "STAGING"  # type: ignore[union-attr]
-    assert book.record_agent_update("fw", agent_update("RUNNING", b"1"), "RUNNING") is (
-        UpdateOutcome.NEW
-    )
-    assert book.record_agent_update("fw", agent_update("FINISHED", b"2"), "FINISHED") is (
-        UpdateOutcome.NEW
-    )
+    book.launch("fw", "ag", TaskLaunch("t", "t", R("cpus:1")))
+    assert book.get("fw", "t").state == TaskState.STAGING  # type: ignore[union-attr]
+    assert book.record_agent_update(
+        "fw", agent_update(TaskState.RUNNING, b"1"), TaskState.RUNNING
+    ) is (UpdateOutcome.NEW)
+    assert book.record_agent_update(
+        "fw", agent_update(TaskState.FINISHED, b"2"), TaskState.FINISHED
+    ) is (UpdateOutcome.NEW)
     assert [s.uuid for s in book.pending("fw")] == [b"1", b"2"]
     assert book.acknowledge("fw", "t", b"1") is AckOutcome.FORWARD
     assert book.acknowledge("fw", "t", b"1") is AckOutcome.DUPLICATE
     assert book.acknowledge("fw", "t", b"9") is AckOutcome.UNKNOWN
-    assert book.record_agent_update("fw", agent_update("RUNNING", b"1"), "FINISHED") is (
-        UpdateOutcome.ACKED
-    )
-    assert book.get("fw", "t").state == "FINISHED"  # type: ignore[union-attr]
+    assert book.record_agent_update(
+        "fw", agent_update(TaskState.RUNNING, b"1"), TaskState.FINISHED
+    ) is (UpdateOutcome.ACKED)
+    assert book.get("fw", "t").state == TaskState.FINISHED  # type: ignore[union-attr]
     assert book.acknowledge("fw", "t", b"2") is AckOutcome.FORWARD
     assert book.get("fw", "t") is None and len(book) == 0  # terminal and acknowledged
     assert book.acknowledge("fw", "t", b"2") is AckOutcome.DUPLICATE  # remembered after the end
@@ -53,34 +55,36 @@ def test_taskbook_tracks_until_the_terminal_update_is_acknowledged() -> None:
 
 def test_taskbook_state_only_moves_forward() -> None:
     book = TaskBook()
-    book.launch("fw", TaskSpec("t", "t", "ag", R("cpus:1")))
+    book.launch("fw", "ag", TaskLaunch("t", "t", R("cpus:1")))
     book.mark_killing("fw", "t")
-    book.record_agent_update("fw", agent_update("RUNNING", b"1"), "RUNNING")  # a late retry
-    assert book.get("fw", "t").state == "KILLING"  # type: ignore[union-attr]
-    book.record_agent_update("fw", agent_update("KILLED", b"2"), "KILLED")
-    book.record_agent_update("fw", agent_update("RUNNING", b"3"), "RUNNING")
-    assert book.get("fw", "t").state == "KILLED"  # type: ignore[union-attr]
+    book.record_agent_update(
+        "fw", agent_update(TaskState.RUNNING, b"1"), TaskState.RUNNING
+    )  # a late retry
+    assert book.get("fw", "t").state == TaskState.KILLING  # type: ignore[union-attr]
+    book.record_agent_update("fw", agent_update(TaskState.KILLED, b"2"), TaskState.KILLED)
+    book.record_agent_update("fw", agent_update(TaskState.RUNNING, b"3"), TaskState.RUNNING)
+    assert book.get("fw", "t").state == TaskState.KILLED  # type: ignore[union-attr]
 
 
 def test_taskbook_master_decisions_and_indexes() -> None:
     book = TaskBook()
-    book.launch("fw", TaskSpec("a", "a", "ag1", R("cpus:1")))
-    book.launch("fw", TaskSpec("b", "b", "ag2", R("cpus:1")))
-    book.launch("other", TaskSpec("a", "a", "ag1", R("cpus:1")))
-    assert [e.spec.task_id for e in book.on_agent("ag1")] == ["a", "a"]
-    book.set_state("fw", "b", StatusUpdate("b", "ag2", "LOST"))
+    book.launch("fw", "ag1", TaskLaunch("a", "a", R("cpus:1")))
+    book.launch("fw", "ag2", TaskLaunch("b", "b", R("cpus:1")))
+    book.launch("other", "ag1", TaskLaunch("a", "a", R("cpus:1")))
+    assert [e.task_id for e in book.on_agent("ag1")] == ["a", "a"]
+    book.set_state("fw", "b", StatusUpdate("b", "ag2", TaskState.LOST))
     assert book.get("fw", "b") is None and not book.on_agent("ag2")  # nothing pending: dropped
     book.remove_framework("fw")
-    assert [(e.framework_id, e.spec.task_id) for e in book] == [("other", "a")]
-    replaced = book.launch("other", TaskSpec("a", "again", "ag3", R("cpus:2")))
+    assert [(e.framework_id, e.task_id) for e in book] == [("other", "a")]
+    replaced = book.launch("other", "ag3", TaskLaunch("a", "again", R("cpus:2")))
     assert book.get("other", "a") is replaced and not book.on_agent("ag1")
 
 
 def test_taskbook_adopts_updates_of_tasks_it_forgot() -> None:
     book = TaskBook()
-    assert book.record_agent_update("fw", agent_update("KILLED", b"1"), "KILLED") is (
-        UpdateOutcome.NEW
-    )
+    assert book.record_agent_update(
+        "fw", agent_update(TaskState.KILLED, b"1"), TaskState.KILLED
+    ) is (UpdateOutcome.NEW)
     assert book.get("fw", "t").terminal  # type: ignore[union-attr]
     assert book.acknowledge("fw", "t", b"1") is AckOutcome.FORWARD
     assert len(book) == 0
@@ -106,20 +110,20 @@ def test_channel_ends_with_its_stream_end() -> None:
 def test_agent_link_keeps_commands_across_streams() -> None:
     async def main() -> None:
         link = AgentLink("ag", AgentSpec("h", 0, R("cpus:1")), 0.0, 0.0)
-        link.send(KillCommand("fw", "early"))  # no stream yet: waits in the outbox
+        link.send(KillTask("ag", "fw", "early"))  # no stream yet: waits in the outbox
         first = link.attach()
-        assert first.get_nowait() == KillCommand("fw", "early")
-        link.send(KillCommand("fw", "queued"))
+        assert first.get_nowait() == KillTask("ag", "fw", "early")
+        link.send(KillTask("ag", "fw", "queued"))
         second = link.attach()  # replaces the first: unsent commands move over
         assert first.get_nowait() == StreamEnd(
             "ABORTED", "a newer Commands stream replaced this one"
         )
-        assert second.get_nowait() == KillCommand("fw", "queued")
-        link.send(KillCommand("fw", "late"))
+        assert second.get_nowait() == KillTask("ag", "fw", "queued")
+        link.send(KillTask("ag", "fw", "late"))
         link.detach(first)  # a stale stream ending changes nothing
         assert link.connected
         link.detach(second)
-        assert not link.connected and list(link.outbox) == [KillCommand("fw", "late")]
+        assert not link.connected and list(link.outbox) == [KillTask("ag", "fw", "late")]
         link.end_stream(StreamEnd("NOT_FOUND"))
         assert not link.outbox
 

@@ -8,6 +8,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from fairshare.task_states import TaskState
 from test_runtime_cycle import (
     AgentSpec,
     FrameworkSpec,
@@ -23,12 +24,13 @@ from test_runtime_cycle import (
     spec,
 )
 
+from master.core import CoreConfig
 from master.core.errors import NotFound
 from master.model import DemandSpec
 from master.registry import Registry
 
 CONFIG = RuntimeConfig(
-    validate=True,
+    core=CoreConfig(validate=True),
     allocation_interval=60.0,
     heartbeat_interval=60.0,
     allocation_batch=0.0,
@@ -43,27 +45,29 @@ async def first_life(work_dir: Path) -> dict[str, str]:
     await runtime.start()
     ids: dict[str, str] = {}
     demand = DemandSpec(SMALL, 2)
-    a = runtime.subscribe(FrameworkSpec("", "A", failover_timeout=60.0), demand, False)
-    b = runtime.subscribe(FrameworkSpec("", "B", failover_timeout=60.0), None, True)
+    a = runtime.frameworks.subscribe(FrameworkSpec("", "A", failover_timeout=60.0), demand, False)
+    b = runtime.frameworks.subscribe(FrameworkSpec("", "B", failover_timeout=60.0), None, True)
     ids["A"], ids["B"] = a.framework_id, b.framework_id
-    busy, _, _ = runtime.register(AgentSpec("busy", 1, R("cpus:3;mem:1024")))
-    runtime.open_commands(busy)
+    busy, _, _ = runtime.agents.register(AgentSpec("busy", 1, R("cpus:3;mem:1024")))
+    runtime.agents.open_commands(busy)
     await settle()
     [offer] = offers_of(a.channel)
-    runtime.accept(
+    runtime.frameworks.accept(
         ids["A"],
         [offer.offer_id],
         [spec("a1", "cpus:1;mem:128"), spec("a2", "cpus:1;mem:128")],
         None,
     )
     for task in ("a1", "a2"):
-        runtime.update_status(busy, ids["A"], running(task, busy, bytes(16)), "RUNNING")
-    idle, _, _ = runtime.register(AgentSpec("idle", 2, R("cpus:4;mem:1024")))
-    runtime.open_commands(idle)
-    runtime.update_demand(ids["A"], None)
+        runtime.agents.update_status(
+            busy, ids["A"], running(task, busy, bytes(16)), TaskState.RUNNING
+        )
+    idle, _, _ = runtime.agents.register(AgentSpec("idle", 2, R("cpus:4;mem:1024")))
+    runtime.agents.open_commands(idle)
+    runtime.frameworks.update_demand(ids["A"], None)
     ids["busy"], ids["idle"] = busy, idle
     await runtime.stop()  # as if killed: nothing below reads its memory again
-    runtime.registry.close()
+    runtime.state.registry.close()
     return ids
 
 
@@ -73,24 +77,24 @@ def test_restart_recovers_and_offers_in_drf_order_only_once_agents_are_back(
     async def main() -> None:
         ids = await first_life(tmp_path)
         runtime = MasterRuntime(CONFIG, registry=Registry.open(tmp_path))
-        runtime.recover()
+        runtime.recovery.recover()
         await runtime.start()
         try:
-            assert runtime.recovering
-            view = runtime.snapshot()
+            assert runtime.state.recovering
+            view = runtime.operator.snapshot()
             assert sorted(a.state for a in view.agents) == ["RECOVERING", "RECOVERING"]
-            a = runtime.subscribe(
+            a = runtime.frameworks.subscribe(
                 FrameworkSpec(ids["A"], "A", failover_timeout=60.0), DemandSpec(SMALL, 5), False
             )
-            b = runtime.subscribe(
+            b = runtime.frameworks.subscribe(
                 FrameworkSpec(ids["B"], "B", failover_timeout=60.0), DemandSpec(SMALL, 5), False
             )
             assert a.resubscribed and b.resubscribed
             with pytest.raises(NotFound):  # a recovering agent must reregister first
-                runtime.open_commands(ids["idle"])
+                runtime.agents.open_commands(ids["idle"])
             # The idle agent is back first: nothing is offered while A's tasks are unknown
             # (A would look like it held nothing).
-            runtime.reregister(ids["idle"], AgentSpec("idle", 3, R("cpus:4;mem:1024")), [], [])
+            runtime.agents.reregister(ids["idle"], AgentSpec("idle", 3, R("cpus:4;mem:1024")), [])
             await asyncio.sleep(0.05)
             assert not [
                 e for e in drain(a.channel) + drain(b.channel) if isinstance(e, OffersEvent)
@@ -100,14 +104,14 @@ def test_restart_recovers_and_offers_in_drf_order_only_once_agents_are_back(
                 (ids["A"], spec(t, "cpus:1;mem:128"), running(t, ids["busy"], bytes(16)))
                 for t in ("a1", "a2")
             ]
-            runtime.reregister(
-                ids["busy"], AgentSpec("busy", 4, R("cpus:3;mem:1024")), tasks, [ids["A"]]
+            runtime.agents.reregister(
+                ids["busy"], AgentSpec("busy", 4, R("cpus:3;mem:1024")), tasks
             )
-            assert not runtime.recovering
+            assert not runtime.state.recovering
             adopted = [e.status for e in drain(a.channel) if isinstance(e, UpdateEvent)]
             assert sorted((u.task_id, u.state) for u in adopted) == [
-                ("a1", "RUNNING"),
-                ("a2", "RUNNING"),
+                ("a1", TaskState.RUNNING),
+                ("a2", TaskState.RUNNING),
             ]
             await settle()
             # DRF over what every agent reported: A holds 2 of 7 CPUs, B none, 5 are free.
@@ -117,7 +121,7 @@ def test_restart_recovers_and_offers_in_drf_order_only_once_agents_are_back(
             offered_b = sum(o.fair_tasks for o in offers_of(b.channel))
             offered_a = sum(o.fair_tasks for o in offers_of(a.channel))
             assert offered_a + offered_b == 5 and offered_b >= 3 and offered_a >= 1
-            assert runtime.registry.agents[ids["busy"]].spec.port == 4  # the new port is kept
+            assert runtime.state.registry.agents[ids["busy"]].spec.port == 4  # the new port is kept
         finally:
             await runtime.stop()
 
@@ -129,22 +133,24 @@ def test_operator_weights_are_durable_and_follow_their_precedence(tmp_path: Path
         runtime = MasterRuntime(CONFIG, registry=Registry.open(tmp_path))
         await runtime.start()
         spec_a = FrameworkSpec("", "A", role="batch", weight=2.0, failover_timeout=60.0)
-        a = runtime.subscribe(spec_a, None, True).framework_id
-        assert runtime.set_weight("batch", None, 3.0, False) == ("role", "batch", 3.0)
-        assert runtime.set_weight(None, a, 5.0, False) == ("framework", a, 5.0)
-        assert runtime.core.frameworks[a].weight == 5.0
-        assert runtime.set_weight(None, a, 0.0, True) is None  # cleared: the role's applies
-        assert runtime.core.frameworks[a].weight == 3.0
-        runtime.set_weight(None, a, 7.0, False)
+        a = runtime.frameworks.subscribe(spec_a, None, True).framework_id
+        assert runtime.operator.set_weight("batch", None, 3.0, False) == ("role", "batch", 3.0)
+        assert runtime.operator.set_weight(None, a, 5.0, False) == ("framework", a, 5.0)
+        assert runtime.state.core.frameworks[a].weight == 5.0
+        assert (
+            runtime.operator.set_weight(None, a, 0.0, True) is None
+        )  # cleared: the role's applies
+        assert runtime.state.core.frameworks[a].weight == 3.0
+        runtime.operator.set_weight(None, a, 7.0, False)
         with pytest.raises(NotFound):
-            runtime.set_weight(None, "fw-unknown", 2.0, False)
+            runtime.operator.set_weight(None, "fw-unknown", 2.0, False)
         await runtime.stop()
-        runtime.registry.close()
+        runtime.state.registry.close()
 
         again = MasterRuntime(CONFIG, registry=Registry.open(tmp_path))
-        again.recover()
-        assert again.weights() == [("role", "batch", 3.0), ("framework", a, 7.0)]
-        assert again.core.frameworks[a].weight == 7.0
-        again.registry.close()
+        again.recovery.recover()
+        assert again.operator.weights() == [("role", "batch", 3.0), ("framework", a, 7.0)]
+        assert again.state.core.frameworks[a].weight == 7.0
+        again.state.registry.close()
 
     asyncio.run(main())

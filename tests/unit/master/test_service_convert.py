@@ -10,9 +10,11 @@ import math
 
 import pytest
 from fairshare.resources import ResourceVector
+from fairshare.task_states import TaskState
 from fairshare.v1 import agent_pb2, common_pb2, scheduler_pb2
 from google.protobuf.duration_pb2 import Duration
 
+from master.core import KillTask, LaunchTasks, TaskLaunch
 from master.core.errors import InvalidArgument
 from master.core.records import Offer
 from master.model import (
@@ -23,16 +25,14 @@ from master.model import (
     FailureEvent,
     FrameworkSpec,
     HeartbeatEvent,
-    KillCommand,
-    LaunchCommand,
     OffersEvent,
     RescindEvent,
     StatusUpdate,
     StreamEnd,
-    TaskSpec,
+    TaskDetails,
     UpdateEvent,
 )
-from master.service import convert
+from master.service import convert, streams
 
 C = common_pb2
 R = ResourceVector.parse
@@ -104,12 +104,6 @@ def test_durations() -> None:
         convert.duration_seconds(Duration(seconds=-1), "command.duration")
 
 
-@pytest.mark.parametrize("weight", [0.0, -1.0, math.nan, math.inf, 1e6 + 1])
-def test_bad_weights(weight: float) -> None:
-    with pytest.raises(InvalidArgument):
-        convert.check_weight(weight, "weight")
-
-
 def test_roles() -> None:
     assert convert.check_role("") == "*"
     assert convert.check_role("*") == "*"
@@ -152,7 +146,6 @@ def test_framework_spec_round_trip() -> None:
     [
         C.FrameworkInfo(name=""),
         C.FrameworkInfo(name="   "),
-        C.FrameworkInfo(name="x", weight=0),
         C.FrameworkInfo(name="x", role="bad role"),
         C.FrameworkInfo(name="x", failover_timeout=Duration(seconds=-5)),
     ],
@@ -218,7 +211,7 @@ def test_bad_agent_info(info: common_pb2.AgentInfo) -> None:
 # -- tasks and statuses ---------------------------------------------------------------------------
 
 
-def test_task_spec_round_trip() -> None:
+def test_task_launch_round_trip() -> None:
     info = C.TaskInfo(
         task_id="t1",
         name="first",
@@ -232,20 +225,22 @@ def test_task_spec_round_trip() -> None:
         ),
         labels={"b": "2", "a": "1"},
     )
-    spec = convert.task_spec(info)
-    assert spec == TaskSpec(
-        "t1", "first", "ag-1", R("cpus:1;mem:128"), 2.0, 3, 0.1, True, (("a", "1"), ("b", "2"))
-    )
-    assert convert.task_info(spec) == info
-    plain = convert.task_spec(C.TaskInfo(task_id="p", resources=wire(("cpus", 1))))
-    assert plain.duration is None and plain.startup_delay is None
-    assert not convert.task_info(plain).command.HasField("duration")
+    launch = convert.task_launch(info)
+    details = TaskDetails(2.0, 3, 0.1, True, (("a", "1"), ("b", "2")))
+    assert launch == TaskLaunch("t1", "first", R("cpus:1;mem:128"), "ag-1", details)
+    assert convert.task_info(launch, "ag-1") == info
+    plain = convert.task_launch(C.TaskInfo(task_id="p", resources=wire(("cpus", 1))))
+    assert plain.name == "p"  # an empty name is the task id
+    assert plain.agent_id is None  # the framework named no agent
+    assert plain.details == TaskDetails()
+    assert not convert.task_info(plain, "ag-2").command.HasField("duration")
+    assert convert.task_info(plain, "ag-2").agent_id == "ag-2"
 
 
 def test_task_with_negative_duration_is_invalid() -> None:
     info = C.TaskInfo(task_id="t", command=C.CommandInfo(startup_delay=Duration(seconds=-1)))
     with pytest.raises(InvalidArgument, match="startup_delay"):
-        convert.task_spec(info)
+        convert.task_launch(info)
 
 
 def agent_status(**kw: object) -> common_pb2.TaskStatus:
@@ -267,10 +262,19 @@ def test_status_round_trip() -> None:
     message.timestamp.FromSeconds(1_700_000_000)
     status = convert.status_from_pb(message, agent_update=True)
     assert status == StatusUpdate(
-        "t", "ag", "RUNNING", "COMMAND_FAILED", "m", 1_700_000_000.0, b"u" * 16, "AGENT", False, 2
+        "t",
+        "ag",
+        TaskState.RUNNING,
+        "COMMAND_FAILED",
+        "m",
+        1_700_000_000.0,
+        b"u" * 16,
+        "AGENT",
+        False,
+        2,
     )
     assert convert.status_to_pb(status) == message
-    master = StatusUpdate("t", "ag", "UNKNOWN", "RECONCILIATION")
+    master = StatusUpdate("t", "ag", TaskState.UNKNOWN, "RECONCILIATION")
     back = convert.status_to_pb(master)
     assert back.state == C.TASK_STATE_UNKNOWN and back.source == C.TaskStatus.SOURCE_MASTER
     assert not back.HasField("exit_code") and not back.HasField("healthy")
@@ -295,8 +299,8 @@ def test_bad_agent_status(kw: dict[str, object], fragment: str) -> None:
 
 
 def test_latest_state() -> None:
-    assert convert.latest_state(0) == ""
-    assert convert.latest_state(C.TASK_STATE_FINISHED) == "FINISHED"
+    assert convert.latest_state(0) is None
+    assert convert.latest_state(C.TASK_STATE_FINISHED) == TaskState.FINISHED
     with pytest.raises(InvalidArgument):
         convert.latest_state(C.TASK_STATE_UNKNOWN)
 
@@ -308,7 +312,7 @@ OFFER = Offer("o-1", "fw-1", "ag-1", "h1", R("cpus:2;mem:1024"), 2, (("rack", "r
 
 
 def test_events_to_pb() -> None:
-    offers = convert.event_to_pb(OffersEvent((OFFER,), expires_at=1_700_000_000.5))
+    offers = streams.event_to_pb(OffersEvent((OFFER,), expires_at=1_700_000_000.5))
     [offer] = offers.offers.offers
     assert (offer.offer_id, offer.framework_id, offer.agent_id, offer.hostname) == (
         "o-1",
@@ -318,30 +322,32 @@ def test_events_to_pb() -> None:
     )
     assert offer.fair_tasks == 2 and offer.attributes[0].value == "r1"
     assert offer.expires_at.ToMilliseconds() == 1_700_000_000_500
-    assert not convert.event_to_pb(OffersEvent((OFFER,))).offers.offers[0].HasField("expires_at")
+    assert not streams.event_to_pb(OffersEvent((OFFER,))).offers.offers[0].HasField("expires_at")
 
-    assert convert.event_to_pb(RescindEvent("o-1", "gone")).rescind.reason == "gone"
-    update = convert.event_to_pb(UpdateEvent(StatusUpdate("t", "ag", "LOST", "AGENT_RESTARTED")))
+    assert streams.event_to_pb(RescindEvent("o-1", "gone")).rescind.reason == "gone"
+    update = streams.event_to_pb(
+        UpdateEvent(StatusUpdate("t", "ag", TaskState.LOST, "AGENT_RESTARTED"))
+    )
     assert update.update.status.reason == C.TaskStatus.REASON_AGENT_RESTARTED
-    assert convert.event_to_pb(FailureEvent("ag", "lost")).failure.agent_id == "ag"
-    assert convert.event_to_pb(HeartbeatEvent(10.0)).heartbeat.time.seconds == 10
-    error = convert.event_to_pb(ErrorEvent("bye", "CANCELLED")).error
+    assert streams.event_to_pb(FailureEvent("ag", "lost")).failure.agent_id == "ag"
+    assert streams.event_to_pb(HeartbeatEvent(10.0)).heartbeat.time.seconds == 10
+    error = streams.event_to_pb(ErrorEvent("bye", "CANCELLED")).error
     assert (error.message, error.code) == ("bye", 1)
     with pytest.raises(TypeError):
-        convert.event_to_pb(StreamEnd())
+        streams.event_to_pb(StreamEnd())
 
 
 def test_commands_to_pb() -> None:
-    spec = TaskSpec("t", "t", "ag", R("cpus:1"), None)
-    launch = convert.command_to_pb(LaunchCommand("fw", (spec,))).launch_tasks
+    task = TaskLaunch("t", "t", R("cpus:1"), None, TaskDetails())
+    launch = streams.command_to_pb(LaunchTasks("ag", "fw", (task,))).launch_tasks
     assert launch.framework_id == "fw" and launch.tasks[0].agent_id == "ag"
-    assert convert.command_to_pb(KillCommand("fw", "t")).kill_task.task_id == "t"
-    ack = convert.command_to_pb(AckCommand("fw", "t", b"u" * 16)).acknowledge_status
+    assert streams.command_to_pb(KillTask("ag", "fw", "t")).kill_task.task_id == "t"
+    ack = streams.command_to_pb(AckCommand("fw", "t", b"u" * 16)).acknowledge_status
     assert ack.uuid == b"u" * 16
-    assert isinstance(convert.command_to_pb(KillCommand("f", "t")), agent_pb2.CommandsResponse)
+    assert isinstance(streams.command_to_pb(KillTask("ag", "f", "t")), agent_pb2.CommandsResponse)
     with pytest.raises(TypeError):
-        convert.command_to_pb(StreamEnd())
+        streams.command_to_pb(StreamEnd())
 
 
 def test_subscribe_response_types() -> None:
-    assert isinstance(convert.event_to_pb(HeartbeatEvent(0.0)), scheduler_pb2.SubscribeResponse)
+    assert isinstance(streams.event_to_pb(HeartbeatEvent(0.0)), scheduler_pb2.SubscribeResponse)

@@ -6,9 +6,11 @@ import asyncio
 
 import pytest
 from fairshare.resources import ResourceVector
+from fairshare.task_states import TaskState
 from fairshare.v1 import common_pb2, operator_pb2
 
-from master.model import AgentSpec, DemandSpec, FrameworkSpec, StatusUpdate, TaskSpec
+from master.core import CoreConfig, TaskLaunch
+from master.model import AgentSpec, DemandSpec, FrameworkSpec, StatusUpdate
 from master.runtime import MasterRuntime, RuntimeConfig
 from master.service.convert import resources
 from master.service.state import state_to_pb
@@ -22,34 +24,40 @@ def build_state() -> operator_pb2.GetStateResponse:
     async def main() -> operator_pb2.GetStateResponse:
         runtime = MasterRuntime(
             RuntimeConfig(
-                validate=True, allocation_interval=60, offer_timeout=30, allocation_batch=0
+                core=CoreConfig(validate=True, offer_timeout=30),
+                allocation_interval=60,
+                allocation_batch=0,
             )
         )
         await runtime.start()
-        agent_id, _, _ = runtime.register(
+        agent_id, _, _ = runtime.agents.register(
             AgentSpec("h1", 7000, R("cpus:4;mem:4096"), (("rack", "r1"),))
         )
-        runtime.open_commands(agent_id)
+        runtime.agents.open_commands(agent_id)
         shape = DemandSpec(R("cpus:1;mem:1024"), 3)
-        web = runtime.subscribe(
+        web = runtime.frameworks.subscribe(
             FrameworkSpec("", "web", weight=2.0, failover_timeout=60), shape, False
         )
         await asyncio.sleep(0)
         [offers] = web.channel.drain()
         offer = offers.offers[0]  # type: ignore[union-attr]
-        runtime.accept(
-            web.framework_id, [offer.offer_id], [TaskSpec("t1", "", "", R("cpus:1;mem:1024"))], 0
+        runtime.frameworks.accept(
+            web.framework_id, [offer.offer_id], [TaskLaunch("t1", "t1", R("cpus:1;mem:1024"))], 0
         )
-        runtime.update_status(
+        runtime.agents.update_status(
             agent_id,
             web.framework_id,
-            StatusUpdate("t1", agent_id, "RUNNING", uuid=b"u" * 16, source="AGENT"),
-            "RUNNING",
+            StatusUpdate("t1", agent_id, TaskState.RUNNING, uuid=b"u" * 16, source="AGENT"),
+            TaskState.RUNNING,
         )
-        runtime.unsubscribe(web.framework_id, web.channel)  # disconnected, within failover
-        batch = runtime.subscribe(FrameworkSpec("", "batch", role="analytics"), None, True)
+        runtime.frameworks.unsubscribe(
+            web.framework_id, web.channel
+        )  # disconnected, within failover
+        batch = runtime.frameworks.subscribe(
+            FrameworkSpec("", "batch", role="analytics"), None, True
+        )
         await asyncio.sleep(0)
-        state = state_to_pb(runtime.snapshot())
+        state = state_to_pb(runtime.operator.snapshot())
         del batch
         await runtime.stop()
         return state

@@ -1,4 +1,4 @@
-"""``ClusterSnapshot``: the cluster as ``GetState`` (and later the metrics collector) sees it.
+"""``ClusterSnapshot``: the cluster as ``GetState`` and the metrics collector see it.
 
 Built in one synchronous step on the runtime's event loop, so it is consistent: every agent's
 ``free + offered + used == total`` and the pool figures are the sums over the agents in the pool
@@ -13,21 +13,19 @@ times are wall clock.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from fairshare.resources import ResourceVector
+from fairshare.task_states import TaskState
 
+from master.core import TaskLaunch
 from master.core.records import Offer
-from master.model import AgentSpec, DemandSpec, FrameworkSpec, StatusUpdate, TaskSpec
-
-if TYPE_CHECKING:
-    from master.runtime import MasterRuntime
+from master.model import AgentSpec, DemandSpec, FrameworkSpec, StatusUpdate
+from master.runtime.state import RuntimeState
 
 __all__ = [
     "POOL_STATES",
     "AgentView",
     "ClusterSnapshot",
-    "DepartedAgent",
     "FrameworkView",
     "OfferView",
     "TaskView",
@@ -37,17 +35,6 @@ __all__ = [
 EMPTY = ResourceVector()
 POOL_STATES = frozenset({"ACTIVE", "DEACTIVATED"})
 """States of the agents whose resources are in the pool (the master hears from them)."""
-
-
-@dataclass(frozen=True, slots=True)
-class DepartedAgent:
-    """An agent that left the pool: ``state`` is ``"UNREACHABLE"`` or ``"GONE"``."""
-
-    agent_id: str
-    spec: AgentSpec
-    state: str
-    registered_at: float
-    last_heard: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +64,7 @@ class FrameworkView:
     allocated: ResourceVector
     offered: ResourceVector
     used: ResourceVector
-    task_counts: tuple[tuple[str, int], ...]
+    task_counts: tuple[tuple[TaskState, int], ...]
     demand: DemandSpec | None
     registered_at: float
     failover_deadline: float | None
@@ -85,10 +72,11 @@ class FrameworkView:
 
 @dataclass(frozen=True, slots=True)
 class TaskView:
-    """One tracked task with its latest status (``status.state`` is the task's state)."""
+    """One tracked task, where it runs and its latest status (``status.state`` is its state)."""
 
     framework_id: str
-    spec: TaskSpec
+    agent_id: str
+    launch: TaskLaunch
     status: StatusUpdate
 
 
@@ -129,7 +117,7 @@ def _dominant(allocated: ResourceVector, total: ResourceVector) -> tuple[float, 
     return min(best, 1.0), name
 
 
-def _agents(runtime: MasterRuntime) -> list[AgentView]:
+def _agents(runtime: RuntimeState) -> list[AgentView]:
     core = runtime.core
     views = []
     for agent_id in sorted(runtime.agents):
@@ -181,7 +169,7 @@ def _agents(runtime: MasterRuntime) -> list[AgentView]:
     return views
 
 
-def _frameworks(runtime: MasterRuntime) -> list[FrameworkView]:
+def _frameworks(runtime: RuntimeState) -> list[FrameworkView]:
     core = runtime.core
     views = []
     for framework_id in sorted(runtime.frameworks):
@@ -189,7 +177,7 @@ def _frameworks(runtime: MasterRuntime) -> list[FrameworkView]:
         record = core.frameworks[framework_id]
         offered = sum((core.offers[o].resources for o in record.offer_ids), EMPTY)
         used = sum((core.tasks[(framework_id, t)].resources for t in record.task_ids), EMPTY)
-        counts: dict[str, int] = {}
+        counts: dict[TaskState, int] = {}
         for entry in runtime.tasks.of_framework(framework_id):
             counts[entry.state] = counts.get(entry.state, 0) + 1
         if link.channel is None:
@@ -207,7 +195,7 @@ def _frameworks(runtime: MasterRuntime) -> list[FrameworkView]:
                 record.allocated,
                 offered,
                 used,
-                tuple(sorted(counts.items())),
+                tuple(sorted(counts.items(), key=lambda item: item[0].value)),
                 link.demand,
                 link.registered_at,
                 link.failover_deadline,
@@ -216,13 +204,13 @@ def _frameworks(runtime: MasterRuntime) -> list[FrameworkView]:
     return views
 
 
-def _tasks(runtime: MasterRuntime) -> list[TaskView]:
+def _tasks(runtime: RuntimeState) -> list[TaskView]:
     views = []
-    for entry in sorted(runtime.tasks, key=lambda e: (e.framework_id, e.spec.task_id)):
+    for entry in sorted(runtime.tasks, key=lambda e: (e.framework_id, e.task_id)):
         last = entry.status
         status = StatusUpdate(
-            entry.spec.task_id,
-            entry.spec.agent_id,
+            entry.task_id,
+            entry.agent_id,
             entry.state,
             last.reason if last else "",
             last.message if last else "",
@@ -232,16 +220,16 @@ def _tasks(runtime: MasterRuntime) -> list[TaskView]:
             last.healthy if last else None,
             last.exit_code if last else None,
         )
-        views.append(TaskView(entry.framework_id, entry.spec, status))
+        views.append(TaskView(entry.framework_id, entry.agent_id, entry.launch, status))
     return views
 
 
-def build_snapshot(runtime: MasterRuntime) -> ClusterSnapshot:
+def build_snapshot(runtime: RuntimeState) -> ClusterSnapshot:
     """Take the snapshot (call on the runtime's loop, between two awaits)."""
     core = runtime.core
     agents = _agents(runtime)
     active = [a for a in agents if a.state in POOL_STATES]
-    timeout = runtime.config.offer_timeout
+    timeout = runtime.config.core.offer_timeout
     offers = [
         OfferView(o, None if timeout is None else runtime.wall(o.created_at + timeout))
         for _, o in sorted(core.offers.items())
@@ -252,8 +240,8 @@ def build_snapshot(runtime: MasterRuntime) -> ClusterSnapshot:
         runtime.master_id,
         runtime.config.version,
         runtime.started_at,
-        runtime.config.policy,
-        runtime.config.placement,
+        runtime.config.core.policy,
+        runtime.config.core.placement,
         tuple(agents),
         tuple(_frameworks(runtime)),
         tuple(_tasks(runtime)),

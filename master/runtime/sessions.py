@@ -32,7 +32,7 @@ from master.model import (
     UpdateEvent,
 )
 
-__all__ = ["AgentLink", "Channel", "FrameworkLink"]
+__all__ = ["AgentLink", "Channel", "DepartedAgent", "FrameworkLink"]
 
 T = TypeVar("T")
 HELD_UPDATES = 10_000
@@ -185,3 +185,14 @@ class AgentLink:
             channel.drain()
             channel.close(end)
         self.outbox.clear()
+
+
+@dataclass(frozen=True, slots=True)
+class DepartedAgent:
+    """An agent that left the pool: ``state`` is ``"UNREACHABLE"`` or ``"GONE"``."""
+
+    agent_id: str
+    spec: AgentSpec
+    state: str
+    registered_at: float
+    last_heard: float

@@ -8,8 +8,9 @@ I/O, no clock; the runtime calls it on its event loop.
 Invariants:
 - an entry exists for every task that is non-terminal, or terminal with an update still awaiting
   its framework's acknowledgement; a terminal entry with nothing pending is dropped at once;
-- ``state`` only moves forward: a terminal state is final, and KILLING is left only for a
-  terminal state (late retries of older updates never move a task back);
+- ``state`` changes only by the kernel's rule (``fairshare.task_states.advance``): a terminal
+  state is final, KILLING is left only for a terminal state, and late retries of older updates
+  never move a task back;
 - a uuid is pending at most once per task and, once acknowledged, is remembered (the last
   ``ACKED_MEMORY`` per task) so a duplicate acknowledgement is told apart from an unknown one;
   the acknowledged uuids of the last ``ENDED_MEMORY`` dropped tasks are kept too, so an agent's
@@ -24,13 +25,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from fairshare.resources import ResourceVector
+from fairshare.task_states import TaskState, advance
 
-from master.model import StatusUpdate, TaskSpec
+from master.core import TaskLaunch
+from master.model import StatusUpdate
 
 __all__ = [
     "ACKED_MEMORY",
     "ENDED_MEMORY",
-    "TERMINAL",
     "AckOutcome",
     "TaskBook",
     "TaskEntry",
@@ -39,7 +41,6 @@ __all__ = [
 
 ACKED_MEMORY = 16
 ENDED_MEMORY = 4096
-TERMINAL = frozenset({"FINISHED", "FAILED", "KILLED", "ERROR", "LOST", "DROPPED", "GONE"})
 
 Key = tuple[str, str]  # (framework_id, task_id)
 
@@ -62,27 +63,25 @@ class UpdateOutcome(enum.Enum):
 
 @dataclass(eq=False)
 class TaskEntry:
-    """One tracked task."""
+    """One tracked task: the core's ``TaskLaunch`` it was launched (or adopted) with, and where."""
 
     framework_id: str
-    spec: TaskSpec
-    state: str
+    agent_id: str
+    launch: TaskLaunch
+    state: TaskState
     status: StatusUpdate | None = None  # latest status received or generated
     pending: dict[bytes, StatusUpdate] = field(default_factory=dict)
     acked: deque[bytes] = field(default_factory=lambda: deque(maxlen=ACKED_MEMORY))
 
     @property
+    def task_id(self) -> str:
+        """The task's id."""
+        return self.launch.task_id
+
+    @property
     def terminal(self) -> bool:
         """True when the task reached a terminal state."""
-        return self.state in TERMINAL
-
-
-def _advance(current: str, new: str) -> str:
-    if current in TERMINAL:
-        return current
-    if current == "KILLING" and new not in TERMINAL:
-        return current
-    return new
+        return self.state.is_terminal
 
 
 class TaskBook:
@@ -104,11 +103,12 @@ class TaskBook:
         """The entry of a task, if tracked."""
         return self._entries.get((framework_id, task_id))
 
-    def launch(self, framework_id: str, spec: TaskSpec) -> TaskEntry:
-        """Track a task just launched (STAGING); replaces a terminal entry of the same id."""
-        self._drop((framework_id, spec.task_id))
-        self._ended.pop((framework_id, spec.task_id), None)
-        entry = TaskEntry(framework_id, spec, "STAGING")
+    def launch(self, framework_id: str, agent_id: str, launch: TaskLaunch) -> TaskEntry:
+        """Track a task just launched on ``agent_id`` (STAGING); replaces a terminal entry of the
+        same id."""
+        self._drop((framework_id, launch.task_id))
+        self._ended.pop((framework_id, launch.task_id), None)
+        entry = TaskEntry(framework_id, agent_id, launch, TaskState.STAGING)
         self._add(entry)
         return entry
 
@@ -117,7 +117,7 @@ class TaskBook:
         entry = self._entries.get((framework_id, task_id))
         if entry is None:
             return
-        entry.state = _advance(entry.state, status.state)
+        entry.state = advance(entry.state, status.state)
         entry.status = status
         self._drop_if_done(entry)
 
@@ -125,10 +125,10 @@ class TaskBook:
         """A kill was sent: the task is KILLING until its agent reports a terminal state."""
         entry = self._entries.get((framework_id, task_id))
         if entry is not None:
-            entry.state = _advance(entry.state, "KILLING")
+            entry.state = advance(entry.state, TaskState.KILLING)
 
     def record_agent_update(
-        self, framework_id: str, status: StatusUpdate, latest_state: str
+        self, framework_id: str, status: StatusUpdate, latest_state: TaskState
     ) -> UpdateOutcome:
         """Record an agent's update (with uuid); tracks tasks the book had forgotten, too."""
         key = (framework_id, status.task_id)
@@ -137,14 +137,14 @@ class TaskBook:
         if entry is None and ended is not None and status.uuid in ended:
             return UpdateOutcome.ACKED  # a late retry of an ended task's acknowledged update
         if entry is None:
-            spec = TaskSpec(status.task_id, status.task_id, status.agent_id, ResourceVector())
-            entry = TaskEntry(framework_id, spec, latest_state)
+            launch = TaskLaunch(status.task_id, status.task_id, ResourceVector())
+            entry = TaskEntry(framework_id, status.agent_id, launch, latest_state)
             self._add(entry)
         if status.uuid in entry.acked:
-            entry.state = _advance(entry.state, latest_state)
+            entry.state = advance(entry.state, latest_state)
             self._drop_if_done(entry)
             return UpdateOutcome.ACKED
-        entry.state = _advance(entry.state, latest_state)
+        entry.state = advance(entry.state, latest_state)
         entry.status = status
         entry.pending[status.uuid] = status
         return UpdateOutcome.NEW
@@ -189,14 +189,14 @@ class TaskBook:
         self._drop((framework_id, task_id))
 
     def _add(self, entry: TaskEntry) -> None:
-        key = (entry.framework_id, entry.spec.task_id)
+        key = (entry.framework_id, entry.task_id)
         self._entries[key] = entry
-        self._by_framework.setdefault(entry.framework_id, set()).add(entry.spec.task_id)
-        self._by_agent.setdefault(entry.spec.agent_id, set()).add(key)
+        self._by_framework.setdefault(entry.framework_id, set()).add(entry.task_id)
+        self._by_agent.setdefault(entry.agent_id, set()).add(key)
 
     def _drop_if_done(self, entry: TaskEntry) -> None:
         if entry.terminal and not entry.pending:
-            key = (entry.framework_id, entry.spec.task_id)
+            key = (entry.framework_id, entry.task_id)
             self._drop(key)
             if entry.acked:
                 self._ended[key] = entry.acked
@@ -211,7 +211,7 @@ class TaskBook:
         ids.discard(key[1])
         if not ids:
             del self._by_framework[entry.framework_id]
-        keys = self._by_agent[entry.spec.agent_id]
+        keys = self._by_agent[entry.agent_id]
         keys.discard(key)
         if not keys:
-            del self._by_agent[entry.spec.agent_id]
+            del self._by_agent[entry.agent_id]

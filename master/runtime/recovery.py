@@ -1,11 +1,11 @@
-"""``RecoveryCalls``: the master's restart from its durable registry (DESIGN.md §6).
+"""``Recovery``: the master's restart from its durable registry (DESIGN.md §6).
 
 On start the runtime rebuilds what the registry kept: role weights, the frameworks that were not
 removed (registered but disconnected: each may resubscribe within its failover timeout, and at
 least within the reregistration window), the ids of removed frameworks (refused for good), and
 the agents admitted before the restart, which are ``recovering``: not in the pool until they
-reregister with their tasks (``AgentCalls._rejoin`` adopts them). Agents marked unreachable or
-gone stay so until they come back.
+reregister with their tasks (``AgentCalls`` adopts them and calls ``agent_back``). Agents marked
+unreachable or gone stay so until they come back.
 
 Invariants:
 - while recovering, nothing is offered: the first allocation run after a restart sees every
@@ -23,54 +23,67 @@ import logging
 from fairshare.logs import log_event
 
 from master.registry import ADMITTED, GONE, UNREACHABLE
-from master.runtime_agents import AgentCalls
-from master.runtime_frameworks import FrameworkCalls
-from master.sessions import AgentLink, FrameworkLink
-from master.views import DepartedAgent
+from master.runtime.agent_loss import AgentLoss
+from master.runtime.dispatch import Dispatcher
+from master.runtime.frameworks import FrameworkCalls
+from master.runtime.sessions import AgentLink, DepartedAgent, FrameworkLink
+from master.runtime.state import RuntimeState
 
-__all__ = ["RecoveryCalls"]
+__all__ = ["Recovery"]
 
 log = logging.getLogger("fairshare.master")
 
 
-class RecoveryCalls(FrameworkCalls, AgentCalls):
+class Recovery:
     """Rebuilding the runtime from the registry, and ending the recovery."""
+
+    def __init__(
+        self,
+        state: RuntimeState,
+        dispatcher: Dispatcher,
+        loss: AgentLoss,
+        frameworks: FrameworkCalls,
+    ) -> None:
+        self.state = state
+        self.dispatcher = dispatcher
+        self.loss = loss
+        self.frameworks = frameworks
 
     def recover(self) -> None:
         """Load the registry into the runtime (call once, on the loop, before serving)."""
-        registry = self.registry
-        now = self.now()
+        state, registry = self.state, self.state.registry
+        now = state.now()
         for role, weight in sorted(registry.role_weights.items()):
-            self.core.handle_set_weight(role, weight, now)
-        window = self.config.reregistration_timeout
+            state.core.handle_set_weight(role, weight, now)
+        window = state.config.reregistration_timeout
         frameworks = 0
         for framework_id, entry in registry.frameworks.items():
             if entry.removed:
-                self.removed_frameworks.add(framework_id)
+                state.removed_frameworks.add(framework_id)
                 continue
             spec = entry.spec
             weight = 1.0 if spec.weight is None else spec.weight
             gpu_aware = "GPU_RESOURCES" in spec.capabilities
-            self.core.handle_add_framework(
+            state.core.handle_add_framework(
                 framework_id, now, spec.name, spec.role, weight, gpu_aware
             )
-            self.core.handle_deactivate_framework(framework_id, now)
+            state.core.handle_deactivate_framework(framework_id, now)
             framework = FrameworkLink(spec, entry.registered_at)
-            self.frameworks[framework_id] = framework
-            self._start_failover(framework, max(spec.failover_timeout, window))
+            state.frameworks[framework_id] = framework
+            self.frameworks.start_failover(framework, max(spec.failover_timeout, window))
             frameworks += 1
         for framework_id, weight in sorted(registry.framework_weights.items()):
-            if framework_id in self.frameworks:
-                self.core.handle_set_framework_weight(framework_id, weight, now)
+            if framework_id in state.frameworks:
+                state.core.handle_set_framework_weight(framework_id, weight, now)
         for agent_id, agent in registry.agents.items():
             if agent.state == ADMITTED:
                 link = AgentLink(agent_id, agent.spec, agent.registered_at, now, recovering=True)
-                self.agents[agent_id] = link
+                state.agents[agent_id] = link
             else:
-                self.departed[agent_id] = DepartedAgent(
+                state.departed[agent_id] = DepartedAgent(
                     agent_id, agent.spec, agent.state, agent.registered_at, agent.registered_at
                 )
-        waiting = sum(1 for link in self.agents.values() if link.recovering)
+        waiting = sum(1 for link in state.agents.values() if link.recovering)
         log_event(
             log,
             "master.recovered",
@@ -81,21 +94,24 @@ class RecoveryCalls(FrameworkCalls, AgentCalls):
             gone=sum(1 for a in registry.agents.values() if a.state == GONE),
         )
         if waiting:
-            self.recovering = True
-            self._event_loop().call_later(window, self._finish_recovery)
+            state.recovering = True
+            state.loop.call_later(window, self.finish)
 
-    def _recovery_progress(self) -> None:
-        if self.recovering and not any(link.recovering for link in self.agents.values()):
-            self._finish_recovery()
+    def agent_back(self) -> None:
+        """An agent reregistered: the recovery ends once every recovered agent is back."""
+        state = self.state
+        if state.recovering and not any(link.recovering for link in state.agents.values()):
+            self.finish()
 
-    def _finish_recovery(self) -> None:
+    def finish(self) -> None:
         """End the recovery: agents still missing are unreachable; allocation resumes."""
-        if not self.recovering:
+        state = self.state
+        if not state.recovering:
             return
-        self.recovering = False
-        missing = [link for link in self.agents.values() if link.recovering]
+        state.recovering = False
+        missing = [link for link in state.agents.values() if link.recovering]
         for link in missing:
             link.recovering = False
-            self._agent_unreachable(link)
+            self.loss.unreachable(link)
         log_event(log, "master.recovery.done", unreachable=len(missing))
-        self.request_allocation()
+        self.dispatcher.request_allocation()

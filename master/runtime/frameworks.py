@@ -1,0 +1,355 @@
+"""``FrameworkCalls``: the Scheduler API side of the master runtime (scheduler.proto).
+
+Every method runs synchronously on the runtime's loop, checks everything before it changes
+anything (a ``CoreError`` means nothing changed), and calls from a framework whose Subscribe
+stream is not open fail with FAILED_PRECONDITION (unknown or removed ids: NOT_FOUND).
+
+Invariants:
+- a framework is registered durably (its registry row is committed before SUBSCRIBED is sent)
+  and removed durably (torn down, or its failover timeout expired with no new subscription);
+- while disconnected, a framework keeps its tasks for ``failover_timeout``; its offers are
+  rescinded and nothing is offered to it; resubscribing with its id in time gets it back;
+- an accepted launch is the core's own ``LaunchTasks`` (``Dispatcher.launch``), recorded in the
+  task book and sent to the agent unchanged;
+- each framework acknowledgement of a pending update goes back to its agent as an
+  ``AckCommand``; frameworks get a HeartbeatEvent every ``heartbeat_interval``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from fairshare.logs import log_event
+from fairshare.task_states import TaskState
+
+from master.core import AlreadyExists, InvalidArgument, NotFound, TaskLaunch
+from master.core.checks import check_weight
+from master.model import (
+    AckCommand,
+    DemandSpec,
+    ErrorEvent,
+    FrameworkEvent,
+    FrameworkSpec,
+    HeartbeatEvent,
+    StatusUpdate,
+    StreamEnd,
+    UpdateEvent,
+)
+from master.registry import UNREACHABLE
+from master.runtime.dispatch import Dispatcher
+from master.runtime.sessions import Channel, FrameworkLink
+from master.runtime.state import RuntimeState, Unavailable, require_id
+from master.runtime.taskbook import AckOutcome
+
+__all__ = ["UNLIMITED_TASKS", "FrameworkCalls", "SubscribeResult"]
+
+log = logging.getLogger("fairshare.master")
+
+UNLIMITED_TASKS = 2**62
+"""The core's ``wanted`` for a demand without ``max_tasks`` (unlimited)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SubscribeResult:
+    """What the Subscribe adapter sends first, and the stream it then drains."""
+
+    framework_id: str
+    master_id: str
+    heartbeat_interval: float
+    resubscribed: bool
+    weight: float
+    channel: Channel[FrameworkEvent] = field(repr=False)
+
+
+class FrameworkCalls:
+    """Subscribe, Accept, Decline, Revive, Suppress, Kill, Acknowledge, Reconcile, Teardown,
+    UpdateDemand; failover timers and framework heartbeats."""
+
+    def __init__(self, state: RuntimeState, dispatcher: Dispatcher) -> None:
+        self.state = state
+        self.dispatcher = dispatcher
+
+    # -- subscription -----------------------------------------------------------------------------
+
+    def subscribe(
+        self, spec: FrameworkSpec, demand: DemandSpec | None, suppressed: bool
+    ) -> SubscribeResult:
+        """Register or re-register a framework and open its event stream."""
+        state = self.state
+        state.refuse_if_draining()
+        if spec.framework_id:
+            link, resubscribed = self._resubscribe(spec), True
+        else:
+            link, resubscribed = self._register(spec), False
+        framework_id = link.framework_id
+        now = state.now()
+        if demand is not None:
+            self._set_demand(link, demand, now)
+        if suppressed:
+            state.core.handle_suppress(framework_id, now)
+        channel = link.attach()
+        for status in state.tasks.pending(framework_id):
+            channel.put(UpdateEvent(self.dispatcher.for_framework(link, status)))
+        self.dispatcher.request_allocation()
+        log_event(
+            log,
+            "framework.subscribed",
+            framework_id=framework_id,
+            name=spec.name,
+            role=link.spec.role,
+            resubscribed=resubscribed,
+        )
+        return SubscribeResult(
+            framework_id,
+            state.master_id,
+            state.config.heartbeat_interval,
+            resubscribed,
+            state.core.frameworks[framework_id].weight,
+            channel,
+        )
+
+    def _register(self, spec: FrameworkSpec) -> FrameworkLink:
+        state = self.state
+        framework_id = f"fw-{uuid.uuid4().hex}"
+        role = spec.role or "*"
+        weight = check_weight(1.0 if spec.weight is None else spec.weight, "framework_info")
+        spec = dataclasses.replace(spec, framework_id=framework_id, role=role)
+        registered_at = time.time()
+        with state.durably():
+            state.registry.put_framework(spec, registered_at)
+        gpu_aware = "GPU_RESOURCES" in spec.capabilities
+        state.core.handle_add_framework(
+            framework_id, state.now(), spec.name, role, weight, gpu_aware
+        )
+        link = FrameworkLink(spec, registered_at)
+        state.frameworks[framework_id] = link
+        return link
+
+    def _resubscribe(self, spec: FrameworkSpec) -> FrameworkLink:
+        state = self.state
+        link = state.framework(spec.framework_id)
+        role = spec.role or "*"
+        if spec.name != link.spec.name or role != link.spec.role:
+            raise InvalidArgument(
+                f"framework {spec.framework_id!r} subscribed as name={link.spec.name!r}"
+                f" role={link.spec.role!r}; name and role cannot change on resubscription"
+            )
+        if spec.weight is not None:
+            check_weight(spec.weight, "framework_info")
+        spec = dataclasses.replace(spec, role=role)
+        if spec != link.spec:
+            with state.durably():
+                state.registry.put_framework(spec, link.registered_at)
+        if link.failover_timer is not None:
+            link.failover_timer.cancel()
+            link.failover_timer = None
+        link.failover_deadline = None
+        now = state.now()
+        gpu_aware = "GPU_RESOURCES" in spec.capabilities
+        if state.core.frameworks[spec.framework_id].gpu_aware != gpu_aware:
+            messages = state.core.handle_set_gpu_aware(spec.framework_id, gpu_aware, now)
+            self.dispatcher.dispatch(messages)
+        link.spec = spec
+        if not state.core.frameworks[spec.framework_id].active:
+            state.core.handle_activate_framework(spec.framework_id, now)
+        return link
+
+    def unsubscribe(self, framework_id: str, channel: Channel[FrameworkEvent]) -> None:
+        """The Subscribe stream ``channel`` ended (client gone, or closed by the master)."""
+        state = self.state
+        link = state.frameworks.get(framework_id)
+        if state.draining or link is None or link.channel is not channel:
+            return
+        link.channel = None
+        channel.close(StreamEnd())
+        timeout = link.spec.failover_timeout
+        if timeout <= 0:
+            self._failover_expired(framework_id)  # removed now (retried if the registry fails)
+            return
+        self.dispatcher.dispatch(state.core.handle_deactivate_framework(framework_id, state.now()))
+        self.start_failover(link, timeout)
+        log_event(log, "framework.disconnected", framework_id=framework_id, failover=timeout)
+
+    def start_failover(self, link: FrameworkLink, timeout: float) -> None:
+        """The framework is away: it is removed unless it resubscribes within ``timeout``."""
+        link.failover_deadline = time.time() + timeout
+        link.failover_timer = self.state.loop.call_later(
+            timeout, self._failover_expired, link.framework_id
+        )
+
+    def _failover_expired(self, framework_id: str) -> None:
+        state = self.state
+        link = state.frameworks.get(framework_id)
+        if link is not None and link.channel is None and not state.draining:
+            try:
+                self._remove(link, "its failover timeout expired")
+            except Unavailable:  # the registry write failed: try again in a while
+                link.failover_timer = state.loop.call_later(
+                    1.0, self._failover_expired, framework_id
+                )
+
+    def _remove(self, link: FrameworkLink, why: str) -> None:
+        state, framework_id = self.state, link.framework_id
+        with state.durably():
+            state.registry.remove_framework(framework_id)
+        if link.failover_timer is not None:
+            link.failover_timer.cancel()
+        self.dispatcher.dispatch(state.core.handle_remove_framework(framework_id, state.now()))
+        state.tasks.remove_framework(framework_id)
+        link.detach_current(ErrorEvent(f"framework removed: {why}", "CANCELLED"))
+        del state.frameworks[framework_id]
+        state.removed_frameworks.add(framework_id)
+        self.dispatcher.request_allocation()
+        log_event(log, "framework.removed", framework_id=framework_id, reason=why)
+
+    def teardown(self, framework_id: str) -> None:
+        """Remove the framework for good: kill its tasks, drop its offers, end its stream."""
+        self._remove(self.state.connected(framework_id), "torn down")
+
+    def heartbeat(self) -> None:
+        """Send every connected framework a heartbeat."""
+        event = HeartbeatEvent(time.time())
+        for link in self.state.frameworks.values():
+            link.send(event)
+
+    # -- demand and offers ------------------------------------------------------------------------
+
+    def _set_demand(self, link: FrameworkLink, demand: DemandSpec | None, now: float) -> None:
+        core = self.state.core
+        if demand is None:
+            core.handle_update_demand(link.framework_id, None, 0, now)
+        else:
+            wanted = UNLIMITED_TASKS if demand.max_tasks is None else demand.max_tasks
+            core.handle_update_demand(link.framework_id, demand.task_resources, wanted, now)
+        link.demand = demand
+
+    def update_demand(self, framework_id: str, demand: DemandSpec | None) -> None:
+        """Declare, change or clear the framework's demand."""
+        self._set_demand(self.state.connected(framework_id), demand, self.state.now())
+        self.dispatcher.request_allocation()
+
+    def _connected_in_role(self, framework_id: str, role: str) -> FrameworkLink:
+        link = self.state.connected(framework_id)
+        if role and role != link.spec.role:
+            raise InvalidArgument(
+                f"role {role!r} is not the framework's role {link.spec.role!r}"
+                " (frameworks have a single role)"
+            )
+        return link
+
+    def revive(self, framework_id: str, role: str = "") -> None:
+        """Clear the framework's filters and resume offers."""
+        self._connected_in_role(framework_id, role)
+        self.state.core.handle_revive(framework_id, self.state.now())
+        self.dispatcher.request_allocation()
+
+    def suppress(self, framework_id: str, role: str = "") -> None:
+        """Stop offers to the framework until it revives."""
+        self._connected_in_role(framework_id, role)
+        self.state.core.handle_suppress(framework_id, self.state.now())
+
+    def decline(
+        self, framework_id: str, offer_ids: Sequence[str], refuse_seconds: float | None
+    ) -> None:
+        """Decline offers (ids no longer outstanding are ignored), installing a filter."""
+        state = self.state
+        state.connected(framework_id)
+        outstanding = [i for i in dict.fromkeys(offer_ids) if i in state.core.offers]
+        if outstanding:
+            state.core.handle_decline(framework_id, outstanding, state.now(), refuse_seconds)
+            state.counters.offers_declined += len(outstanding)
+            self.dispatcher.request_allocation()
+
+    def accept(
+        self,
+        framework_id: str,
+        offer_ids: Sequence[str],
+        launches: Sequence[TaskLaunch],
+        refuse_seconds: float | None,
+    ) -> None:
+        """Launch tasks on the offers' agent; unused offered resources are declined."""
+        state = self.state
+        state.connected(framework_id)
+        try:
+            messages = state.core.handle_accept(
+                framework_id, offer_ids, launches, state.now(), refuse_seconds
+            )
+        except AlreadyExists as error:  # scheduler.proto: live task ids are INVALID_ARGUMENT
+            raise InvalidArgument(error.message) from None
+        state.counters.offers_accepted += len(offer_ids)
+        self.dispatcher.dispatch(messages)
+        self.dispatcher.request_allocation()
+
+    # -- tasks ------------------------------------------------------------------------------------
+
+    def kill(self, framework_id: str, task_id: str, agent_id: str = "") -> None:
+        """Ask the task's agent to kill it."""
+        state = self.state
+        state.connected(framework_id)
+        require_id(task_id, "task_id")
+        task = state.core.tasks.get((framework_id, task_id))
+        if task is not None and agent_id and agent_id != task.agent_id:
+            raise InvalidArgument(
+                f"task {task_id!r} runs on agent {task.agent_id!r}, not {agent_id!r}"
+            )
+        self.dispatcher.dispatch(state.core.handle_kill(framework_id, task_id, state.now()))
+        state.tasks.mark_killing(framework_id, task_id)
+
+    def acknowledge(self, framework_id: str, agent_id: str, task_id: str, uuid_: bytes) -> None:
+        """Apply an acknowledgement; a pending one goes back to the agent."""
+        state = self.state
+        state.connected(framework_id)
+        if not uuid_:
+            raise InvalidArgument("uuid is empty: only updates with a uuid are acknowledged")
+        require_id(task_id, "task_id")
+        entry = state.tasks.get(framework_id, task_id)
+        if entry is not None and agent_id and agent_id != entry.agent_id:
+            raise InvalidArgument(
+                f"task {task_id!r} is on agent {entry.agent_id!r}, not {agent_id!r}"
+            )
+        outcome = state.tasks.acknowledge(framework_id, task_id, uuid_)
+        if outcome is AckOutcome.UNKNOWN:
+            raise NotFound(f"task {task_id!r} has no status update with uuid {uuid_.hex()}")
+        if outcome is AckOutcome.FORWARD:
+            state.counters.acknowledgements += 1
+            target = entry.agent_id if entry is not None else agent_id
+            agent = state.agents.get(target)
+            if agent is not None and not self.dispatcher.drop_ack():
+                agent.send(AckCommand(framework_id, task_id, uuid_))
+
+    def reconcile(self, framework_id: str, refs: Sequence[tuple[str, str]]) -> None:
+        """Resend the latest state of tasks (all non-terminal ones when ``refs`` is empty)."""
+        state = self.state
+        link = state.connected(framework_id)
+        for task_id, _ in refs:
+            require_id(task_id, "task_id")
+        answers: list[tuple[str, str, TaskState]] = []
+        for task_id, agent_id in refs:
+            entry = state.tasks.get(framework_id, task_id)
+            agent = state.agents.get(agent_id)
+            if entry is None and agent is not None and agent.recovering:
+                continue  # answered when the agent reregisters (its tasks are adopted)
+            if entry is None:
+                known = state.registry.agents.get(agent_id)
+                unreachable = known is not None and known.state == UNREACHABLE
+                lost = TaskState.UNREACHABLE if unreachable else TaskState.UNKNOWN
+                answers.append((task_id, agent_id, lost))
+            else:
+                answers.append((task_id, entry.agent_id, entry.state))
+        if not refs:
+            answers = [
+                (e.task_id, e.agent_id, e.state)
+                for e in state.tasks.of_framework(framework_id)
+                if not e.terminal
+            ]
+        now = time.time()
+        for task_id, agent_id, task_state in answers:
+            status = StatusUpdate(
+                task_id, agent_id, task_state, "RECONCILIATION", "reconciliation", now
+            )
+            link.send(UpdateEvent(self.dispatcher.for_framework(link, status)))

@@ -1,0 +1,113 @@
+"""``MasterRuntime``: the asyncio shell around the allocation core, assembled from its parts.
+
+One state object (``RuntimeState``) with the parts composed around it, each given exactly what it
+uses:
+
+- ``dispatcher`` (``Dispatcher``): allocation runs, and the core's messages turned into I/O;
+- ``agents`` (``AgentCalls``): the Agent API; ``loss`` (``AgentLoss``): liveness, unreachable and
+  gone agents;
+- ``frameworks`` (``FrameworkCalls``): the Scheduler API, failover timers, heartbeats;
+- ``operator`` (``OperatorCalls``): the Operator API (state, weights, maintenance);
+- ``recovery`` (``Recovery``): the restart from the registry.
+
+The gRPC adapters (``master.service``) each take the part they serve. No part inherits from
+another and none imports one above it: ``dispatcher`` < ``loss`` < ``agents``; ``frameworks`` <
+``recovery``; the one upward notice (an agent reregistered, which may end the recovery) is the
+``agents.on_rejoined`` callback wired here.
+
+Invariants (DESIGN.md §3, §8): every call runs synchronously on the runtime's event loop, so each
+is one atomic step over the state (no locks); timers run the periodic allocation, framework
+heartbeats and the liveness check; ``drain`` (SIGTERM) stops offering and ends every stream with
+UNAVAILABLE, removing nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from fairshare.logs import log_event
+
+from master.model import StreamEnd
+from master.registry import Registry
+from master.runtime.agent_loss import AgentLoss
+from master.runtime.agents import AgentCalls
+from master.runtime.dispatch import Dispatcher
+from master.runtime.frameworks import FrameworkCalls
+from master.runtime.operator import OperatorCalls
+from master.runtime.recovery import Recovery
+from master.runtime.state import RuntimeConfig, RuntimeState
+
+__all__ = ["MasterRuntime"]
+
+log = logging.getLogger("fairshare.master")
+
+
+class MasterRuntime:
+    """The master's state with its call classes, timers and shutdown."""
+
+    def __init__(
+        self,
+        config: RuntimeConfig | None = None,
+        master_id: str | None = None,
+        registry: Registry | None = None,
+    ) -> None:
+        self.state = RuntimeState(config, master_id, registry)
+        self.dispatcher = Dispatcher(self.state)
+        self.loss = AgentLoss(self.state, self.dispatcher)
+        self.agents = AgentCalls(self.state, self.dispatcher, self.loss)
+        self.frameworks = FrameworkCalls(self.state, self.dispatcher)
+        self.operator = OperatorCalls(self.state, self.dispatcher)
+        self.recovery = Recovery(self.state, self.dispatcher, self.loss, self.frameworks)
+        self.agents.on_rejoined = self.recovery.agent_back
+        self._timers: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        """Bind to the running loop and start the periodic timers."""
+        state = self.state
+        state.loop  # noqa: B018 - binds the loop now, before the first call
+        config = state.config
+        liveness = max(0.05, min(1.0, config.agent_timeout / 4))
+        self._timers = [
+            asyncio.create_task(
+                _every(config.allocation_interval, self.dispatcher.request_allocation)
+            ),
+            asyncio.create_task(_every(config.heartbeat_interval, self.frameworks.heartbeat)),
+            asyncio.create_task(_every(liveness, self.loss.check_liveness)),
+        ]
+        log_event(log, "master.started", master_id=state.master_id, policy=config.core.policy)
+
+    def drain(self) -> None:
+        """Stop offering and end every stream with UNAVAILABLE (SIGTERM)."""
+        state = self.state
+        if state.draining:
+            return
+        state.draining = True
+        for timer in self._timers:
+            timer.cancel()
+        end = StreamEnd("UNAVAILABLE", "the master is shutting down")
+        for link in state.frameworks.values():
+            link.detach_current(None, end)
+            if link.failover_timer is not None:
+                link.failover_timer.cancel()
+        for agent in state.agents.values():
+            if agent.channel is not None:
+                agent.channel.close(end)
+        log_event(
+            log, "master.draining", frameworks=len(state.frameworks), agents=len(state.agents)
+        )
+
+    async def stop(self) -> None:
+        """Drain and wait for the timers to end."""
+        self.drain()
+        await asyncio.gather(*self._timers, return_exceptions=True)
+
+
+async def _every(period: float, action: Callable[[], None]) -> None:
+    while True:
+        await asyncio.sleep(period)
+        try:
+            action()
+        except Exception:  # a timer must survive a bug in one run; the log shows it
+            log.exception("timer action failed")

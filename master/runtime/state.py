@@ -1,0 +1,174 @@
+"""``RuntimeState``: the one state object of the master runtime, and its settings.
+
+Everything the master knows lives here: the pure allocation core (``MasterState``), the task
+book, the links to frameworks and agents, the agents that departed, the durable registry and the
+counters. The call classes (``AgentCalls``, ``FrameworkCalls``, ``OperatorCalls``, ``Recovery``)
+and the ``Dispatcher`` are composed around one ``RuntimeState``; none of them keeps state of its
+own beyond what they are given here.
+
+Invariants:
+- one owner: only code running on the runtime's event loop reads or changes this state, each call
+  synchronously (a gRPC handler's whole request, a timer's run), so every call is one atomic step;
+- ``now()`` is the loop's monotonic clock, the only time the core sees; wall clock only in values
+  that leave the runtime (``wall()`` converts);
+- a registry write comes before the change it records (``durably``): a failed write is
+  UNAVAILABLE and nothing changed;
+- ``frameworks`` holds the registered frameworks (connected or within their failover timeout),
+  ``removed_frameworks`` the ids that may never come back; ``agents`` the agents with a live or
+  recovering registration, ``departed`` the last ``DEPARTED_MEMORY`` unreachable or gone ones
+  (for display only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from master.core import (
+    CoreConfig,
+    CoreError,
+    FailedPrecondition,
+    InvalidArgument,
+    MasterState,
+    NotFound,
+)
+from master.registry import Registry, RegistryWriteError
+from master.runtime.counters import RuntimeCounters
+from master.runtime.sessions import AgentLink, DepartedAgent, FrameworkLink
+from master.runtime.taskbook import TaskBook
+
+__all__ = [
+    "DEPARTED_MEMORY",
+    "RuntimeConfig",
+    "RuntimeState",
+    "Unavailable",
+    "require_id",
+]
+
+log = logging.getLogger("fairshare.master")
+
+DEPARTED_MEMORY = 1000
+
+
+class Unavailable(CoreError):
+    """The master is draining, or its registry cannot be written: nothing changed, retry."""
+
+    code = "UNAVAILABLE"
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeConfig:
+    """Settings of the runtime (the daemon builds them from flags, env and TOML).
+
+    ``core`` is the allocation core's own configuration, held as is (policy, placement, sample
+    size, offer timeout, default refuse filter, seed, validation).
+    """
+
+    core: CoreConfig = field(default_factory=CoreConfig)
+    allocation_interval: float = 1.0
+    agent_timeout: float = 15.0
+    heartbeat_interval: float = 5.0
+    allocation_batch: float = 0.005  # a triggered run waits this long to merge more triggers
+    agent_heartbeat_interval: float | None = None  # None: min(5 s, agent_timeout / 3)
+    reregistration_timeout: float = 20.0  # after a restart: how long agents have to reregister
+    fault_drop_acks: float = 0.0  # fault injection (tests): drop this share of acks to agents
+    version: str = "0.1.0"
+
+    @property
+    def agent_heartbeat(self) -> float:
+        """How often agents must call Heartbeat."""
+        if self.agent_heartbeat_interval is not None:
+            return self.agent_heartbeat_interval
+        return min(5.0, self.agent_timeout / 3)
+
+
+def require_id(value: str, what: str) -> None:
+    """Raise INVALID_ARGUMENT when a required id is empty."""
+    if not value:
+        raise InvalidArgument(f"{what} is empty")
+
+
+class RuntimeState:
+    """What the master runtime knows; the call classes act on it."""
+
+    def __init__(
+        self,
+        config: RuntimeConfig | None = None,
+        master_id: str | None = None,
+        registry: Registry | None = None,
+    ) -> None:
+        self.config = config or RuntimeConfig()
+        self.master_id = master_id or uuid.uuid4().hex
+        core_config = dataclasses.replace(self.config.core, offer_id_prefix=self.master_id[:8])
+        self.core = MasterState(core_config)
+        self.tasks = TaskBook()
+        self.frameworks: dict[str, FrameworkLink] = {}
+        self.agents: dict[str, AgentLink] = {}
+        self.departed: dict[str, DepartedAgent] = {}
+        self.removed_frameworks: set[str] = set()
+        self.counters = RuntimeCounters()
+        self.registry = registry or Registry.in_memory()
+        self.registry.on_write = self.counters.registry_write_durations.observe
+        self.recovering = False  # after a restart, until recovered agents are back or time is up
+        self.draining = False
+        self.started_at = time.time()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- clocks -----------------------------------------------------------------------------------
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop the runtime runs on (bound on first use)."""
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        return self._loop
+
+    def now(self) -> float:
+        """The runtime clock (monotonic seconds) the core is given."""
+        return self.loop.time()
+
+    def wall(self, at: float) -> float:
+        """Wall-clock time of runtime-clock time ``at``."""
+        return time.time() - self.now() + at
+
+    # -- the registry -----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def durably(self) -> Iterator[None]:
+        """Around a registry write made before a change: a failed write is UNAVAILABLE."""
+        try:
+            yield
+        except RegistryWriteError as error:
+            log.error("registry write failed: %s", error)
+            raise Unavailable(f"{error}; nothing was changed, retry") from None
+
+    def refuse_if_draining(self) -> None:
+        """UNAVAILABLE once the master is shutting down."""
+        if self.draining:
+            raise Unavailable("the master is shutting down")
+
+    # -- lookups that raise precise errors ---------------------------------------------------------
+
+    def framework(self, framework_id: str) -> FrameworkLink:
+        """A registered framework (connected or not); NOT_FOUND otherwise."""
+        require_id(framework_id, "framework_id")
+        link = self.frameworks.get(framework_id)
+        if link is None:
+            gone = "was removed" if framework_id in self.removed_frameworks else "is not registered"
+            raise NotFound(f"framework {framework_id!r} {gone}")
+        return link
+
+    def connected(self, framework_id: str) -> FrameworkLink:
+        """A framework with an open Subscribe stream; FAILED_PRECONDITION if it is away."""
+        link = self.framework(framework_id)
+        if link.channel is None:
+            raise FailedPrecondition(
+                f"framework {framework_id!r} is not subscribed: open Subscribe first"
+            )
+        return link

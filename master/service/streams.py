@@ -1,0 +1,99 @@
+"""The messages the master streams out: framework events (Subscribe) and agent commands
+(Commands), built from the runtime's values and the core's own messages.
+
+Invariants: a ``StreamEnd`` is never a message (the servicer ends the stream with its code);
+``LaunchTasks`` and ``KillTask`` are the core's messages, converted as they are, every task of a
+launch placed on the message's agent.
+"""
+
+from __future__ import annotations
+
+import grpc
+from fairshare.v1 import agent_pb2, common_pb2, scheduler_pb2
+
+from master.core import KillTask, LaunchTasks
+from master.core.records import Offer
+from master.model import (
+    AckCommand,
+    AgentCommand,
+    ErrorEvent,
+    FailureEvent,
+    FrameworkEvent,
+    HeartbeatEvent,
+    OffersEvent,
+    RescindEvent,
+    StreamEnd,
+    UpdateEvent,
+)
+from master.service.convert import (
+    attributes_to_pb,
+    resources_to_pb,
+    status_to_pb,
+    task_info,
+    timestamp,
+)
+
+__all__ = ["command_to_pb", "event_to_pb", "offer_to_pb"]
+
+
+def offer_to_pb(offer: Offer, expires_at: float | None) -> common_pb2.Offer:
+    """A core offer as ``Offer``."""
+    message = common_pb2.Offer(
+        offer_id=offer.offer_id,
+        framework_id=offer.framework_id,
+        agent_id=offer.agent_id,
+        hostname=offer.hostname,
+        resources=resources_to_pb(offer.resources),
+        attributes=attributes_to_pb(offer.attributes),
+        fair_tasks=offer.fair_tasks,
+    )
+    if expires_at is not None:
+        message.expires_at.CopyFrom(timestamp(expires_at))
+    return message
+
+
+def event_to_pb(event: FrameworkEvent) -> scheduler_pb2.SubscribeResponse:
+    """A framework event as one stream message (``StreamEnd`` is not sent)."""
+    pb = scheduler_pb2
+    if isinstance(event, OffersEvent):
+        offers = [offer_to_pb(offer, event.expires_at) for offer in event.offers]
+        return pb.SubscribeResponse(offers=pb.OffersEvent(offers=offers))
+    if isinstance(event, UpdateEvent):
+        return pb.SubscribeResponse(update=pb.UpdateEvent(status=status_to_pb(event.status)))
+    if isinstance(event, RescindEvent):
+        rescind = pb.RescindEvent(offer_id=event.offer_id, reason=event.reason)
+        return pb.SubscribeResponse(rescind=rescind)
+    if isinstance(event, HeartbeatEvent):
+        return pb.SubscribeResponse(heartbeat=pb.HeartbeatEvent(time=timestamp(event.time)))
+    if isinstance(event, FailureEvent):
+        failure = pb.FailureEvent(agent_id=event.agent_id, message=event.message)
+        return pb.SubscribeResponse(failure=failure)
+    if isinstance(event, ErrorEvent):
+        code = _grpc_code_number(event.code)
+        return pb.SubscribeResponse(error=pb.ErrorEvent(message=event.message, code=code))
+    raise TypeError(f"not a stream message: {event!r}")
+
+
+def _grpc_code_number(name: str) -> int:
+    code: tuple[int, str] = getattr(grpc.StatusCode, name, grpc.StatusCode.UNKNOWN).value
+    return code[0]
+
+
+def command_to_pb(command: AgentCommand) -> agent_pb2.CommandsResponse:
+    """An agent command as one stream message (``StreamEnd`` is not sent)."""
+    pb = agent_pb2
+    if isinstance(command, LaunchTasks):
+        tasks = [task_info(task, command.agent_id) for task in command.tasks]
+        launch = pb.LaunchTasksCommand(framework_id=command.framework_id, tasks=tasks)
+        return pb.CommandsResponse(launch_tasks=launch)
+    if isinstance(command, KillTask):
+        kill = pb.KillTaskCommand(framework_id=command.framework_id, task_id=command.task_id)
+        return pb.CommandsResponse(kill_task=kill)
+    if isinstance(command, AckCommand):
+        ack = pb.AcknowledgeStatusCommand(
+            framework_id=command.framework_id, task_id=command.task_id, uuid=command.uuid
+        )
+        return pb.CommandsResponse(acknowledge_status=ack)
+    if isinstance(command, StreamEnd):
+        raise TypeError("StreamEnd is not a stream message")
+    raise TypeError(f"not a command: {command!r}")
