@@ -26,7 +26,6 @@ import dataclasses
 import logging
 import os
 import signal
-import sys
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
@@ -34,9 +33,10 @@ from pathlib import Path
 import grpc
 from fairshare.health import NOT_SERVING, SERVING, HealthServicer
 from fairshare.logs import configure_logging, log_event
+from fairshare.settings import add_setting_flags
 
 from agent.checkpoint import CHECKPOINT_FILE, CheckpointError, CheckpointStore
-from agent.config import AgentSettings, ConfigError, resolve
+from agent.config import AGENT_SETTINGS, AgentSettings, resolve
 from agent.metrics import (
     AgentCollector,
     MetricsServer,
@@ -49,22 +49,26 @@ from agent.records import AgentSpec
 from agent.resources_probe import host_resources
 from agent.runtime import AgentFatalError, AgentRuntime, RuntimeConfig
 
-__all__ = ["ADDRESS_FILE", "main", "serve"]
+__all__ = ["ADDRESS_FILE", "add_arguments", "main", "serve"]
 
 ADDRESS_FILE = "agent.addr"
-EXIT_BAD_INPUT = 2
 EXIT_FAILURE = 1
 _LOG = logging.getLogger("fairshare.agent")
 
 
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of ``fairshare agent`` (one per setting of ``AGENT_SETTINGS``)."""
+    parser.description = (
+        "Run an agent: register this host's resources with the master and run the tasks it"
+        " launches."
+    )
+    add_setting_flags(parser, AGENT_SETTINGS)
+
+
 def main(args: argparse.Namespace) -> int:
     """Run the agent daemon until SIGTERM; returns the process exit code."""
-    try:
-        settings = resolve(args, os.environ)
-    except ConfigError as error:
-        print(f"fairshare agent: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    configure_logging(settings.log_format)
+    settings = resolve(args, os.environ)  # SettingsError: the command line says why, exit 2
+    configure_logging(settings.log_format, settings.log_level)
     try:
         return asyncio.run(serve(settings))
     except AgentFatalError as error:

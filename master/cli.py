@@ -10,123 +10,35 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["main", "parse_duration"]
+from fairshare.settings import SettingsError, parse_duration
+
+__all__ = ["main"]
 
 EXIT_BAD_INPUT = 2
 EXIT_NOT_BUILT = 1
-_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 _NOT_BUILT: dict[str, str] = {}
 
 
-def parse_duration(text: str) -> float:
-    """Seconds in ``text``: plain seconds or a unit suffix (``500ms``, ``15s``, ``2m``, ``1h``)."""
-    match = _DURATION_RE.match(text)
-    if not match:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a duration (plain seconds or with ms, s, m, h: '500ms', '15s', '2m')"
+def _add_daemon_flags(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    # The daemons' modules own their flags (one per setting); imported by name, as the agent's
+    # module is not the master's to import.
+    epilog = (
+        "Every flag may also come from FAIRSHARE_{NAME}_<FLAG> (e.g. FAIRSHARE_{NAME}_PORT;"
+        " FAIRSHARE_LOG_FORMAT and FAIRSHARE_LOG_LEVEL too) or from the [{name}] table of the"
+        " --config TOML file; flags win over variables, variables over the file."
+    )
+    for name, summary, module in (
+        ("master", "run the master daemon", "master.daemon"),
+        ("agent", "run an agent daemon", "agent.daemon"),
+    ):
+        parser = sub.add_parser(
+            name, help=summary, epilog=epilog.format(NAME=name.upper(), name=name)
         )
-    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-
-
-def _add_master_flags(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    # Defaults live in master/config.py: a flag left unset falls back to FAIRSHARE_MASTER_<FLAG>,
-    # then to the TOML file, then to the default shown in the help.
-    master = sub.add_parser(
-        "master",
-        help="run the master daemon",
-        description="Run the master: offer agents' resources to frameworks in fairness order."
-        " Every flag may also come from FAIRSHARE_MASTER_<FLAG> (e.g. FAIRSHARE_MASTER_PORT;"
-        " FAIRSHARE_LOG_FORMAT and FAIRSHARE_LOG_LEVEL too) or from the [master] table of the"
-        " --config TOML file; flags win over variables, variables over the file.",
-    )
-    master.add_argument("--host", help="address to bind (default 127.0.0.1)")
-    master.add_argument("--port", type=int, help="gRPC port, 0 picks one (default 5050)")
-    master.add_argument("--metrics-port", type=int, help="Prometheus port (default 9100)")
-    master.add_argument(
-        "--work-dir",
-        help="state directory, holds the durable registry (default ./fairshare-master)",
-    )
-    master.add_argument(
-        "--policy", choices=["drf", "asset", "pf", "slots"], help="fairness policy (default drf)"
-    )
-    master.add_argument(
-        "--placement",
-        choices=["best-fit", "first-fit", "random"],
-        help="placement policy (default best-fit)",
-    )
-    master.add_argument(
-        "--allocation-interval", type=parse_duration, help="periodic allocation (default 1s)"
-    )
-    master.add_argument(
-        "--agent-timeout",
-        type=parse_duration,
-        help="an agent unheard this long becomes unreachable (default 15s)",
-    )
-    master.add_argument(
-        "--reregistration-timeout",
-        type=parse_duration,
-        help="after a restart, how long agents have to reregister before they are marked"
-        " unreachable; no offers meanwhile (default 20s)",
-    )
-    master.add_argument(
-        "--registry-sync",
-        choices=["full", "normal"],
-        help="SQLite synchronous mode of the registry: full survives power loss, normal only"
-        " process crashes (default full)",
-    )
-    master.add_argument(
-        "--offer-timeout", type=parse_duration, help="rescind unused offers after (default never)"
-    )
-    master.add_argument(
-        "--heartbeat-interval",
-        type=parse_duration,
-        help="heartbeats on framework streams (default 5s)",
-    )
-    master.add_argument(
-        "--shutdown-grace", type=parse_duration, help="SIGTERM: time for calls in flight (5s)"
-    )
-    master.add_argument("--log-format", choices=["text", "json"], help="stderr logs (default text)")
-    master.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    master.add_argument("--config", metavar="FILE.toml", help="TOML settings file")
-    master.add_argument(
-        "--validate",
-        action="store_const",
-        const=True,
-        help="check the allocation core's invariants after every change (tests, debugging)",
-    )
-
-
-def _add_agent_flags(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    # Defaults live in agent/config.py: a flag left unset falls back to FAIRSHARE_<FLAG>, then
-    # to the TOML file, then to the default shown in the help.
-    agent = sub.add_parser(
-        "agent",
-        help="run an agent daemon",
-        description="Run an agent: register with the master and run placeholder tasks. Every"
-        " flag may also come from FAIRSHARE_<FLAG> (e.g. FAIRSHARE_WORK_DIR) or from the [agent]"
-        " table of the --config TOML file; flags win over variables, variables over the file.",
-    )
-    agent.add_argument("--master", metavar="HOST:PORT", help="the master (required)")
-    agent.add_argument("--resources", help="e.g. 'cpus:8;mem:16384' (default: this host's)")
-    agent.add_argument("--attributes", help="e.g. 'rack:r1;zone:a'")
-    agent.add_argument("--host", help="address to bind (default 127.0.0.1)")
-    agent.add_argument("--port", type=int, help="gRPC (health) port, 0 picks one (default 0)")
-    agent.add_argument("--metrics-port", type=int, help="Prometheus port (default 9101)")
-    agent.add_argument("--work-dir", help="state directory (default ./fairshare-agent)")
-    agent.add_argument("--hostname", help="name reported to the master (default: this host's)")
-    agent.add_argument("--log-format", choices=["text", "json"], help="stderr logs (default text)")
-    agent.add_argument("--config", metavar="FILE.toml", help="TOML settings file")
-    agent.add_argument(
-        "--status-update-retry",
-        metavar="DURATION",
-        help="first retry of an unacknowledged status update, doubling up to 60s (default 1s)",
-    )
+        importlib.import_module(module).add_arguments(parser)
 
 
 def _add_client_flags(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -230,8 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A Mesos-style resource-offer manager with Dominant Resource Fairness.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    _add_master_flags(sub)
-    _add_agent_flags(sub)
+    _add_daemon_flags(sub)
     _add_client_flags(sub)
     _add_agents_flags(sub)
     _add_weights_flags(sub)
@@ -297,6 +208,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_NOT_BUILT
     try:
         return handler(args)
+    except SettingsError as error:
+        print(f"fairshare {args.command}: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except BrokenPipeError:  # the reader went away (`fairshare status | head`): not an error
         sys.stderr.close()
         return 0

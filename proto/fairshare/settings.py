@@ -272,7 +272,7 @@ SHARED_SETTINGS: Final = (
 
 
 def _help(setting: Setting) -> str:
-    if setting.switch or setting.default is None:
+    if setting.switch or setting.default in (None, ""):
         return setting.help
     return f"{setting.help} (default {setting.default})"
 
@@ -316,11 +316,13 @@ def _load_toml(
         raise SettingsError(f"{source}: cannot read it: {error.strerror}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise SettingsError(f"{source}: not valid TOML: {error}") from None
-    table = document.get(command, {})
-    if not isinstance(table, dict):
-        raise SettingsError(f"{source}: [{command}] must be a table")
     shared = {setting.name for setting in SHARED_SETTINGS}
     shared |= {name for name, setting in known.items() if setting.shared}
+    table = document.get(command, {})
+    if not isinstance(table, dict):
+        if command not in shared:  # top-level ``master = "HOST:PORT"`` is not [master]
+            raise SettingsError(f"{source}: [{command}] must be a table")
+        table = {}
     values: dict[str, Any] = {}
     for key, value in document.items():
         name = key.replace("-", "_")

@@ -14,8 +14,8 @@ arrives" checks, which wait several retry intervals.
 from __future__ import annotations
 
 import asyncio
-import json
 import contextlib
+import json
 import os
 import signal
 import sys

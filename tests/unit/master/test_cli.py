@@ -6,7 +6,6 @@ user sees (exit codes, stdout/stderr, no traceback), as a real subprocess.
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import subprocess
@@ -523,40 +522,14 @@ def test_help_subprocess_lists_the_subcommands() -> None:
         assert name in done.stdout
 
 
-# -- durations -------------------------------------------------------------------------------------
+# -- durations (their syntax: tests/unit/kernel/test_settings.py) -------------------------------
 
 
-@pytest.mark.parametrize(
-    ("text", "seconds"),
-    [
-        ("500ms", 0.5),
-        ("15s", 15.0),
-        ("2m", 120.0),
-        ("3", 3.0),
-        ("1h", 3600.0),
-        ("1.5s", 1.5),
-        (" 10s ", 10.0),
-        ("0", 0.0),
-    ],
-)
-def test_parse_duration(text: str, seconds: float) -> None:
-    assert cli.parse_duration(text) == pytest.approx(seconds)
-
-
-@pytest.mark.parametrize(
-    "text", ["", "abc", "-1", "5x", "s", "1e3", "1 5s", "ms500", "1.s", "15 sec"]
-)
-def test_parse_duration_rejects_bad_text(text: str) -> None:
-    with pytest.raises(argparse.ArgumentTypeError) as caught:
-        cli.parse_duration(text)
-    assert repr(text) in str(caught.value)
-
-
-def test_bad_duration_flag_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as caught:
-        cli.main(["master", "--allocation-interval", "soon"])
-    assert caught.value.code == 2
-    assert "soon" in capsys.readouterr().err
+def test_bad_duration_flag_exits_2_naming_it(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["master", "--allocation-interval", "soon"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fairshare master: --allocation-interval 'soon': ")
+    assert "not a duration" in err
 
 
 # -- fluid mode (needs master.core.fluid) ----------------------------------------------------------
