@@ -184,13 +184,12 @@ def positive_number(raw: Any) -> float:
 
 def positive_int(raw: Any) -> int:
     """A whole number, at least 1."""
-    if isinstance(raw, str) and raw.strip().lstrip("-").isdigit():
-        raw = int(raw)
-    if isinstance(raw, bool) or not isinstance(raw, int):
+    value = int(raw) if isinstance(raw, str) and raw.strip().lstrip("-").isdigit() else raw
+    if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{raw!r} is not a whole number")
-    if raw < 1:
+    if value < 1:
         raise ValueError(f"{raw!r} must be at least 1")
-    return raw
+    return value
 
 
 def non_empty_text(raw: Any) -> str:
@@ -252,7 +251,7 @@ SHARED_SETTINGS: Final = (
         "log_level",
         log_level,
         "INFO",
-        "least severe level logged: DEBUG, INFO, WARNING or ERROR (any case)",
+        "least severe level logged: DEBUG, INFO, WARNING or ERROR, in any case",
         shared=True,
         metavar="LEVEL",
     ),

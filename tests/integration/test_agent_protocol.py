@@ -1,4 +1,4 @@
-"""The REAL agent process (``python -m master.cli agent``) against a protocol-level fake master.
+"""The REAL agent process (``python -m fairshare.cli agent``) against a protocol-level fake master.
 
 The fake is a grpc.aio ``AgentService`` servicer on 127.0.0.1:0 in the test process that records
 every call and scripts the master's side of agent.proto: it answers Register/Reregister, pushes
@@ -195,7 +195,7 @@ async def agent_process(tmp_path: Path, port: int, *extra: str) -> AsyncIterator
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "master.cli",
+            "fairshare.cli",
             "agent",
             "--master",
             f"127.0.0.1:{port}",

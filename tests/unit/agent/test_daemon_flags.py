@@ -1,4 +1,4 @@
-"""``fairshare agent`` settings: bad flags exit 2 naming the flag (real ``python -m master.cli``
+"""``fairshare agent`` settings: bad flags exit 2 naming the flag (real ``python -m fairshare.cli``
 subprocesses), and the precedence flags > ``FAIRSHARE_*`` environment > TOML file > defaults.
 """
 
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[3]
 def run_agent(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("FAIRSHARE_")}
     return subprocess.run(
-        [sys.executable, "-m", "master.cli", "agent", *argv],
+        [sys.executable, "-m", "fairshare.cli", "agent", *argv],
         capture_output=True,
         text=True,
         timeout=30,
