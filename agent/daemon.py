@@ -72,7 +72,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(serve(settings))
     except AgentFatalError as error:
-        log_event(_LOG, "fatal", logging.ERROR, error=str(error))
+        log_event(_LOG, "agent.failed", logging.ERROR, error=str(error))
         return EXIT_FAILURE
 
 
@@ -100,7 +100,7 @@ def _make_work_dir(work_dir: Path) -> bool:
     except OSError as error:
         log_event(
             _LOG,
-            "cannot create work dir",
+            "work_dir.failed",
             logging.ERROR,
             work_dir=str(work_dir),
             error=error.strerror,
@@ -115,7 +115,7 @@ def _bind(server: grpc.aio.Server, host: str, port: int) -> int | None:
     try:
         bound = server.add_insecure_port(address)
     except RuntimeError as error:
-        log_event(_LOG, "cannot bind", logging.ERROR, address=address, error=str(error))
+        log_event(_LOG, "listen.failed", logging.ERROR, address=address, error=str(error))
         return None
     return bound
 
@@ -129,7 +129,7 @@ async def serve(settings: AgentSettings) -> int:
     try:
         checkpoint = CheckpointStore.open(settings.work_dir / CHECKPOINT_FILE, spec)
     except CheckpointError as error:
-        log_event(_LOG, "cannot use the checkpoint", logging.ERROR, error=str(error))
+        log_event(_LOG, "checkpoint.failed", logging.ERROR, error=str(error))
         return EXIT_FAILURE
     try:
         return await _serve_with(settings, spec, checkpoint)
@@ -155,7 +155,7 @@ async def _serve_with(
     try:
         runtime = AgentRuntime(config, spec, checkpoint=checkpoint)
     except CheckpointError as error:
-        log_event(_LOG, "cannot use the checkpoint", logging.ERROR, error=str(error))
+        log_event(_LOG, "checkpoint.failed", logging.ERROR, error=str(error))
         return EXIT_FAILURE
     await server.start()
     metrics = _start_metrics(settings, runtime)
@@ -167,14 +167,14 @@ async def _serve_with(
     address = _address(settings.host, port)
     _write_address(address_file, address)
     log_event(_LOG, "listening", address=address)
-    log_event(_LOG, "metrics listening", address=metrics.address)
+    log_event(_LOG, "metrics.listening", address=metrics.address)
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, _stopper(runtime, signum))
     health.set_all(SERVING)
     log_event(
         _LOG,
-        "agent started",
+        "agent.started",
         master=settings.master,
         resources=str(resources),
         attributes=";".join(f"{n}:{v}" for n, v in settings.attributes),
@@ -187,7 +187,7 @@ async def _serve_with(
         await asyncio.to_thread(metrics.close)
         address_file.unlink(missing_ok=True)
         metrics_file.unlink(missing_ok=True)
-    log_event(_LOG, "stopped")
+    log_event(_LOG, "agent.stopped")
     return 0
 
 
@@ -199,7 +199,7 @@ def _start_metrics(settings: AgentSettings, runtime: AgentRuntime) -> MetricsSer
     except OSError as error:
         log_event(
             _LOG,
-            "cannot bind metrics",
+            "metrics.listen.failed",
             logging.ERROR,
             address=_address(settings.host, settings.metrics_port),
             error=str(error),
@@ -209,7 +209,7 @@ def _start_metrics(settings: AgentSettings, runtime: AgentRuntime) -> MetricsSer
 
 def _stopper(runtime: AgentRuntime, signum: int) -> Callable[[], None]:
     def stop() -> None:
-        log_event(_LOG, "signal received", signal=signal.Signals(signum).name)
+        log_event(_LOG, "signal.received", signal=signal.Signals(signum).name)
         runtime.stop()
 
     return stop

@@ -481,7 +481,9 @@ def test_agent_waits_for_a_master_that_starts_later(tmp_path: Path) -> None:
         await server.stop(0)  # reserve a port, then leave it closed for a while
         async with agent_process(tmp_path, port, "--log-format", "json") as agent:
             deadline = asyncio.get_running_loop().time() + DEADLINE
-            while "reconnecting" not in agent.stderr():  # the agent keeps trying with backoff
+            while (
+                "master.reconnecting" not in agent.stderr()
+            ):  # the agent keeps trying with backoff
                 assert asyncio.get_running_loop().time() < deadline, agent.stderr()
                 await asyncio.sleep(0.05)
             server, _ = await start_fake(fake, port)
