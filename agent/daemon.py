@@ -26,7 +26,6 @@ import dataclasses
 import logging
 import os
 import signal
-import sys
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
@@ -34,9 +33,10 @@ from pathlib import Path
 import grpc
 from fairshare.health import NOT_SERVING, SERVING, HealthServicer
 from fairshare.logs import configure_logging, log_event
+from fairshare.settings import add_setting_flags
 
 from agent.checkpoint import CHECKPOINT_FILE, CheckpointError, CheckpointStore
-from agent.config import AgentSettings, ConfigError, resolve
+from agent.config import AGENT_SETTINGS, AgentSettings, resolve
 from agent.metrics import (
     AgentCollector,
     MetricsServer,
@@ -49,26 +49,30 @@ from agent.records import AgentSpec
 from agent.resources_probe import host_resources
 from agent.runtime import AgentFatalError, AgentRuntime, RuntimeConfig
 
-__all__ = ["ADDRESS_FILE", "main", "serve"]
+__all__ = ["ADDRESS_FILE", "add_arguments", "main", "serve"]
 
 ADDRESS_FILE = "agent.addr"
-EXIT_BAD_INPUT = 2
 EXIT_FAILURE = 1
 _LOG = logging.getLogger("fairshare.agent")
 
 
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of ``fairshare agent`` (one per setting of ``AGENT_SETTINGS``)."""
+    parser.description = (
+        "Run an agent: register this host's resources with the master and run the tasks it"
+        " launches."
+    )
+    add_setting_flags(parser, AGENT_SETTINGS)
+
+
 def main(args: argparse.Namespace) -> int:
     """Run the agent daemon until SIGTERM; returns the process exit code."""
-    try:
-        settings = resolve(args, os.environ)
-    except ConfigError as error:
-        print(f"fairshare agent: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    configure_logging(settings.log_format)
+    settings = resolve(args, os.environ)  # SettingsError: the command line says why, exit 2
+    configure_logging(settings.log_format, settings.log_level)
     try:
         return asyncio.run(serve(settings))
     except AgentFatalError as error:
-        log_event(_LOG, "fatal", logging.ERROR, error=str(error))
+        log_event(_LOG, "agent.failed", logging.ERROR, error=str(error))
         return EXIT_FAILURE
 
 
@@ -96,7 +100,7 @@ def _make_work_dir(work_dir: Path) -> bool:
     except OSError as error:
         log_event(
             _LOG,
-            "cannot create work dir",
+            "work_dir.failed",
             logging.ERROR,
             work_dir=str(work_dir),
             error=error.strerror,
@@ -111,7 +115,7 @@ def _bind(server: grpc.aio.Server, host: str, port: int) -> int | None:
     try:
         bound = server.add_insecure_port(address)
     except RuntimeError as error:
-        log_event(_LOG, "cannot bind", logging.ERROR, address=address, error=str(error))
+        log_event(_LOG, "listen.failed", logging.ERROR, address=address, error=str(error))
         return None
     return bound
 
@@ -125,7 +129,7 @@ async def serve(settings: AgentSettings) -> int:
     try:
         checkpoint = CheckpointStore.open(settings.work_dir / CHECKPOINT_FILE, spec)
     except CheckpointError as error:
-        log_event(_LOG, "cannot use the checkpoint", logging.ERROR, error=str(error))
+        log_event(_LOG, "checkpoint.failed", logging.ERROR, error=str(error))
         return EXIT_FAILURE
     try:
         return await _serve_with(settings, spec, checkpoint)
@@ -151,7 +155,7 @@ async def _serve_with(
     try:
         runtime = AgentRuntime(config, spec, checkpoint=checkpoint)
     except CheckpointError as error:
-        log_event(_LOG, "cannot use the checkpoint", logging.ERROR, error=str(error))
+        log_event(_LOG, "checkpoint.failed", logging.ERROR, error=str(error))
         return EXIT_FAILURE
     await server.start()
     metrics = _start_metrics(settings, runtime)
@@ -163,14 +167,14 @@ async def _serve_with(
     address = _address(settings.host, port)
     _write_address(address_file, address)
     log_event(_LOG, "listening", address=address)
-    log_event(_LOG, "metrics listening", address=metrics.address)
+    log_event(_LOG, "metrics.listening", address=metrics.address)
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, _stopper(runtime, signum))
     health.set_all(SERVING)
     log_event(
         _LOG,
-        "agent started",
+        "agent.started",
         master=settings.master,
         resources=str(resources),
         attributes=";".join(f"{n}:{v}" for n, v in settings.attributes),
@@ -183,7 +187,7 @@ async def _serve_with(
         await asyncio.to_thread(metrics.close)
         address_file.unlink(missing_ok=True)
         metrics_file.unlink(missing_ok=True)
-    log_event(_LOG, "stopped")
+    log_event(_LOG, "agent.stopped")
     return 0
 
 
@@ -195,7 +199,7 @@ def _start_metrics(settings: AgentSettings, runtime: AgentRuntime) -> MetricsSer
     except OSError as error:
         log_event(
             _LOG,
-            "cannot bind metrics",
+            "metrics.listen.failed",
             logging.ERROR,
             address=_address(settings.host, settings.metrics_port),
             error=str(error),
@@ -205,7 +209,7 @@ def _start_metrics(settings: AgentSettings, runtime: AgentRuntime) -> MetricsSer
 
 def _stopper(runtime: AgentRuntime, signum: int) -> Callable[[], None]:
     def stop() -> None:
-        log_event(_LOG, "signal received", signal=signal.Signals(signum).name)
+        log_event(_LOG, "signal.received", signal=signal.Signals(signum).name)
         runtime.stop()
 
     return stop

@@ -182,14 +182,14 @@ def recover(
     tally = apply_recovery(state, executor, plan_recovery(state.tasks(), wall), now)
     log_event(
         _LOG,
-        "recovered",
+        "agent.recovered",
         agent_id=state.agent_id,
         tasks=len(state.tasks()),
         pending_updates=state.pending_updates(),
-        **tally,
+        **dict[str, Any](tally),
     )
     return tally
 
 
 def _log(key: TaskKey, action: str, **fields: Any) -> None:
-    log_event(_LOG, "task recovered", framework_id=key[0], task_id=key[1], action=action, **fields)
+    log_event(_LOG, "task.recovered", framework_id=key[0], task_id=key[1], action=action, **fields)

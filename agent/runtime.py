@@ -198,7 +198,7 @@ class AgentRuntime:
                 immediate = outcome is not _Outcome.RECONNECT and attempt == 1
                 delay = 0.0 if immediate else self._reconnect.delay(attempt)
                 self.reconnects_total += 1
-                log_event(_LOG, "reconnecting", why=outcome.why, delay=f"{delay:.3f}")
+                log_event(_LOG, "master.reconnecting", why=outcome.why, delay=f"{delay:.3f}")
                 await self._sleep_unless_stopped(delay)
         finally:
             if self.config.kill_tasks_on_shutdown and self._fatal is None:
@@ -227,7 +227,7 @@ class AgentRuntime:
             self._checkpoint.write(changes)
         except CheckpointError as error:
             self._fatal = str(error)
-            log_event(_LOG, "checkpoint write failed", logging.ERROR, error=self._fatal)
+            log_event(_LOG, "checkpoint.write.failed", logging.ERROR, error=self._fatal)
             self._stop.set()
             return False
         return True
@@ -247,7 +247,7 @@ class AgentRuntime:
             self.state.on_connected(self._now())
             log_event(
                 _LOG,
-                "connected",
+                "master.connected",
                 agent_id=self.state.agent_id,
                 master=self.config.master,
                 master_id=self.state.master_id,
@@ -261,18 +261,18 @@ class AgentRuntime:
         except grpc.aio.AioRpcError as error:
             log_event(
                 _LOG,
-                "master call failed",
+                "master.call.failed",
                 logging.WARNING,
                 code=error.code().name,
                 details=error.details(),
             )
             return _classify(error)
         except TimeoutError:
-            log_event(_LOG, "master did not answer", logging.WARNING, timeout=self._timeout)
+            log_event(_LOG, "master.unanswered", logging.WARNING, timeout=self._timeout)
             return _Outcome.RECONNECT
         finally:
             if self.state.connected:
-                log_event(_LOG, "disconnected", agent_id=self.state.agent_id)
+                log_event(_LOG, "master.disconnected", agent_id=self.state.agent_id)
             self.state.on_disconnected()
             for send in list(self._sends):
                 send.cancel()
@@ -301,7 +301,7 @@ class AgentRuntime:
         resources = str(self.state.spec.resources)
         log_event(
             _LOG,
-            "registered",
+            "agent.registered",
             agent_id=answer.agent_id,
             master_id=answer.master_id,
             resources=resources,
@@ -330,7 +330,7 @@ class AgentRuntime:
         self.reregistrations_total += 1
         log_event(
             _LOG,
-            "reregistered",
+            "agent.reregistered",
             agent_id=registration.agent_id,
             master_id=response.master_id,
             tasks=len(request.tasks),
@@ -375,13 +375,13 @@ class AgentRuntime:
         except grpc.aio.AioRpcError as error:
             log_event(
                 _LOG,
-                "command stream ended",
+                "master.stream.ended",
                 logging.WARNING,
                 code=error.code().name,
                 details=error.details(),
             )
             return _classify(error)
-        log_event(_LOG, "command stream ended", logging.WARNING, code="OK")
+        log_event(_LOG, "master.stream.ended", logging.WARNING, code="OK")
         return _Outcome.RECONNECT
 
     async def _heartbeats(self, stub: agent_pb2_grpc.AgentServiceAsyncStub) -> _Outcome:
@@ -396,7 +396,7 @@ class AgentRuntime:
                 self.heartbeat_failures_total += 1
                 log_event(
                     _LOG,
-                    "heartbeat failed",
+                    "heartbeat.failed",
                     logging.WARNING,
                     code=error.code().name,
                     details=error.details(),
@@ -405,7 +405,7 @@ class AgentRuntime:
             self.heartbeats_total += 1
             self._healthy = True
             if response.master_id and response.master_id != self.state.master_id:
-                log_event(_LOG, "master changed", old=self.state.master_id, new=response.master_id)
+                log_event(_LOG, "master.changed", old=self.state.master_id, new=response.master_id)
                 return _Outcome.REREGISTER
 
     # -- status updates -------------------------------------------------------------------------
@@ -435,7 +435,7 @@ class AgentRuntime:
         if outgoing.attempt > 1:
             log_event(
                 _LOG,
-                "status update retry",
+                "status_update.retried",
                 task_id=update.task_id,
                 state=update.state.value,
                 attempt=outgoing.attempt,
@@ -447,7 +447,7 @@ class AgentRuntime:
             except grpc.aio.AioRpcError as error:
                 log_event(
                     _LOG,
-                    "status update not delivered",
+                    "status_update.undelivered",
                     logging.WARNING,
                     task_id=update.task_id,
                     code=error.code().name,
@@ -465,7 +465,7 @@ class AgentRuntime:
         if not self._persist():
             return
         outgoing = self.state.take_due(self._now(), force=True)
-        log_event(_LOG, "draining", killed=killed, updates=len(outgoing))
+        log_event(_LOG, "agent.draining", killed=killed, updates=len(outgoing))
         sends = [asyncio.ensure_future(self._send(stub, item)) for item in outgoing]
         if sends:
             await asyncio.wait(sends, timeout=self.config.drain_timeout)
@@ -485,13 +485,13 @@ class AgentRuntime:
             applied = self.state.handle_ack(ack.framework_id, ack.task_id, ack.uuid, self._now())
             log_event(
                 _LOG,
-                "status update acknowledged" if applied else "acknowledgement ignored",
+                "status_update.acknowledged" if applied else "acknowledgement.ignored",
                 logging.DEBUG,
                 task_id=ack.task_id,
                 uuid=ack.uuid.hex(),
             )
         else:
-            log_event(_LOG, "unknown command ignored", logging.WARNING)
+            log_event(_LOG, "command.ignored", logging.WARNING)
         self._persist()
         self._wake.set()
 
@@ -504,26 +504,26 @@ class AgentRuntime:
         for key, spec in result.accepted:
             self.executor.launch(key, spec)
             log_event(
-                _LOG, "task launched", framework_id=key[0], task_id=key[1], duration=spec.duration
+                _LOG, "task.launched", framework_id=key[0], task_id=key[1], duration=spec.duration
             )
         for key, problem in result.rejected:
             log_event(
                 _LOG,
-                "task rejected",
+                "task.rejected",
                 logging.WARNING,
                 framework_id=key[0],
                 task_id=key[1],
                 problem=problem,
             )
         for reason in result.ignored:
-            log_event(_LOG, "launch ignored", logging.WARNING, reason=reason)
+            log_event(_LOG, "launch.ignored", logging.WARNING, reason=reason)
 
     def _kill(self, framework_id: str, task_id: str) -> None:
         key = (framework_id, task_id)
         decision = self.state.handle_kill(framework_id, task_id, self._now(), time.time())
         log_event(
             _LOG,
-            "kill requested",
+            "task.kill.requested",
             framework_id=framework_id,
             task_id=task_id,
             decision=decision.value,
@@ -546,7 +546,7 @@ class AgentRuntime:
         if update is not None:
             log_event(
                 _LOG,
-                "task state",
+                "task.state.changed",
                 framework_id=event.key[0],
                 task_id=event.key[1],
                 state=event.state.value,
@@ -561,7 +561,7 @@ class AgentRuntime:
         self._persist()  # the checkpoint forgets them too (agent.proto: "drops its checkpoint")
         for key in keys:
             self.executor.kill(key, silent=True)
-        log_event(_LOG, "removed by the master", logging.WARNING, tasks_killed=len(keys))
+        log_event(_LOG, "agent.removed", logging.WARNING, tasks_killed=len(keys))
 
     # -- helpers ---------------------------------------------------------------------------------
 

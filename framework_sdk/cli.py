@@ -1,15 +1,19 @@
 """Client-side subcommands of ``fairshare``: ``run`` (the built-in framework) and ``status``.
 
-``master/cli.py`` parses the flags (DESIGN.md §4) and calls ``run(args)`` or ``status(args)``,
-which return the exit code.
+``run_command`` and ``status_command`` are their entries in ``fairshare.cli``'s table: each adds
+its flags to the parser (``RUN_SETTINGS``/``STATUS_SETTINGS``, resolved by ``fairshare.settings``:
+``--master`` defaults from ``FAIRSHARE_MASTER``, the TOML file, then 127.0.0.1:5050) and runs
+the parsed arguments, returning the exit code.
 
 Invariants:
-- Bad input exits 2 with ``fairshare SUBCOMMAND: --flag: <why>`` on stderr; an unreachable or
+- Bad input exits 2 with ``fairshare SUBCOMMAND: --flag ...: <why>`` on stderr; an unreachable or
   refusing master exits 1 with a clear message; success (including Ctrl-C/SIGTERM ending
   ``run``) exits 0. No traceback reaches the user for these cases.
 - ``run`` declares its task shape and count as its Demand, so the master sizes offers to the
   fair number of tasks; it keeps at most ``--count`` non-terminal tasks, replaces tasks that
-  end, suppresses offers while it has all it wants, and tears the framework down on exit.
+  end, suppresses offers while it has all it wants, and tears the framework down on exit. It
+  logs one line per event (``fairshare.logs``: ``--log-format``, ``--log-level``), the SDK's
+  own lines included.
 - ``status --json`` prints exactly one JSON object (see ``framework_sdk.cluster_state``).
 - ``status --watch`` redraws the table with a bar per framework's dominant share every
   ``--interval`` until Ctrl-C, which exits 0: on a terminal it clears the screen before each
@@ -24,7 +28,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import math
 import signal
 import sys
 import time
@@ -33,7 +36,20 @@ from dataclasses import dataclass
 from typing import Final, TextIO
 
 import grpc
+from fairshare.cli import Command, command_settings
+from fairshare.logs import log_event
 from fairshare.resources import ResourceError, ResourceVector
+from fairshare.settings import (
+    SHARED_SETTINGS,
+    Setting,
+    SettingsError,
+    add_setting_flags,
+    non_empty_text,
+    optional_positive_duration,
+    positive_duration,
+    positive_int,
+    positive_number,
+)
 from fairshare.v1 import operator_pb2, operator_pb2_grpc
 
 from framework_sdk.cluster_state import render_share_bars, render_table, state_to_dict
@@ -49,19 +65,49 @@ from framework_sdk.events import (
 from framework_sdk.framework import Framework
 from framework_sdk.types import Capability, Demand, FrameworkInfo, Offer, TaskSpec, TaskState
 
-__all__ = ["run", "status", "watch", "watch_frame"]
+__all__ = [
+    "RUN_SETTINGS",
+    "STATUS_SETTINGS",
+    "RunConfig",
+    "run",
+    "run_command",
+    "run_framework",
+    "status",
+    "status_command",
+    "watch",
+    "watch_frame",
+]
 
 EXIT_OK: Final = 0
 EXIT_FAILURE: Final = 1
-EXIT_BAD_INPUT: Final = 2
 STATUS_TIMEOUT: Final = 5.0
 CONNECT_TIMEOUT: Final = 30.0
 CLEAR_SCREEN: Final = "\x1b[H\x1b[2J"  # cursor home, erase the screen
 _LOG = logging.getLogger("fairshare.run")
 
 
-class _BadInputError(ValueError):
-    """A flag value that cannot be used; the message names the flag."""
+RUN_SETTINGS: Final = (
+    *SHARED_SETTINGS,
+    Setting("count", positive_int, 1, "how many tasks to keep running", metavar="N"),
+    Setting(
+        "duration",
+        optional_positive_duration,
+        None,
+        "each task ends after this long (and is replaced); default: runs until killed",
+        metavar="DURATION",
+    ),
+    Setting("role", non_empty_text, "*", "the framework's role"),
+    Setting("weight", positive_number, 1.0, "the framework's weight", metavar="W"),
+)
+"""The settings of ``fairshare run`` (``--name`` and ``--task`` are its arguments)."""
+
+STATUS_SETTINGS: Final = (
+    *SHARED_SETTINGS,
+    Setting(
+        "interval", positive_duration, "2s", "--watch: time between frames", metavar="DURATION"
+    ),
+)
+"""The settings of ``fairshare status``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,37 +124,26 @@ class RunConfig:
     connect_timeout: float = CONNECT_TIMEOUT
 
 
-def _check_master(text: str) -> str:
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise _BadInputError(f"--master: {text!r} is not HOST:PORT")
-    return text
-
-
 def run_config(args: argparse.Namespace) -> RunConfig:
-    """The validated settings of ``fairshare run`` (raises ValueError naming the flag)."""
+    """The validated settings of ``fairshare run`` (raises ``SettingsError`` naming the flag,
+    variable or key); logs are configured from them."""
+    values = command_settings("run", RUN_SETTINGS, args)
     try:
         shape = ResourceVector.parse(args.task)
     except ResourceError as error:
-        raise _BadInputError(f"--task: {error}") from None
+        raise SettingsError(f"--task {args.task!r}: {error}") from None
     if not shape:
-        raise _BadInputError(f"--task: {args.task!r} names no resources")
+        raise SettingsError(f"--task {args.task!r}: names no resources")
     if not args.name.strip():
-        raise _BadInputError("--name: must not be empty")
-    if args.count < 1:
-        raise _BadInputError(f"--count: must be at least 1, got {args.count}")
-    if not (math.isfinite(args.weight) and args.weight > 0):
-        raise _BadInputError(f"--weight: must be a finite number > 0, got {args.weight}")
-    if args.duration is not None and not args.duration > 0:
-        raise _BadInputError(f"--duration: must be > 0, got {args.duration}")
+        raise SettingsError(f"--name {args.name!r}: must not be empty")
     return RunConfig(
-        master=_check_master(args.master),
+        master=values["master"],
         name=args.name.strip(),
-        role=args.role or "*",
-        weight=args.weight,
+        role=values["role"],
+        weight=values["weight"],
         shape=shape,
-        count=args.count,
-        duration=args.duration,
+        count=values["count"],
+        duration=values["duration"],
     )
 
 
@@ -138,7 +173,7 @@ class TaskKeeper:
             case StatusUpdate():
                 await self._on_update(event)
             case Disconnected():
-                _LOG.warning("disconnected from the master (%s); reconnecting", event.reason)
+                log_event(_LOG, "master.disconnected", logging.WARNING, reason=event.reason)
             case _:
                 pass
 
@@ -163,13 +198,14 @@ class TaskKeeper:
         await self._fw.launch(offer, tasks, refuse_seconds=0.0 if more else None)
         for task in tasks:
             self.live[task.task_id] = TaskState.STAGING
-        _LOG.info(
-            "launched %d task(s) of %s on agent %s (%d/%d)",
-            number,
-            self._config.shape,
-            offer.agent_id,
-            len(self.live),
-            self._config.count,
+        log_event(
+            _LOG,
+            "tasks.launched",
+            tasks=number,
+            shape=self._config.shape,
+            agent_id=offer.agent_id,
+            live=len(self.live),
+            wanted=self._config.count,
         )
 
     async def _on_update(self, update: StatusUpdate) -> None:
@@ -177,16 +213,25 @@ class TaskKeeper:
             return
         if not update.state.is_terminal:
             if self.live[update.task_id] is not update.state:
-                _LOG.info(
-                    "task %s is %s on agent %s", update.task_id, update.state.value, update.agent_id
+                log_event(
+                    _LOG,
+                    "task.state.changed",
+                    task_id=update.task_id,
+                    state=update.state.value,
+                    agent_id=update.agent_id,
                 )
             self.live[update.task_id] = update.state
             return
         del self.live[update.task_id]
         if update.state is TaskState.FINISHED:
             self.finished += 1
-        detail = f" ({update.message})" if update.message else ""
-        _LOG.info("task %s ended %s%s; replacing it", update.task_id, update.state.value, detail)
+        log_event(
+            _LOG,
+            "task.ended",
+            task_id=update.task_id,
+            state=update.state.value,
+            message=update.message,
+        )
         if self._suppressed:
             await self._revive()
 
@@ -216,11 +261,13 @@ async def _keep_running(fw: Framework, keeper: TaskKeeper, stop: asyncio.Event) 
     consumer.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await consumer
-    _LOG.info("stopping: tearing down framework %s (its tasks are killed)", fw.framework_id)
+    log_event(
+        _LOG, "framework.teardown", framework_id=fw.framework_id, tasks_killed=len(keeper.live)
+    )
     try:
         await fw.teardown()
     except FairshareError as error:
-        _LOG.warning("teardown failed: %s", error)
+        log_event(_LOG, "framework.teardown.failed", logging.WARNING, error=error)
     return EXIT_OK
 
 
@@ -259,26 +306,9 @@ async def run_framework(config: RunConfig, stop: asyncio.Event | None = None) ->
     return EXIT_FAILURE
 
 
-def _configure_logging() -> None:
-    """One line per event on stderr, for the built-in framework and the SDK under it."""
-    for name in ("fairshare.run", "framework_sdk"):
-        logger = logging.getLogger(name)
-        if not logger.handlers:
-            handler = logging.StreamHandler(sys.stderr)
-            handler.setFormatter(logging.Formatter("%(asctime)s fairshare run: %(message)s"))
-            logger.addHandler(handler)
-            logger.setLevel(logging.INFO)
-            logger.propagate = False
-
-
 def run(args: argparse.Namespace) -> int:
     """``fairshare run``: keep up to ``--count`` placeholder tasks of ``--task`` running."""
-    try:
-        config = run_config(args)
-    except _BadInputError as error:
-        print(f"fairshare run: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    _configure_logging()
+    config = run_config(args)  # SettingsError: the command line says why, exit 2
     try:
         return asyncio.run(run_framework(config))
     except KeyboardInterrupt:
@@ -340,18 +370,12 @@ def watch(
 
 def status(args: argparse.Namespace) -> int:
     """``fairshare status``: the state as a table, one JSON object with --json, or --watch."""
-    try:
-        master = _check_master(args.master)
-        if args.watch:
-            if args.json:
-                raise _BadInputError("--watch: draws a table; it cannot be combined with --json")
-            if not (math.isfinite(args.interval) and args.interval > 0):
-                raise _BadInputError(f"--interval: must be > 0, got {args.interval:g}")
-    except _BadInputError as error:
-        print(f"fairshare status: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    values = command_settings("status", STATUS_SETTINGS, args)
+    master: str = values["master"]
+    if args.watch and args.json:
+        raise SettingsError("--watch: draws a table; it cannot be combined with --json")
     if args.watch:
-        return watch(master, args.interval)
+        return watch(master, values["interval"])
     try:
         state = fetch_state(master)
     except grpc.RpcError as error:
@@ -363,3 +387,32 @@ def status(args: argparse.Namespace) -> int:
     else:
         print(render_table(document))
     return EXIT_OK
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of ``fairshare run``."""
+    parser.description = (
+        "The built-in framework: keep up to --count placeholder tasks of one shape running,"
+        " replacing those that end; Ctrl-C or SIGTERM tears the framework down."
+    )
+    parser.add_argument("--name", required=True, help="the framework's name (and task id prefix)")
+    parser.add_argument(
+        "--task", required=True, metavar="RESOURCES", help="task shape, e.g. 'cpus:1;mem:4096'"
+    )
+    add_setting_flags(parser, RUN_SETTINGS)
+
+
+def add_status_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of ``fairshare status``."""
+    parser.description = (
+        "Show the cluster state: agents, frameworks with their dominant shares, tasks, offers."
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object (machine-readable)"
+    )
+    parser.add_argument("--watch", action="store_true", help="redraw every --interval until Ctrl-C")
+    add_setting_flags(parser, STATUS_SETTINGS)
+
+
+run_command: Final = Command(add_run_arguments, run)
+status_command: Final = Command(add_status_arguments, status)

@@ -45,6 +45,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import Any, Final
 
 import grpc
+from fairshare.logs import log_event
 from fairshare.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from framework_sdk import wire
@@ -256,11 +257,12 @@ class SchedulerClient:
                     failures = 0
                 delay = self._options.backoff.delay(failures, self._rng)
                 failures += 1
-                _LOG.info(
-                    "reconnecting master=%s in=%.3fs reason=%s",
-                    self._master,
-                    delay,
-                    self._last_error,
+                log_event(
+                    _LOG,
+                    "master.reconnecting",
+                    master=self._master,
+                    delay=f"{delay:.3f}s",
+                    reason=self._last_error,
                 )
                 await asyncio.sleep(delay)
         finally:
@@ -304,7 +306,8 @@ class SchedulerClient:
                 and outcome is not _Outcome.FATAL
                 and not (self._closed or self._stopping)
             ):
-                _LOG.warning("disconnected master=%s reason=%s", self._master, self._last_error)
+                warning = logging.WARNING
+                log_event(_LOG, "master.disconnected", warning, reason=self._last_error)
                 self._queue.put_nowait(Disconnected(reason=self._last_error))
             # Unary calls in flight on this channel (a Teardown, acknowledgements) finish
             # within their deadline; the next session uses a new channel meanwhile.
@@ -341,12 +344,13 @@ class SchedulerClient:
         self._stub = stub
         self._subscribed.set()
         self._queue.put_nowait(event)
-        _LOG.info(
-            "subscribed master=%s framework_id=%s master_id=%s resubscribed=%s",
-            self._master,
-            event.framework_id,
-            event.master_id,
-            event.resubscribed,
+        log_event(
+            _LOG,
+            "framework.subscribed",
+            master=self._master,
+            framework_id=event.framework_id,
+            master_id=event.master_id,
+            resubscribed=event.resubscribed,
         )
         if resubscribing and self._options.reconcile_on_resubscribe:
             self._spawn(self._reconcile_quietly())
@@ -372,7 +376,7 @@ class SchedulerClient:
             try:
                 event = wire.event_from_pb(message, self._master)
             except ValueError as error:  # includes ResourceError: a malformed message
-                _LOG.error("dropped malformed event from master=%s: %s", self._master, error)
+                log_event(_LOG, "event.malformed", logging.ERROR, master=self._master, error=error)
                 continue
             if event is None or isinstance(event, Subscribed):
                 continue
@@ -382,10 +386,10 @@ class SchedulerClient:
             if isinstance(event, ErrorEvent):
                 self._last_error = event.message
                 if self._stopping or self._closed:  # the expected end of a teardown
-                    _LOG.info("subscription ended: %s", event.message)
+                    log_event(_LOG, "subscription.ended", message=event.message)
                     return _Outcome.FATAL
                 self._fatal = call_error("Subscribe", event.code, event.message)
-                _LOG.error("master ended the subscription: %s", event.message)
+                log_event(_LOG, "subscription.ended", logging.ERROR, message=event.message)
                 return _Outcome.FATAL
 
     def _on_stream_error(self, error: grpc.aio.AioRpcError, subscribed: bool) -> _Outcome:
@@ -394,7 +398,7 @@ class SchedulerClient:
         if not subscribed and code in _FATAL_SUBSCRIBE_CODES:
             self._fatal = call_error("Subscribe", code, details)
             self._queue.put_nowait(ErrorEvent(message=details, code=code))
-            _LOG.error("subscription refused master=%s %s", self._master, self._last_error)
+            log_event(_LOG, "subscription.refused", logging.ERROR, error=self._last_error)
             return _Outcome.FATAL
         return _Outcome.LOST_AFTER_SUBSCRIBED if subscribed else _Outcome.LOST_BEFORE_SUBSCRIBED
 
@@ -404,7 +408,8 @@ class SchedulerClient:
         if verdict is Delivery.DELIVER:
             return True
         self._duplicates += 1
-        _LOG.debug("dropped a copy task=%s uuid=%s: %s", update.task_id, update.uuid.hex(), verdict)
+        ids = f"{update.task_id}/{update.uuid.hex()}"
+        log_event(_LOG, "status_update.duplicate", logging.DEBUG, update=ids, verdict=verdict.name)
         if verdict is Delivery.REACKNOWLEDGE:
             self._spawn(self._acknowledge_quietly(update))
         return False
@@ -418,13 +423,15 @@ class SchedulerClient:
         try:
             await self.acknowledge(update)
         except (CallError, NotConnectedError) as error:
-            _LOG.debug("implicit acknowledgement of task %s not sent: %s", update.task_id, error)
+            log_event(
+                _LOG, "acknowledgement.failed", logging.DEBUG, task_id=update.task_id, error=error
+            )
 
     async def _reconcile_quietly(self) -> None:
         try:
             await self.reconcile(())
         except (CallError, NotConnectedError) as error:
-            _LOG.warning("reconciliation after resubscription failed: %s", error)
+            log_event(_LOG, "reconciliation.failed", logging.WARNING, error=error)
 
     # -- calls ------------------------------------------------------------------------------
 

@@ -43,9 +43,11 @@ import dataclasses
 import enum
 import logging
 import threading
+import traceback
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Any, Final
 
+from fairshare.logs import log_event
 from fairshare.resources import ResourceVector
 
 from framework_sdk.client import OfferLike, SchedulerClient
@@ -198,7 +200,7 @@ class SchedulerDriver:
             try:
                 self._call("Teardown", lambda client: client.teardown())
             except Exception as error:
-                _LOG.warning("teardown on stop failed (%s); closing without it", error)
+                log_event(_LOG, "framework.teardown.failed", logging.WARNING, error=error)
         self._submit(lambda client: client.close())
         return DriverStatus.STOPPED
 
@@ -270,7 +272,13 @@ class SchedulerDriver:
         try:
             self._callback(event)
         except Exception:
-            _LOG.exception("scheduler callback for %s raised", type(event).__name__)
+            log_event(
+                _LOG,
+                "scheduler.callback.failed",
+                logging.ERROR,
+                callback=type(event).__name__,
+                error=traceback.format_exc(),
+            )
             return False
         return True
 

@@ -1,35 +1,43 @@
-"""``MasterConfig``: the master daemon's settings, resolved from four sources (DESIGN.md §8).
+"""``MasterConfig``: the settings of ``fairshare master`` (DESIGN.md §4, §8).
 
-Precedence, highest first: command-line flags, environment variables ``FAIRSHARE_MASTER_<NAME>``
-(``FAIRSHARE_LOG_FORMAT`` and ``FAIRSHARE_LOG_LEVEL`` also apply to every daemon), the TOML file
-named by ``--config`` (keys of a ``[master]`` table, or top-level keys; ``-`` or ``_`` in names),
-then the defaults below. Durations accept plain seconds or a unit suffix (``500ms``, ``15s``).
+``MASTER_SETTINGS`` is the one table of them: it gives the daemon's flags (``add_setting_flags``)
+and is resolved by the kernel's one resolver (``fairshare.settings``): flags, then
+``FAIRSHARE_MASTER_<NAME>`` variables (``FAIRSHARE_LOG_LEVEL``/``FAIRSHARE_LOG_FORMAT`` too),
+then the ``[master]`` table of the TOML file (``--config``, ``FAIRSHARE_MASTER_CONFIG`` or
+``FAIRSHARE_CONFIG``; shared ``log_*`` keys may sit at its top level), then the defaults.
 
-Invariants: a flag left unset is ``None`` in the parsed arguments and never overrides a lower
-source; every value is checked whatever its source, and a bad one raises ``ConfigError`` naming
-the source and the setting; unknown TOML keys are errors (typos never pass silently).
+Invariants: the table and ``MasterConfig`` have the same names and defaults (a test checks), so
+``load_config`` with no flag, variable or file gives ``MasterConfig()``; ``load_config`` returns a
+fully checked config or raises ``SettingsError`` naming the flag, variable or key and the reason.
+``fault_drop_acks`` (tests only: a share of acknowledgements to drop) has no flag.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
-import tomllib
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
-from pathlib import Path
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
 
-from master.cli import parse_duration
+from fairshare.settings import (
+    SHARED_SETTINGS,
+    Setting,
+    boolean,
+    choice,
+    duration,
+    non_empty_text,
+    optional_positive_duration,
+    port,
+    positive_duration,
+    resolve_settings,
+    share,
+)
 
-__all__ = ["ConfigError", "MasterConfig", "load_config"]
+__all__ = ["MASTER_SETTINGS", "MasterConfig", "load_config"]
 
-ENV_PREFIX = "FAIRSHARE_MASTER_"
-SHARED_ENV = {"log_format": "FAIRSHARE_LOG_FORMAT", "log_level": "FAIRSHARE_LOG_LEVEL"}
-
-
-class ConfigError(ValueError):
-    """A setting that cannot be used; the message names its source."""
+POLICIES: Final = ("drf", "asset", "pf", "slots")
+PLACEMENTS: Final = ("best-fit", "first-fit", "random")
+REGISTRY_SYNC: Final = ("full", "normal")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,141 +63,89 @@ class MasterConfig:
     fault_drop_acks: float = 0.0  # tests only (no flag): share of acknowledgements to drop
 
 
-def _share(value: Any) -> float:
-    share = float(value)
-    if not 0.0 <= share < 1.0:
-        raise ValueError(f"{value!r} is not a share in [0, 1)")
-    return share
-
-
-def _port(value: Any) -> int:
-    port = int(value)
-    if not 0 <= port <= 65535:
-        raise ValueError(f"{port} is not a port number (0-65535)")
-    return port
-
-
-def _seconds(value: Any) -> float:
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a duration")
-    if isinstance(value, (int, float)):
-        seconds = float(value)
-    else:
-        try:
-            seconds = parse_duration(str(value))
-        except argparse.ArgumentTypeError as error:
-            raise ValueError(str(error)) from None
-    if not math.isfinite(seconds) or seconds < 0:
-        raise ValueError(f"{value!r} is not a non-negative duration")
-    return seconds
-
-
-def _positive_seconds(value: Any) -> float:
-    seconds = _seconds(value)
-    if seconds <= 0:
-        raise ValueError(f"{value!r} must be more than zero")
-    return seconds
-
-
-def _optional_seconds(value: Any) -> float | None:
-    if value is None or (isinstance(value, str) and value.lower() in ("", "none", "off")):
-        return None
-    return _positive_seconds(value)
-
-
-def _choice(*allowed: str) -> Callable[[Any], str]:
-    def check(value: Any) -> str:
-        text = str(value)
-        if text not in allowed:
-            raise ValueError(f"{text!r} is not one of {', '.join(allowed)}")
-        return text
-
-    return check
-
-
-def _level(value: Any) -> str:
-    return _choice("DEBUG", "INFO", "WARNING", "ERROR")(str(value).upper())
-
-
-def _bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError(f"{value!r} is not a boolean")
-
-
-def _text(value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"{value!r} is not a non-empty string")
-    return value
-
-
-PARSERS: dict[str, Callable[[Any], Any]] = {
-    "host": _text,
-    "port": _port,
-    "metrics_port": _port,
-    "work_dir": _text,
-    "policy": _choice("drf", "asset", "pf", "slots"),
-    "placement": _choice("best-fit", "first-fit", "random"),
-    "allocation_interval": _positive_seconds,
-    "agent_timeout": _positive_seconds,
-    "reregistration_timeout": _seconds,
-    "registry_sync": _choice("full", "normal"),
-    "fault_drop_acks": _share,
-    "offer_timeout": _optional_seconds,
-    "heartbeat_interval": _positive_seconds,
-    "shutdown_grace": _seconds,
-    "log_format": _choice("text", "json"),
-    "log_level": _level,
-    "validate": _bool,
-}
-
-
-def _parse(name: str, value: Any, source: str) -> Any:
-    try:
-        return PARSERS[name](value)
-    except (TypeError, ValueError) as error:
-        raise ConfigError(f"{source}: {name.replace('_', '-')}: {error}") from None
-
-
-def _toml_values(path: str) -> dict[str, Any]:
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as error:
-        raise ConfigError(f"cannot read config file {path}: {error.strerror}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-        raise ConfigError(f"config file {path} is not valid TOML: {error}") from None
-    table = data.get("master", data)
-    if not isinstance(table, dict):
-        raise ConfigError(f"config file {path}: [master] must be a table")
-    values = {}
-    for key, value in table.items():
-        name = key.replace("-", "_")
-        if name not in PARSERS:
-            if table is data and isinstance(value, dict):
-                continue  # another daemon's table, e.g. [agent]
-            raise ConfigError(f"config file {path}: unknown setting {key!r}")
-        values[name] = _parse(name, value, f"config file {path}")
-    return values
+MASTER_SETTINGS: Final = (
+    Setting("host", non_empty_text, "127.0.0.1", "address to bind"),
+    Setting("port", port, 5050, "gRPC port, 0 picks a free one"),
+    Setting("metrics_port", port, 9100, "Prometheus /metrics port, 0 picks a free one"),
+    Setting(
+        "work_dir",
+        non_empty_text,
+        "./fairshare-master",
+        "state directory, holds the durable registry (registry.sqlite)",
+        metavar="DIR",
+    ),
+    Setting("policy", choice(*POLICIES), "drf", "fairness policy", choices=POLICIES),
+    Setting("placement", choice(*PLACEMENTS), "best-fit", "placement policy", choices=PLACEMENTS),
+    Setting(
+        "allocation_interval",
+        positive_duration,
+        "1s",
+        "time between periodic allocation runs",
+        metavar="DURATION",
+    ),
+    Setting(
+        "agent_timeout",
+        positive_duration,
+        "15s",
+        "an agent unheard this long becomes unreachable",
+        metavar="DURATION",
+    ),
+    Setting(
+        "reregistration_timeout",
+        duration,
+        "20s",
+        "after a restart, how long known agents have to reregister before they are marked"
+        " unreachable; nothing is offered meanwhile",
+        metavar="DURATION",
+    ),
+    Setting(
+        "registry_sync",
+        choice(*REGISTRY_SYNC),
+        "full",
+        "SQLite synchronous mode of the registry: full survives power loss, normal only process"
+        " crashes",
+        choices=REGISTRY_SYNC,
+    ),
+    Setting(
+        "offer_timeout",
+        optional_positive_duration,
+        None,
+        "rescind offers unused this long (default: never)",
+        metavar="DURATION",
+    ),
+    Setting(
+        "heartbeat_interval",
+        positive_duration,
+        "5s",
+        "time between heartbeats on framework streams",
+        metavar="DURATION",
+    ),
+    Setting(
+        "shutdown_grace",
+        duration,
+        "5s",
+        "on SIGTERM, time left to calls in flight",
+        metavar="DURATION",
+    ),
+    *(setting for setting in SHARED_SETTINGS if setting.name != "master"),
+    Setting(
+        "validate",
+        boolean,
+        False,
+        "check the allocation core's invariants after every change (tests, debugging)",
+        switch=True,
+    ),
+    Setting(
+        "fault_drop_acks",
+        share,
+        0.0,
+        "tests only: the share of acknowledgements to drop",
+        flag=False,
+    ),
+)
+"""The settings of ``fairshare master``, in the order ``--help`` shows them."""
 
 
 def load_config(args: argparse.Namespace, environ: Mapping[str, str]) -> MasterConfig:
     """Resolve the settings: flags > environment > TOML file > defaults."""
-    values: dict[str, Any] = {}
-    config_file = getattr(args, "config", None) or environ.get(f"{ENV_PREFIX}CONFIG")
-    if config_file:
-        values.update(_toml_values(config_file))
-    for item in fields(MasterConfig):
-        name = item.name
-        for variable in (f"{ENV_PREFIX}{name.upper()}", SHARED_ENV.get(name)):
-            if variable and variable in environ:
-                values[name] = _parse(name, environ[variable], f"environment {variable}")
-                break
-        flag = getattr(args, name, None)
-        if flag is not None:
-            values[name] = _parse(name, flag, f"--{name.replace('_', '-')}")
-    return MasterConfig(**values)
+    return MasterConfig(**resolve_settings("master", MASTER_SETTINGS, args, environ))

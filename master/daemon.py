@@ -32,9 +32,10 @@ from pathlib import Path
 import grpc
 from fairshare.health import NOT_SERVING, HealthServicer
 from fairshare.logs import configure_logging, log_event
+from fairshare.settings import add_setting_flags
 from fairshare.v1 import agent_pb2_grpc, operator_pb2_grpc, scheduler_pb2_grpc
 
-from master.config import ConfigError, MasterConfig, load_config
+from master.config import MASTER_SETTINGS, MasterConfig, load_config
 from master.core import CoreConfig
 from master.metrics import (
     MasterCollector,
@@ -52,7 +53,7 @@ from master.service.operator import OperatorServicer
 from master.service.rpc_metrics import RpcMetricsInterceptor
 from master.service.scheduler import SchedulerServicer
 
-__all__ = ["ADDR_FILE", "SERVER_OPTIONS", "main", "serve"]
+__all__ = ["ADDR_FILE", "SERVER_OPTIONS", "add_arguments", "main", "serve"]
 
 log = logging.getLogger("fairshare.master")
 
@@ -196,13 +197,15 @@ async def serve(config: MasterConfig, stop: asyncio.Event | None = None) -> int:
     return 0
 
 
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of ``fairshare master`` (one per setting of ``MASTER_SETTINGS``)."""
+    parser.description = "Run the master: offer agents' resources to frameworks in fairness order."
+    add_setting_flags(parser, MASTER_SETTINGS)
+
+
 def main(args: argparse.Namespace) -> int:
     """``fairshare master``: resolve the settings, run the daemon, return the exit code."""
-    try:
-        config = load_config(args, os.environ)
-    except ConfigError as error:
-        print(f"fairshare master: {error}", file=sys.stderr)
-        return EXIT_BAD_CONFIG
+    config = load_config(args, os.environ)  # SettingsError: the command line says why, exit 2
     configure_logging(config.log_format, config.log_level)
     try:
         Path(config.work_dir).mkdir(parents=True, exist_ok=True)

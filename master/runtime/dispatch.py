@@ -155,5 +155,5 @@ class Dispatcher:
         rate = self.state.config.fault_drop_acks
         dropped = rate > 0 and self._faults.random() < rate
         if dropped:
-            log.info("fault.ack.dropped (FAIRSHARE_MASTER_FAULT_DROP_ACKS=%g)", rate)
+            log_event(log, "fault.ack.dropped", rate=rate)
         return dropped

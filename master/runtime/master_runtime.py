@@ -110,4 +110,4 @@ async def _every(period: float, action: Callable[[], None]) -> None:
         try:
             action()
         except Exception:  # a timer must survive a bug in one run; the log shows it
-            log.exception("timer action failed")
+            log.exception("timer.failed")

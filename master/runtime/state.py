@@ -30,6 +30,8 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from fairshare.logs import log_event
+
 from master.core import (
     CoreConfig,
     CoreError,
@@ -145,7 +147,7 @@ class RuntimeState:
         try:
             yield
         except RegistryWriteError as error:
-            log.error("registry write failed: %s", error)
+            log_event(log, "registry.write.failed", logging.ERROR, error=error)
             raise Unavailable(f"{error}; nothing was changed, retry") from None
 
     def refuse_if_draining(self) -> None:

@@ -39,7 +39,7 @@ async def abort_with(context: Context, error: BaseException, method: str) -> NoR
     if isinstance(error, CoreError):
         log_event(log, "rpc.refused", logging.DEBUG, method=method, code=error.code, error=error)
         await context.abort(grpc_code(error.code), error.message)
-    log.error("rpc.failed method=%s", method, exc_info=error)
+    log_event(log, "rpc.failed", logging.ERROR, exc_info=error, method=method)
     await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method}: {error}")
 
 

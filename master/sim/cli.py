@@ -5,7 +5,8 @@ Writes ``DIR/results.json``; PNG plots only when matplotlib is importable (the o
 plotting extra), otherwise ``results.json`` says why there are none. Deterministic for a seed.
 A scenario with ``variants`` runs each one (``master.sim.variants``: DRFH Table II, Fig. 5).
 A progress bar goes to stderr when it is a terminal or with ``--progress``; it never changes
-results. ``python -m master.sim.cli SCENARIO.json --out DIR [--progress]`` runs the same.
+results. ``add_arguments`` and ``main`` are the command's entry in ``fairshare.cli``'s table;
+``--out`` is a setting (``FAIRSHARE_SIMULATE_OUT``, ``out`` in the ``[simulate]`` TOML table).
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from fairshare.cli import command_settings
+from fairshare.settings import SHARED_SETTINGS, Setting, add_setting_flags, non_empty_text
+
 from master.sim.dynamic import run_dynamic_file
 from master.sim.engine import ProgressCallback, results_document
 from master.sim.output import pyplot, write_results
@@ -23,9 +27,20 @@ from master.sim.progress import ProgressBar, progress_wanted
 from master.sim.scenario import Scenario, ScenarioError, parse_scenario
 from master.sim.variants import run_variants
 
-__all__ = ["load_scenario", "main", "run_simulate", "simulate"]
+__all__ = ["SIMULATE_SETTINGS", "add_arguments", "load_scenario", "main", "simulate"]
 
 EXIT_BAD_SCENARIO = 2
+SIMULATE_SETTINGS = (
+    Setting(
+        "out",
+        non_empty_text,
+        "./fairshare-sim",
+        "directory for results.json and the PNG plots (created if missing)",
+        metavar="DIR",
+    ),
+    *(setting for setting in SHARED_SETTINGS if setting.name != "master"),
+)
+"""The settings of ``fairshare simulate``."""
 
 
 def load_scenario(path: str) -> Scenario:
@@ -88,9 +103,25 @@ def _bars(enabled: bool) -> tuple[list[ProgressBar], Any]:
     return made, bar_for
 
 
-def run_simulate(args: argparse.Namespace) -> int:
-    """The ``simulate`` subcommand."""
-    dynamic_exit = run_dynamic_file(args.scenario, args.out)  # "model": "dynamic" (B&R §3-4)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of ``fairshare simulate``."""
+    parser.description = (
+        "Run a scenario (examples/scenarios/) on the master's own core in simulated time and"
+        " write the results as JSON, with PNG plots when matplotlib is installed."
+    )
+    parser.add_argument("scenario", metavar="SCENARIO.json", help="the scenario file")
+    add_setting_flags(parser, SIMULATE_SETTINGS)
+    parser.add_argument(
+        "--progress",
+        action="store_true",
+        help="a progress bar on stderr (shown anyway when stderr is a terminal)",
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    """``fairshare simulate``: run the scenario, write the results; the exit code."""
+    out_dir: str = command_settings("simulate", SIMULATE_SETTINGS, args)["out"]
+    dynamic_exit = run_dynamic_file(args.scenario, out_dir)  # "model": "dynamic" (B&R §3-4)
     if dynamic_exit is not None:
         return dynamic_exit
     try:
@@ -99,7 +130,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         print(f"fairshare simulate: bad scenario: {exc}", file=sys.stderr)
         return EXIT_BAD_SCENARIO
     made, bar_for = _bars(progress_wanted(bool(getattr(args, "progress", False))))
-    out = Path(args.out)
+    out = Path(out_dir)
     if scenario.variants:
 
         def report(line: str) -> None:
@@ -121,16 +152,3 @@ def run_simulate(args: argparse.Namespace) -> int:
         f"simulated {doc['events']} events to t={doc['end_time']:.1f}s ({users}{more}); wrote {out}"
     )
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m master.sim.cli SCENARIO.json [--out DIR] [--progress]``."""
-    parser = argparse.ArgumentParser(prog="python -m master.sim.cli", description=__doc__)
-    parser.add_argument("scenario", metavar="SCENARIO.json")
-    parser.add_argument("--out", default="./fairshare-sim")
-    parser.add_argument("--progress", action="store_true", help="progress bar on stderr")
-    return run_simulate(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -27,10 +27,18 @@ __all__ = ["EventFormatter", "configure_logging", "log_event"]
 _FIELDS = "fairshare_fields"
 
 
-def log_event(logger: logging.Logger, event: str, level: int = logging.INFO, **fields: Any) -> None:
-    """Log ``event`` with ``fields`` as one line."""
+def log_event(
+    logger: logging.Logger,
+    event: str,
+    level: int = logging.INFO,
+    *,
+    exc_info: BaseException | None = None,
+    **fields: Any,
+) -> None:
+    """Log ``event`` with ``fields`` as one line (``exc_info``: its traceback as field
+    ``error``, escaped onto the same line)."""
     if logger.isEnabledFor(level):
-        logger.log(level, event, extra={_FIELDS: fields})
+        logger.log(level, event, exc_info=exc_info, extra={_FIELDS: fields})
 
 
 def _timestamp(created: float) -> str:

@@ -8,8 +8,9 @@ highest first (DESIGN.md §8):
 2. the environment: ``FAIRSHARE_<COMMAND>_<NAME>`` (``FAIRSHARE_MASTER_PORT``,
    ``FAIRSHARE_AGENT_WORK_DIR``), or for settings every command shares ``FAIRSHARE_<NAME>``
    (``FAIRSHARE_MASTER`` the master's address, ``FAIRSHARE_LOG_LEVEL``, ``FAIRSHARE_LOG_FORMAT``);
-3. the TOML file named by ``--config`` or ``FAIRSHARE_CONFIG``: the command's table
-   (``[master]``, ``[agent]``, ``[run]``, ...), then, for shared settings, the top level;
+3. the TOML file named by ``--config``, ``FAIRSHARE_<COMMAND>_CONFIG`` or ``FAIRSHARE_CONFIG``:
+   the command's table (``[master]``, ``[agent]``, ``[run]``, ...), then, for shared settings,
+   the top level;
 4. the default.
 
 Invariants:
@@ -17,8 +18,10 @@ Invariants:
 - every value is parsed and checked whatever its source; a bad one raises ``SettingsError`` whose
   message names the source (``--port``, ``FAIRSHARE_MASTER_PORT``, ``port in FILE``) and the
   reason; commands print it and exit 2;
-- a key in the command's TOML table that is not one of its settings is an error (typos never pass
-  silently); other commands' tables are ignored.
+- a key in the command's TOML table that is not one of its settings is an error, and so is a
+  top-level key that is not a shared setting (typos never pass silently); other commands' tables
+  are ignored, and so are top-level shared settings the command does not have (``master`` for
+  the master daemon).
 
 Durations everywhere accept plain seconds or a unit suffix: ``500ms``, ``15s``, ``2m``, ``1h``.
 """
@@ -53,6 +56,8 @@ __all__ = [
     "parse_duration",
     "port",
     "positive_duration",
+    "positive_int",
+    "positive_number",
     "resolve_settings",
     "share",
 ]
@@ -61,7 +66,7 @@ ENV_PREFIX: Final = "FAIRSHARE_"
 LOG_FORMATS: Final = ("text", "json")
 LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR")
 DEFAULT_MASTER: Final = "127.0.0.1:5050"
-_DURATION_RE: Final = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
+_DURATION_RE: Final = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_SECONDS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
 
@@ -154,9 +159,36 @@ def port(raw: Any) -> int:
 
 def share(raw: Any) -> float:
     """A fraction in [0, 1)."""
-    value = float(raw)
+    value = _number(raw)
     if not 0.0 <= value < 1.0:
         raise ValueError(f"{raw!r} is not a share in [0, 1)")
+    return value
+
+
+def _number(raw: Any) -> float:
+    if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
+        raise ValueError(f"{raw!r} is not a number")
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError(f"{raw!r} is not a number") from None
+
+
+def positive_number(raw: Any) -> float:
+    """A finite number above zero."""
+    value = _number(raw)
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{raw!r} is not a finite number > 0")
+    return value
+
+
+def positive_int(raw: Any) -> int:
+    """A whole number, at least 1."""
+    value = int(raw) if isinstance(raw, str) and raw.strip().lstrip("-").isdigit() else raw
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{raw!r} is not a whole number")
+    if value < 1:
+        raise ValueError(f"{raw!r} must be at least 1")
     return value
 
 
@@ -219,9 +251,9 @@ SHARED_SETTINGS: Final = (
         "log_level",
         log_level,
         "INFO",
-        "least severe log level shown",
+        "least severe level logged: DEBUG, INFO, WARNING or ERROR, in any case",
         shared=True,
-        choices=LOG_LEVELS,
+        metavar="LEVEL",
     ),
     Setting(
         "log_format",
@@ -239,7 +271,7 @@ SHARED_SETTINGS: Final = (
 
 
 def _help(setting: Setting) -> str:
-    if setting.switch or setting.default is None:
+    if setting.switch or setting.default in (None, ""):
         return setting.help
     return f"{setting.help} (default {setting.default})"
 
@@ -268,28 +300,41 @@ def add_setting_flags(parser: argparse.ArgumentParser, settings: Sequence[Settin
     parser.add_argument(
         "--config",
         metavar="FILE.toml",
-        help=f"TOML settings file (or {ENV_PREFIX}CONFIG); flags and variables win over it",
+        help=f"TOML settings file (or {ENV_PREFIX}<COMMAND>_CONFIG, {ENV_PREFIX}CONFIG); flags and"
+        " variables win over it",
     )
 
 
-def _load_toml(path: str, command: str, known: Mapping[str, Setting]) -> dict[str, Any]:
-    """The values the file gives this command: its table, then shared top-level keys."""
-    source = f"--config {path}"
+def _load_toml(
+    path: str, source: str, command: str, known: Mapping[str, Setting]
+) -> dict[str, Any]:
+    """The values the file gives this command: shared top-level keys, then its table."""
     try:
         document = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as error:
         raise SettingsError(f"{source}: cannot read it: {error.strerror}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise SettingsError(f"{source}: not valid TOML: {error}") from None
+    shared = {setting.name for setting in SHARED_SETTINGS}
+    shared |= {name for name, setting in known.items() if setting.shared}
+    table = document.get(command, {})
+    if not isinstance(table, dict):
+        if command not in shared:  # top-level ``master = "HOST:PORT"`` is not [master]
+            raise SettingsError(f"{source}: [{command}] must be a table")
+        table = {}
     values: dict[str, Any] = {}
     for key, value in document.items():
         name = key.replace("-", "_")
-        if isinstance(value, dict) or name not in known or not known[name].shared:
-            continue  # tables of commands, and top-level keys only other commands know
-        values[name] = value
-    table = document.get(command, {})
-    if not isinstance(table, dict):
-        raise SettingsError(f"{source}: [{command}] must be a table")
+        if isinstance(value, dict):
+            continue  # a command's table: this command's is read below
+        if name not in shared:
+            raise SettingsError(
+                f"{source}: unknown top-level key {key!r} (the top level holds only the shared"
+                f" settings {', '.join(sorted(shared))}; put {key!r} in a command's table,"
+                f" e.g. [{command}])"
+            )
+        if name in known:
+            values[name] = value
     for key, value in table.items():
         name = key.replace("-", "_")
         if name not in known:
@@ -297,6 +342,19 @@ def _load_toml(path: str, command: str, known: Mapping[str, Setting]) -> dict[st
             raise SettingsError(f"{source}: [{command}] has unknown key {key!r} (known: {names})")
         values[name] = value
     return values
+
+
+def _config_file(
+    command: str, args: argparse.Namespace, environ: Mapping[str, str]
+) -> tuple[str, str] | None:
+    """The settings file and where it was named: ``--config``, then the variables."""
+    flag = getattr(args, "config", None)
+    if flag:
+        return flag, f"--config {flag}"
+    for variable in (f"{ENV_PREFIX}{command.upper()}_CONFIG", f"{ENV_PREFIX}CONFIG"):
+        if environ.get(variable):
+            return environ[variable], f"{variable}={environ[variable]}"
+    return None
 
 
 def _shown(raw: Any) -> str:
@@ -311,8 +369,9 @@ def resolve_settings(
 ) -> dict[str, Any]:
     """Every setting's value: flag > environment > TOML file > default (module docstring)."""
     known = {setting.name: setting for setting in settings}
-    config_file = getattr(args, "config", None) or environ.get(f"{ENV_PREFIX}CONFIG")
-    toml = _load_toml(config_file, command, known) if config_file else {}
+    found = _config_file(command, args, environ)
+    config_file = found[0] if found else None
+    toml = _load_toml(found[0], found[1], command, known) if found else {}
     values: dict[str, Any] = {}
     for setting in settings:
         raw, source = _raw_value(command, setting, args, environ, toml, config_file)

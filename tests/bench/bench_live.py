@@ -5,7 +5,7 @@ Run (from the repository root; about 2.5 minutes; ``--quick`` is a 15 s smoke pa
     .venv/bin/python tests/bench/bench_live.py
 
 Everything runs on 127.0.0.1 in separate processes: the real ``fairshare master`` (``python -m
-master.cli master --port 0``, its address read from ``<work-dir>/master.addr``), agent load
+fairshare.cli master --port 0``, its address read from ``<work-dir>/master.addr``), agent load
 processes (``load_agents.py``: many simulated agents each, speaking the real AgentService
 protocol over several gRPC channels) and framework load processes (``load_frameworks.py``:
 simulated frameworks speaking SchedulerService with raw stubs). Agents are ``cpus:8;mem:16384``

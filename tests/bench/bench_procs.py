@@ -1,6 +1,6 @@
 """The processes of the live benchmark, as seen from its driver (``bench_live.py``).
 
-- ``Master``: the real ``fairshare master`` (``python -m master.cli master --port 0``, or under
+- ``Master``: the real ``fairshare master`` (``python -m fairshare.cli master --port 0``, or under
   ``profiled_master.py``), waited for through ``<work-dir>/master.addr``; RSS and CPU from /proc.
 - ``Worker``: a load process (``load_agents.py``/``load_frameworks.py``) driven over JSON lines
   (see ``load_common``); a thread reads its stdout.
@@ -112,7 +112,7 @@ class Master:
         if self.profile_prefix:
             command = [str(HERE / "profiled_master.py"), self.profile_prefix, *self.argv]
         else:
-            command = ["-m", "master.cli", *self.argv]
+            command = ["-m", "fairshare.cli", *self.argv]
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, *command],

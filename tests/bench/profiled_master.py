@@ -1,4 +1,4 @@
-"""Run ``python -m master.cli`` unchanged, with cProfile switched on and off by signals.
+"""Run ``python -m fairshare.cli`` unchanged, with cProfile switched on and off by signals.
 
 ``python tests/bench/profiled_master.py OUT_PREFIX master --port 0 ...``: SIGUSR1 starts a new
 profile of the master's thread (the event loop's, where all master code runs), SIGUSR2 stops it
@@ -14,7 +14,7 @@ import signal
 import sys
 from types import FrameType
 
-from master.cli import main
+from fairshare.cli import main
 
 
 class SignalProfiler:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from daemons import DEFAULT_MASTER_FLAGS, Daemon, start_agent, start_master
 
-INTERNAL_ERRORS = ("Traceback", "rpc.failed", "timer action failed")
+INTERNAL_ERRORS = ("Traceback", "rpc.failed", "timer.failed")
 
 
 @pytest.fixture

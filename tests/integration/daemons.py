@@ -60,7 +60,7 @@ def daemon_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 class Daemon:
-    """A daemon process started with ``python -m master.cli``; stderr goes to a log file."""
+    """A daemon process started with ``python -m fairshare.cli``; stderr goes to a log file."""
 
     def __init__(
         self,
@@ -77,7 +77,7 @@ class Daemon:
         work_dir.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "master.cli", kind, *argv],
+            [sys.executable, "-m", "fairshare.cli", kind, *argv],
             cwd=ROOT,
             env=daemon_env(env),
             stdin=subprocess.DEVNULL,
@@ -221,7 +221,7 @@ def restart_agent(
 def fairshare_status(address: str) -> dict[str, Any]:
     """``fairshare status --json`` of the master at ``address`` (what an operator sees)."""
     done = subprocess.run(
-        [sys.executable, "-m", "master.cli", "status", "--master", address, "--json"],
+        [sys.executable, "-m", "fairshare.cli", "status", "--master", address, "--json"],
         cwd=ROOT,
         env=daemon_env(),
         capture_output=True,

@@ -46,7 +46,7 @@ def start_cluster(
 
 
 def agent_id_of(master: Daemon, agent: Daemon, placed: dict[str, str]) -> str:
-    """The id the master gave ``agent`` (from its log line 'registered agent_id=...')."""
+    """The id the master gave ``agent`` (from its log line 'agent.registered agent_id=...')."""
     for word in agent.log().split():
         if word.startswith("agent_id=") and word.removeprefix("agent_id=") in placed.values():
             return word.removeprefix("agent_id=")

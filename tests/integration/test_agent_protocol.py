@@ -1,4 +1,4 @@
-"""The REAL agent process (``python -m master.cli agent``) against a protocol-level fake master.
+"""The REAL agent process (``python -m fairshare.cli agent``) against a protocol-level fake master.
 
 The fake is a grpc.aio ``AgentService`` servicer on 127.0.0.1:0 in the test process that records
 every call and scripts the master's side of agent.proto: it answers Register/Reregister, pushes
@@ -195,7 +195,7 @@ async def agent_process(tmp_path: Path, port: int, *extra: str) -> AsyncIterator
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "master.cli",
+            "fairshare.cli",
             "agent",
             "--master",
             f"127.0.0.1:{port}",
@@ -481,7 +481,9 @@ def test_agent_waits_for_a_master_that_starts_later(tmp_path: Path) -> None:
         await server.stop(0)  # reserve a port, then leave it closed for a while
         async with agent_process(tmp_path, port, "--log-format", "json") as agent:
             deadline = asyncio.get_running_loop().time() + DEADLINE
-            while "reconnecting" not in agent.stderr():  # the agent keeps trying with backoff
+            while (
+                "master.reconnecting" not in agent.stderr()
+            ):  # the agent keeps trying with backoff
                 assert asyncio.get_running_loop().time() < deadline, agent.stderr()
                 await asyncio.sleep(0.05)
             server, _ = await start_fake(fake, port)

@@ -255,16 +255,16 @@ def test_kill9_agent_recovers_its_running_tasks_and_they_finish_once_at_their_de
 
     asyncio.run(scenario())
     log = restarted[0].log()
-    assert f"reregistered agent_id={agent_id_of(log)}" in log
-    assert "task launched" not in log  # nothing was launched twice
-    assert log.count("task recovered") == 4
+    assert f"agent.reregistered agent_id={agent_id_of(log)}" in log
+    assert "task.launched" not in log  # nothing was launched twice
+    assert log.count("task.recovered") == 4
     assert "Traceback" not in log
 
 
 def agent_id_of(log: str) -> str:
     for line in log.splitlines():
-        if "recovered agent_id=" in line:
-            return line.split("recovered agent_id=")[1].split()[0]
+        if "agent.recovered agent_id=" in line:
+            return line.split("agent.recovered agent_id=")[1].split()[0]
     raise AssertionError(f"no recovery line in the agent log:\n{log}")
 
 

@@ -85,11 +85,13 @@ def framework_view(master: Daemon, framework_id: str) -> Any:
 
 def launches(agent: Daemon) -> list[str]:
     """Task ids in the order the agent launched them (from its log)."""
-    return re.findall(r"task launched .*task_id=(\S+)", agent.log())
+    return re.findall(r"task\.launched .*task_id=(\S+)", agent.log())
 
 
 def agent_states(agent: Daemon, task_id: str) -> list[str]:
-    return re.findall(rf"task state .*task_id={re.escape(task_id)} state=(\S+)", agent.log())
+    return re.findall(
+        rf"task\.state\.changed .*task_id={re.escape(task_id)} state=(\S+)", agent.log()
+    )
 
 
 class Fw:

@@ -66,7 +66,7 @@ def run_framework(
     clients: Callable[..., Client], master: Daemon, name: str, task: str, count: int
 ) -> Client:
     """``fairshare run`` keeping up to ``count`` long tasks of ``task`` running."""
-    argv = ["-m", "master.cli", "run", "--master", master.address, "--name", name]
+    argv = ["-m", "fairshare.cli", "run", "--master", master.address, "--name", name]
     return clients(*argv, "--task", task, "--count", str(count))
 
 
@@ -127,7 +127,7 @@ def test_weighted_drf_live(
     clients: Callable[..., Client],
 ) -> None:
     """Weighted DRF (§4.3): weight 2 for A doubles its dominant share relative to B's."""
-    argv = ["-m", "master.cli", "run", "--master", master.address, "--task", "cpus:1;mem:1024"]
+    argv = ["-m", "fairshare.cli", "run", "--master", master.address, "--task", "cpus:1;mem:1024"]
     clients(*argv, "--name", "heavy", "--count", "20", "--weight", "2")
     clients(*argv, "--name", "light", "--count", "20")
     wait_for(lambda: declared(master, "heavy", "light"), SETTLE, "both to declare demand")

@@ -12,7 +12,7 @@ from daemons import ROOT, daemon_env, fairshare_status, wait_for
 
 def _up(work_dir: Path, *flags: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "master.cli", "up", "--port", "0", "--metrics-port", "0",
+        [sys.executable, "-m", "fairshare.cli", "up", "--port", "0", "--metrics-port", "0",
          "--work-dir", str(work_dir), *flags],
         cwd=ROOT,
         env=daemon_env(),
@@ -57,7 +57,7 @@ def test_up_rejects_bad_flags_naming_them(tmp_path: Path) -> None:
         (["--resources", "cpus:-1"], "--resources"),
     ):
         done = subprocess.run(
-            [sys.executable, "-m", "master.cli", "up", "--port", "0", *flags],
+            [sys.executable, "-m", "fairshare.cli", "up", "--port", "0", *flags],
             cwd=ROOT,
             env=daemon_env(),
             capture_output=True,

@@ -51,7 +51,7 @@ def clients(tmp_path: Path) -> Iterator[Callable[..., Client]]:
 def fairshare_agents(master: Daemon, *argv: str) -> subprocess.CompletedProcess[str]:
     """``fairshare agents --master ADDRESS *argv``."""
     return subprocess.run(
-        [sys.executable, "-m", "master.cli", "agents", "--master", master.address, *argv],
+        [sys.executable, "-m", "fairshare.cli", "agents", "--master", master.address, *argv],
         cwd=ROOT,
         env=daemon_env(),
         capture_output=True,

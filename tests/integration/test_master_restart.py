@@ -114,7 +114,7 @@ def test_agents_missing_after_the_reregistration_window_become_unreachable(
 
 def run_master(work_dir: Path) -> subprocess.CompletedProcess[str]:
     """``fairshare master`` on ``work_dir``, expected to refuse to start."""
-    argv = [sys.executable, "-m", "master.cli", "master", "--port", "0", "--metrics-port", "0"]
+    argv = [sys.executable, "-m", "fairshare.cli", "master", "--port", "0", "--metrics-port", "0"]
     return subprocess.run(
         [*argv, "--work-dir", str(work_dir)],
         cwd=ROOT,

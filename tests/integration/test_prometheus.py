@@ -232,7 +232,7 @@ def workload(cluster: Cluster, prometheus: Prometheus | None) -> Iterator[dict[s
     clients: list[subprocess.Popen[bytes]] = []
 
     def start(name: str, task: str) -> None:
-        argv = ["-m", "master.cli", "run", "--master", cluster.master.address, "--name", name]
+        argv = ["-m", "fairshare.cli", "run", "--master", cluster.master.address, "--name", name]
         log = (cluster.tmp / f"run-{name}.log").open("wb")
         argv += ["--task", task, "--count", str(WANTED[name])]
         clients.append(

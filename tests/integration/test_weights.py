@@ -8,10 +8,9 @@ from collections.abc import Callable
 import grpc
 import pytest
 from daemons import DEFAULT_MASTER_FLAGS, Daemon
+from fairshare.cli import main
 from faults import restart_master
 from wire_fakes import FrameworkConn, get_state
-
-from master.cli import main
 
 
 def weight_of(master: Daemon, name: str) -> float:

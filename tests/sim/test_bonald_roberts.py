@@ -8,7 +8,6 @@ between the two policies is far less noisy than either estimate.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 from fractions import Fraction
@@ -16,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fairshare.cli import main
 
 from master.core.fluid import FluidAgent, FluidFramework, solve_fluid
-from master.sim.cli import run_simulate
 from master.sim.dynamic import FluidEngine, run_dynamic, run_dynamic_file
 from master.sim.dynamic_scenario import DynamicScenario, parse_dynamic_scenario
 from master.sim.dynamic_tasks import DirectTaskEngine, MasterTaskEngine
@@ -263,8 +262,7 @@ def test_simulate_command_runs_a_dynamic_scenario(
     raw = two_classes((3, 1), jobs=2_000, warmup_jobs=100, sweep={"loads": [0.2, 0.5]})
     path = tmp_path / "dynamic.json"
     path.write_text(json.dumps(raw))
-    args = argparse.Namespace(scenario=str(path), out=str(tmp_path / "out"))
-    assert run_simulate(args) == 0
+    assert main(["simulate", str(path), "--out", str(tmp_path / "out")]) == 0
     doc = json.loads((tmp_path / "out" / "results.json").read_text())
     assert [p["load"] for p in doc["points"]] == [0.2, 0.5, 0.2, 0.5]
     curve = doc["curves"]["pf"]["ram"]

@@ -7,8 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-from master.cli import main
+from fairshare.cli import main
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "examples" / "scenarios"
 PNG = b"\x89PNG\r\n\x1a\n"

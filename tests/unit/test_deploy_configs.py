@@ -19,8 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
-
-from master.cli import build_parser
+from fairshare.cli import build_parser
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 PROMETHEUS_CONFIG = DEPLOY / "prometheus" / "prometheus.yml"
@@ -204,7 +203,7 @@ def test_systemd_unit_runs_a_real_subcommand_with_the_settings_file(role: str) -
     program, *argv = shlex.split(service["ExecStart"])
     assert program.endswith("/bin/fairshare") and argv[0] == role
     # The flags parse, and the settings file the unit names resolves to valid settings.
-    args = build_parser().parse_args([*argv[:1], *_with_repo_settings(argv[1:])])
+    args = build_parser(role).parse_args([*argv[:1], *_with_repo_settings(argv[1:])])
     assert args.config == str(SETTINGS)
     if role == "master":
         from master.config import load_config

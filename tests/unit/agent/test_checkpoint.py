@@ -279,7 +279,7 @@ def test_the_daemon_exits_1_naming_a_corrupt_checkpoint(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRSHARE_")}
     done = subprocess.run(
         [
-            sys.executable, "-m", "master.cli", "agent", "--master", "127.0.0.1:9",
+            sys.executable, "-m", "fairshare.cli", "agent", "--master", "127.0.0.1:9",
             "--resources", "cpus:1;mem:64", "--metrics-port", "0", "--work-dir", str(work_dir),
         ],
         capture_output=True, text=True, timeout=60, cwd=ROOT, env=env, check=False,

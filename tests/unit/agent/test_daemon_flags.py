@@ -1,4 +1,4 @@
-"""``fairshare agent`` settings: bad flags exit 2 naming the flag (real ``python -m master.cli``
+"""``fairshare agent`` settings: bad flags exit 2 naming the flag (real ``python -m fairshare.cli``
 subprocesses), and the precedence flags > ``FAIRSHARE_*`` environment > TOML file > defaults.
 """
 
@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 from fairshare.resources import ResourceVector
+from fairshare.settings import SettingsError
 
-from agent.config import ConfigError, parse_attributes, parse_resources, resolve
+from agent.config import parse_attributes, parse_resources, resolve
 from agent.resources_probe import host_resources
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -22,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[3]
 def run_agent(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("FAIRSHARE_")}
     return subprocess.run(
-        [sys.executable, "-m", "master.cli", "agent", *argv],
+        [sys.executable, "-m", "fairshare.cli", "agent", *argv],
         capture_output=True,
         text=True,
         timeout=30,
@@ -66,21 +67,24 @@ def test_bad_environment_value_names_the_variable(tmp_path: Path) -> None:
         str(tmp_path),
         env={
             "FAIRSHARE_MASTER": "127.0.0.1:1",
-            "FAIRSHARE_ATTRIBUTES": "zone",
+            "FAIRSHARE_AGENT_ATTRIBUTES": "zone",
         },
     )
     assert done.returncode == 2
-    assert done.stderr.startswith("fairshare agent: FAIRSHARE_ATTRIBUTES 'zone': ")
+    assert done.stderr.startswith("fairshare agent: FAIRSHARE_AGENT_ATTRIBUTES 'zone': ")
 
 
-def test_missing_master_exits_2() -> None:
-    done = run_agent()
-    assert done.returncode == 2
-    assert "--master HOST:PORT is required" in done.stderr
+def test_the_master_defaults_to_the_local_one() -> None:
+    assert resolve(args(), {}).master == "127.0.0.1:5050"
+    assert resolve(args(), {"FAIRSHARE_MASTER": "m:7"}).master == "m:7"
+    assert resolve(args(), {"FAIRSHARE_AGENT_MASTER": "a:8", "FAIRSHARE_MASTER": "m:7"}).master == (
+        "a:8"
+    )
 
 
 def test_bad_master_and_port_exit_2() -> None:
-    assert run_agent("--master", "nohostport").returncode == 2
+    done = run_agent("--master", "nohostport")
+    assert done.returncode == 2 and done.stderr.startswith("fairshare agent: --master 'nohostport'")
     done = run_agent("--master", "h:1", "--port", "http")
     assert done.returncode == 2 and "--port" in done.stderr  # argparse names it
 
@@ -109,7 +113,7 @@ def test_defaults() -> None:
     assert settings.attributes == ()
     assert (settings.host, settings.port, settings.metrics_port) == ("127.0.0.1", 0, 9101)
     assert settings.work_dir == Path("./fairshare-agent")
-    assert settings.log_format == "text"
+    assert (settings.log_format, settings.log_level) == ("text", "INFO")
     assert settings.status_update_retry == 1.0
     assert settings.hostname
 
@@ -122,8 +126,10 @@ def test_flags_beat_environment_beats_toml(tmp_path: Path) -> None:
     )
     env = {
         "FAIRSHARE_CONFIG": str(config),
-        "FAIRSHARE_RESOURCES": "cpus:2",
-        "FAIRSHARE_PORT": "7002",
+        "FAIRSHARE_AGENT_RESOURCES": "cpus:2",
+        "FAIRSHARE_AGENT_PORT": "7002",
+        "FAIRSHARE_PORT": "7003",  # not a shared setting: not this scheme's variable
+        "FAIRSHARE_LOG_LEVEL": "debug",
     }
     settings = resolve(args(resources="cpus:3", master=None, port=None), env)
     assert settings.resources == ResourceVector.parse("cpus:3")  # flag
@@ -132,16 +138,22 @@ def test_flags_beat_environment_beats_toml(tmp_path: Path) -> None:
     assert settings.attributes == (("rack", "toml"),)
     assert settings.work_dir == Path("/toml")
     assert settings.status_update_retry == 0.25
+    assert settings.log_level == "DEBUG"  # shared variable
 
 
-def test_flat_toml_file_and_source_names_in_errors(tmp_path: Path) -> None:
+def test_shared_top_level_keys_and_source_names_in_errors(tmp_path: Path) -> None:
     config = tmp_path / "agent.toml"
-    config.write_text('master = "m:1"\nport = "x"\n')
-    with pytest.raises(ConfigError, match=r"^port in .*agent.toml 'x': .*port number"):
+    config.write_text('master = "m:1"\n[agent]\nport = "x"\n')
+    with pytest.raises(SettingsError, match=r"^port in .*agent.toml 'x': .*port number"):
         resolve(args(config=str(config)), {})
-    with pytest.raises(ConfigError, match=r"^FAIRSHARE_LOG_FORMAT 'xml'"):
+    config.write_text('master = "m:1"\n[agent]\nport = 7\n')
+    assert resolve(args(config=str(config)), {}).master == "m:1"  # shared, at the top level
+    config.write_text('master = "m:1"\nport = 7\n')  # the agent's port belongs in [agent]
+    with pytest.raises(SettingsError, match=r"unknown top-level key 'port'"):
+        resolve(args(config=str(config)), {})
+    with pytest.raises(SettingsError, match=r"^FAIRSHARE_LOG_FORMAT 'xml'"):
         resolve(args(master="m:1"), {"FAIRSHARE_LOG_FORMAT": "xml"})
-    with pytest.raises(ConfigError, match="cannot read"):
+    with pytest.raises(SettingsError, match="cannot read"):
         resolve(args(config=str(tmp_path / "missing.toml")), {})
 
 

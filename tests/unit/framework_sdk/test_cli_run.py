@@ -6,13 +6,13 @@ import asyncio
 import dataclasses
 
 import pytest
+from fairshare import cli
 from fairshare.v1 import scheduler_pb2
 from sdk_helpers import run_async
 
 from framework_sdk import ResourceVector
 from framework_sdk.cli import RunConfig, run_framework
 from framework_sdk.testing import FakeAgent, FakeMaster
-from master import cli
 
 SHAPE = ResourceVector.parse("cpus:1;mem:1024")
 
@@ -20,15 +20,15 @@ SHAPE = ResourceVector.parse("cpus:1;mem:1024")
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--task", "cpus:-1"], "--task: resource 'cpus': quantity -1 is negative"),
-        (["--task", "cpus=1"], "--task:"),
-        (["--task", ""], "--task: '' names no resources"),
-        (["--count", "0"], "--count: must be at least 1"),
-        (["--weight", "0"], "--weight: must be a finite number > 0"),
-        (["--weight", "nan"], "--weight:"),
-        (["--duration", "0"], "--duration: must be > 0"),
-        (["--master", "localhost"], "--master: 'localhost' is not HOST:PORT"),
-        (["--name", " "], "--name: must not be empty"),
+        (["--task", "cpus:-1"], "--task 'cpus:-1': resource 'cpus': quantity -1 is negative"),
+        (["--task", "cpus=1"], "--task 'cpus=1': "),
+        (["--task", ""], "--task '': names no resources"),
+        (["--count", "0"], "--count '0': '0' must be at least 1"),
+        (["--weight", "0"], "--weight '0': '0' is not a finite number > 0"),
+        (["--weight", "nan"], "--weight 'nan': "),
+        (["--duration", "0"], "--duration '0': '0' must be more than zero"),
+        (["--master", "localhost"], "--master 'localhost': 'localhost' is not HOST:PORT"),
+        (["--name", " "], "--name ' ': must not be empty"),
     ],
 )
 def test_bad_flags_exit_2_naming_the_flag(

@@ -9,12 +9,12 @@ from typing import Any
 
 import grpc
 import pytest
+from fairshare import cli
 from fairshare.v1 import common_pb2, operator_pb2, operator_pb2_grpc
 from fairshare.wire import resources_to_pb
 from sdk_helpers import run_async
 
 from framework_sdk import ResourceVector
-from master import cli
 
 State = operator_pb2.GetStateResponse
 

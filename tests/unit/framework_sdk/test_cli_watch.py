@@ -8,12 +8,12 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import pytest
+from fairshare import cli
 from sdk_helpers import run_async
 from test_cli_status import drf_table1_state, operator_server
 
 from framework_sdk import cli as sdk_cli
 from framework_sdk.cluster_state import render_share_bars, share_bar, state_to_dict
-from master import cli
 
 T = TypeVar("T")
 
@@ -143,7 +143,7 @@ def test_watch_shows_an_unreachable_master_and_goes_on() -> None:
     ("flags", "message"),
     [
         (["--json"], "--watch: draws a table; it cannot be combined with --json"),
-        (["--interval", "0"], "--interval: must be > 0, got 0"),
+        (["--interval", "0"], "--interval '0': '0' must be more than zero"),
     ],
 )
 def test_bad_watch_flags_exit_2(

@@ -1,20 +1,17 @@
-"""The runtime's pure parts: ``TaskBook``, channels and links, settings, event logs."""
+"""The runtime's pure parts: ``TaskBook``, channels and links, event logs."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import io
 import json
 import logging
-from pathlib import Path
 
 import pytest
 from fairshare.logs import EventFormatter, configure_logging, log_event
 from fairshare.resources import ResourceVector
 from fairshare.task_states import TaskState
 
-from master.config import ConfigError, MasterConfig, load_config
 from master.core import KillTask, TaskLaunch
 from master.model import AgentSpec, StatusUpdate, StreamEnd
 from master.runtime.sessions import AgentLink, Channel
@@ -128,67 +125,6 @@ def test_agent_link_keeps_commands_across_streams() -> None:
         assert not link.outbox
 
     asyncio.run(main())
-
-
-# -- settings -------------------------------------------------------------------------------------
-
-
-def args(**flags: object) -> argparse.Namespace:
-    return argparse.Namespace(**flags)
-
-
-def test_config_defaults() -> None:
-    assert load_config(args(), {}) == MasterConfig()
-
-
-def test_config_precedence_flags_env_toml_defaults(tmp_path: Path) -> None:
-    toml = tmp_path / "fs.toml"
-    toml.write_text(
-        '[master]\npolicy = "pf"\nplacement = "first-fit"\nagent-timeout = "30s"\n'
-        "allocation_interval = 0.5\n"
-        '[agent]\nresources = "cpus:1"\n',
-        encoding="utf-8",
-    )
-    env = {"FAIRSHARE_MASTER_POLICY": "asset", "FAIRSHARE_LOG_FORMAT": "json"}
-    config = load_config(args(config=str(toml), placement="random", port=0), env)
-    assert config.policy == "asset"  # env over TOML
-    assert config.placement == "random"  # flag over TOML
-    assert config.agent_timeout == 30.0 and config.allocation_interval == 0.5  # TOML
-    assert config.log_format == "json"  # shared variable
-    assert config.port == 0 and config.metrics_port == 9100  # flag 0 is not "unset"
-    specific = {"FAIRSHARE_LOG_FORMAT": "json", "FAIRSHARE_MASTER_LOG_FORMAT": "text"}
-    assert load_config(args(), specific).log_format == "text"
-    assert load_config(args(), {"FAIRSHARE_MASTER_OFFER_TIMEOUT": "500ms"}).offer_timeout == 0.5
-    assert load_config(args(), {"FAIRSHARE_MASTER_VALIDATE": "yes"}).validate
-    assert load_config(args(), {"FAIRSHARE_MASTER_CONFIG": str(toml)}).policy == "pf"
-
-
-@pytest.mark.parametrize(
-    ("flags", "env", "toml", "fragment"),
-    [
-        ({}, {"FAIRSHARE_MASTER_PORT": "http"}, None, "environment FAIRSHARE_MASTER_PORT: port"),
-        ({}, {"FAIRSHARE_MASTER_AGENT_TIMEOUT": "-1"}, None, "agent-timeout"),
-        ({}, {"FAIRSHARE_MASTER_POLICY": "fifo"}, None, "policy"),
-        ({"port": 70000}, {}, None, "--port"),
-        ({}, {}, 'polcy = "drf"\n', "unknown setting 'polcy'"),
-        ({}, {}, "policy = [\n", "not valid TOML"),
-        ({}, {}, 'allocation-interval = "0s"\n', "more than zero"),
-    ],
-)
-def test_bad_settings_name_their_source(
-    tmp_path: Path, flags: dict[str, object], env: dict[str, str], toml: str | None, fragment: str
-) -> None:
-    if toml is not None:
-        path = tmp_path / "bad.toml"
-        path.write_text(toml, encoding="utf-8")
-        flags = {**flags, "config": str(path)}
-    with pytest.raises(ConfigError, match=fragment.replace("[", r"\[")):
-        load_config(args(**flags), env)
-
-
-def test_missing_config_file() -> None:
-    with pytest.raises(ConfigError, match="cannot read"):
-        load_config(args(config="/nonexistent/fs.toml"), {})
 
 
 # -- event logs -----------------------------------------------------------------------------------

@@ -1,12 +1,11 @@
-"""The ``fairshare`` command line: ``allocate`` on the example cases, bad input, the contract.
+"""``fairshare allocate``: the example cases, bad input, the contract.
 
-Run in-process through ``master.cli.main`` (fast, with ``capsys``) and, for the contract that a
-user sees (exit codes, stdout/stderr, no traceback), as a real subprocess.
+Run in-process through ``fairshare.cli.main`` (fast, with ``capsys``) and, for the contract that
+a user sees (exit codes, stdout/stderr, no traceback), as a real subprocess.
 """
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import subprocess
@@ -16,10 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fairshare import cli
 
-from master import cli
-
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 CASES = ROOT / "examples" / "cases"
 DRF_TABLE1 = str(CASES / "drf-table1.json")
 DRFH_FIG1 = str(CASES / "drfh-fig1.json")
@@ -45,7 +43,7 @@ def by_name(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def run_cli(*argv: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "master.cli", *argv],
+        [sys.executable, "-m", "fairshare.cli", *argv],
         cwd=ROOT,
         input=stdin,
         capture_output=True,
@@ -424,139 +422,6 @@ def test_missing_file_subprocess(tmp_path: Path) -> None:
     assert (done.returncode, done.stdout) == (2, "")
     assert "missing.json" in done.stderr
     assert "Traceback" not in done.stderr
-
-
-# -- simulate, help, usage -------------------------------------------------------------------------
-
-
-SCENARIOS = ROOT / "examples" / "scenarios"
-
-
-def test_simulate_writes_results(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    out = tmp_path / "sim"
-    code, stdout, err = run_main(
-        capsys, "simulate", str(SCENARIOS / "drfh-fig3.json"), "--out", str(out)
-    )
-    assert (code, err) == (0, "")
-    assert str(out) in stdout
-    results = json.loads((out / "results.json").read_text())
-    assert {u["id"]: u["tasks_running"] for u in results["users"]} == {"user-1": 10, "user-2": 10}
-    if results["plots"]:
-        assert all((out / name).is_file() for name in results["plots"])
-    else:
-        assert "matplotlib" in results["plots_skipped"]
-
-
-def test_simulate_is_deterministic(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    scenario = str(SCENARIOS / "erlang-jobs.json")
-    for name in ("a", "b"):
-        assert run_main(capsys, "simulate", scenario, "--out", str(tmp_path / name))[0] == 0
-    first = (tmp_path / "a" / "results.json").read_text()
-    assert first == (tmp_path / "b" / "results.json").read_text()
-
-
-@pytest.mark.parametrize(
-    ("content", "field"),
-    [
-        ('{"users": []}', "agents"),
-        ('{"agents": [{"resources": {"cpus": 1}}], "users": [{"task": {"cpus": 1}}]}', "tasks"),
-        ("not json", "file"),
-    ],
-)
-def test_simulate_bad_scenario_exits_2_naming_the_field(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, content: str, field: str
-) -> None:
-    path = tmp_path / "bad.json"
-    path.write_text(content)
-    code, out, err = run_main(capsys, "simulate", str(path), "--out", str(tmp_path / "o"))
-    assert (code, out) == (2, "")
-    assert err.startswith("fairshare simulate: bad scenario: ")
-    assert field in err
-    assert not (tmp_path / "o").exists()
-
-
-def test_simulate_missing_scenario_subprocess(tmp_path: Path) -> None:
-    done = run_cli("simulate", str(tmp_path / "missing.json"), "--out", str(tmp_path / "o"))
-    assert done.returncode == 2
-    assert done.stdout == ""
-    assert "missing.json" in done.stderr
-    assert "Traceback" not in done.stderr
-
-
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["status"],
-        ["run", "--master", "h:1"],
-        ["run", "--name", "x", "--task", "cpus:1"],
-        ["simulate"],
-    ],
-)
-def test_missing_required_arguments_exit_2(
-    capsys: pytest.CaptureFixture[str], argv: list[str]
-) -> None:
-    with pytest.raises(SystemExit) as caught:
-        cli.main(argv)
-    assert caught.value.code == 2
-    assert "required" in capsys.readouterr().err
-
-
-def test_no_subcommand_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as caught:
-        cli.main([])
-    assert caught.value.code == 2
-
-
-@pytest.mark.parametrize("argv", [["--help"], ["allocate", "--help"], ["master", "--help"]])
-def test_help_exits_0(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
-    with pytest.raises(SystemExit) as caught:
-        cli.main(argv)
-    assert caught.value.code == 0
-    out = capsys.readouterr().out
-    assert "usage: fairshare" in out
-
-
-def test_help_subprocess_lists_the_subcommands() -> None:
-    done = run_cli("--help")
-    assert done.returncode == 0
-    for name in ("master", "agent", "status", "run", "up", "allocate", "simulate"):
-        assert name in done.stdout
-
-
-# -- durations -------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("text", "seconds"),
-    [
-        ("500ms", 0.5),
-        ("15s", 15.0),
-        ("2m", 120.0),
-        ("3", 3.0),
-        ("1h", 3600.0),
-        ("1.5s", 1.5),
-        (" 10s ", 10.0),
-        ("0", 0.0),
-    ],
-)
-def test_parse_duration(text: str, seconds: float) -> None:
-    assert cli.parse_duration(text) == pytest.approx(seconds)
-
-
-@pytest.mark.parametrize(
-    "text", ["", "abc", "-1", "5x", "s", "1e3", "1 5s", "ms500", "1.s", "15 sec"]
-)
-def test_parse_duration_rejects_bad_text(text: str) -> None:
-    with pytest.raises(argparse.ArgumentTypeError) as caught:
-        cli.parse_duration(text)
-    assert repr(text) in str(caught.value)
-
-
-def test_bad_duration_flag_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as caught:
-        cli.main(["master", "--allocation-interval", "soon"])
-    assert caught.value.code == 2
-    assert "soon" in capsys.readouterr().err
 
 
 # -- fluid mode (needs master.core.fluid) ----------------------------------------------------------

@@ -5,6 +5,11 @@ process with its own work directory under ``--work-dir`` and a port picked by th
 port is ``--port``, default 5050). ``--demo`` adds two built-in frameworks (``fairshare run``)
 with the task shapes of the DRF paper's example and prints the cluster status while they run.
 
+Its settings (``UP_SETTINGS``: flags, ``FAIRSHARE_UP_<SETTING>``, the ``[up]`` TOML table) are
+passed to the children as flags, ``--log-level`` and ``--log-format`` too, so they win over
+anything the children would read from the environment or a settings file; each child's stderr
+goes to a log file under the base directory.
+
 Invariants: every child is started in this process's session and stopped on exit, whatever the
 reason (Ctrl-C, SIGTERM, ``--for`` elapsed, a child dying): frameworks first, then agents, then
 the master, each with SIGTERM and a bounded wait before SIGKILL; the exit code is 0 for a clean
@@ -24,8 +29,22 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
+from typing import Any, Final
 
-__all__ = ["DEMO_FRAMEWORKS", "LocalCluster", "run_up"]
+from fairshare.cli import command_settings
+from fairshare.resources import ResourceError, ResourceVector
+from fairshare.settings import (
+    SHARED_SETTINGS,
+    Setting,
+    add_setting_flags,
+    choice,
+    non_empty_text,
+    optional_positive_duration,
+    port,
+    positive_int,
+)
+
+__all__ = ["DEMO_FRAMEWORKS", "UP_SETTINGS", "LocalCluster", "add_arguments", "main"]
 
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
@@ -35,12 +54,71 @@ DEMO_AGENT = "cpus:9;mem:18432"
 DEMO_FRAMEWORKS = (("A", "cpus:1;mem:4096"), ("B", "cpus:3;mem:1024"))
 
 
+POLICIES: Final = ("drf", "asset", "pf", "slots")
+PLACEMENTS: Final = ("best-fit", "first-fit", "random")
+
+
+def _resources(raw: Any) -> str:
+    text = non_empty_text(raw)
+    try:
+        vector = ResourceVector.parse(text)
+    except ResourceError as error:
+        raise ValueError(str(error)) from None
+    if not vector:
+        raise ValueError(f"{text!r} names no resources")
+    return text
+
+
+UP_SETTINGS: Final = (
+    Setting("agents", positive_int, 2, "how many agents", metavar="N"),
+    Setting(
+        "resources",
+        _resources,
+        None,
+        "each agent's resources, e.g. 'cpus:8;mem:16384' (default: this host's; with --demo"
+        f" {DEMO_AGENT})",
+    ),
+    Setting("port", port, 5050, "the master's gRPC port, 0 picks a free one"),
+    Setting(
+        "metrics_port",
+        port,
+        9100,
+        "the master's metrics port; agent i gets the next ones (deploy/prometheus's targets);"
+        " 0 picks free ports",
+    ),
+    Setting(
+        "work_dir",
+        non_empty_text,
+        None,
+        "base directory of the daemons' work dirs and logs (default: a temporary directory)",
+        metavar="DIR",
+    ),
+    Setting("policy", choice(*POLICIES), "drf", "the master's fairness policy", choices=POLICIES),
+    Setting(
+        "placement",
+        choice(*PLACEMENTS),
+        "best-fit",
+        "the master's placement policy",
+        choices=PLACEMENTS,
+    ),
+    Setting(
+        "for",
+        optional_positive_duration,
+        None,
+        "stop everything after this long (default: until Ctrl-C or SIGTERM)",
+        metavar="DURATION",
+    ),
+    *(setting for setting in SHARED_SETTINGS if setting.name != "master"),
+)
+"""The settings of ``fairshare up``, in the order ``--help`` shows them."""
+
+
 class ClusterError(RuntimeError):
     """A daemon did not start, or died."""
 
 
 def _fairshare(*args: str) -> list[str]:
-    return [sys.executable, "-m", "master.cli", *args]
+    return [sys.executable, "-m", "fairshare.cli", *args]
 
 
 def _spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:
@@ -71,6 +149,7 @@ class LocalCluster:
     metrics_port: int = 0  # the master's; agent i gets metrics_port + i (0: every port picked)
     policy: str = "drf"
     placement: str = "best-fit"
+    log_flags: tuple[str, ...] = ()  # --log-level and --log-format of every child
     master: subprocess.Popen[bytes] | None = None
     address: str = ""
     agents: list[subprocess.Popen[bytes]] = field(default_factory=list)
@@ -85,6 +164,7 @@ class LocalCluster:
             _fairshare(
                 "master", "--port", str(self.port), "--metrics-port", str(self.metrics_port),
                 "--work-dir", str(work), "--policy", self.policy, "--placement", self.placement,
+                *self.log_flags,
             ),
             work / "master.log",
         )  # fmt: skip
@@ -103,15 +183,16 @@ class LocalCluster:
             args += ["--work-dir", str(work), "--hostname", f"agent-{index + 1}"]
             if resources:
                 args += ["--resources", resources]
-            process = _spawn(_fairshare(*args), work / "agent.log")
+            process = _spawn(_fairshare(*args, *self.log_flags), work / "agent.log")
             self.agents.append(process)
             _wait_for_file(work / "agent.addr", process, f"agent {index + 1}")
 
     def start_framework(self, name: str, task: str, count: int) -> None:
         """Start a built-in framework keeping up to ``count`` tasks of ``task`` running."""
         args = ["run", "--master", self.address, "--name", name, "--task", task]
+        args += ["--count", str(count), *self.log_flags]
         log = self.base / f"framework-{name}.log"
-        self.frameworks.append(_spawn(_fairshare(*args, "--count", str(count)), log))
+        self.frameworks.append(_spawn(_fairshare(*args), log))
 
     def dead(self) -> str | None:
         """A description of the first daemon that exited, or None while all run."""
@@ -171,48 +252,52 @@ def _watch(cluster: LocalCluster, demo: bool, seconds: float | None) -> int:
     return 0
 
 
-def _check_args(args: argparse.Namespace) -> str | None:
-    if args.agents < 1:
-        return f"--agents must be at least 1, got {args.agents}"
-    if args.duration is not None and args.duration <= 0:
-        return f"--for must be positive, got {args.duration}"
-    if args.resources:
-        from fairshare.resources import ResourceError, ResourceVector
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of ``fairshare up``."""
+    parser.description = (
+        "Run a master and N agents as local processes (the real daemons, each with its own work"
+        " dir and log file) until Ctrl-C, SIGTERM or --for elapses."
+    )
+    add_setting_flags(parser, UP_SETTINGS)
+    parser.add_argument(
+        "--demo",
+        action="store_true",
+        help="also run the DRF paper's two frameworks and print the status as they run",
+    )
 
-        try:
-            ResourceVector.parse(args.resources)
-        except ResourceError as error:
-            return f"--resources: {error}"
-    return None
 
-
-def run_up(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     """``fairshare up``: run the cluster until Ctrl-C, SIGTERM or ``--for`` elapses."""
-    problem = _check_args(args)
-    if problem:
-        print(f"fairshare up: {problem}", file=sys.stderr)
-        return 2
+    values = command_settings("up", UP_SETTINGS, args)
+    log_flags = ("--log-level", values["log_level"], "--log-format", values["log_format"])
     with contextlib.ExitStack() as stack:
         base = (
-            Path(args.work_dir)
-            if args.work_dir
+            Path(values["work_dir"])
+            if values["work_dir"]
             else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fairshare-up-")))
         )
-        cluster = LocalCluster(base, args.port, args.metrics_port, args.policy, args.placement)
+        cluster = LocalCluster(
+            base,
+            values["port"],
+            values["metrics_port"],
+            values["policy"],
+            values["placement"],
+            log_flags,
+        )
         stack.enter_context(_stop_on_signals())
         stack.callback(cluster.stop)
-        resources = args.resources or (DEMO_AGENT if args.demo else None)
+        resources = values["resources"] or (DEMO_AGENT if args.demo else None)
         try:
             address = cluster.start_master()
             if args.demo:  # frameworks first: offers are not preempted, so arrival order matters
                 for name, task in DEMO_FRAMEWORKS:
                     cluster.start_framework(name, task, 20)
-            cluster.start_agents(args.agents, resources)
+            cluster.start_agents(values["agents"], resources)
             print(
-                f"fairshare up: master at {address}, {args.agents} agent(s), logs in {base};"
+                f"fairshare up: master at {address}, {values['agents']} agent(s), logs in {base};"
                 " Ctrl-C stops everything"
             )
-            return _watch(cluster, args.demo, args.duration)
+            return _watch(cluster, args.demo, values["for"])
         except ClusterError as error:
             print(f"fairshare up: {error}", file=sys.stderr)
             return 1

@@ -1,13 +1,17 @@
 """Operator commands: ``fairshare agents`` (agent maintenance, Mesos DEACTIVATE/REACTIVATE_AGENT)
 and ``fairshare weights`` (operator weights of roles and frameworks, Mesos's /weights).
 
-``fairshare agents --master HOST:PORT --deactivate ID [ID ...]`` takes agents out of offer
-rotation: their outstanding offers are rescinded and nothing of them is offered, while their
-tasks keep running and their resources stay in the pool. ``--reactivate ID [ID ...]`` puts them
-back, all in one call, so that one allocation run sees them together.
+``fairshare agents --deactivate ID [ID ...]`` takes agents out of offer rotation: their
+outstanding offers are rescinded and nothing of them is offered, while their tasks keep running
+and their resources stay in the pool. ``--reactivate ID [ID ...]`` puts them back, all in one
+call, so that one allocation run sees them together.
 
-``fairshare weights --master HOST:PORT`` lists the operator's weights; with ``--role R`` or
-``--framework ID`` and ``--set W`` or ``--clear`` it sets or removes one (durably).
+``fairshare weights`` lists the operator's weights; with ``--role R`` or ``--framework ID`` and
+``--set W`` or ``--clear`` it sets or removes one (durably).
+
+Both talk to ``--master`` (default from ``FAIRSHARE_MASTER``, the TOML file, then
+127.0.0.1:5050; ``OPERATOR_SETTINGS``). ``agents_command`` and ``weights_command`` are their
+entries in ``fairshare.cli``'s table.
 
 Invariants (the ``fairshare`` CLI contract): bad input exits 2 with ``fairshare agents: --flag:
 <why>`` on stderr and sends nothing; an unknown agent, a refusing or unreachable master exits 1
@@ -23,28 +27,22 @@ import sys
 from typing import Final
 
 import grpc
+from fairshare.cli import Command, command_settings
+from fairshare.settings import SHARED_SETTINGS, add_setting_flags
 from fairshare.v1 import operator_pb2, operator_pb2_grpc
 
-__all__ = ["run_agents", "run_weights"]
+__all__ = ["OPERATOR_SETTINGS", "agents_command", "weights_command"]
 
 EXIT_OK: Final = 0
 EXIT_FAILURE: Final = 1
 EXIT_BAD_INPUT: Final = 2
 CALL_TIMEOUT: Final = 10.0
-
-
-def _bad_master(master: str) -> str | None:
-    host, sep, port = master.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        return f"--master: {master!r} is not HOST:PORT"
-    return None
+OPERATOR_SETTINGS: Final = SHARED_SETTINGS
+"""``--master`` and the log flags: all the settings of ``agents`` and ``weights``."""
 
 
 def _bad_input(args: argparse.Namespace) -> str | None:
     """Why the flags cannot be used (naming the flag), or None."""
-    problem = _bad_master(args.master)
-    if problem is not None:
-        return problem
     flag = "--deactivate" if args.deactivate is not None else "--reactivate"
     if any(not agent_id.strip() for agent_id in args.deactivate or args.reactivate):
         return f"{flag}: an agent id is empty"
@@ -65,8 +63,21 @@ def _call(master: str, deactivate: bool, agent_ids: list[str]) -> None:
             )
 
 
+def add_agents_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of ``fairshare agents``."""
+    parser.description = (
+        "Deactivate agents (their offers are rescinded and nothing of them is offered; their"
+        " tasks keep running) or reactivate them, all named agents in one call."
+    )
+    action = parser.add_mutually_exclusive_group(required=True)
+    action.add_argument("--deactivate", nargs="+", metavar="AGENT_ID", help="agents to deactivate")
+    action.add_argument("--reactivate", nargs="+", metavar="AGENT_ID", help="agents to reactivate")
+    add_setting_flags(parser, OPERATOR_SETTINGS)
+
+
 def run_agents(args: argparse.Namespace) -> int:
     """``fairshare agents``: deactivate or reactivate agents; returns the exit code."""
+    master: str = command_settings("agents", OPERATOR_SETTINGS, args)["master"]
     problem = _bad_input(args)
     if problem is not None:
         print(f"fairshare agents: {problem}", file=sys.stderr)
@@ -75,12 +86,12 @@ def run_agents(args: argparse.Namespace) -> int:
     agent_ids = [agent_id.strip() for agent_id in args.deactivate or args.reactivate]
     verb = "deactivate" if deactivate else "reactivate"
     try:
-        _call(args.master, deactivate, agent_ids)
+        _call(master, deactivate, agent_ids)
     except grpc.RpcError as error:
         code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
         details = error.details() if isinstance(error, grpc.Call) else str(error)
         print(
-            f"fairshare agents: the master at {args.master} did not {verb} the agents:"
+            f"fairshare agents: the master at {master} did not {verb} the agents:"
             f" {code.name}: {details}",
             file=sys.stderr,
         )
@@ -91,9 +102,6 @@ def run_agents(args: argparse.Namespace) -> int:
 
 def _bad_weights(args: argparse.Namespace) -> str | None:
     """Why ``fairshare weights`` flags cannot be used (naming the flag), or None."""
-    problem = _bad_master(args.master)
-    if problem is not None:
-        return problem
     changing = args.set is not None or args.clear
     if changing and args.role is None and args.framework is None:
         return "--set/--clear: name the target with --role or --framework"
@@ -114,14 +122,31 @@ def _weight_text(weight: operator_pb2.Weight) -> str:
     return f"{'role' if target == 'role' else 'framework'} {name}  {weight.weight:g}"
 
 
+def add_weights_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of ``fairshare weights``."""
+    parser.description = (
+        "Without --set or --clear: list the weights the operator set. A framework's weight"
+        " overrides its role's, which overrides the weight the framework subscribed with;"
+        " weights are durable (kept in the master's registry)."
+    )
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument("--role", help="the role whose weight to set or clear")
+    target.add_argument("--framework", metavar="FRAMEWORK_ID", help="one framework's weight")
+    action = parser.add_mutually_exclusive_group()
+    action.add_argument("--set", type=float, metavar="W", help="the weight, in (0, 1e6]")
+    action.add_argument("--clear", action="store_true", help="remove the stored weight")
+    add_setting_flags(parser, OPERATOR_SETTINGS)
+
+
 def run_weights(args: argparse.Namespace) -> int:
     """``fairshare weights``: list, set or clear operator weights; returns the exit code."""
+    master: str = command_settings("weights", OPERATOR_SETTINGS, args)["master"]
     problem = _bad_weights(args)
     if problem is not None:
         print(f"fairshare weights: {problem}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        with grpc.insecure_channel(args.master) as channel:
+        with grpc.insecure_channel(master) as channel:
             stub = operator_pb2_grpc.OperatorServiceStub(channel)
             if args.set is None and not args.clear:
                 listed = stub.GetWeights(operator_pb2.GetWeightsRequest(), timeout=CALL_TIMEOUT)
@@ -138,10 +163,14 @@ def run_weights(args: argparse.Namespace) -> int:
         code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
         details = error.details() if isinstance(error, grpc.Call) else str(error)
         print(
-            f"fairshare weights: the master at {args.master} refused: {code.name}: {details}",
+            f"fairshare weights: the master at {master} refused: {code.name}: {details}",
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT if code == grpc.StatusCode.INVALID_ARGUMENT else EXIT_FAILURE
     what = args.role if args.role is not None else args.framework
     print(f"set {_weight_text(answer.weight)}" if answer.HasField("weight") else f"cleared {what}")
     return EXIT_OK
+
+
+agents_command: Final = Command(add_agents_arguments, run_agents)
+weights_command: Final = Command(add_weights_arguments, run_weights)

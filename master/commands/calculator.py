@@ -1,4 +1,4 @@
-"""``fairshare allocate``: the offline allocation calculator (DESIGN.md §4).
+"""The offline allocation calculator behind ``fairshare allocate`` (DESIGN.md §4).
 
 Reads a case (one pool ``resources`` or heterogeneous ``agents``, and ``frameworks`` with a task
 shape, optional ``weight`` and ``max_tasks``), and prints the allocation as JSON:

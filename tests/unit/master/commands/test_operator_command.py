@@ -7,9 +7,8 @@ from concurrent import futures
 
 import grpc
 import pytest
+from fairshare.cli import main
 from fairshare.v1 import operator_pb2, operator_pb2_grpc
-
-from master.cli import main
 
 
 class _Recorder(operator_pb2_grpc.OperatorServiceServicer):
@@ -73,10 +72,10 @@ def test_an_unknown_agent_exits_1_with_the_masters_reason(
 @pytest.mark.parametrize(
     ("argv", "flag"),
     [
-        (["--master", "nohost", "--deactivate", "ag-1"], "--master"),
-        (["--master", "127.0.0.1:99999", "--deactivate", "ag-1"], "--master"),
-        (["--master", "127.0.0.1:5050", "--deactivate", "ag-1", ""], "--deactivate"),
-        (["--master", "127.0.0.1:5050", "--reactivate", " "], "--reactivate"),
+        (["--master", "nohost", "--deactivate", "ag-1"], "--master 'nohost': "),
+        (["--master", "127.0.0.1:99999", "--deactivate", "ag-1"], "--master '127.0.0.1:99999': "),
+        (["--master", "127.0.0.1:5050", "--deactivate", "ag-1", ""], "--deactivate: "),
+        (["--master", "127.0.0.1:5050", "--reactivate", " "], "--reactivate: "),
     ],
 )
 def test_bad_input_exits_2_naming_the_flag(
@@ -84,7 +83,7 @@ def test_bad_input_exits_2_naming_the_flag(
 ) -> None:
     assert main(["agents", *argv]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"fairshare agents: {flag}:")
+    assert err.startswith(f"fairshare agents: {flag}")
 
 
 @pytest.mark.parametrize(
@@ -93,7 +92,6 @@ def test_bad_input_exits_2_naming_the_flag(
         ["--master", "127.0.0.1:5050"],  # no action
         ["--master", "127.0.0.1:5050", "--deactivate"],  # no id
         ["--master", "127.0.0.1:5050", "--deactivate", "a", "--reactivate", "b"],  # both
-        ["--deactivate", "a"],  # no master
     ],
 )
 def test_usage_errors_exit_2(argv: list[str]) -> None:
@@ -105,3 +103,15 @@ def test_usage_errors_exit_2(argv: list[str]) -> None:
 def test_an_unreachable_master_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["agents", "--master", "127.0.0.1:1", "--deactivate", "ag-1"]) == 1
     assert "UNAVAILABLE" in capsys.readouterr().err
+
+
+def test_the_master_comes_from_the_environment_without_the_flag(
+    server: tuple[str, _Recorder], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    address, recorder = server
+    monkeypatch.setenv("FAIRSHARE_MASTER", address)
+    assert main(["agents", "--deactivate", "ag-1"]) == 0
+    monkeypatch.setenv("FAIRSHARE_MASTER", "127.0.0.1:1")
+    monkeypatch.setenv("FAIRSHARE_AGENTS_MASTER", address)  # the command's own variable wins
+    assert main(["agents", "--reactivate", "ag-1"]) == 0
+    assert recorder.calls == [("deactivate", ["ag-1"]), ("reactivate", ["ag-1"])]

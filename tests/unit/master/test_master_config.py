@@ -1,0 +1,91 @@
+"""``MasterConfig``: the master's settings table, resolved flags > environment > TOML > defaults."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+from fairshare.settings import SettingsError
+
+from master.config import MASTER_SETTINGS, MasterConfig, load_config
+
+
+def args(**flags: object) -> argparse.Namespace:
+    return argparse.Namespace(**flags)
+
+
+def test_config_defaults() -> None:
+    assert load_config(args(), {}) == MasterConfig()
+
+
+def test_the_table_has_every_field_of_the_config() -> None:
+    assert sorted(s.name for s in MASTER_SETTINGS) == sorted(f.name for f in fields(MasterConfig))
+    assert [s.name for s in MASTER_SETTINGS if not s.flag] == ["fault_drop_acks"]
+
+
+def test_config_precedence_flags_env_toml_defaults(tmp_path: Path) -> None:
+    toml = tmp_path / "fs.toml"
+    toml.write_text(
+        '[master]\npolicy = "pf"\nplacement = "first-fit"\nagent-timeout = "30s"\n'
+        "allocation_interval = 0.5\n"
+        '[agent]\nresources = "cpus:1"\n',
+        encoding="utf-8",
+    )
+    env = {"FAIRSHARE_MASTER_POLICY": "asset", "FAIRSHARE_LOG_FORMAT": "json"}
+    config = load_config(args(config=str(toml), placement="random", port=0), env)
+    assert config.policy == "asset"  # env over TOML
+    assert config.placement == "random"  # flag over TOML
+    assert config.agent_timeout == 30.0 and config.allocation_interval == 0.5  # TOML
+    assert config.log_format == "json"  # shared variable
+    assert config.port == 0 and config.metrics_port == 9100  # flag 0 is not "unset"
+    specific = {"FAIRSHARE_LOG_FORMAT": "json", "FAIRSHARE_MASTER_LOG_FORMAT": "text"}
+    assert load_config(args(), specific).log_format == "text"
+    assert load_config(args(), {"FAIRSHARE_MASTER_OFFER_TIMEOUT": "500ms"}).offer_timeout == 0.5
+    assert load_config(args(), {"FAIRSHARE_MASTER_VALIDATE": "yes"}).validate
+    assert load_config(args(), {"FAIRSHARE_MASTER_CONFIG": str(toml)}).policy == "pf"
+    assert load_config(args(), {"FAIRSHARE_CONFIG": str(toml)}).policy == "pf"
+    drop = {"FAIRSHARE_MASTER_FAULT_DROP_ACKS": "0.3"}
+    assert load_config(args(), drop).fault_drop_acks == 0.3
+
+
+def test_shared_top_level_keys_apply_and_the_master_address_is_ignored(tmp_path: Path) -> None:
+    toml = tmp_path / "fs.toml"
+    toml.write_text('master = "elsewhere:5050"\nlog_level = "debug"\n', encoding="utf-8")
+    config = load_config(args(config=str(toml)), {})
+    assert config.log_level == "DEBUG"
+    toml.write_text("master = 3\n", encoding="utf-8")  # another command's setting, not [master]
+    assert load_config(args(config=str(toml)), {}) == MasterConfig()
+    assert load_config(args(), {"FAIRSHARE_MASTER": "elsewhere:5050"}) == MasterConfig()
+
+
+@pytest.mark.parametrize(
+    ("flags", "env", "toml", "fragment"),
+    [
+        ({}, {"FAIRSHARE_MASTER_PORT": "http"}, None, "FAIRSHARE_MASTER_PORT 'http': "),
+        ({}, {"FAIRSHARE_MASTER_AGENT_TIMEOUT": "-1"}, None, "FAIRSHARE_MASTER_AGENT_TIMEOUT"),
+        ({}, {"FAIRSHARE_MASTER_POLICY": "fifo"}, None, "FAIRSHARE_MASTER_POLICY 'fifo'"),
+        ({}, {"FAIRSHARE_MASTER_FAULT_DROP_ACKS": "1.5"}, None, "share in [0, 1)"),
+        ({"port": 70000}, {}, None, "--port"),
+        ({}, {}, '[master]\npolcy = "drf"\n', "unknown key 'polcy'"),
+        ({}, {}, 'polcy = "drf"\n', "unknown top-level key 'polcy'"),
+        ({}, {}, "policy = [\n", "not valid TOML"),
+        ({}, {}, '[master]\nallocation-interval = "0s"\n', "more than zero"),
+    ],
+)
+def test_bad_settings_name_their_source(
+    tmp_path: Path, flags: dict[str, object], env: dict[str, str], toml: str | None, fragment: str
+) -> None:
+    if toml is not None:
+        path = tmp_path / "bad.toml"
+        path.write_text(toml, encoding="utf-8")
+        flags = {**flags, "config": str(path)}
+    with pytest.raises(SettingsError) as caught:
+        load_config(args(**flags), env)
+    assert fragment in str(caught.value)
+
+
+def test_missing_config_file() -> None:
+    with pytest.raises(SettingsError, match="cannot read"):
+        load_config(args(config="/nonexistent/fs.toml"), {})
