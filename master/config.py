@@ -29,14 +29,18 @@ from fairshare.settings import (
     optional_positive_duration,
     port,
     positive_duration,
+    positive_int,
     resolve_settings,
     share,
 )
 
+from master.core.fairness import FAIRNESS_POLICIES
+from master.core.placement import DEFAULT_SAMPLE_SIZE, PLACEMENT_POLICIES
+
 __all__ = ["MASTER_SETTINGS", "MasterConfig", "load_config"]
 
-POLICIES: Final = ("drf", "asset", "pf", "slots")
-PLACEMENTS: Final = ("best-fit", "first-fit", "random")
+POLICIES: Final = tuple(FAIRNESS_POLICIES)  # the core's strategy tables name the choices
+PLACEMENTS: Final = tuple(PLACEMENT_POLICIES)
 REGISTRY_SYNC: Final = ("full", "normal")
 
 
@@ -50,6 +54,7 @@ class MasterConfig:
     work_dir: str = "./fairshare-master"
     policy: str = "drf"
     placement: str = "best-fit"
+    placement_sample: int = DEFAULT_SAMPLE_SIZE
     allocation_interval: float = 1.0
     agent_timeout: float = 15.0
     reregistration_timeout: float = 20.0
@@ -76,6 +81,14 @@ MASTER_SETTINGS: Final = (
     ),
     Setting("policy", choice(*POLICIES), "drf", "fairness policy", choices=POLICIES),
     Setting("placement", choice(*PLACEMENTS), "best-fit", "placement policy", choices=PLACEMENTS),
+    Setting(
+        "placement_sample",
+        positive_int,
+        DEFAULT_SAMPLE_SIZE,
+        "agents best-fit and random placement score per decision (a bounded sample, as"
+        " Kubernetes does), so one decision stays cheap on big clusters",
+        metavar="N",
+    ),
     Setting(
         "allocation_interval",
         positive_duration,

@@ -80,6 +80,7 @@ def _runtime_config(config: MasterConfig) -> RuntimeConfig:
     core = CoreConfig(
         policy=config.policy,
         placement=config.placement,
+        sample_size=config.placement_sample,
         offer_timeout=config.offer_timeout,
         validate=config.validate,
     )

@@ -21,6 +21,8 @@ from fairshare.cli import command_settings
 from fairshare.settings import SHARED_SETTINGS, add_setting_flags
 
 from master.commands.calculator import MODES, CaseError, allocate, load_case_text, parse_case
+from master.core.fairness import FAIRNESS_POLICIES
+from master.core.placement import PLACEMENT_POLICIES
 
 __all__ = ["ALLOCATE_SETTINGS", "add_arguments", "main"]
 
@@ -37,12 +39,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("case", metavar="CASE.json", help="case file, or - for stdin")
     parser.add_argument(
         "--policy",
-        choices=["drf", "asset", "pf", "ceei", "slots"],
+        choices=sorted([*FAIRNESS_POLICIES, "ceei"]),
         help="fairness policy (default: the case's, else drf; ceei in fluid mode only)",
     )
     parser.add_argument(
         "--placement",
-        choices=["best-fit", "first-fit", "random"],
+        choices=sorted(PLACEMENT_POLICIES),
         help="placement across agents (default: the case's, else best-fit)",
     )
     parser.add_argument(

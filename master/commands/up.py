@@ -44,6 +44,9 @@ from fairshare.settings import (
     positive_int,
 )
 
+from master.core.fairness import FAIRNESS_POLICIES
+from master.core.placement import PLACEMENT_POLICIES
+
 __all__ = ["DEMO_FRAMEWORKS", "UP_SETTINGS", "LocalCluster", "add_arguments", "main"]
 
 START_TIMEOUT = 30.0
@@ -54,8 +57,8 @@ DEMO_AGENT = "cpus:9;mem:18432"
 DEMO_FRAMEWORKS = (("A", "cpus:1;mem:4096"), ("B", "cpus:3;mem:1024"))
 
 
-POLICIES: Final = ("drf", "asset", "pf", "slots")
-PLACEMENTS: Final = ("best-fit", "first-fit", "random")
+POLICIES: Final = tuple(FAIRNESS_POLICIES)
+PLACEMENTS: Final = tuple(PLACEMENT_POLICIES)
 
 
 def _resources(raw: Any) -> str:

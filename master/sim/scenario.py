@@ -31,6 +31,8 @@ from typing import Any
 
 from fairshare.resources import ResourceError, ResourceVector
 
+from master.core.fairness import FAIRNESS_POLICIES
+from master.core.placement import PLACEMENT_POLICIES
 from master.sim.servers import MIXES
 from master.sim.workload import GoogleLikeWorkload, generate
 
@@ -49,8 +51,8 @@ __all__ = [
     "whole_field",
 ]
 
-POLICIES = ("drf", "asset", "pf", "slots")
-PLACEMENTS = ("best-fit", "first-fit", "random")
+POLICIES = tuple(FAIRNESS_POLICIES)  # the core's strategy tables name the choices
+PLACEMENTS = tuple(PLACEMENT_POLICIES)
 DISTRIBUTIONS = ("deterministic", "exponential", "erlang")
 
 

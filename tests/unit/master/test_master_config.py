@@ -89,3 +89,17 @@ def test_bad_settings_name_their_source(
 def test_missing_config_file() -> None:
     with pytest.raises(SettingsError, match="cannot read"):
         load_config(args(config="/nonexistent/fs.toml"), {})
+
+
+def test_policy_choices_come_from_the_cores_tables_and_the_sample_size_is_a_setting() -> None:
+    from master.core.fairness import FAIRNESS_POLICIES
+    from master.core.placement import PLACEMENT_POLICIES
+
+    by_name = {s.name: s for s in MASTER_SETTINGS}
+    assert by_name["policy"].choices == tuple(FAIRNESS_POLICIES)
+    assert by_name["placement"].choices == tuple(PLACEMENT_POLICIES)
+    assert load_config(args(placement_sample="16"), {}).placement_sample == 16
+    env = {"FAIRSHARE_MASTER_PLACEMENT_SAMPLE": "32"}
+    assert load_config(args(), env).placement_sample == 32
+    with pytest.raises(SettingsError, match="--placement-sample '0'"):
+        load_config(args(placement_sample="0"), {})
