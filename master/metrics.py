@@ -5,11 +5,12 @@
 all taken in one step of the runtime's event loop (``take_sample``). There is no second copy of
 the state and nothing is updated per event except the runtime's plain integer counters.
 
-Threading: ``serve_metrics`` runs prometheus_client's HTTP server in its own thread (the simplest
-tested server: content negotiation, gzip, HEAD). The collector never reads loop-owned state from
-that thread: ``on_loop`` hands ``take_sample`` to the loop with ``run_coroutine_threadsafe`` and
-waits at most ``timeout`` seconds for the sample (immutable values and copies); formatting then
-happens off the loop. A scrape thus costs the loop one snapshot.
+Threading: ``serve_http`` (``fairshare.metrics_server``: the master's one HTTP port, on its
+loop) formats a scrape with prometheus_client's own exposition in a worker thread. The collector
+never reads loop-owned state from that thread: ``on_loop`` hands ``take_sample`` to the loop with
+``run_coroutine_threadsafe`` and waits at most ``timeout`` seconds for the sample (immutable
+values and copies); formatting then happens off the loop. A scrape thus costs the loop one
+snapshot.
 
 Invariants:
 - one ``CollectorRegistry`` per daemon (``build_registry``), never the global one; no
@@ -33,7 +34,7 @@ from fairshare.metrics_server import (
     MetricsServer,
     build_registry,
     on_loop,
-    serve_metrics,
+    serve_http,
     write_metrics_addr,
 )
 from fairshare.resources import ResourceVector
@@ -62,7 +63,7 @@ __all__ = [
     "build_registry",
     "on_loop",
     "sampler",
-    "serve_metrics",
+    "serve_http",
     "write_metrics_addr",
 ]
 
