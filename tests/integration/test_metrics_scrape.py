@@ -88,9 +88,9 @@ def test_master_and_agent_metrics_agree_with_status(
     assert value(samples, "fairshare_agents", state="active") == 2
     assert value(samples, "fairshare_agents", state="unreachable") == 0
     assert value(samples, "fairshare_tasks", state="running") == sum(running(document).values())
-    shares = labelled(samples, "fairshare_framework_dominant_share", "framework")
+    shares = labelled(samples, "fairshare_framework_dominant_share", "framework_id")
     for name, framework in by_name(document).items():
-        assert abs(shares[name] - framework["dominant_share"]) <= 0.01, (name, shares)
+        assert abs(shares[framework["id"]] - framework["dominant_share"]) <= 0.01, (name, shares)
     for resource in ("cpus", "mem"):
         capacity = value(samples, "fairshare_resource_capacity", resource=resource)
         parts = [
