@@ -328,6 +328,11 @@ def fetch_state(master: str, timeout: float = STATUS_TIMEOUT) -> operator_pb2.Ge
 def _rpc_failure(master: str, error: grpc.RpcError) -> str:
     code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
     details = error.details() if isinstance(error, grpc.Call) else str(error)
+    if code == grpc.StatusCode.UNIMPLEMENTED:  # e.g. an agent's port: no Operator API there
+        return (
+            f"{master} is not a fairshare master (it does not serve the operator API;"
+            " an agent's port?)"
+        )
     return f"cannot get the cluster state from the master at {master}: {code.name}: {details}"
 
 
