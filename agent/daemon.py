@@ -26,6 +26,7 @@ import dataclasses
 import logging
 import os
 import signal
+import sys
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
@@ -34,6 +35,7 @@ from typing import Any
 import grpc
 from fairshare.health import NOT_SERVING, SERVING, HealthServicer
 from fairshare.logs import configure_logging, log_event
+from fairshare.ports import port_problem
 from fairshare.settings import add_setting_flags
 
 from agent.checkpoint import CHECKPOINT_FILE, CheckpointError, CheckpointStore
@@ -113,6 +115,13 @@ def _make_work_dir(work_dir: Path) -> bool:
 def _bind(server: grpc.aio.Server, host: str, port: int) -> int | None:
     """Bind ``host:port`` (0 picks a free port); the bound port, or None after logging why."""
     address = _address(host, port)
+    problem = port_problem(host, port)  # before gRPC tries: a clear line, not a core log line
+    if problem is not None:
+        log_event(_LOG, "listen.failed", logging.ERROR, address=address, error=problem)
+        print(
+            f"fairshare agent: --port {port}: {problem} (pick a free port, or 0)", file=sys.stderr
+        )
+        return None
     try:
         bound = server.add_insecure_port(address)
     except RuntimeError as error:

@@ -35,6 +35,7 @@ from typing import Any
 import grpc
 from fairshare.health import NOT_SERVING, SERVING, HealthServicer
 from fairshare.logs import configure_logging, log_event
+from fairshare.ports import port_problem
 from fairshare.settings import add_setting_flags
 from fairshare.v1 import agent_pb2_grpc, operator_pb2_grpc, scheduler_pb2_grpc
 
@@ -170,6 +171,25 @@ async def _start_http(
         return None
 
 
+PORT_HINTS = {
+    "--port": "another master? pick a free port, or 0 for any",
+    "--metrics-port": "9100 is also node_exporter's default; pick a free port, or 0 for any",
+}
+
+
+def _ports_taken(config: MasterConfig) -> bool:
+    """Say (log and stderr, naming the flag) if a port cannot be listened on."""
+    for flag, port in (("--port", config.port), ("--metrics-port", config.metrics_port)):
+        problem = port_problem(config.host, port)
+        if problem is not None:
+            log_event(log, "listen.failed", logging.ERROR, flag=flag, port=port, error=problem)
+            print(
+                f"fairshare master: {flag} {port}: {problem} ({PORT_HINTS[flag]})", file=sys.stderr
+            )
+            return True
+    return False
+
+
 async def serve(config: MasterConfig, stop: asyncio.Event | None = None) -> int:
     """Run the master until ``stop`` is set (or SIGTERM/SIGINT); returns the exit code."""
     registry = _open_registry(config)
@@ -202,6 +222,8 @@ async def _serve_runtime(
     operator = OperatorServicer(runtime.operator)
     operator_pb2_grpc.add_OperatorServiceServicer_to_server(operator, server)
     server.add_generic_rpc_handlers((health.handler(),))
+    if _ports_taken(config):
+        return EXIT_FAILED
     try:
         port = server.add_insecure_port(f"{config.host}:{config.port}")
     except RuntimeError as error:
