@@ -175,7 +175,7 @@ async function refreshTasks(state) {
   if (filter) query.set("state", filter);
   const page = await getJSON(`/api/v1/tasks?${query}`);
   const names = new Map(state.frameworks.map((f) => [f.id, f.name]));
-  const hosts = new Map(state.agents.map((a) => [a.id, a.hostname]));
+  const hosts = new Map(state.agents.map((a) => [a.id, `${a.hostname}:${a.port}`]));
   const rows = page.tasks.map((t) => el("tr", { "data-task-id": t.task_id },
     el("td", {}, t.name),
     el("td", { title: t.framework_id }, names.get(t.framework_id) || t.framework_id),
