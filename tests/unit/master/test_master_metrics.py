@@ -387,3 +387,17 @@ async def _calls(channel: aio.Channel) -> None:
     watch.cancel()
     with pytest.raises(grpc.RpcError):  # not implemented: not counted (bounded labels)
         await channel.unary_unary("/no.Such/Method")(b"")
+
+
+def test_per_framework_series_are_bounded() -> None:
+    """Whatever clients register, at most MAX_FRAMEWORK_SERIES frameworks get series."""
+    from master.metrics import MAX_FRAMEWORK_SERIES
+
+    async def test(runtime: MasterRuntime) -> None:
+        for n in range(MAX_FRAMEWORK_SERIES + 5):
+            runtime.frameworks.subscribe(FrameworkSpec("", f"fw{n}"), None, False)
+        samples = scrape(runtime)
+        for name in ("fairshare_framework_info", "fairshare_framework_dominant_share"):
+            assert len(values(samples, name)) == MAX_FRAMEWORK_SERIES, name
+
+    scenario(test)
