@@ -44,5 +44,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     message = f"processes started by the tests were still running (now killed):\n{lines}"
     if reporter is not None:
-        reporter.write_line(f"LEAKED PROCESSES: {message}", red=True)
+        reporter.write("\n")
+        reporter.write_line(f"LEAKED PROCESSES (the run fails): {message}", red=True)
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
