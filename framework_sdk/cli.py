@@ -14,7 +14,9 @@ Invariants:
   end, suppresses offers while it has all it wants, and tears the framework down on exit. It
   logs one line per event (``fairshare.logs``: ``--log-format``, ``--log-level``), the SDK's
   own lines included.
-- ``run --detach`` returns once its ``--count`` tasks are RUNNING, without teardown: the master
+- ``run --detach`` returns once its ``--count`` tasks are RUNNING (or, if the cluster cannot run
+  them all, ``DETACH_WAIT`` seconds after the start with at least one running, saying how many
+  run; no more are launched then), without teardown: the master
   keeps the framework and its tasks (ended tasks are not replaced) until ``fairshare stop NAME``
   or its failover timeout, ``DETACHED_FAILOVER_TIMEOUT`` (a week) unless
   ``--failover-timeout`` says otherwise. Attached, the failover timeout defaults to Mesos's 0.
@@ -87,6 +89,8 @@ EXIT_OK: Final = 0
 EXIT_FAILURE: Final = 1
 STATUS_TIMEOUT: Final = 5.0
 CONNECT_TIMEOUT: Final = 30.0
+DETACH_WAIT: Final = 30.0
+"""How long ``run --detach`` waits for all its tasks before leaving with those that run."""
 DETACHED_FAILOVER_TIMEOUT: Final = 7 * 24 * 3600.0
 """A detached run's failover timeout: its tasks keep running with nobody attached, so the master
 must keep them much longer than any restart of a scheduler, as a submitted job (Nomad's ``job
@@ -151,6 +155,7 @@ class RunConfig:
     connect_timeout: float = CONNECT_TIMEOUT
     detach: bool = False
     failover_timeout: float | None = None
+    detach_wait: float = DETACH_WAIT
 
     @property
     def effective_failover_timeout(self) -> float:
@@ -196,10 +201,18 @@ class TaskKeeper:
         self._launched = 0
         self._suppressed = False
 
+    @property
+    def wanted(self) -> int:
+        """How many tasks it keeps running."""
+        return self._config.count
+
+    def running(self) -> int:
+        """How many of its tasks are RUNNING."""
+        return sum(1 for state in self.live.values() if state is TaskState.RUNNING)
+
     def all_running(self) -> bool:
         """Every wanted task is RUNNING."""
-        live = self.live.values()
-        return len(self.live) >= self._config.count and all(s is TaskState.RUNNING for s in live)
+        return self.running() >= self._config.count
 
     async def handle(self, event: Event) -> None:
         """React to one event."""
@@ -287,8 +300,20 @@ EXIT_DETACHED: Final = -1  # internal: every task runs, leave them to the master
 
 
 async def _keep_running(
-    fw: Framework, keeper: TaskKeeper, stop: asyncio.Event, detach: bool = False
+    fw: Framework,
+    keeper: TaskKeeper,
+    stop: asyncio.Event,
+    detach: bool = False,
+    detach_wait: float = DETACH_WAIT,
 ) -> int:
+    started = asyncio.get_running_loop().time()
+
+    def detached() -> bool:
+        if not detach or not keeper.running():
+            return False
+        waited = asyncio.get_running_loop().time() - started
+        return keeper.all_running() or waited >= detach_wait
+
     async def consume() -> int:
         async for event in fw.events():
             if isinstance(event, ErrorEvent):
@@ -298,7 +323,7 @@ async def _keep_running(
                 )
                 return EXIT_FAILURE
             await keeper.handle(event)
-            if detach and keeper.all_running():
+            if detached():
                 return EXIT_DETACHED
         return EXIT_OK
 
@@ -332,8 +357,10 @@ def _detached(fw: Framework, keeper: TaskKeeper) -> int:
         tasks=len(keeper.live),
         failover_timeout=info.failover_timeout,
     )
+    running, wanted = keeper.running(), keeper.wanted
+    short = "" if running >= wanted else f" of the {wanted} wanted (no more will be launched)"
     print(
-        f"{info.name} (framework {fw.framework_id}) runs {len(keeper.live)} task(s); detached:"
+        f"{info.name} (framework {fw.framework_id}) runs {running} task(s){short}; detached:"
         f" the master keeps them for {info.failover_timeout:g}s without a scheduler, or until"
         f" fairshare stop {info.name}"
     )
@@ -366,7 +393,8 @@ async def run_framework(config: RunConfig, stop: asyncio.Event | None = None) ->
         async with Framework.connect(
             config.master, info, demand=demand, connect_timeout=config.connect_timeout
         ) as fw:
-            return await _keep_running(fw, TaskKeeper(fw, config), stop, config.detach)
+            keeper = TaskKeeper(fw, config)
+            return await _keep_running(fw, keeper, stop, config.detach, config.detach_wait)
     except CallError as error:
         print(f"fairshare run: the master refused the framework: {error}", file=sys.stderr)
     except FairshareError as error:  # its message names the master and the last error once

@@ -115,3 +115,23 @@ def test_without_duration_tasks_stay_running_until_stopped() -> None:
             assert await asyncio.wait_for(runner, 5) == 0
 
     run_async(scenario())
+
+
+def test_detach_leaves_with_what_runs_when_the_cluster_is_too_small(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 16: ``--detach`` returns; on a cluster with room for 2 of 5 it says so."""
+    agents = [FakeAgent("ag-1", ResourceVector.parse("cpus:2;mem:4096"))]
+
+    async def scenario() -> None:
+        async with FakeMaster(agents=agents) as master:
+            detached = config(master.address, count=5, detach=True, detach_wait=0.5)
+            assert await asyncio.wait_for(run_framework(detached), 10) == 0
+            assert len(master.launched_tasks) == 2
+            assert not master.requests("Teardown")  # left to the master
+            (subscribe,) = master.requests("Subscribe")
+            assert subscribe.framework_info.failover_timeout.seconds == 7 * 24 * 3600
+
+    run_async(scenario())
+    out = capsys.readouterr().out
+    assert "runs 2 task(s) of the 5 wanted (no more will be launched); detached" in out
