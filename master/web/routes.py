@@ -13,13 +13,17 @@
 
 Invariants: every API answer is built from exactly one ``ClusterSnapshot`` taken synchronously
 on the runtime's loop (``OperatorCalls.snapshot``: the same snapshot gRPC ``GetState`` and the
-metrics read; aiohttp's handlers run on that loop, so it is one step of it); nothing here keeps a
-copy of the state; a bad query parameter is 400 with ``{"error": ...}`` naming it; every other
-path is 404 (aiohttp's router); answers are never cached by the browser.
+metrics read; aiohttp's handlers run on that loop, so it is one step of it); the snapshot is
+immutable, so turning it into JSON happens in a worker thread, off the loop (a big cluster's
+document does not delay allocation runs); nothing here keeps a copy of the state; a bad query
+parameter is 400 with ``{"error": ...}`` naming it; every other path is 404 (aiohttp's router);
+answers are never cached by the browser.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any
@@ -75,6 +79,12 @@ def _json(document: dict[str, Any]) -> web.Response:
     return web.json_response(document, headers=NO_STORE)
 
 
+async def _json_off_loop(build: Callable[[], dict[str, Any]]) -> web.Response:
+    """Build a document from an immutable snapshot and encode it in a worker thread."""
+    body = await asyncio.to_thread(lambda: json.dumps(build()).encode("utf-8"))
+    return web.Response(body=body, content_type="application/json", headers=NO_STORE)
+
+
 class WebApi:
     """The dashboard and the ``/api/v1`` handlers over one snapshot source."""
 
@@ -121,21 +131,30 @@ class WebApi:
 
     async def state(self, request: web.Request) -> web.Response:
         """``/api/v1/state``: the whole cluster."""
-        return _json(state_document(self.snapshot()))
+        snapshot = self.snapshot()
+        return await _json_off_loop(lambda: state_document(snapshot))
 
     async def frameworks(self, request: web.Request) -> web.Response:
         """``/api/v1/frameworks``: the pool summary and every framework."""
         snapshot = self.snapshot()
-        document = summary_document(snapshot)
-        document["frameworks"] = [framework_document(view) for view in snapshot.frameworks]
-        return _json(document)
+
+        def build() -> dict[str, Any]:
+            document = summary_document(snapshot)
+            document["frameworks"] = [framework_document(view) for view in snapshot.frameworks]
+            return document
+
+        return await _json_off_loop(build)
 
     async def agents(self, request: web.Request) -> web.Response:
         """``/api/v1/agents``: the pool summary and every agent."""
         snapshot = self.snapshot()
-        document = summary_document(snapshot)
-        document["agents"] = [agent_document(view) for view in snapshot.agents]
-        return _json(document)
+
+        def build() -> dict[str, Any]:
+            document = summary_document(snapshot)
+            document["agents"] = [agent_document(view) for view in snapshot.agents]
+            return document
+
+        return await _json_off_loop(build)
 
     async def tasks(self, request: web.Request) -> web.Response:
         """``/api/v1/tasks``: one page of tasks, optionally of one framework or state."""
@@ -147,8 +166,10 @@ class WebApi:
             if state not in TaskState.__members__:
                 raise BadQuery(f"state: {state!r} is not a task state")
         framework_id = request.query.get("framework_id") or None
-        snapshot = self.snapshot()
-        return _json(page_of_tasks(snapshot.tasks, offset, limit, framework_id, state))
+        tasks = self.snapshot().tasks
+        return await _json_off_loop(
+            lambda: page_of_tasks(tasks, offset, limit, framework_id, state)
+        )
 
     async def recent_events(self, request: web.Request) -> web.Response:
         """``/api/v1/events?since=N``: the recent noteworthy events after sequence ``N``."""
