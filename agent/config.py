@@ -109,12 +109,13 @@ AGENT_SETTINGS: Final = (
         "resources",
         _resources,
         None,
-        "resources offered, e.g. 'cpus:8;mem:16384' (default: this host's CPUs, memory, disk)",
+        "resources offered, e.g. 'cpus:8;mem:16384' (default: this host's CPUs, memory, disk);"
+        " an agent with gpus is offered only to GPU-capable frameworks",
     ),
     Setting("attributes", _attributes, "", "attributes, e.g. 'rack:r1;zone:a'"),
     Setting("host", non_empty_text, "127.0.0.1", "address to bind"),
     Setting("port", port, 0, "gRPC (health) port, 0 picks a free one"),
-    Setting("metrics_port", port, 9101, "Prometheus /metrics port, 0 picks a free one"),
+    Setting("metrics_port", port, 9101, "HTTP port of /metrics and /health, 0 picks a free one"),
     Setting(
         "work_dir",
         non_empty_text,

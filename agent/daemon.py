@@ -26,13 +26,16 @@ import dataclasses
 import logging
 import os
 import signal
+import sys
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import grpc
 from fairshare.health import NOT_SERVING, SERVING, HealthServicer
 from fairshare.logs import configure_logging, log_event
+from fairshare.ports import port_problem
 from fairshare.settings import add_setting_flags
 
 from agent.checkpoint import CHECKPOINT_FILE, CheckpointError, CheckpointStore
@@ -42,7 +45,7 @@ from agent.metrics import (
     MetricsServer,
     build_registry,
     on_loop,
-    serve_metrics,
+    serve_http,
     write_metrics_addr,
 )
 from agent.records import AgentSpec
@@ -112,6 +115,13 @@ def _make_work_dir(work_dir: Path) -> bool:
 def _bind(server: grpc.aio.Server, host: str, port: int) -> int | None:
     """Bind ``host:port`` (0 picks a free port); the bound port, or None after logging why."""
     address = _address(host, port)
+    problem = port_problem(host, port)  # before gRPC tries: a clear line, not a core log line
+    if problem is not None:
+        log_event(_LOG, "listen.failed", logging.ERROR, address=address, error=problem)
+        print(
+            f"fairshare agent: --port {port}: {problem} (pick a free port, or 0)", file=sys.stderr
+        )
+        return None
     try:
         bound = server.add_insecure_port(address)
     except RuntimeError as error:
@@ -158,7 +168,7 @@ async def _serve_with(
         log_event(_LOG, "checkpoint.failed", logging.ERROR, error=str(error))
         return EXIT_FAILURE
     await server.start()
-    metrics = _start_metrics(settings, runtime)
+    metrics = await _start_metrics(settings, runtime, health)
     if metrics is None:
         await server.stop(grace=None)
         return EXIT_FAILURE
@@ -184,18 +194,28 @@ async def _serve_with(
     finally:
         health.set_all(NOT_SERVING)
         await server.stop(grace=1.0)
-        await asyncio.to_thread(metrics.close)
+        await metrics.close()
         address_file.unlink(missing_ok=True)
         metrics_file.unlink(missing_ok=True)
     log_event(_LOG, "agent.stopped")
     return 0
 
 
-def _start_metrics(settings: AgentSettings, runtime: AgentRuntime) -> MetricsServer | None:
-    """Serve /metrics on ``--metrics-port``; None (after logging why) if it cannot bind."""
+async def _start_metrics(
+    settings: AgentSettings, runtime: AgentRuntime, health: HealthServicer
+) -> MetricsServer | None:
+    """Serve /metrics and /health on ``--metrics-port``; None (after logging why) if it cannot
+    bind."""
     collector = AgentCollector(on_loop(asyncio.get_running_loop(), runtime.metrics), _version())
+
+    def healthy() -> dict[str, Any]:
+        status = "SERVING" if health.status("") == SERVING else "NOT_SERVING"
+        return {"status": status, "daemon": "agent", "agent_id": runtime.state.agent_id or ""}
+
     try:
-        return serve_metrics(build_registry(collector), settings.host, settings.metrics_port)
+        return await serve_http(
+            build_registry(collector), settings.host, settings.metrics_port, healthy
+        )
     except OSError as error:
         log_event(
             _LOG,

@@ -4,10 +4,10 @@
 (``AgentRuntime.metrics()``: plain values and copies, built from the state in one call); the
 runtime keeps only its plain integer counters.
 
-Threading: ``serve_metrics`` runs prometheus_client's HTTP server in its own thread. The collector
-never reads loop-owned state from that thread: ``on_loop`` hands ``AgentRuntime.metrics`` to the
-runtime's loop with ``run_coroutine_threadsafe`` and waits at most ``timeout`` seconds for the
-value; formatting then happens off the loop.
+Threading: ``serve_http`` (the metrics port: ``/metrics``, ``/health``) runs on the agent's loop
+and formats a scrape in a worker thread. The collector never reads loop-owned state from that
+thread: ``on_loop`` hands ``AgentRuntime.metrics`` to the runtime's loop with
+``run_coroutine_threadsafe`` and waits at most ``timeout`` seconds for the value.
 
 Invariants: one ``CollectorRegistry`` per daemon, never the global one; no ``_created`` series;
 resources in base units (cpus in cores, gpus in devices, mem and disk in bytes, any other
@@ -25,7 +25,7 @@ from fairshare.metrics_server import (
     MetricsServer,
     build_registry,
     on_loop,
-    serve_metrics,
+    serve_http,
     write_metrics_addr,
 )
 from fairshare.v1 import common_pb2
@@ -42,7 +42,7 @@ __all__ = [
     "base_units",
     "build_registry",
     "on_loop",
-    "serve_metrics",
+    "serve_http",
     "write_metrics_addr",
 ]
 

@@ -14,6 +14,12 @@ Invariants:
   end, suppresses offers while it has all it wants, and tears the framework down on exit. It
   logs one line per event (``fairshare.logs``: ``--log-format``, ``--log-level``), the SDK's
   own lines included.
+- ``run --detach`` returns once its ``--count`` tasks are RUNNING (or, if the cluster cannot run
+  them all, ``DETACH_WAIT`` seconds after the start with at least one running, saying how many
+  run; no more are launched then), without teardown: the master
+  keeps the framework and its tasks (ended tasks are not replaced) until ``fairshare stop NAME``
+  or its failover timeout, ``DETACHED_FAILOVER_TIMEOUT`` (a week) unless
+  ``--failover-timeout`` says otherwise. Attached, the failover timeout defaults to Mesos's 0.
 - ``status --json`` prints exactly one JSON object (see ``framework_sdk.cluster_state``).
 - ``status --watch`` redraws the table with a bar per framework's dominant share every
   ``--interval`` until Ctrl-C, which exits 0: on a terminal it clears the screen before each
@@ -44,6 +50,7 @@ from fairshare.settings import (
     Setting,
     SettingsError,
     add_setting_flags,
+    duration,
     non_empty_text,
     optional_positive_duration,
     positive_duration,
@@ -82,6 +89,22 @@ EXIT_OK: Final = 0
 EXIT_FAILURE: Final = 1
 STATUS_TIMEOUT: Final = 5.0
 CONNECT_TIMEOUT: Final = 30.0
+DETACH_WAIT: Final = 30.0
+"""How long ``run --detach`` waits for all its tasks before leaving with those that run."""
+DETACHED_FAILOVER_TIMEOUT: Final = 7 * 24 * 3600.0
+"""A detached run's failover timeout: its tasks keep running with nobody attached, so the master
+must keep them much longer than any restart of a scheduler, as a submitted job (Nomad's ``job
+run``) lives until stopped; a week (Mesos operators' usual production setting) bounds how long a
+forgotten run holds resources. ``fairshare stop NAME`` ends it sooner."""
+
+
+def _optional_duration(raw: object) -> float | None:
+    """A duration (0 allowed), or ``None`` for the default."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None
+    return duration(raw)
+
+
 CLEAR_SCREEN: Final = "\x1b[H\x1b[2J"  # cursor home, erase the screen
 _LOG = logging.getLogger("fairshare.run")
 
@@ -98,6 +121,14 @@ RUN_SETTINGS: Final = (
     ),
     Setting("role", non_empty_text, "*", "the framework's role"),
     Setting("weight", positive_number, 1.0, "the framework's weight", metavar="W"),
+    Setting(
+        "failover_timeout",
+        _optional_duration,
+        None,
+        "how long the master keeps the framework and its tasks once this command is gone"
+        " (default: 0, or a week with --detach)",
+        metavar="DURATION",
+    ),
 )
 """The settings of ``fairshare run`` (``--name`` and ``--task`` are its arguments)."""
 
@@ -122,6 +153,16 @@ class RunConfig:
     count: int
     duration: float | None
     connect_timeout: float = CONNECT_TIMEOUT
+    detach: bool = False
+    failover_timeout: float | None = None
+    detach_wait: float = DETACH_WAIT
+
+    @property
+    def effective_failover_timeout(self) -> float:
+        """The failover timeout the framework subscribes with."""
+        if self.failover_timeout is not None:
+            return self.failover_timeout
+        return DETACHED_FAILOVER_TIMEOUT if self.detach else 0.0
 
 
 def run_config(args: argparse.Namespace) -> RunConfig:
@@ -144,6 +185,8 @@ def run_config(args: argparse.Namespace) -> RunConfig:
         shape=shape,
         count=values["count"],
         duration=values["duration"],
+        detach=bool(getattr(args, "detach", False)),
+        failover_timeout=values["failover_timeout"],
     )
 
 
@@ -157,6 +200,19 @@ class TaskKeeper:
         self.finished = 0
         self._launched = 0
         self._suppressed = False
+
+    @property
+    def wanted(self) -> int:
+        """How many tasks it keeps running."""
+        return self._config.count
+
+    def running(self) -> int:
+        """How many of its tasks are RUNNING."""
+        return sum(1 for state in self.live.values() if state is TaskState.RUNNING)
+
+    def all_running(self) -> bool:
+        """Every wanted task is RUNNING."""
+        return self.running() >= self._config.count
 
     async def handle(self, event: Event) -> None:
         """React to one event."""
@@ -240,7 +296,24 @@ class TaskKeeper:
         self._suppressed = False
 
 
-async def _keep_running(fw: Framework, keeper: TaskKeeper, stop: asyncio.Event) -> int:
+EXIT_DETACHED: Final = -1  # internal: every task runs, leave them to the master
+
+
+async def _keep_running(
+    fw: Framework,
+    keeper: TaskKeeper,
+    stop: asyncio.Event,
+    detach: bool = False,
+    detach_wait: float = DETACH_WAIT,
+) -> int:
+    started = asyncio.get_running_loop().time()
+
+    def detached() -> bool:
+        if not detach or not keeper.running():
+            return False
+        waited = asyncio.get_running_loop().time() - started
+        return keeper.all_running() or waited >= detach_wait
+
     async def consume() -> int:
         async for event in fw.events():
             if isinstance(event, ErrorEvent):
@@ -250,6 +323,8 @@ async def _keep_running(fw: Framework, keeper: TaskKeeper, stop: asyncio.Event) 
                 )
                 return EXIT_FAILURE
             await keeper.handle(event)
+            if detached():
+                return EXIT_DETACHED
         return EXIT_OK
 
     consumer = asyncio.ensure_future(consume())
@@ -257,6 +332,8 @@ async def _keep_running(fw: Framework, keeper: TaskKeeper, stop: asyncio.Event) 
     await asyncio.wait({consumer, stopper}, return_when=asyncio.FIRST_COMPLETED)
     stopper.cancel()
     if consumer.done():
+        if consumer.result() == EXIT_DETACHED:
+            return _detached(fw, keeper)
         return consumer.result()
     consumer.cancel()
     with contextlib.suppress(asyncio.CancelledError):
@@ -268,6 +345,25 @@ async def _keep_running(fw: Framework, keeper: TaskKeeper, stop: asyncio.Event) 
         await fw.teardown()
     except FairshareError as error:
         log_event(_LOG, "framework.teardown.failed", logging.WARNING, error=error)
+    return EXIT_OK
+
+
+def _detached(fw: Framework, keeper: TaskKeeper) -> int:
+    info = fw.info
+    log_event(
+        _LOG,
+        "framework.detached",
+        framework_id=fw.framework_id,
+        tasks=len(keeper.live),
+        failover_timeout=info.failover_timeout,
+    )
+    running, wanted = keeper.running(), keeper.wanted
+    short = "" if running >= wanted else f" of the {wanted} wanted (no more will be launched)"
+    print(
+        f"{info.name} (framework {fw.framework_id}) runs {running} task(s){short}; detached:"
+        f" the master keeps them for {info.failover_timeout:g}s without a scheduler, or until"
+        f" fairshare stop {info.name}"
+    )
     return EXIT_OK
 
 
@@ -290,19 +386,19 @@ async def run_framework(config: RunConfig, stop: asyncio.Event | None = None) ->
         role=config.role,
         weight=config.weight,
         capabilities=frozenset(capabilities),
+        failover_timeout=config.effective_failover_timeout,
     )
     demand = Demand(task_resources=config.shape, max_tasks=config.count)
     try:
         async with Framework.connect(
             config.master, info, demand=demand, connect_timeout=config.connect_timeout
         ) as fw:
-            return await _keep_running(fw, TaskKeeper(fw, config), stop)
+            keeper = TaskKeeper(fw, config)
+            return await _keep_running(fw, keeper, stop, config.detach, config.detach_wait)
     except CallError as error:
         print(f"fairshare run: the master refused the framework: {error}", file=sys.stderr)
-    except FairshareError as error:
-        print(
-            f"fairshare run: cannot reach the master at {config.master}: {error}", file=sys.stderr
-        )
+    except FairshareError as error:  # its message names the master and the last error once
+        print(f"fairshare run: {error}", file=sys.stderr)
     return EXIT_FAILURE
 
 
@@ -328,6 +424,11 @@ def fetch_state(master: str, timeout: float = STATUS_TIMEOUT) -> operator_pb2.Ge
 def _rpc_failure(master: str, error: grpc.RpcError) -> str:
     code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
     details = error.details() if isinstance(error, grpc.Call) else str(error)
+    if code == grpc.StatusCode.UNIMPLEMENTED:  # e.g. an agent's port: no Operator API there
+        return (
+            f"{master} is not a fairshare master (it does not serve the operator API;"
+            " an agent's port?)"
+        )
     return f"cannot get the cluster state from the master at {master}: {code.name}: {details}"
 
 
@@ -397,7 +498,16 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--name", required=True, help="the framework's name (and task id prefix)")
     parser.add_argument(
-        "--task", required=True, metavar="RESOURCES", help="task shape, e.g. 'cpus:1;mem:4096'"
+        "--task",
+        required=True,
+        metavar="RESOURCES",
+        help="task shape, e.g. 'cpus:1;mem:4096'; a shape with gpus makes the framework"
+        " GPU-capable: agents with GPUs are offered only to GPU-capable frameworks",
+    )
+    parser.add_argument(
+        "--detach",
+        action="store_true",
+        help="return once the tasks run; the master keeps them (fairshare stop NAME ends them)",
     )
     add_setting_flags(parser, RUN_SETTINGS)
 

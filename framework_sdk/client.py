@@ -9,7 +9,11 @@ Invariants:
   message) emits ``Disconnected``, waits a jittered exponential backoff and resubscribes with
   the framework id, the current demand and the current suppression, then reconciles
   implicitly. Only a refused subscription or an ``ErrorEvent`` ends it for good (with an
-  ``ErrorEvent`` as the last event), or ``close``/``teardown``.
+  ``ErrorEvent`` as the last event), or ``close``/``teardown``; so does a master that never
+  answered: a client that has not subscribed once within ``ClientOptions.registration_timeout``
+  gives up with an ``ErrorEvent`` (UNAVAILABLE). Until then a master that does not answer is
+  logged as a WARNING (``master.unreachable``: at the first failure, then every
+  ``UNREACHABLE_WARNING_EVERY`` seconds), so even a script that configured no logging says so.
 - Events are queued in stream order and handed out by ``next_event``; after the last one it
   returns None forever. ``complete(event)`` acknowledges a status update with a uuid when
   acknowledgements are implicit; a failed acknowledgement is harmless (the master resends).
@@ -39,6 +43,7 @@ import dataclasses
 import enum
 import getpass
 import logging
+import math
 import random
 import socket
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
@@ -69,6 +74,8 @@ from framework_sdk.types import (
 __all__ = ["OfferLike", "SchedulerClient"]
 
 _LOG = logging.getLogger("framework_sdk")
+UNREACHABLE_WARNING_EVERY: Final = 30.0
+"""Seconds between two ``master.unreachable`` warnings of a client that never subscribed."""
 _FATAL_SUBSCRIBE_CODES: Final = frozenset(
     {
         grpc.StatusCode.INVALID_ARGUMENT,
@@ -248,13 +255,29 @@ class SchedulerClient:
 
     async def _run(self) -> None:
         failures = 0
+        loop = asyncio.get_running_loop()
+        started, warned, subscribed_once = loop.time(), -math.inf, False
         try:
             while not (self._closed or self._stopping):
                 outcome = await self._session()
                 if outcome is _Outcome.FATAL or self._closed or self._stopping:
                     return
                 if outcome is _Outcome.LOST_AFTER_SUBSCRIBED:
-                    failures = 0
+                    failures, subscribed_once = 0, True
+                elif not subscribed_once:  # is a master there at all?
+                    waited = loop.time() - started
+                    if self._gave_up(waited):
+                        return
+                    if loop.time() - warned >= UNREACHABLE_WARNING_EVERY:
+                        warned = loop.time()
+                        log_event(
+                            _LOG,
+                            "master.unreachable",
+                            logging.WARNING,
+                            master=self._master,
+                            waited=f"{waited:.0f}s",
+                            error=self._last_error,
+                        )
                 delay = self._options.backoff.delay(failures, self._rng)
                 failures += 1
                 log_event(
@@ -270,6 +293,20 @@ class SchedulerClient:
             self._subscribed.clear()
             self._ended = True
             self._queue.put_nowait(None)
+
+    def _gave_up(self, waited: float) -> bool:
+        """After ``registration_timeout`` without ever subscribing: a last ``ErrorEvent``."""
+        limit = self._options.registration_timeout
+        if limit is None or waited < limit:
+            return False
+        message = (
+            f"no master answered at {self._master} within {limit:g}s"
+            f" (last error: {self._last_error})"
+        )
+        self._fatal = call_error("Subscribe", grpc.StatusCode.UNAVAILABLE, message)
+        self._queue.put_nowait(ErrorEvent(message=message, code=grpc.StatusCode.UNAVAILABLE))
+        log_event(_LOG, "master.unreachable.gave_up", logging.ERROR, error=message)
+        return True
 
     def _subscribe_request(self) -> scheduler_pb2.SubscribeRequest:
         request = scheduler_pb2.SubscribeRequest(

@@ -6,8 +6,9 @@ The JSON document (``fairshare status --json``, DESIGN.md §4) is one object::
      "agents": [{"id", "hostname", "state", "reachable", "attributes",
                  "resources": {"total", "free", "used", "offered"}}],
      "frameworks": [{"id", "name", "role", "state", "weight", "dominant_share",
-                     "dominant_resource", "allocated", "used", "offered",
-                     "tasks": {STATE: count}, "demand": {"task", "max_tasks"} | null}],
+                     "weighted_share", "dominant_resource", "allocated", "used", "offered",
+                     "tasks": {STATE: count}, "demand": {"task", "max_tasks"} | null,
+                     "capabilities": [NAME, ...]}],
      "offers": [{"id", "framework_id", "agent_id", "resources"}],
      "tasks": [{"framework_id", "task_id", "name", "agent_id", "state", "resources"}],
      "total", "used", "offered", "free"}
@@ -18,6 +19,11 @@ Invariants:
   their ``TASK_STATE_`` prefix (``"RUNNING"``), agent and framework states without ``STATE_``.
 - Pure functions: no I/O. ``share_bar`` draws a share in [0, 1] (clamped) in exactly
   ``width`` characters.
+- The table shows, per framework, the dominant share, the weighted share (dominant share /
+  weight: what DRF orders by), the dominant resource and running vs wanted tasks; per agent its
+  attributes. When agents have GPUs it says that only GPU-capable frameworks are offered them
+  (the master's rule: a framework without the GPU_RESOURCES capability is never offered an
+  agent with GPUs, so that GPU machines are kept for GPU work, as Mesos does).
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from typing import Any
 
 from fairshare.v1 import common_pb2, operator_pb2
 from fairshare.wire import resources_from_pb
+
+from framework_sdk.wire import capabilities_from_pb
 
 __all__ = ["render_share_bars", "render_table", "share_bar", "state_to_dict"]
 
@@ -75,12 +83,14 @@ def _framework(framework: operator_pb2.GetStateResponse.Framework) -> dict[str, 
         "state": _Framework.State.Name(framework.state).removeprefix("STATE_"),
         "weight": framework.weight,
         "dominant_share": framework.dominant_share,
+        "weighted_share": framework.dominant_share / framework.weight if framework.weight else 0.0,
         "dominant_resource": framework.dominant_resource,
         "allocated": _resources(framework.allocated),
         "used": _resources(framework.used),
         "offered": _resources(framework.offered),
         "tasks": {_task_state(count.state): count.count for count in framework.task_counts},
         "demand": demand,
+        "capabilities": sorted(c.name for c in capabilities_from_pb(info.capabilities)),
     }
 
 
@@ -150,13 +160,15 @@ def render_table(document: dict[str, Any]) -> str:
             agent["id"],
             agent["hostname"],
             agent["state"],
+            ";".join(f"{k}:{v}" for k, v in agent["attributes"].items()) or "-",
             _text(agent["resources"]["total"]),
             _text(agent["resources"]["used"]),
             _text(agent["resources"]["free"]),
         ]
         for agent in document["agents"]
     ]
-    lines += _table(["AGENT", "HOSTNAME", "STATE", "TOTAL", "USED", "FREE"], agent_rows)
+    header = ["AGENT", "HOSTNAME", "STATE", "ATTRIBUTES", "TOTAL", "USED", "FREE"]
+    lines += _table(header, agent_rows)
     if not agent_rows:
         lines.append("(no agents)")
     lines.append("")
@@ -168,16 +180,41 @@ def render_table(document: dict[str, Any]) -> str:
             framework["state"],
             f"{framework['weight']:g}",
             f"{framework['dominant_share']:.3f}",
+            f"{framework['weighted_share']:.3f}",
+            framework["dominant_resource"] or "-",
+            _running_wanted(framework),
             _text(framework["allocated"]),
             " ".join(f"{state}={count}" for state, count in framework["tasks"].items()) or "-",
         ]
         for framework in document["frameworks"]
     ]
-    header = ["FRAMEWORK", "NAME", "ROLE", "STATE", "WEIGHT", "SHARE", "ALLOCATED", "TASKS"]
+    header = ["FRAMEWORK", "NAME", "ROLE", "STATE", "WEIGHT", "SHARE", "WEIGHTED", "DOMINANT",
+              "RUNNING/WANTED", "ALLOCATED", "TASKS"]  # fmt: skip
     lines += _table(header, framework_rows)
     if not framework_rows:
         lines.append("(no frameworks)")
+    lines += _gpu_note(document)
     return "\n".join(lines)
+
+
+def _running_wanted(framework: dict[str, Any]) -> str:
+    demand = framework["demand"]
+    wanted = "-" if demand is None or demand["max_tasks"] is None else str(demand["max_tasks"])
+    return f"{framework['tasks'].get('RUNNING', 0)}/{wanted}"
+
+
+def _gpu_note(document: dict[str, Any]) -> list[str]:
+    """The GPU rule, said when it matters: some agents have GPUs."""
+    gpu_agents = [a for a in document["agents"] if a["resources"]["total"].get("gpus")]
+    if not gpu_agents:
+        return []
+    capable = [f["name"] for f in document["frameworks"] if "GPU_RESOURCES" in f["capabilities"]]
+    who = ", ".join(capable) if capable else "none of the frameworks above"
+    return [
+        "",
+        f"note: {len(gpu_agents)} agent(s) have gpus; they are offered only to frameworks with"
+        f" the GPU_RESOURCES capability ({who}); others never get them, whatever they want",
+    ]
 
 
 _EIGHTHS = " ▏▎▍▌▋▊▉"

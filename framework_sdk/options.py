@@ -45,3 +45,7 @@ class ClientOptions:
     master re-sends (``framework_sdk.delivery``); a copy older than that is delivered again."""
     seed: int | None = None
     """Seed of the backoff jitter (None: random)."""
+    registration_timeout: float | None = 60.0
+    """How long a client that never subscribed keeps trying before it gives up with an error
+    (``ErrorEvent`` UNAVAILABLE: the driver's ``error`` callback); None: forever. Once it has
+    subscribed, it reconnects forever."""

@@ -30,8 +30,11 @@ Invariants:
   ``FrameworkInfo(framework_id=<the id given to registered>)`` and the same name and role takes
   over its tasks (``reregistered``, then reconciliation answers); after the timeout its tasks
   are killed and the new driver gets ``error`` (NOT_FOUND).
-- ``error`` is the last callback: the master refused or ended the subscription; the driver is
-  then ABORTED.
+- ``error`` is the last callback: the master refused or ended the subscription, or no master
+  answered within ``ClientOptions.registration_timeout`` (60 s) of the start; the driver is then
+  ABORTED. A master that does not answer is logged as a WARNING meanwhile.
+- Ctrl-C during ``run()`` stops the driver like ``stop()`` (teardown) and ``run()`` returns
+  STOPPED, without a traceback.
 """
 
 from __future__ import annotations
@@ -78,6 +81,7 @@ __all__ = ["DriverStatus", "Scheduler", "SchedulerDriver"]
 
 _LOG = logging.getLogger("framework_sdk")
 _STARTUP_TIMEOUT: Final = 10.0
+_STOP_TIMEOUT: Final = 10.0  # how long run() waits for the driver to end after Ctrl-C
 
 
 class DriverStatus(enum.Enum):
@@ -223,9 +227,18 @@ class SchedulerDriver:
         return self._status
 
     def run(self) -> DriverStatus:
-        """``start()`` then ``join()``."""
-        self.start()
-        return self.join()
+        """``start()`` then ``join()``. Ctrl-C (KeyboardInterrupt) while it runs stops the
+        driver as ``stop()`` does (the framework is torn down, its tasks killed) and returns
+        STOPPED: no traceback; a script that wants failover instead calls ``stop(failover=True)``
+        from its own handler."""
+        try:
+            self.start()
+            return self.join()
+        except KeyboardInterrupt:
+            log_event(_LOG, "driver.interrupted", framework_id=self.framework_id)
+            status = self.stop()
+            self.join(_STOP_TIMEOUT)
+            return status
 
     def _thread_main(self) -> None:
         try:

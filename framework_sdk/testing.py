@@ -41,16 +41,25 @@ from typing import Any, Final, TypeVar
 import grpc
 from fairshare.resources import ResourceVector
 from fairshare.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
-from fairshare.wire import duration_to_pb, task_state_to_pb
+from fairshare.wire import (
+    duration_to_pb,
+    resources_from_pb,
+    seconds_from_duration,
+    task_state_to_pb,
+)
 from google.protobuf import message as protobuf_message
 from google.protobuf import timestamp_pb2
 
 from framework_sdk._fake_cluster import FakeAgent, FakeClusterState, Refusal
 from framework_sdk.types import TaskReason, TaskState
 
-__all__ = ["FakeAgent", "FakeMaster", "OfferSpec", "ThreadedFakeMaster"]
+__all__ = ["FakeAgent", "FakeMaster", "LaunchedTask", "OfferSpec", "ThreadedFakeMaster"]
 
 _POLL_STEP: Final = 0.005
+DEFAULT_REFUSE_SECONDS: Final = 0.1
+"""The fake's filter for declined resources when a call sets none. The real master's is 5 s;
+a test would wait that long for each offer it declines (a 3-task test took 15 s), so the fake
+uses a tenth of a second. Tests of filter timing pass ``default_refuse_seconds=5.0``."""
 _THREAD_CALL_TIMEOUT: Final = 10.0
 _T = TypeVar("_T")
 _Context = grpc.aio.ServicerContext[Any, Any]
@@ -67,6 +76,36 @@ class OfferSpec:
     fair_tasks: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class LaunchedTask:
+    """A task a framework launched on the fake master (``FakeMaster.launched_tasks``), in the
+    SDK's own types; ``info`` is the wire ``TaskInfo`` as received, for anything else."""
+
+    task_id: str
+    name: str
+    agent_id: str
+    resources: ResourceVector
+    duration: float | None
+    labels: Mapping[str, str]
+    info: common_pb2.TaskInfo = field(repr=False, compare=False)
+
+    @classmethod
+    def from_pb(cls, info: common_pb2.TaskInfo) -> LaunchedTask:
+        """The typed view of a received ``TaskInfo``."""
+        duration = None
+        if info.HasField("command") and info.command.HasField("duration"):
+            duration = seconds_from_duration(info.command.duration)
+        return cls(
+            info.task_id,
+            info.name,
+            info.agent_id,
+            resources_from_pb(info.resources),
+            duration,
+            dict(info.labels),
+            info,
+        )
+
+
 @dataclass(slots=True)
 class _Stream:
     framework_id: str
@@ -81,7 +120,7 @@ class FakeMaster:
         *,
         agents: Iterable[FakeAgent] = (),
         heartbeat_interval: float = 1.0,
-        default_refuse_seconds: float = 5.0,
+        default_refuse_seconds: float = DEFAULT_REFUSE_SECONDS,
         allocation_interval: float = 0.05,
         task_time_scale: float = 1.0,
         master_id: str | None = None,
@@ -92,7 +131,8 @@ class FakeMaster:
         self.heartbeats_paused = False
         self.allocation_interval = allocation_interval
         self.calls: list[tuple[str, protobuf_message.Message]] = []
-        self.launched_tasks: list[common_pb2.TaskInfo] = []
+        self.launched_tasks: list[LaunchedTask] = []
+        """Every task launched (accepted), in order, as ``LaunchedTask`` values."""
         self.state = FakeClusterState(
             self._send,
             self._schedule,
@@ -396,7 +436,7 @@ class FakeMaster:
             await context.abort(refusal.code, refusal.message)
 
     def _accept(self, request: scheduler_pb2.AcceptRequest) -> None:
-        self.launched_tasks.extend(self.state.accept(request))
+        self.launched_tasks.extend(LaunchedTask.from_pb(t) for t in self.state.accept(request))
 
     def _teardown(self, request: scheduler_pb2.TeardownRequest) -> None:
         self.state.teardown(request)

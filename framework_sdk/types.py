@@ -37,8 +37,10 @@ __all__ = [
     "UpdateSource",
 ]
 
-DEFAULT_FAILOVER_TIMEOUT: Final = 7 * 24 * 3600.0
-"""One week: how long the master keeps a disconnected framework's tasks (Mesos users' habit)."""
+DEFAULT_FAILOVER_TIMEOUT: Final = 0.0
+"""Mesos's default: a framework whose connection ends is removed at once, its tasks killed. A
+framework that must survive its scheduler's restarts sets ``FrameworkInfo.failover_timeout``
+(``fairshare run --detach`` sets a week: ``DETACHED_FAILOVER_TIMEOUT`` in its CLI)."""
 
 
 class TaskReason(enum.Enum):
@@ -90,7 +92,8 @@ class FrameworkInfo:
 
     ``framework_id`` empty: register afresh; set: resubscribe (scheduler failover) and keep the
     tasks the master still has. ``failover_timeout`` (seconds) is how long the master keeps the
-    framework and its tasks after the connection ends; 0 removes them at once.
+    framework and its tasks after the connection ends; 0 (the default, as in Mesos) removes them
+    at once.
     """
 
     name: str

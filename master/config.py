@@ -71,7 +71,13 @@ class MasterConfig:
 MASTER_SETTINGS: Final = (
     Setting("host", non_empty_text, "127.0.0.1", "address to bind"),
     Setting("port", port, 5050, "gRPC port, 0 picks a free one"),
-    Setting("metrics_port", port, 9100, "Prometheus /metrics port, 0 picks a free one"),
+    Setting(
+        "metrics_port",
+        port,
+        9100,
+        "HTTP port of the dashboard (/), the JSON API (/api/v1/), /metrics and /health;"
+        " 0 picks a free one",
+    ),
     Setting(
         "work_dir",
         non_empty_text,

@@ -2,8 +2,10 @@
 
 Starts a grpc.aio server on one event loop with the Scheduler, Agent, Operator and health
 services over one ``MasterRuntime``, writes ``<work-dir>/master.addr`` once serving, and runs until
-SIGTERM or SIGINT. Prometheus metrics (``master.metrics``) are served on ``--metrics-port`` and
-their address written to ``<work-dir>/metrics.addr`` (before ``master.addr``).
+SIGTERM or SIGINT. The metrics port (``--metrics-port``, one HTTP port on the same loop) serves
+Prometheus metrics (``master.metrics``) at ``/metrics``, ``/health``, and the dashboard and JSON
+API (``master.web``) at ``/`` and ``/api/v1/``; its address is written to
+``<work-dir>/metrics.addr`` (before ``master.addr``).
 
 Invariants:
 - ``master.addr`` holds ``HOST:PORT\\n`` of the bound port, written atomically (tmp + rename) only
@@ -28,10 +30,12 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import grpc
-from fairshare.health import NOT_SERVING, HealthServicer
+from fairshare.health import NOT_SERVING, SERVING, HealthServicer
 from fairshare.logs import configure_logging, log_event
+from fairshare.ports import port_problem
 from fairshare.settings import add_setting_flags
 from fairshare.v1 import agent_pb2_grpc, operator_pb2_grpc, scheduler_pb2_grpc
 
@@ -43,7 +47,7 @@ from master.metrics import (
     build_registry,
     on_loop,
     sampler,
-    serve_metrics,
+    serve_http,
     write_metrics_addr,
 )
 from master.registry import Registry, RegistryError
@@ -52,6 +56,9 @@ from master.service.agent import AgentServicer
 from master.service.operator import OperatorServicer
 from master.service.rpc_metrics import RpcMetricsInterceptor
 from master.service.scheduler import SchedulerServicer
+from master.web.events import RecentEvents
+from master.web.history import ShareHistory
+from master.web.routes import WebApi
 
 __all__ = ["ADDR_FILE", "SERVER_OPTIONS", "add_arguments", "main", "serve"]
 
@@ -124,14 +131,34 @@ def _open_registry(config: MasterConfig) -> Registry | None:
     return None
 
 
-def _start_metrics(
-    config: MasterConfig, runtime: MasterRuntime, rpc: RpcMetricsInterceptor
+async def _start_http(
+    config: MasterConfig,
+    runtime: MasterRuntime,
+    rpc: RpcMetricsInterceptor,
+    health: HealthServicer,
+    web: WebApi,
 ) -> MetricsServer | None:
-    """Serve /metrics on ``--metrics-port``; None (after logging why) if it cannot bind."""
+    """Serve /metrics, /health, the dashboard and /api/v1 on ``--metrics-port``; None (after
+    logging why) if it cannot bind."""
     take = on_loop(asyncio.get_running_loop(), sampler(runtime.state, runtime.operator, rpc.counts))
+
+    def healthy() -> dict[str, Any]:
+        state = runtime.state
+        return {
+            "status": "SERVING" if health.status("") == SERVING else "NOT_SERVING",
+            "daemon": "master",
+            "master_id": state.master_id,
+            "recovering": state.recovering,
+            "draining": state.draining,
+        }
+
     try:
-        return serve_metrics(
-            build_registry(MasterCollector(take)), config.host, config.metrics_port
+        return await serve_http(
+            build_registry(MasterCollector(take)),
+            config.host,
+            config.metrics_port,
+            healthy,
+            web.add_routes,
         )
     except OSError as error:
         log_event(
@@ -145,13 +172,47 @@ def _start_metrics(
         return None
 
 
+PORT_HINTS = {
+    "--port": "another master? pick a free port, or 0 for any",
+    "--metrics-port": "9100 is also node_exporter's default; pick a free port, or 0 for any",
+}
+
+
+def _ports_taken(config: MasterConfig) -> bool:
+    """Say (log and stderr, naming the flag) if a port cannot be listened on."""
+    for flag, port in (("--port", config.port), ("--metrics-port", config.metrics_port)):
+        problem = port_problem(config.host, port)
+        if problem is not None:
+            log_event(log, "listen.failed", logging.ERROR, flag=flag, port=port, error=problem)
+            print(
+                f"fairshare master: {flag} {port}: {problem} ({PORT_HINTS[flag]})", file=sys.stderr
+            )
+            return True
+    return False
+
+
 async def serve(config: MasterConfig, stop: asyncio.Event | None = None) -> int:
     """Run the master until ``stop`` is set (or SIGTERM/SIGINT); returns the exit code."""
-    work_dir = Path(config.work_dir)
     registry = _open_registry(config)
     if registry is None:
         return EXIT_FAILED
     runtime = MasterRuntime(_runtime_config(config), registry=registry)
+    events = RecentEvents()
+    log.addHandler(events)
+    try:
+        return await _serve_runtime(config, registry, runtime, events, stop)
+    finally:
+        log.removeHandler(events)
+
+
+async def _serve_runtime(
+    config: MasterConfig,
+    registry: Registry,
+    runtime: MasterRuntime,
+    events: RecentEvents,
+    stop: asyncio.Event | None,
+) -> int:
+    work_dir = Path(config.work_dir)
     runtime.recovery.recover()
     health = HealthServicer(SERVICES)
     rpc_metrics = RpcMetricsInterceptor()
@@ -162,6 +223,8 @@ async def serve(config: MasterConfig, stop: asyncio.Event | None = None) -> int:
     operator = OperatorServicer(runtime.operator)
     operator_pb2_grpc.add_OperatorServiceServicer_to_server(operator, server)
     server.add_generic_rpc_handlers((health.handler(),))
+    if _ports_taken(config):
+        return EXIT_FAILED
     try:
         port = server.add_insecure_port(f"{config.host}:{config.port}")
     except RuntimeError as error:
@@ -169,11 +232,14 @@ async def serve(config: MasterConfig, stop: asyncio.Event | None = None) -> int:
             log, "listen.failed", logging.ERROR, host=config.host, port=config.port, error=error
         )
         return EXIT_FAILED
-    metrics = _start_metrics(config, runtime, rpc_metrics)
+    history = ShareHistory()
+    web = WebApi(runtime.operator.snapshot, events, history)
+    metrics = await _start_http(config, runtime, rpc_metrics, health, web)
     if metrics is None:
         return EXIT_FAILED
     await server.start()
     await runtime.start()
+    sampling = asyncio.create_task(history.run(runtime.operator.snapshot))
     metrics_path = write_metrics_addr(work_dir, metrics.address)
     log_event(log, "metrics.listening", address=metrics.address)
     address = f"{_connect_host(config.host)}:{port}"
@@ -190,8 +256,9 @@ async def serve(config: MasterConfig, stop: asyncio.Event | None = None) -> int:
     health.close()
     await server.stop(config.shutdown_grace)
     await runtime.stop()
+    sampling.cancel()
     registry.close()
-    await asyncio.to_thread(metrics.close)
+    await metrics.close()
     addr_path.unlink(missing_ok=True)
     metrics_path.unlink(missing_ok=True)
     log_event(log, "shutdown.done")

@@ -5,11 +5,12 @@
 all taken in one step of the runtime's event loop (``take_sample``). There is no second copy of
 the state and nothing is updated per event except the runtime's plain integer counters.
 
-Threading: ``serve_metrics`` runs prometheus_client's HTTP server in its own thread (the simplest
-tested server: content negotiation, gzip, HEAD). The collector never reads loop-owned state from
-that thread: ``on_loop`` hands ``take_sample`` to the loop with ``run_coroutine_threadsafe`` and
-waits at most ``timeout`` seconds for the sample (immutable values and copies); formatting then
-happens off the loop. A scrape thus costs the loop one snapshot.
+Threading: ``serve_http`` (``fairshare.metrics_server``: the master's one HTTP port, on its
+loop) formats a scrape with prometheus_client's own exposition in a worker thread. The collector
+never reads loop-owned state from that thread: ``on_loop`` hands ``take_sample`` to the loop with
+``run_coroutine_threadsafe`` and waits at most ``timeout`` seconds for the sample (immutable
+values and copies); formatting then happens off the loop. A scrape thus costs the loop one
+snapshot.
 
 Invariants:
 - one ``CollectorRegistry`` per daemon (``build_registry``), never the global one; no
@@ -18,8 +19,13 @@ Invariants:
   1048576), any other resource in its own unit; for every resource of the pool
   ``free + offered + used == capacity`` (the snapshot's pool figures);
 - label values are bounded: states from fixed lists (all exported, 0 when none), resource names,
-  framework names (frameworks sharing a name are summed into one series), RPC method names the
-  server implements and status code names; never task, offer or agent ids.
+  framework ids (at most ``MAX_FRAMEWORK_SERIES`` frameworks, those with the largest shares;
+  ``fairshare_framework_info`` maps each id to its name and role, so two frameworks of one name
+  stay two series), RPC method names the server implements and status code names; never task,
+  offer or agent ids;
+- ``fairshare_tasks`` counts the tasks the master tracks now (a task that ended is dropped once its
+  framework acknowledged it, so terminal states are mostly 0); ``fairshare_tasks_ended_total``
+  counts every task that reached a terminal state, by that state, since the master started.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from fairshare.metrics_server import (
     MetricsServer,
     build_registry,
     on_loop,
-    serve_metrics,
+    serve_http,
     write_metrics_addr,
 )
 from fairshare.resources import ResourceVector
@@ -62,7 +68,7 @@ __all__ = [
     "build_registry",
     "on_loop",
     "sampler",
-    "serve_metrics",
+    "serve_http",
     "write_metrics_addr",
 ]
 
@@ -74,6 +80,8 @@ OFFER_OUTCOMES = ("sent", "accepted", "declined", "rescinded")
 STATUS_EVENTS = ("forwarded", "acknowledged", "retried")
 BYTES_PER_MIB = 1048576
 BYTE_RESOURCES = frozenset({"mem", "disk"})
+MAX_FRAMEWORK_SERIES = 500
+ENDED_STATES = tuple(s.value.lower() for s in TaskState if s.is_terminal)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +91,7 @@ class MasterSample:
     snapshot: ClusterSnapshot
     counters: RuntimeCounters
     rpc_counts: dict[tuple[str, str], int]
+    tasks_ended: dict[TaskState, int]
 
 
 def base_units(resources: ResourceVector) -> dict[str, float]:
@@ -136,6 +145,14 @@ class MasterCollector(Collector):
         yield from self._resources(snapshot)
         yield from self._frameworks(snapshot)
         yield from self._counters(sample.counters)
+        ended = CounterMetricFamily(
+            "fairshare_tasks_ended",
+            "Tasks that reached a terminal state since the master started, by that state.",
+            labels=["state"],
+        )
+        for state in ENDED_STATES:
+            ended.add_metric([state], sample.tasks_ended.get(TaskState(state.upper()), 0))
+        yield ended
         rpc = CounterMetricFamily(
             "fairshare_rpc_requests",
             "gRPC requests served, by method and status code.",
@@ -188,25 +205,39 @@ class MasterCollector(Collector):
 
     @staticmethod
     def _frameworks(snapshot: ClusterSnapshot) -> Iterator[Metric]:
-        allocated: dict[str, ResourceVector] = {}
-        for view in snapshot.frameworks:
-            name = view.spec.name
-            allocated[name] = allocated.get(name, ResourceVector()) + view.allocated
+        shown = sorted(snapshot.frameworks, key=lambda f: (-f.dominant_share, f.spec.framework_id))
+        info = GaugeMetricFamily(
+            "fairshare_framework_info",
+            "Name and role of each framework (value 1), to join on framework_id.",
+            labels=["framework_id", "name", "role"],
+        )
         share = GaugeMetricFamily(
             "fairshare_framework_dominant_share",
             "Unweighted dominant share of each framework (0..1), as in fairshare status.",
-            labels=["framework"],
+            labels=["framework_id"],
+        )
+        weighted = GaugeMetricFamily(
+            "fairshare_framework_weighted_share",
+            "Dominant share divided by the framework's weight (what DRF orders by).",
+            labels=["framework_id"],
         )
         amounts = GaugeMetricFamily(
             "fairshare_framework_allocation",
             "Resources offered to or used by each framework (base units).",
-            labels=["framework", "resource"],
+            labels=["framework_id", "resource"],
         )
-        for name in sorted(allocated):
-            share.add_metric([name], _dominant_share(allocated[name], snapshot.total))
-            for resource, value in sorted(base_units(allocated[name]).items()):
-                amounts.add_metric([name, resource], value)
+        for view in sorted(shown[:MAX_FRAMEWORK_SERIES], key=lambda f: f.spec.framework_id):
+            framework_id = view.spec.framework_id
+            info.add_metric([framework_id, view.spec.name, view.spec.role or "*"], 1)
+            share.add_metric([framework_id], view.dominant_share)
+            weighted.add_metric(
+                [framework_id], view.dominant_share / view.weight if view.weight > 0 else 0.0
+            )
+            for resource, value in sorted(base_units(view.allocated).items()):
+                amounts.add_metric([framework_id, resource], value)
+        yield info
         yield share
+        yield weighted
         yield amounts
 
     @staticmethod
@@ -252,21 +283,17 @@ class MasterCollector(Collector):
         )
 
 
-def _dominant_share(allocated: ResourceVector, total: ResourceVector) -> float:
-    """The largest share of any resource (a resource the pool lacks counts as 1), at most 1."""
-    best = 0.0
-    for resource, millis in allocated.millis_items():
-        denominator = total.millis(resource)
-        best = max(best, millis / denominator if denominator else 1.0)
-    return min(best, 1.0)
-
-
 def sampler(
     state: RuntimeState, operator: OperatorCalls, rpc_counts: dict[tuple[str, str], int]
 ) -> Callable[[], MasterSample]:
     """``take()``: one ``MasterSample`` of the runtime (call it on the runtime's loop)."""
 
     def take() -> MasterSample:
-        return MasterSample(operator.snapshot(), state.counters.copy(), dict(rpc_counts))
+        return MasterSample(
+            operator.snapshot(),
+            state.counters.copy(),
+            dict(rpc_counts),
+            dict(state.tasks.ended_counts),
+        )
 
     return take

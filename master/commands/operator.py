@@ -1,13 +1,17 @@
-"""Operator commands: ``fairshare agents`` (agent maintenance, Mesos DEACTIVATE/REACTIVATE_AGENT)
-and ``fairshare weights`` (operator weights of roles and frameworks, Mesos's /weights).
+"""Operator commands: ``fairshare agents`` (listing; maintenance: Mesos DEACTIVATE/REACTIVATE_AGENT;
+removal: MARK_AGENT_GONE) and ``fairshare weights`` (operator weights of roles and frameworks,
+Mesos's /weights).
 
-``fairshare agents --deactivate ID [ID ...]`` takes agents out of offer rotation: their
-outstanding offers are rescinded and nothing of them is offered, while their tasks keep running
-and their resources stay in the pool. ``--reactivate ID [ID ...]`` puts them back, all in one
-call, so that one allocation run sees them together.
+``fairshare agents`` without an action lists the agents (id, host, state, attributes, total,
+used, free, last heard). ``--remove ID`` marks an unreachable agent gone for good (its tasks are
+GONE, it is no longer listed, it is never readmitted). ``--deactivate ID [ID ...]`` takes agents
+out of offer rotation: their outstanding offers are rescinded and nothing of them is offered,
+while their tasks keep running and their resources stay in the pool. ``--reactivate ID [ID ...]``
+puts them back, all in one call, so that one allocation run sees them together.
 
-``fairshare weights`` lists the operator's weights; with ``--role R`` or ``--framework ID`` and
-``--set W`` or ``--clear`` it sets or removes one (durably).
+``fairshare weights`` (or ``fairshare weights list``) lists the operator's weights, or says that
+none is set; with ``--role R`` or ``--framework ID`` and ``--set W`` or ``--clear`` it sets or
+removes one (durably).
 
 Both talk to ``--master`` (default from ``FAIRSHARE_MASTER``, the TOML file, then
 127.0.0.1:5050; ``OPERATOR_SETTINGS``). ``agents_command`` and ``weights_command`` are their
@@ -24,12 +28,21 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import time
 from typing import Final
 
 import grpc
 from fairshare.cli import Command, command_settings
 from fairshare.settings import SHARED_SETTINGS, add_setting_flags
-from fairshare.v1 import operator_pb2, operator_pb2_grpc
+from fairshare.v1 import common_pb2, operator_pb2, operator_pb2_grpc
+from fairshare.wire import resources_from_pb
+
+from master.commands.cluster import (
+    CommandFailed,
+    call_master,
+    master_failure,
+    render_rows,
+)
 
 __all__ = ["OPERATOR_SETTINGS", "agents_command", "weights_command"]
 
@@ -43,10 +56,55 @@ OPERATOR_SETTINGS: Final = SHARED_SETTINGS
 
 def _bad_input(args: argparse.Namespace) -> str | None:
     """Why the flags cannot be used (naming the flag), or None."""
+    if args.remove is not None:
+        return "--remove: the agent id is empty" if not args.remove.strip() else None
     flag = "--deactivate" if args.deactivate is not None else "--reactivate"
     if any(not agent_id.strip() for agent_id in args.deactivate or args.reactivate):
         return f"{flag}: an agent id is empty"
     return None
+
+
+def _text(resources: common_pb2.Resources) -> str:
+    vector = resources_from_pb(resources)
+    return str(vector) if vector else "-"
+
+
+def agent_rows(state: operator_pb2.GetStateResponse) -> list[list[str]]:
+    """One row per agent: what ``fairshare agents`` prints."""
+    now = time.time()
+    rows = []
+    for agent in state.agents:
+        info = agent.agent_info
+        heard = now - agent.last_heartbeat_at.ToDatetime().timestamp()
+        rows.append(
+            [
+                agent.agent_id,
+                f"{info.hostname}:{info.port}",
+                operator_pb2.GetStateResponse.Agent.State.Name(agent.state).removeprefix("STATE_"),
+                ";".join(f"{a.name}:{a.value}" for a in info.attributes) or "-",
+                _text(info.resources),
+                _text(agent.used),
+                _text(agent.free),
+                f"{max(0.0, heard):.0f}s ago" if agent.HasField("last_heartbeat_at") else "-",
+            ]
+        )
+    return rows
+
+
+def _list_agents(master: str) -> int:
+    state = call_master(
+        master, lambda s: s.GetState(operator_pb2.GetStateRequest(), timeout=CALL_TIMEOUT)
+    )
+    header = ["AGENT", "ADDRESS", "STATE", "ATTRIBUTES", "TOTAL", "USED", "FREE", "HEARD"]
+    print(render_rows(header, agent_rows(state), "(no agents)"))
+    return EXIT_OK
+
+
+def _remove_agent(master: str, agent_id: str) -> int:
+    request = operator_pb2.RemoveAgentRequest(agent_id=agent_id)
+    call_master(master, lambda s: s.RemoveAgent(request, timeout=CALL_TIMEOUT))
+    print(f"removed agent {agent_id}: its tasks are GONE; it is no longer listed")
+    return EXIT_OK
 
 
 def _call(master: str, deactivate: bool, agent_ids: list[str]) -> None:
@@ -66,18 +124,33 @@ def _call(master: str, deactivate: bool, agent_ids: list[str]) -> None:
 def add_agents_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of ``fairshare agents``."""
     parser.description = (
-        "Deactivate agents (their offers are rescinded and nothing of them is offered; their"
-        " tasks keep running) or reactivate them, all named agents in one call."
+        "Without an action: list the agents. Deactivate agents (their offers are rescinded and"
+        " nothing of them is offered; their tasks keep running) or reactivate them, all named"
+        " agents in one call; or remove an unreachable agent for good (its tasks become GONE)."
     )
-    action = parser.add_mutually_exclusive_group(required=True)
+    action = parser.add_mutually_exclusive_group()
     action.add_argument("--deactivate", nargs="+", metavar="AGENT_ID", help="agents to deactivate")
     action.add_argument("--reactivate", nargs="+", metavar="AGENT_ID", help="agents to reactivate")
+    action.add_argument(
+        "--remove", metavar="AGENT_ID", help="an unreachable agent to remove for good"
+    )
     add_setting_flags(parser, OPERATOR_SETTINGS)
 
 
 def run_agents(args: argparse.Namespace) -> int:
-    """``fairshare agents``: deactivate or reactivate agents; returns the exit code."""
+    """``fairshare agents``: list, deactivate, reactivate or remove agents; the exit code."""
     master: str = command_settings("agents", OPERATOR_SETTINGS, args)["master"]
+    if args.deactivate is None and args.reactivate is None:
+        try:
+            if args.remove is None:
+                return _list_agents(master)
+            if not args.remove.strip():
+                print("fairshare agents: --remove: the agent id is empty", file=sys.stderr)
+                return EXIT_BAD_INPUT
+            return _remove_agent(master, args.remove.strip())
+        except CommandFailed as failure:
+            print(f"fairshare agents: {failure}", file=sys.stderr)
+            return failure.code
     problem = _bad_input(args)
     if problem is not None:
         print(f"fairshare agents: {problem}", file=sys.stderr)
@@ -90,11 +163,12 @@ def run_agents(args: argparse.Namespace) -> int:
     except grpc.RpcError as error:
         code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
         details = error.details() if isinstance(error, grpc.Call) else str(error)
-        print(
-            f"fairshare agents: the master at {master} did not {verb} the agents:"
-            f" {code.name}: {details}",
-            file=sys.stderr,
+        why = (
+            master_failure(master, error)
+            if code in (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.UNAVAILABLE)
+            else f"the master at {master} did not {verb} the agents: {code.name}: {details}"
         )
+        print(f"fairshare agents: {why}", file=sys.stderr)
         return EXIT_FAILURE
     print(f"{verb}d {len(agent_ids)} agent(s): {' '.join(agent_ids)}")
     return EXIT_OK
@@ -124,6 +198,12 @@ def _weight_text(weight: operator_pb2.Weight) -> str:
 
 def add_weights_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of ``fairshare weights``."""
+    parser.add_argument(
+        "action",
+        nargs="?",
+        choices=["list"],
+        help="list (the default without --set or --clear): the weights the operator set",
+    )
     parser.description = (
         "Without --set or --clear: list the weights the operator set. A framework's weight"
         " overrides its role's, which overrides the weight the framework subscribed with;"
@@ -142,6 +222,8 @@ def run_weights(args: argparse.Namespace) -> int:
     """``fairshare weights``: list, set or clear operator weights; returns the exit code."""
     master: str = command_settings("weights", OPERATOR_SETTINGS, args)["master"]
     problem = _bad_weights(args)
+    if problem is None and args.action == "list" and (args.set is not None or args.clear):
+        problem = "list: lists only; drop --set/--clear (or drop list)"
     if problem is not None:
         print(f"fairshare weights: {problem}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -152,6 +234,11 @@ def run_weights(args: argparse.Namespace) -> int:
                 listed = stub.GetWeights(operator_pb2.GetWeightsRequest(), timeout=CALL_TIMEOUT)
                 for weight in listed.weights:
                     print(_weight_text(weight))
+                if not listed.weights:
+                    print(
+                        "(no weights set: every framework has the weight it subscribed with,"
+                        " 1 by default)"
+                    )
                 return EXIT_OK
             request = operator_pb2.SetWeightRequest(clear=args.clear, weight=args.set or 0.0)
             if args.role is not None:
@@ -162,10 +249,12 @@ def run_weights(args: argparse.Namespace) -> int:
     except grpc.RpcError as error:
         code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
         details = error.details() if isinstance(error, grpc.Call) else str(error)
-        print(
-            f"fairshare weights: the master at {master} refused: {code.name}: {details}",
-            file=sys.stderr,
+        why = (
+            master_failure(master, error)
+            if code in (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.UNAVAILABLE)
+            else f"the master at {master} refused: {code.name}: {details}"
         )
+        print(f"fairshare weights: {why}", file=sys.stderr)
         return EXIT_BAD_INPUT if code == grpc.StatusCode.INVALID_ARGUMENT else EXIT_FAILURE
     what = args.role if args.role is not None else args.framework
     print(f"set {_weight_text(answer.weight)}" if answer.HasField("weight") else f"cleared {what}")

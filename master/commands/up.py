@@ -13,13 +13,17 @@ goes to a log file under the base directory.
 Invariants: every child is started in this process's session and stopped on exit, whatever the
 reason (Ctrl-C, SIGTERM, ``--for`` elapsed, a child dying): frameworks first, then agents, then
 the master, each with SIGTERM and a bounded wait before SIGKILL; the exit code is 0 for a clean
-stop and 1 when a daemon failed to start or died.
+stop and 1 when a daemon failed to start or died. A daemon that fails is named with the last
+lines of its log, and the logs are kept (a temporary base directory is removed only after a
+clean stop). A default port that is taken (5050, or 9100: node_exporter's too) is replaced by
+a free one, with a note; a port given explicitly that is taken is an error naming its flag.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -32,6 +36,7 @@ from types import FrameType
 from typing import Any, Final
 
 from fairshare.cli import command_settings
+from fairshare.ports import port_problem
 from fairshare.resources import ResourceError, ResourceVector
 from fairshare.settings import (
     SHARED_SETTINGS,
@@ -130,7 +135,16 @@ def _spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:
         return subprocess.Popen(args, stdout=sink, stderr=subprocess.STDOUT)
 
 
-def _wait_for_file(path: Path, process: subprocess.Popen[bytes], what: str) -> str:
+def _log_tail(log: Path, lines: int = 3) -> str:
+    """The last lines of a daemon's log, indented (empty if there is none)."""
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return "".join(f"\n    {line}" for line in text[-lines:])
+
+
+def _wait_for_file(path: Path, process: subprocess.Popen[bytes], what: str, log: Path) -> str:
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         if path.exists():
@@ -138,7 +152,10 @@ def _wait_for_file(path: Path, process: subprocess.Popen[bytes], what: str) -> s
             if text:
                 return text
         if process.poll() is not None:
-            raise ClusterError(f"{what} exited with code {process.returncode} before serving")
+            raise ClusterError(
+                f"{what} exited with code {process.returncode} before serving; the end of"
+                f" {log}:{_log_tail(log)}"
+            )
         time.sleep(POLL)
     raise ClusterError(f"{what} did not write {path} within {START_TIMEOUT:.0f} s")
 
@@ -171,7 +188,9 @@ class LocalCluster:
             ),
             work / "master.log",
         )  # fmt: skip
-        self.address = _wait_for_file(work / "master.addr", self.master, "the master")
+        self.address = _wait_for_file(
+            work / "master.addr", self.master, "the master", work / "master.log"
+        )
         return self.address
 
     def start_agents(self, count: int, resources: str | None) -> None:
@@ -181,6 +200,8 @@ class LocalCluster:
             work.mkdir(parents=True, exist_ok=True)
             (work / "agent.addr").unlink(missing_ok=True)
             metrics = self.metrics_port + index + 1 if self.metrics_port else 0
+            if port_problem("", metrics) is not None:  # taken (node_exporter's 9101?): any port
+                metrics = 0
             args = ["agent", "--master", self.address, "--port", "0"]
             args += ["--metrics-port", str(metrics)]
             args += ["--work-dir", str(work), "--hostname", f"agent-{index + 1}"]
@@ -188,7 +209,7 @@ class LocalCluster:
                 args += ["--resources", resources]
             process = _spawn(_fairshare(*args, *self.log_flags), work / "agent.log")
             self.agents.append(process)
-            _wait_for_file(work / "agent.addr", process, f"agent {index + 1}")
+            _wait_for_file(work / "agent.addr", process, f"agent {index + 1}", work / "agent.log")
 
     def start_framework(self, name: str, task: str, count: int) -> None:
         """Start a built-in framework keeping up to ``count`` tasks of ``task`` running."""
@@ -269,20 +290,50 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def free_port_or_any(flag: str, value: int, default: int) -> tuple[int, str | None]:
+    """``value`` if it can be listened on; 0 (any) with a note if it is the taken default;
+    raises ``ClusterError`` naming ``flag`` if it was chosen and is taken."""
+    problem = port_problem("", value)
+    if problem is None:
+        return value, None
+    if value == default:
+        return 0, f"{flag} {value} is taken ({problem}): using a free port instead"
+    raise ClusterError(f"{flag} {value}: {problem} (pick a free port, or 0 for any)")
+
+
 def main(args: argparse.Namespace) -> int:
     """``fairshare up``: run the cluster until Ctrl-C, SIGTERM or ``--for`` elapses."""
     values = command_settings("up", UP_SETTINGS, args)
     log_flags = ("--log-level", values["log_level"], "--log-format", values["log_format"])
+    temporary = not values["work_dir"]
+    base = Path(values["work_dir"] or tempfile.mkdtemp(prefix="fairshare-up-"))
+    code = _run_cluster(args, values, base, log_flags)
+    if code == 0 and temporary:
+        shutil.rmtree(base, ignore_errors=True)
+    elif code != 0:
+        print(f"fairshare up: the daemons' logs are kept in {base}", file=sys.stderr)
+    return code
+
+
+def _run_cluster(
+    args: argparse.Namespace, values: dict[str, Any], base: Path, log_flags: tuple[str, ...]
+) -> int:
     with contextlib.ExitStack() as stack:
-        base = (
-            Path(values["work_dir"])
-            if values["work_dir"]
-            else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fairshare-up-")))
-        )
+        try:
+            port, note = free_port_or_any("--port", values["port"], 5050)
+            metrics_port, metrics_note = free_port_or_any(
+                "--metrics-port", values["metrics_port"], 9100
+            )
+        except ClusterError as error:
+            print(f"fairshare up: {error}", file=sys.stderr)
+            return 1
+        for line in (note, metrics_note):
+            if line:
+                print(f"fairshare up: {line}")
         cluster = LocalCluster(
             base,
-            values["port"],
-            values["metrics_port"],
+            port,
+            metrics_port,
             values["policy"],
             values["placement"],
             log_flags,
@@ -296,12 +347,13 @@ def main(args: argparse.Namespace) -> int:
                 for name, task in DEMO_FRAMEWORKS:
                     cluster.start_framework(name, task, 20)
             cluster.start_agents(values["agents"], resources)
+            dashboard = (cluster.base / "master" / "metrics.addr").read_text().strip()
             print(
                 f"fairshare up: master at {address}, {values['agents']} agent(s), logs in {base};"
-                " Ctrl-C stops everything"
+                f" dashboard http://{dashboard}/ ; Ctrl-C stops everything"
             )
             return _watch(cluster, args.demo, values["for"])
-        except ClusterError as error:
+        except (ClusterError, OSError) as error:  # OSError: a work dir that cannot be made
             print(f"fairshare up: {error}", file=sys.stderr)
             return 1
         except KeyboardInterrupt:

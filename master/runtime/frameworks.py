@@ -187,13 +187,15 @@ class FrameworkCalls:
         link = state.frameworks.get(framework_id)
         if link is not None and link.channel is None and not state.draining:
             try:
-                self._remove(link, "its failover timeout expired")
+                self.remove(link, "its failover timeout expired")
             except Unavailable:  # the registry write failed: try again in a while
                 link.failover_timer = state.loop.call_later(
                     1.0, self._failover_expired, framework_id
                 )
 
-    def _remove(self, link: FrameworkLink, why: str) -> None:
+    def remove(self, link: FrameworkLink, why: str) -> None:
+        """Remove the framework for good, durably: its tasks killed, offers dropped, stream
+        ended with an error (a teardown, an expired failover timeout)."""
         state, framework_id = self.state, link.framework_id
         with state.durably():
             state.registry.remove_framework(framework_id)
@@ -209,7 +211,7 @@ class FrameworkCalls:
 
     def teardown(self, framework_id: str) -> None:
         """Remove the framework for good: kill its tasks, drop its offers, end its stream."""
-        self._remove(self.state.connected(framework_id), "torn down")
+        self.remove(self.state.connected(framework_id), "torn down")
 
     def heartbeat(self) -> None:
         """Send every connected framework a heartbeat."""

@@ -7,7 +7,8 @@ uses:
 - ``agents`` (``AgentCalls``): the Agent API; ``loss`` (``AgentLoss``): liveness, unreachable and
   gone agents;
 - ``frameworks`` (``FrameworkCalls``): the Scheduler API, failover timers, heartbeats;
-- ``operator`` (``OperatorCalls``): the Operator API (state, weights, maintenance);
+- ``operator`` (``OperatorCalls``): the Operator API (state, weights, maintenance, teardown,
+  kills and agent removal on the operator's behalf);
 - ``recovery`` (``Recovery``): the restart from the registry.
 
 The gRPC adapters (``master.service``) each take the part they serve. No part inherits from
@@ -58,7 +59,7 @@ class MasterRuntime:
         self.loss = AgentLoss(self.state, self.dispatcher)
         self.agents = AgentCalls(self.state, self.dispatcher, self.loss)
         self.frameworks = FrameworkCalls(self.state, self.dispatcher)
-        self.operator = OperatorCalls(self.state, self.dispatcher)
+        self.operator = OperatorCalls(self.state, self.dispatcher, self.frameworks)
         self.recovery = Recovery(self.state, self.dispatcher, self.loss, self.frameworks)
         self.agents.on_rejoined = self.recovery.agent_back
         self._timers: list[asyncio.Task[None]] = []

@@ -1,8 +1,8 @@
 """``OperatorCalls``: the Operator API side of the master runtime (operator.proto).
 
 Every method runs synchronously on the runtime's loop and checks everything before it changes
-anything. Weights and agent maintenance are durable: the registry is written before the change
-applies.
+anything. Weights, agent maintenance, agent removal and framework teardown are durable: the
+registry is written before the change applies.
 
 Invariants:
 - a weight's precedence is: a framework's operator weight, else its role's, else the weight the
@@ -10,6 +10,10 @@ Invariants:
 - a call naming several agents checks them all before changing any; an agent the operator
   deactivated stays in the pool with its tasks but is offered to nobody (its offers rescinded)
   until reactivated, and reactivating several costs one allocation run that sees them all;
+- only an agent the master no longer hears from (unreachable, in the registry or among the
+  departed) can be removed; once removed (GONE) it is no longer listed and never readmitted;
+- an operator's teardown or kill acts as the framework's own would (the same core calls), whether
+  the framework is connected or within its failover timeout;
 - ``snapshot`` is taken in one step of the loop, so it is consistent.
 """
 
@@ -19,11 +23,14 @@ import logging
 from collections.abc import Sequence
 
 from fairshare.logs import log_event
+from fairshare.task_states import TaskState
 
-from master.core import InvalidArgument, NotFound
+from master.core import FailedPrecondition, InvalidArgument, NotFound, TaskStatusChange
 from master.core.checks import check_weight
+from master.registry import GONE
 from master.runtime.dispatch import Dispatcher
-from master.runtime.state import RuntimeState
+from master.runtime.frameworks import FrameworkCalls
+from master.runtime.state import RuntimeState, require_id
 from master.runtime.views import ClusterSnapshot, build_snapshot
 
 __all__ = ["OperatorCalls"]
@@ -32,11 +39,18 @@ log = logging.getLogger("fairshare.master")
 
 
 class OperatorCalls:
-    """GetState, SetWeight, GetWeights, DeactivateAgents, ReactivateAgents."""
+    """GetState, SetWeight, GetWeights, DeactivateAgents, ReactivateAgents, TeardownFramework,
+    KillTask, RemoveAgent."""
 
-    def __init__(self, state: RuntimeState, dispatcher: Dispatcher) -> None:
+    def __init__(
+        self,
+        state: RuntimeState,
+        dispatcher: Dispatcher,
+        frameworks: FrameworkCalls,
+    ) -> None:
         self.state = state
         self.dispatcher = dispatcher
+        self.frameworks = frameworks
 
     def snapshot(self) -> ClusterSnapshot:
         """The whole cluster state, in one step of the loop."""
@@ -99,6 +113,54 @@ class OperatorCalls:
                 state.core.handle_reactivate_agent(agent_id, now)
                 log_event(log, "agent.reactivated", agent_id=agent_id)
         self.dispatcher.request_allocation()
+
+    def teardown_framework(self, framework_id: str) -> None:
+        """Remove the framework for good (connected or not): its tasks killed, offers dropped."""
+        self.frameworks.remove(self.state.framework(framework_id), "torn down by the operator")
+
+    def kill_task(self, framework_id: str, task_id: str) -> None:
+        """Kill one task of a framework (connected or not), as its own Kill would."""
+        state = self.state
+        state.framework(framework_id)
+        require_id(task_id, "task_id")
+        entry = state.tasks.get(framework_id, task_id)
+        if entry is None:
+            raise NotFound(f"framework {framework_id!r} has no task {task_id!r}")
+        if entry.terminal:
+            raise FailedPrecondition(f"task {task_id!r} already ended ({entry.state.value})")
+        self.dispatcher.dispatch(state.core.handle_kill(framework_id, task_id, state.now()))
+        state.tasks.mark_killing(framework_id, task_id)
+        log_event(log, "task.killed.by.operator", framework_id=framework_id, task_id=task_id)
+
+    def remove_agent(self, agent_id: str) -> None:
+        """Mark an unreachable agent GONE for good: its tasks GONE, no longer listed."""
+        state = self.state
+        require_id(agent_id, "agent_id")
+        link = state.agents.get(agent_id)
+        if link is not None:
+            what = "still recovering" if link.recovering else "connected"
+            raise FailedPrecondition(
+                f"agent {agent_id!r} is {what}: only an unreachable agent can be removed"
+            )
+        known = state.registry.agents.get(agent_id)
+        departed = state.departed.get(agent_id)
+        if (known is not None and known.state == GONE) or (
+            departed is not None and departed.state == "GONE"
+        ):
+            raise NotFound(f"agent {agent_id!r} was already removed")
+        if known is None and departed is None:
+            raise NotFound(f"agent {agent_id!r} is not known to this master")
+        if known is not None:
+            with state.durably():
+                state.registry.set_agent_state(agent_id, GONE)
+        for entry in state.tasks.on_agent(agent_id):
+            if not entry.terminal:
+                change = TaskStatusChange(
+                    entry.framework_id, entry.task_id, agent_id, TaskState.GONE, "", ""
+                )
+                self.dispatcher.master_update(change, "AGENT_REMOVED", "the operator removed it")
+        state.departed.pop(agent_id, None)
+        log_event(log, "agent.removed", agent_id=agent_id)
 
     def _pooled_agents(self, agent_ids: Sequence[str]) -> None:
         """Check every id before any change: INVALID_ARGUMENT, or NOT_FOUND if not in the pool."""

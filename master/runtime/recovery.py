@@ -79,7 +79,7 @@ class Recovery:
             if agent.state == ADMITTED:
                 link = AgentLink(agent_id, agent.spec, agent.registered_at, now, recovering=True)
                 state.agents[agent_id] = link
-            else:
+            elif agent.state != GONE:  # a removed agent stays refused, and is no longer listed
                 state.departed[agent_id] = DepartedAgent(
                     agent_id, agent.spec, agent.state, agent.registered_at, agent.registered_at
                 )

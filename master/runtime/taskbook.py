@@ -14,7 +14,9 @@ Invariants:
 - a uuid is pending at most once per task and, once acknowledged, is remembered (the last
   ``ACKED_MEMORY`` per task) so a duplicate acknowledgement is told apart from an unknown one;
   the acknowledged uuids of the last ``ENDED_MEMORY`` dropped tasks are kept too, so an agent's
-  late retry of a task's final update is recognised as acknowledged, not forwarded again.
+  late retry of a task's final update is recognised as acknowledged, not forwarded again;
+- ``ended_counts`` counts every tracked task once, when it first reaches a terminal state (by that
+  state); it only grows (the metric ``fairshare_tasks_ended_total``).
 """
 
 from __future__ import annotations
@@ -92,6 +94,14 @@ class TaskBook:
         self._by_framework: dict[str, set[str]] = {}
         self._by_agent: dict[str, set[Key]] = {}
         self._ended: OrderedDict[Key, deque[bytes]] = OrderedDict()  # acked uuids of dropped
+        self.ended_counts: dict[TaskState, int] = {}  # tasks that reached each terminal state
+
+    def _advance(self, entry: TaskEntry, state: TaskState) -> None:
+        """Move ``entry`` on by the kernel's rule, counting it once when it ends."""
+        was_terminal = entry.terminal
+        entry.state = advance(entry.state, state)
+        if entry.terminal and not was_terminal:
+            self.ended_counts[entry.state] = self.ended_counts.get(entry.state, 0) + 1
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -117,7 +127,7 @@ class TaskBook:
         entry = self._entries.get((framework_id, task_id))
         if entry is None:
             return
-        entry.state = advance(entry.state, status.state)
+        self._advance(entry, status.state)
         entry.status = status
         self._drop_if_done(entry)
 
@@ -125,7 +135,7 @@ class TaskBook:
         """A kill was sent: the task is KILLING until its agent reports a terminal state."""
         entry = self._entries.get((framework_id, task_id))
         if entry is not None:
-            entry.state = advance(entry.state, TaskState.KILLING)
+            self._advance(entry, TaskState.KILLING)
 
     def record_agent_update(
         self, framework_id: str, status: StatusUpdate, latest_state: TaskState
@@ -141,10 +151,10 @@ class TaskBook:
             entry = TaskEntry(framework_id, status.agent_id, launch, latest_state)
             self._add(entry)
         if status.uuid in entry.acked:
-            entry.state = advance(entry.state, latest_state)
+            self._advance(entry, latest_state)
             self._drop_if_done(entry)
             return UpdateOutcome.ACKED
-        entry.state = advance(entry.state, latest_state)
+        self._advance(entry, latest_state)
         entry.status = status
         entry.pending[status.uuid] = status
         return UpdateOutcome.NEW

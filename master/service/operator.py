@@ -4,6 +4,7 @@ GetState is one synchronous snapshot of the runtime (consistent by construction:
 step of the event loop). SetWeight checks the request's shape (a target; no weight with clear)
 here, and the runtime checks the weight by the core's one rule; DeactivateAgents and
 ReactivateAgents pass the ids through (the runtime checks them all before changing anything);
+TeardownFramework, KillTask and RemoveAgent pass their ids through (the runtime checks them);
 errors become precise status codes.
 """
 
@@ -77,3 +78,25 @@ class OperatorServicer(operator_pb2_grpc.OperatorServiceServicer):
         """Put agents back into offer rotation."""
         self.operator.reactivate_agents(list(request.agent_ids))
         return pb.ReactivateAgentsResponse()
+
+    @maps_errors
+    async def TeardownFramework(
+        self, request: pb.TeardownFrameworkRequest, context: Context
+    ) -> pb.TeardownFrameworkResponse:
+        """Remove a framework for good."""
+        self.operator.teardown_framework(request.framework_id)
+        return pb.TeardownFrameworkResponse()
+
+    @maps_errors
+    async def KillTask(self, request: pb.KillTaskRequest, context: Context) -> pb.KillTaskResponse:
+        """Kill one task on its framework's behalf."""
+        self.operator.kill_task(request.framework_id, request.task_id)
+        return pb.KillTaskResponse()
+
+    @maps_errors
+    async def RemoveAgent(
+        self, request: pb.RemoveAgentRequest, context: Context
+    ) -> pb.RemoveAgentResponse:
+        """Mark an unreachable agent gone."""
+        self.operator.remove_agent(request.agent_id)
+        return pb.RemoveAgentResponse()

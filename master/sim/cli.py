@@ -1,6 +1,9 @@
 """``fairshare simulate SCENARIO.json --out DIR``: run a scenario, write results (and plots).
 
-Exit codes: 0 done; 2 the scenario cannot be read or is invalid (the message names the field).
+Exit codes: 0 done; 2 the scenario cannot be read or is invalid (the message names the field),
+or ``--out`` is not a directory that can be made and written (checked once the scenario is
+read, before simulating: a bad scenario creates nothing); 1 the results
+could not be written; 130 interrupted (Ctrl-C), without a traceback.
 Writes ``DIR/results.json``; PNG plots only when matplotlib is importable (the optional
 plotting extra), otherwise ``results.json`` says why there are none. Deterministic for a seed.
 A scenario with ``variants`` runs each one (``master.sim.variants``: DRFH Table II, Fig. 5).
@@ -13,7 +16,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +28,7 @@ from fairshare.settings import SHARED_SETTINGS, Setting, add_setting_flags, non_
 from master.sim.dynamic import run_dynamic_file
 from master.sim.engine import ProgressCallback, results_document
 from master.sim.output import pyplot, write_results
+from master.sim.plots import PLOTS, draw_figure
 from master.sim.progress import ProgressBar, progress_wanted
 from master.sim.scenario import Scenario, ScenarioError, parse_scenario
 from master.sim.variants import run_variants
@@ -30,6 +36,7 @@ from master.sim.variants import run_variants
 __all__ = ["SIMULATE_SETTINGS", "add_arguments", "load_scenario", "main", "simulate"]
 
 EXIT_BAD_SCENARIO = 2
+EXIT_INTERRUPTED = 130
 SIMULATE_SETTINGS = (
     Setting(
         "out",
@@ -59,32 +66,43 @@ def simulate(scenario: Scenario, progress: ProgressCallback | None = None) -> di
     return results_document(scenario, progress)
 
 
-def _plot(result: dict[str, Any], out: Path) -> list[str]:
+def _plot(result: dict[str, Any], out: Path, title: str) -> list[str]:
     """Write PNG plots of shares and utilization; the caller checked matplotlib is there."""
     plt = pyplot()
-
-    series = result["series"]
     written = []
-    for key, title, name in (
-        ("dominant_share", "global dominant share", "shares.png"),
-        ("utilization", "utilization", "utilization.png"),
-    ):
-        fig, ax = plt.subplots(figsize=(8, 4))
-        for label, values in series[key].items():
-            points = [(t, v) for t, v in zip(series["time"], values, strict=True) if v is not None]
-            ax.step([t for t, _ in points], [v for _, v in points], where="post", label=label)
-        ax.set_xlabel("time (s)")
-        ax.set_ylabel(title)
-        ax.set_ylim(0, 1)
-        ax.legend()
+    for key, what, name in PLOTS:
+        fig = draw_figure(plt, result, key, what, title)
         fig.savefig(out / name, dpi=100)
         plt.close(fig)
         written.append(name)
     return written
 
 
-def _write(doc: dict[str, Any], out: Path) -> None:
-    write_results(doc, out, lambda directory: _plot(doc, directory))
+def _writer(title: str, variants: bool = False) -> Callable[[dict[str, Any], Path], None]:
+    """Write one run's results, the plots titled by the scenario (and variant) name."""
+
+    def write(doc: dict[str, Any], out: Path) -> None:
+        name = f"{title} / {out.name}" if variants else title
+        write_results(doc, out, lambda directory: _plot(doc, directory, name))
+
+    return write
+
+
+def _out_problem(out: Path) -> str | None:
+    """Why ``--out`` cannot receive the results (made if missing), or None."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        return f"cannot create {out}: {error.strerror or error}"
+    if not os.access(out, os.W_OK | os.X_OK):
+        return f"cannot write into {out}"
+    return None
+
+
+def user_summary(user: dict[str, Any]) -> str:
+    """``B: 2 tasks running, 0 completed`` (completed alone read as nothing ran)."""
+    name = user.get("name", user["id"])
+    return f"{name}: {user.get('tasks_running', 0)} running, {user['tasks_completed']} completed"
 
 
 def _bars(enabled: bool) -> tuple[list[ProgressBar], Any]:
@@ -119,8 +137,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """``fairshare simulate``: run the scenario, write the results; the exit code."""
+    """``fairshare simulate``: run the scenario, write the results; the exit code (130 after
+    Ctrl-C, 1 when the results cannot be written)."""
     out_dir: str = command_settings("simulate", SIMULATE_SETTINGS, args)["out"]
+    if Path(out_dir).exists() and not Path(out_dir).is_dir():
+        print(f"fairshare simulate: --out: {out_dir} is not a directory", file=sys.stderr)
+        return EXIT_BAD_SCENARIO
+    try:
+        return _simulate(args, out_dir)
+    except KeyboardInterrupt:
+        print("\nfairshare simulate: interrupted; results not written", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except OSError as error:
+        print(f"fairshare simulate: cannot write the results: {error}", file=sys.stderr)
+        return 1
+
+
+def _simulate(args: argparse.Namespace, out_dir: str) -> int:
     dynamic_exit = run_dynamic_file(args.scenario, out_dir)  # "model": "dynamic" (B&R §3-4)
     if dynamic_exit is not None:
         return dynamic_exit
@@ -128,6 +161,10 @@ def main(args: argparse.Namespace) -> int:
         scenario = load_scenario(args.scenario)
     except ScenarioError as exc:
         print(f"fairshare simulate: bad scenario: {exc}", file=sys.stderr)
+        return EXIT_BAD_SCENARIO
+    problem = _out_problem(Path(out_dir))  # before the work: a bad --out is said at once
+    if problem is not None:
+        print(f"fairshare simulate: --out: {problem}", file=sys.stderr)
         return EXIT_BAD_SCENARIO
     made, bar_for = _bars(progress_wanted(bool(getattr(args, "progress", False))))
     out = Path(out_dir)
@@ -139,14 +176,14 @@ def main(args: argparse.Namespace) -> int:
             made.clear()
             print(line, flush=True)
 
-        run_variants(scenario, out, _write, bar_for, report)
+        run_variants(scenario, out, _writer(Path(args.scenario).stem, True), bar_for, report)
         print(f"simulated {len(scenario.variants)} variants; wrote {out}")
         return 0
     doc = simulate(scenario, bar_for(Path(args.scenario).stem))
     for bar in made:
         bar.close()
-    _write(doc, out)
-    users = ", ".join(f"{u['id']}: {u['tasks_completed']} tasks" for u in doc["users"][:10])
+    _writer(Path(args.scenario).stem)(doc, out)
+    users = "; ".join(user_summary(u) for u in doc["users"][:10])
     more = f", … {len(doc['users']) - 10} more users" if len(doc["users"]) > 10 else ""
     print(
         f"simulated {doc['events']} events to t={doc['end_time']:.1f}s ({users}{more}); wrote {out}"

@@ -16,7 +16,10 @@ from typing import Any
 
 __all__ = ["pyplot", "write_results"]
 
-NO_MATPLOTLIB = "matplotlib is not installed (optional extra: pip install -e .[numeric])"
+NO_MATPLOTLIB = (
+    "matplotlib is not installed (optional extra: pip install -e '.[test,numeric]', naming every"
+    " extra you use: '.[numeric]' alone replaces them)"
+)
 
 
 def pyplot() -> Any:

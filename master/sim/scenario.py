@@ -2,7 +2,7 @@
 
 Invariant: ``parse_scenario`` either returns a fully checked ``Scenario`` or raises
 ``ScenarioError`` whose ``field`` names the offending entry (``users[1].duration.k``); nothing
-downstream re-validates. Format (see examples/scenarios/README.md)::
+downstream re-validates. Format (see docs/scenarios.md)::
 
     {"seed": 1, "policy": "drf", "placement": "best-fit", "slots_per_agent": 14,
      "agents": [{"id": "s1", "resources": {"cpus": 9, "mem": 18}, "count": 1}],
@@ -368,9 +368,27 @@ def _variants(doc: Mapping[str, Any]) -> tuple[tuple[str, Scenario], ...]:
     return tuple(variants)
 
 
+SCENARIO_KEYS = frozenset(
+    {
+        "seed", "policy", "placement", "slots_per_agent", "agents", "servers", "users",
+        "placement_sample", "until", "sample_every", "allocation_interval", "workload",
+        "variants", "name", "description",
+    }
+)  # fmt: skip
+
+
 def parse_scenario(raw: Any) -> Scenario:
     """Check a decoded scenario document; raises ``ScenarioError`` naming the bad field."""
     doc = object_field(raw, "scenario")
+    unknown = sorted(set(doc) - SCENARIO_KEYS)
+    if unknown:
+        hint = (
+            " (this looks like a case file of fairshare allocate: docs/cases.md;"
+            " scenarios: docs/scenarios.md)"
+            if "frameworks" in doc or "resources" in doc
+            else f" (known: {', '.join(sorted(SCENARIO_KEYS))})"
+        )
+        raise ScenarioError(unknown[0], f"unknown key{hint}")
     agents = _agents(doc)
     mix, mix_count, mix_scale = None, 0, 1.0
     if "servers" in doc:

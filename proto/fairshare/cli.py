@@ -55,9 +55,15 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     ),
     "up": ("run a master and N agents as local processes", "master.commands.up"),
     "agents": (
-        "deactivate or reactivate agents (maintenance)",
+        "list agents; deactivate, reactivate (maintenance) or remove unreachable ones",
         "master.commands.operator:agents_command",
     ),
+    "frameworks": (
+        "list frameworks, or tear one down",
+        "master.commands.cluster:frameworks_command",
+    ),
+    "tasks": ("list tasks, or kill one", "master.commands.cluster:tasks_command"),
+    "stop": ("tear down the framework named NAME", "master.commands.cluster:stop_command"),
     "weights": (
         "list, set or clear operator weights of roles and frameworks",
         "master.commands.operator:weights_command",

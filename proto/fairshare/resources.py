@@ -11,7 +11,9 @@ Invariants:
   ``ResourceError`` (use ``saturating_sub`` to clamp instead).
 - Vectors are immutable; every operation returns a new vector.
 - Every bad input (negative, NaN, infinite, too large, empty or malformed name, duplicate name,
-  garbage text) raises ``ResourceError``, whose message names the offending part.
+  garbage text) raises ``ResourceError``, whose message names the offending part; the text
+  syntax also refuses a positive quantity below 0.001 (it would round to nothing) and a
+  fraction of a whole resource (``gpus:1.5``).
 
 Text syntax (Mesos): ``cpus:4;mem:8192;disk:1024``. Whitespace around names and values is
 ignored; ``str(vector)`` prints the canonical form (``cpus``, ``mem``, ``disk``, ``gpus`` first,
@@ -36,6 +38,8 @@ _MAX_DIGITS: Final = 15  # decimal exponent beyond which a quantity is too large
 _NAME_RE: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-/]*$")
 _FIRST_NAMES: Final = ("cpus", "mem", "disk", "gpus")
 _MILLI_QUANTUM: Final = Decimal("0.001")
+WHOLE_RESOURCES: Final = frozenset({"gpus"})
+"""Resources counted in whole devices: the text syntax refuses fractions of them (as Mesos)."""
 
 
 class ResourceError(ValueError):
@@ -188,6 +192,15 @@ class ResourceVector(Mapping[str, float]):
             if not raw_value.strip():
                 raise ResourceError(f"resources {text!r}: resource {name!r} has no quantity")
             millis[name] = _to_millis(name, raw_value.strip())
+            if millis[name] == 0 and Decimal(raw_value.strip()) > 0:  # rounded to 0: say so
+                raise ResourceError(
+                    f"resources {text!r}: {name} {raw_value.strip()} is below the smallest"
+                    f" quantity, {1 / MILLI:g}"
+                )
+            if name in WHOLE_RESOURCES and millis[name] % MILLI:
+                raise ResourceError(
+                    f"resources {text!r}: {name} must be a whole number, got {raw_value.strip()}"
+                )
         return cls._trusted({k: v for k, v in millis.items() if v})
 
     # -- Mapping protocol ---------------------------------------------------------------------

@@ -4,7 +4,10 @@
 - ``master_factory(*flags, env=None)``: more masters, with any flags;
 - ``agent_factory(master, n=1, resources="cpus:4;mem:8192", *flags)``: ``n`` agent processes.
 
-Every process is killed in teardown (whatever the test did to it); a master whose log shows an
+- ``clients(*argv)``: ``python *argv`` processes (frameworks, commands), output to a log file.
+
+Every process is killed in teardown (whatever the test did to it, restarted ones included:
+``reap_processes`` kills all a test started, see ``daemons.STARTED``); a master whose log shows an
 internal error (a traceback, an RPC that failed with INTERNAL) fails the test in teardown.
 """
 
@@ -14,9 +17,40 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from daemons import DEFAULT_MASTER_FLAGS, Daemon, start_agent, start_master
+from daemons import (
+    DEFAULT_MASTER_FLAGS,
+    STARTED,
+    Client,
+    Daemon,
+    reap_started,
+    start_agent,
+    start_master,
+)
 
 INTERNAL_ERRORS = ("Traceback", "rpc.failed", "timer.failed")
+
+
+@pytest.fixture(autouse=True)
+def reap_processes() -> Iterator[None]:
+    """Kill every process the test started (daemons, restarted daemons, clients, frameworks)."""
+    since = len(STARTED)
+    try:
+        yield
+    finally:
+        reap_started(since)
+
+
+@pytest.fixture
+def clients(tmp_path: Path) -> Callable[..., Client]:
+    """``clients(*argv)`` starts ``python *argv``; ``reap_processes`` kills them all."""
+    count = 0
+
+    def start(*argv: str) -> Client:
+        nonlocal count
+        count += 1
+        return Client(list(argv), tmp_path / f"client{count - 1}.log")
+
+    return start
 
 
 @pytest.fixture

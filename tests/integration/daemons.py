@@ -9,7 +9,9 @@
 - ``wait_for(condition, timeout, what)``: poll with a deadline.
 
 The fixtures over these live in ``conftest.py`` (``master``, ``master_factory``,
-``agent_factory``).
+``agent_factory``, ``clients``). Every ``Daemon`` (and every ``Client``, and the fault tests'
+framework processes) registers in ``STARTED``; an autouse fixture kills whatever a test started,
+restarted daemons included, whether the test passed or not.
 
 Every wait polls a condition with a deadline (``wait_for``), never a bare sleep; every process is
 killed in teardown (SIGTERM, then SIGKILL); the daemons get an environment without ``FAIRSHARE_*``
@@ -51,8 +53,19 @@ def wait_for(
         time.sleep(POLL_STEP)
 
 
+STARTED: list[Any] = []
+"""Everything with a ``kill()`` started during the current test (``reap_started`` kills it)."""
+
+
+def reap_started(since: int) -> None:
+    """Kill everything ``STARTED`` from index ``since`` on (a test's teardown)."""
+    while len(STARTED) > since:
+        STARTED.pop().kill()
+
+
 def daemon_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment for a daemon: no FAIRSHARE_* from the caller, unbuffered output."""
+    """The environment for a daemon: no FAIRSHARE_* from the caller, unbuffered output (the
+    test session's mark, ``PYTEST_FAIRSHARE_SESSION``, is kept: ``tests/conftest.py``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRSHARE_")}
     env["PYTHONUNBUFFERED"] = "1"
     env.update(extra or {})
@@ -84,6 +97,7 @@ class Daemon:
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )
+        STARTED.append(self)
         self.address = ""
 
     def wait_ready(self, timeout: float = START_TIMEOUT) -> str:
@@ -136,7 +150,39 @@ class Daemon:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(10)
-        self._log.close()
+        if not self._log.closed:
+            self._log.close()
+
+
+class Client:
+    """A framework or other client process (``python *argv``); its output goes to a log file."""
+
+    def __init__(self, argv: list[str], log_path: Path) -> None:
+        self.log_path = log_path
+        self._log = log_path.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, *argv],
+            cwd=ROOT,
+            env=daemon_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        STARTED.append(self)
+
+    def log(self) -> str:
+        """Everything the client wrote so far."""
+        if not self._log.closed:
+            self._log.flush()
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def kill(self) -> None:
+        """SIGKILL now, if it still runs."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+        if not self._log.closed:
+            self._log.close()
 
 
 def health_status(address: str, service: str = "", timeout: float = 5.0) -> int:

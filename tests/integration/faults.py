@@ -49,6 +49,7 @@ class FrameworkProcess:
         self.log_path = directory / f"{name}.jsonl"
         self.out_path = directory / f"{name}.out"
         self.proc: subprocess.Popen[bytes] | None = None
+        daemons.STARTED.append(self)  # killed in the test's teardown whatever happens
         self.start(resume=False)
 
     def start(self, resume: bool = True, failover_timeout: float = 120.0) -> None:

@@ -8,58 +8,14 @@ it competes for are offered) by waiting on ``fairshare status``, never on time.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from fractions import Fraction
-from pathlib import Path
 from typing import Any
 
 import pytest
-from daemons import ROOT, Daemon, daemon_env, fairshare_status, wait_for
+from daemons import Client, Daemon, fairshare_status, wait_for
 
 SETTLE = 30.0  # bound on every wait for the cluster to reach a state
-
-
-class Client:
-    """A framework or example process; its output goes to a log file."""
-
-    def __init__(self, argv: list[str], log_path: Path) -> None:
-        self.log_path = log_path
-        self._log = log_path.open("wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, *argv],
-            cwd=ROOT,
-            env=daemon_env(),
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-
-    def log(self) -> str:
-        self._log.flush()
-        return self.log_path.read_text(encoding="utf-8", errors="replace")
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(10)
-        self._log.close()
-
-
-@pytest.fixture
-def clients(tmp_path: Path) -> Iterator[Callable[..., Client]]:
-    """``clients(*argv)`` starts ``python *argv``; every client is killed in teardown."""
-    started: list[Client] = []
-
-    def start(*argv: str) -> Client:
-        client = Client(list(argv), tmp_path / f"client{len(started)}.log")
-        started.append(client)
-        return client
-
-    yield start
-    for client in started:
-        client.kill()
 
 
 def run_framework(

@@ -20,11 +20,10 @@ import pytest
 from daemons import Daemon, wait_for
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
-from test_live_cluster import (  # noqa: F401  (clients is a fixture)
+from test_live_cluster import (
     SETTLE,
     Client,
     by_name,
-    clients,
     declared,
     run_framework,
     running,
@@ -77,7 +76,7 @@ def consistent(master: Daemon) -> tuple[dict[str, Any], Samples] | None:
 def test_master_and_agent_metrics_agree_with_status(
     master: Daemon,
     agent_factory: Callable[..., list[Daemon]],
-    clients: Callable[..., Client],  # noqa: F811
+    clients: Callable[..., Client],
 ) -> None:
     run_framework(clients, master, "alpha", "cpus:1;mem:1024", 3)
     run_framework(clients, master, "beta", "cpus:2;mem:512", 2)
@@ -89,9 +88,9 @@ def test_master_and_agent_metrics_agree_with_status(
     assert value(samples, "fairshare_agents", state="active") == 2
     assert value(samples, "fairshare_agents", state="unreachable") == 0
     assert value(samples, "fairshare_tasks", state="running") == sum(running(document).values())
-    shares = labelled(samples, "fairshare_framework_dominant_share", "framework")
+    shares = labelled(samples, "fairshare_framework_dominant_share", "framework_id")
     for name, framework in by_name(document).items():
-        assert abs(shares[name] - framework["dominant_share"]) <= 0.01, (name, shares)
+        assert abs(shares[framework["id"]] - framework["dominant_share"]) <= 0.01, (name, shares)
     for resource in ("cpus", "mem"):
         capacity = value(samples, "fairshare_resource_capacity", resource=resource)
         parts = [
@@ -163,7 +162,7 @@ def _promtool(text: str) -> subprocess.CompletedProcess[str]:
 def test_promtool_accepts_master_and_agent_scrapes(
     master: Daemon,
     agent_factory: Callable[..., list[Daemon]],
-    clients: Callable[..., Client],  # noqa: F811
+    clients: Callable[..., Client],
 ) -> None:
     run_framework(clients, master, "alpha", "cpus:1;mem:1024", 2)
     (agent,) = agent_factory(master, 1, "cpus:4;mem:4096")

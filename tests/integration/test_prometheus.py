@@ -310,11 +310,12 @@ def test_dominant_shares_equal_the_status(
     prometheus: Prometheus | None, workload: dict[str, Any]
 ) -> None:
     server = need(prometheus)
-    expected = {fw["name"]: fw["dominant_share"] for fw in workload["frameworks"]}
-    assert expected == pytest.approx({"A": 3 / 8, "B": 4 / 8})
+    by_id = {fw["id"]: fw["name"] for fw in workload["frameworks"]}
+    expected = {fw["id"]: fw["dominant_share"] for fw in workload["frameworks"]}
+    assert {by_id[i]: v for i, v in expected.items()} == pytest.approx({"A": 3 / 8, "B": 4 / 8})
 
     def close() -> dict[str, float] | None:
-        shares = server.values("fairshare_framework_dominant_share", "framework")
+        shares = server.values("fairshare_framework_dominant_share", "framework_id")
         if set(shares) != set(expected):
             return None
         return shares if all(abs(shares[n] - expected[n]) <= 0.01 for n in expected) else None

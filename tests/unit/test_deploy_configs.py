@@ -39,8 +39,11 @@ MASTER_METRICS = frozenset(
         "fairshare_resource_allocation",
         "fairshare_offers_outstanding",
         "fairshare_offers_total",
+        "fairshare_framework_info",
         "fairshare_framework_dominant_share",
+        "fairshare_framework_weighted_share",
         "fairshare_framework_allocation",
+        "fairshare_tasks_ended_total",
         "fairshare_allocation_runs_total",
         "fairshare_allocation_run_duration_seconds",
         "fairshare_status_updates_total",
@@ -128,6 +131,8 @@ def test_every_metric_the_dashboard_and_rules_name_is_in_the_contract() -> None:
         "fairshare_offers_total",
         "fairshare_allocation_run_duration_seconds",
         "fairshare_tasks",
+        "fairshare_tasks_ended_total",  # completions (issue 16 item 8: the panel showed none)
+        "fairshare_framework_info",  # shares are labelled by id; the legend shows names
     } <= names
 
 

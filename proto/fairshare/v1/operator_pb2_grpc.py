@@ -60,6 +60,21 @@ class OperatorServiceStub:
                 request_serializer=fairshare_dot_v1_dot_operator__pb2.ReactivateAgentsRequest.SerializeToString,
                 response_deserializer=fairshare_dot_v1_dot_operator__pb2.ReactivateAgentsResponse.FromString,
                 _registered_method=True)
+        self.TeardownFramework = channel.unary_unary(
+                '/fairshare.v1.OperatorService/TeardownFramework',
+                request_serializer=fairshare_dot_v1_dot_operator__pb2.TeardownFrameworkRequest.SerializeToString,
+                response_deserializer=fairshare_dot_v1_dot_operator__pb2.TeardownFrameworkResponse.FromString,
+                _registered_method=True)
+        self.KillTask = channel.unary_unary(
+                '/fairshare.v1.OperatorService/KillTask',
+                request_serializer=fairshare_dot_v1_dot_operator__pb2.KillTaskRequest.SerializeToString,
+                response_deserializer=fairshare_dot_v1_dot_operator__pb2.KillTaskResponse.FromString,
+                _registered_method=True)
+        self.RemoveAgent = channel.unary_unary(
+                '/fairshare.v1.OperatorService/RemoveAgent',
+                request_serializer=fairshare_dot_v1_dot_operator__pb2.RemoveAgentRequest.SerializeToString,
+                response_deserializer=fairshare_dot_v1_dot_operator__pb2.RemoveAgentResponse.FromString,
+                _registered_method=True)
 
 
 class OperatorServiceServicer:
@@ -108,6 +123,37 @@ class OperatorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TeardownFramework(self, request, context):
+        """Removes a framework for good (Mesos TEARDOWN), connected or disconnected: its tasks are
+        killed, its offers rescinded, its stream ended with an error; its id can never subscribe
+        again. Durable: the registry forgets it before the call returns. Errors: INVALID_ARGUMENT
+        (empty framework_id), NOT_FOUND (unknown, or already removed).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def KillTask(self, request, context):
+        """Kills one task on behalf of its framework (its agent is told; the framework receives the
+        KILLED update as for its own Kill, now or when it resubscribes). Errors: INVALID_ARGUMENT
+        (empty framework_id or task_id), NOT_FOUND (unknown framework, or no such task tracked),
+        FAILED_PRECONDITION (the task already reached a terminal state).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveAgent(self, request, context):
+        """Removes an unreachable agent for good (Mesos MARK_AGENT_GONE): its tasks are GONE, it is no
+        longer listed, and if it ever comes back it is refused. Durable: the registry marks it GONE
+        before the call returns. Errors: INVALID_ARGUMENT (empty agent_id), NOT_FOUND (unknown, or
+        already removed), FAILED_PRECONDITION (the agent is connected or still recovering: only an
+        unreachable agent can be removed).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_OperatorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -135,6 +181,21 @@ def add_OperatorServiceServicer_to_server(servicer, server):
                     servicer.ReactivateAgents,
                     request_deserializer=fairshare_dot_v1_dot_operator__pb2.ReactivateAgentsRequest.FromString,
                     response_serializer=fairshare_dot_v1_dot_operator__pb2.ReactivateAgentsResponse.SerializeToString,
+            ),
+            'TeardownFramework': grpc.unary_unary_rpc_method_handler(
+                    servicer.TeardownFramework,
+                    request_deserializer=fairshare_dot_v1_dot_operator__pb2.TeardownFrameworkRequest.FromString,
+                    response_serializer=fairshare_dot_v1_dot_operator__pb2.TeardownFrameworkResponse.SerializeToString,
+            ),
+            'KillTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.KillTask,
+                    request_deserializer=fairshare_dot_v1_dot_operator__pb2.KillTaskRequest.FromString,
+                    response_serializer=fairshare_dot_v1_dot_operator__pb2.KillTaskResponse.SerializeToString,
+            ),
+            'RemoveAgent': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveAgent,
+                    request_deserializer=fairshare_dot_v1_dot_operator__pb2.RemoveAgentRequest.FromString,
+                    response_serializer=fairshare_dot_v1_dot_operator__pb2.RemoveAgentResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -273,6 +334,87 @@ class OperatorService:
             '/fairshare.v1.OperatorService/ReactivateAgents',
             fairshare_dot_v1_dot_operator__pb2.ReactivateAgentsRequest.SerializeToString,
             fairshare_dot_v1_dot_operator__pb2.ReactivateAgentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TeardownFramework(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fairshare.v1.OperatorService/TeardownFramework',
+            fairshare_dot_v1_dot_operator__pb2.TeardownFrameworkRequest.SerializeToString,
+            fairshare_dot_v1_dot_operator__pb2.TeardownFrameworkResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def KillTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fairshare.v1.OperatorService/KillTask',
+            fairshare_dot_v1_dot_operator__pb2.KillTaskRequest.SerializeToString,
+            fairshare_dot_v1_dot_operator__pb2.KillTaskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveAgent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fairshare.v1.OperatorService/RemoveAgent',
+            fairshare_dot_v1_dot_operator__pb2.RemoveAgentRequest.SerializeToString,
+            fairshare_dot_v1_dot_operator__pb2.RemoveAgentResponse.FromString,
             options,
             channel_credentials,
             insecure,

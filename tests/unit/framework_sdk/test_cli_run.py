@@ -59,7 +59,9 @@ def test_unreachable_master_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
         return await run_framework(config(address, connect_timeout=0.3))
 
     assert run_async(scenario()) == 1
-    assert "cannot reach the master at 127.0.0.1:" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "could not subscribe to the master at 127.0.0.1:" in err  # named once (issue 16)
+    assert err.count("master at") == 1
 
 
 def test_keeps_count_tasks_declares_demand_replaces_finished_and_tears_down() -> None:
@@ -90,7 +92,7 @@ def test_keeps_count_tasks_declares_demand_replaces_finished_and_tears_down() ->
                 ("cpus", 1000),
                 ("mem", 1024000),
             ]
-            assert all(t.command.duration.nanos == 50_000_000 for t in master.launched_tasks)
+            assert all(t.duration == 0.05 for t in master.launched_tasks)
             assert len({t.task_id for t in master.launched_tasks}) == len(master.launched_tasks)
             assert master.requests("Suppress") and master.requests("Revive")
             assert master.requests("Teardown")
@@ -113,3 +115,23 @@ def test_without_duration_tasks_stay_running_until_stopped() -> None:
             assert await asyncio.wait_for(runner, 5) == 0
 
     run_async(scenario())
+
+
+def test_detach_leaves_with_what_runs_when_the_cluster_is_too_small(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 16: ``--detach`` returns; on a cluster with room for 2 of 5 it says so."""
+    agents = [FakeAgent("ag-1", ResourceVector.parse("cpus:2;mem:4096"))]
+
+    async def scenario() -> None:
+        async with FakeMaster(agents=agents) as master:
+            detached = config(master.address, count=5, detach=True, detach_wait=0.5)
+            assert await asyncio.wait_for(run_framework(detached), 10) == 0
+            assert len(master.launched_tasks) == 2
+            assert not master.requests("Teardown")  # left to the master
+            (subscribe,) = master.requests("Subscribe")
+            assert subscribe.framework_info.failover_timeout.seconds == 7 * 24 * 3600
+
+    run_async(scenario())
+    out = capsys.readouterr().out
+    assert "runs 2 task(s) of the 5 wanted (no more will be launched); detached" in out

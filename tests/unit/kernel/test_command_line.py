@@ -17,7 +17,8 @@ from fairshare import cli
 from fairshare.settings import Setting, resolve_settings
 
 ROOT = Path(__file__).resolve().parents[3]
-CLIENTS = ("agent", "status", "run", "agents", "weights")  # they talk to a master
+CLIENTS = ("agent", "status", "run", "agents", "weights", "frameworks", "tasks", "stop")
+# (those talk to a master)
 
 
 def run_cli(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -165,7 +166,7 @@ def test_help_exits_0(capsys: pytest.CaptureFixture[str], name: str) -> None:
         (["run", "--name", "x"], "required: --task"),
         (["simulate"], "required: SCENARIO.json"),
         (["allocate"], "required: CASE.json"),
-        (["agents", "--master", "h:1"], "one of the arguments --deactivate --reactivate"),
+        (["stop", "--master", "h:1"], "required: NAME"),
     ],
 )
 def test_missing_required_arguments_exit_2(
@@ -216,7 +217,10 @@ def client_settings(name: str) -> tuple[Setting, ...]:
     from master.commands.operator import OPERATOR_SETTINGS
 
     tables = {"agent": AGENT_SETTINGS, "run": RUN_SETTINGS, "status": STATUS_SETTINGS}
-    return {**tables, "agents": OPERATOR_SETTINGS, "weights": OPERATOR_SETTINGS}[name]
+    operators = dict.fromkeys(
+        ("agents", "weights", "frameworks", "tasks", "stop"), OPERATOR_SETTINGS
+    )
+    return {**tables, **operators}[name]
 
 
 @pytest.mark.parametrize("name", CLIENTS)

@@ -234,8 +234,18 @@ def test_dominant_share_and_exact_ties() -> None:
 )
 def test_rounding_to_three_decimals_half_even(value: object, millis: int) -> None:
     assert R(cpus=value).millis("cpus") == millis
-    if isinstance(value, str):
+    if isinstance(value, str) and millis == 0:  # issue 16: the text says so, not "no resources"
+        with pytest.raises(ResourceError, match=r"below the smallest quantity, 0\.001"):
+            R.parse(f"cpus:{value}")
+    elif isinstance(value, str):
         assert R.parse(f"cpus:{value}").millis("cpus") == millis
+
+
+@pytest.mark.parametrize("text", ["gpus:1.5", "gpus:0.5", "cpus:1;gpus:2.001"])
+def test_gpus_are_whole_devices_in_the_text_syntax(text: str) -> None:
+    with pytest.raises(ResourceError, match="gpus must be a whole number"):
+        R.parse(text)
+    assert R.parse("cpus:1;gpus:2").millis("gpus") == 2000
 
 
 def test_millis_is_exact_integer() -> None:

@@ -41,8 +41,11 @@ MASTER_FAMILIES = {
     "fairshare_resource_allocation": "gauge",
     "fairshare_offers_outstanding": "gauge",
     "fairshare_offers": "counter",
+    "fairshare_framework_info": "gauge",
     "fairshare_framework_dominant_share": "gauge",
+    "fairshare_framework_weighted_share": "gauge",
     "fairshare_framework_allocation": "gauge",
+    "fairshare_tasks_ended": "counter",
     "fairshare_allocation_runs": "counter",
     "fairshare_allocation_run_duration_seconds": "histogram",
     "fairshare_status_updates": "counter",
@@ -58,8 +61,11 @@ LABELS = {
     "fairshare_resource_allocation": {"resource", "state"},
     "fairshare_offers_outstanding": set(),
     "fairshare_offers_total": {"outcome"},
-    "fairshare_framework_dominant_share": {"framework"},
-    "fairshare_framework_allocation": {"framework", "resource"},
+    "fairshare_framework_info": {"framework_id", "name", "role"},
+    "fairshare_framework_dominant_share": {"framework_id"},
+    "fairshare_framework_weighted_share": {"framework_id"},
+    "fairshare_framework_allocation": {"framework_id", "resource"},
+    "fairshare_tasks_ended_total": {"state"},
     "fairshare_allocation_runs_total": set(),
     "fairshare_status_updates_total": {"event"},
     "fairshare_rpc_requests_total": {"method", "code"},
@@ -210,26 +216,54 @@ def test_states_are_bounded_and_all_exported() -> None:
     scenario(test)
 
 
-def test_frameworks_are_labelled_by_name_and_shares_match_the_snapshot() -> None:
+def test_frameworks_are_labelled_by_id_and_shares_match_the_snapshot() -> None:
+    """Issue 16 item 8: two frameworks named ``web`` are two series, named by the info metric."""
+
     async def test(runtime: MasterRuntime) -> None:
         await busy_cluster(runtime)
         samples = scrape(runtime)
         snapshot = runtime.operator.snapshot()
+        ids = {f.spec.framework_id: f for f in snapshot.frameworks}
+        info = values(samples, "fairshare_framework_info")
+        assert info == {
+            (("framework_id", i), ("name", f.spec.name), ("role", "*")): 1.0 for i, f in ids.items()
+        }
+        assert sorted(f.spec.name for f in ids.values()) == ["batch", "web", "web"]
         shares = values(samples, "fairshare_framework_dominant_share")
-        assert set(shares) == {(("framework", "batch"),), (("framework", "web"),)}
-        assert shares[(("framework", "batch"),)] == 0.0
-        web = [f for f in snapshot.frameworks if f.spec.name == "web"]
-        summed = {r: sum(f.allocated.millis(r) for f in web) for r in ("cpus", "mem", "gpus")}
+        assert shares == {(("framework_id", i),): f.dominant_share for i, f in ids.items()}
+        weighted = values(samples, "fairshare_framework_weighted_share")
+        assert weighted == {
+            (("framework_id", i),): f.dominant_share / f.weight for i, f in ids.items()
+        }
         allocation = values(samples, "fairshare_framework_allocation")
-        for resource, millis in summed.items():
-            key = (("framework", "web"), ("resource", resource))
-            factor = MIB if resource == "mem" else 1
-            assert allocation.get(key, 0.0) == millis / 1000 * factor
-        expected = max(millis / snapshot.total.millis(r) for r, millis in summed.items())
-        assert shares[(("framework", "web"),)] == pytest.approx(expected)
-        alone = [f for f in web if f.allocated.millis("cpus")]
-        if len(alone) == 1:  # the other web holds nothing: the share is the one status shows
-            assert shares[(("framework", "web"),)] == pytest.approx(alone[0].dominant_share)
+        for framework_id, view in ids.items():
+            for resource, millis in view.allocated.millis_items():
+                key = (("framework_id", framework_id), ("resource", resource))
+                factor = MIB if resource == "mem" else 1
+                assert allocation[key] == millis / 1000 * factor
+
+    scenario(test)
+
+
+def test_ended_tasks_are_counted_by_state() -> None:
+    """Issue 16 item 8: ``fairshare_tasks`` drops ended tasks; ``fairshare_tasks_ended_total``
+    counts them, once each, whatever the agent retries."""
+
+    async def test(runtime: MasterRuntime) -> None:
+        ids = await busy_cluster(runtime)
+        ended = values(scrape(runtime), "fairshare_tasks_ended_total")
+        assert ended == {
+            (("state", s),): 0.0
+            for s in ("finished", "failed", "killed", "error", "lost", "dropped", "gone")
+        }
+        done = StatusUpdate("t1", ids["a1"], TaskState.FINISHED, uuid=b"v" * 16, source="AGENT")
+        for _ in range(2):  # the agent retries: still one task ended
+            runtime.agents.update_status(ids["a1"], ids["web"], done, TaskState.FINISHED)
+        runtime.frameworks.acknowledge(ids["web"], ids["a1"], "t1", b"v" * 16)
+        samples = scrape(runtime)
+        assert one(samples, "fairshare_tasks_ended_total", state="finished") == 1
+        assert sum(values(samples, "fairshare_tasks_ended_total").values()) == 1
+        assert one(samples, "fairshare_tasks", state="finished") == 0  # no longer tracked
 
     scenario(test)
 
@@ -353,3 +387,17 @@ async def _calls(channel: aio.Channel) -> None:
     watch.cancel()
     with pytest.raises(grpc.RpcError):  # not implemented: not counted (bounded labels)
         await channel.unary_unary("/no.Such/Method")(b"")
+
+
+def test_per_framework_series_are_bounded() -> None:
+    """Whatever clients register, at most MAX_FRAMEWORK_SERIES frameworks get series."""
+    from master.metrics import MAX_FRAMEWORK_SERIES
+
+    async def test(runtime: MasterRuntime) -> None:
+        for n in range(MAX_FRAMEWORK_SERIES + 5):
+            runtime.frameworks.subscribe(FrameworkSpec("", f"fw{n}"), None, False)
+        samples = scrape(runtime)
+        for name in ("fairshare_framework_info", "fairshare_framework_dominant_share"):
+            assert len(values(samples, name)) == MAX_FRAMEWORK_SERIES, name
+
+    scenario(test)

@@ -75,13 +75,13 @@ def test_bad_resources_are_invalid_argument(
 
 
 def test_resources_to_pb_sorted_without_zeros() -> None:
-    message = convert.resources_to_pb(R("mem:2;cpus:1;disk:0;gpus:0.5"))
+    message = convert.resources_to_pb(R("mem:2;cpus:1;disk:0;gpus:2"))
     assert [(i.name, i.millis) for i in message.items] == [
         ("cpus", 1000),
-        ("gpus", 500),
+        ("gpus", 2000),
         ("mem", 2000),
     ]
-    assert convert.resources(message, "r") == R("cpus:1;mem:2;gpus:0.5")
+    assert convert.resources(message, "r") == R("cpus:1;mem:2;gpus:2")
 
 
 # -- filters, durations, weights, roles -----------------------------------------------------------

@@ -44,6 +44,9 @@ EXPECTED_METHODS = {
         "SetWeight",
         "GetWeights",
         "DeactivateAgents",
+        "TeardownFramework",
+        "KillTask",
+        "RemoveAgent",
         "ReactivateAgents",
     },
 }

@@ -89,7 +89,6 @@ def test_bad_input_exits_2_naming_the_flag(
 @pytest.mark.parametrize(
     "argv",
     [
-        ["--master", "127.0.0.1:5050"],  # no action
         ["--master", "127.0.0.1:5050", "--deactivate"],  # no id
         ["--master", "127.0.0.1:5050", "--deactivate", "a", "--reactivate", "b"],  # both
     ],

@@ -1,0 +1,76 @@
+"""The PNG plots of a users scenario (``shares.png``, ``utilization.png``), drawn so that no
+series hides another.
+
+Invariants: every series is labelled with the user's name (not its framework id); series that
+overlap stay visible: each gets its own line style and marker, drawn in order of decreasing width
+so a later line never covers an earlier one completely; the y axis runs a little past the largest
+value (a line at 1.0 is not drawn on the frame); the title names the scenario, the policy and the
+placement. Pure matplotlib on a figure the caller saves (``draw_figure``); ``pyplot`` comes from
+``master.sim.output`` (matplotlib is optional).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["PLOTS", "draw_figure", "series_names"]
+
+PLOTS = (
+    ("dominant_share", "global dominant share", "shares.png"),
+    ("utilization", "utilization", "utilization.png"),
+)
+STYLES = ("-", "--", "-.", ":")
+MARKERS = ("o", "s", "^", "D", "v", "x", "P", "*")
+
+
+def series_names(result: dict[str, Any]) -> dict[str, str]:
+    """Label of each series key: users by name (with the id when names repeat)."""
+    users = result.get("users", [])
+    counts: dict[str, int] = {}
+    for user in users:
+        counts[user.get("name", user["id"])] = counts.get(user.get("name", user["id"]), 0) + 1
+    labels = {}
+    for user in users:
+        name = user.get("name", user["id"])
+        labels[user["id"]] = name if counts[name] == 1 else f"{name} ({user['id']})"
+    return labels
+
+
+def draw_figure(plt: Any, result: dict[str, Any], key: str, what: str, title: str) -> Any:
+    """One figure of ``result["series"][key]`` (a matplotlib Figure; the caller saves it)."""
+    series = result["series"]
+    labels = series_names(result)
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    top = 1.0
+    count = len(series[key])
+    for index, (name, values) in enumerate(series[key].items()):
+        points = [(t, v) for t, v in zip(series["time"], values, strict=True) if v is not None]
+        if not points:
+            continue
+        top = max(top, max(v for _, v in points))
+        ax.step(
+            [t for t, _ in points],
+            [v for _, v in points],
+            where="post",
+            label=labels.get(name, name),
+            linestyle=STYLES[index % len(STYLES)],
+            linewidth=1.2 + 2.0 * (count - index) / max(count, 1),
+            marker=MARKERS[index % len(MARKERS)],
+            markevery=max(1, len(points) // 12),
+            markersize=5,
+            alpha=0.9,
+            zorder=2 + index,
+        )
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel(what)
+    ax.set_ylim(0, top * 1.08)
+    ax.set_title(
+        f"{title}: {what} (policy {result.get('policy', '?')},"
+        f" placement {result.get('placement', '?')})",
+        fontsize=10,
+    )
+    ax.grid(alpha=0.3)
+    if count:
+        ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,1 @@
+"""The master's dashboard and HTTP JSON API, served on its metrics port (``routes.WebApi``)."""

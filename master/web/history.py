@@ -1,0 +1,74 @@
+"""``ShareHistory``: the frameworks' dominant and weighted shares over the last hour, for the
+dashboard's chart.
+
+Every ``interval`` seconds the dashboard side of the master takes one ``ClusterSnapshot`` (the
+same snapshot the API and metrics read, on the runtime's loop) and keeps, per framework, its
+dominant and weighted share and the pool's used fraction per resource. Only these numbers are
+kept, never the state itself.
+
+Invariants: at most ``window / interval`` points are kept (oldest dropped first); a point holds at
+most ``max_frameworks`` frameworks (those with the largest dominant shares), so the memory is
+bounded whatever the cluster does; times are wall-clock seconds; names are those the frameworks
+had when the point was taken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from master.runtime.views import ClusterSnapshot
+
+__all__ = ["ShareHistory"]
+
+log = logging.getLogger("fairshare.master")
+
+
+class ShareHistory:
+    """Bounded samples of the frameworks' shares and the pool's utilization."""
+
+    def __init__(
+        self, interval: float = 10.0, window: float = 3600.0, max_frameworks: int = 50
+    ) -> None:
+        self.interval = interval
+        self.window = window
+        self.max_frameworks = max_frameworks
+        self._points: deque[dict[str, Any]] = deque(maxlen=max(1, int(window / interval)))
+
+    def record(self, snapshot: ClusterSnapshot, at: float) -> None:
+        """Keep one point of ``snapshot`` taken at wall-clock time ``at``."""
+        largest = sorted(snapshot.frameworks, key=lambda f: -f.dominant_share)
+        frameworks = {
+            view.spec.framework_id: {
+                "name": view.spec.name,
+                "dominant_share": round(view.dominant_share, 6),
+                "weighted_share": round(view.dominant_share / view.weight, 6)
+                if view.weight > 0
+                else 0.0,
+            }
+            for view in largest[: self.max_frameworks]
+        }
+        used = snapshot.used.to_dict()
+        utilization = {
+            name: round(used.get(name, 0.0) / total, 6)
+            for name, total in snapshot.total.to_dict().items()
+            if total > 0
+        }
+        self._points.append({"time": at, "frameworks": frameworks, "utilization": utilization})
+
+    def document(self) -> dict[str, Any]:
+        """``/api/v1/history``: the kept points, oldest first."""
+        return {"interval": self.interval, "window": self.window, "points": list(self._points)}
+
+    async def run(self, take: Callable[[], ClusterSnapshot]) -> None:
+        """Record a point now and every ``interval`` seconds (until cancelled)."""
+        while True:
+            try:
+                self.record(take(), time.time())
+            except Exception:  # one bad sample must not end the history
+                log.exception("history.sample.failed")
+            await asyncio.sleep(self.interval)

@@ -1,0 +1,181 @@
+"""The master's dashboard and JSON API on its metrics port (DESIGN.md §1 ``master/web/``, §5).
+
+``WebApi.add_routes`` adds, beside the kernel server's ``/metrics`` and ``/health``
+(``fairshare.metrics_server.serve_http``):
+
+- ``GET /``: the dashboard, one self-contained page (HTML with its CSS and script inlined from
+  ``static/``; no CDN, no build step) that polls the JSON API;
+- ``GET /api/v1/state``: the whole cluster (``documents.state_document``);
+- ``GET /api/v1/frameworks``, ``/api/v1/agents``: those lists with the pool summary;
+- ``GET /api/v1/tasks?offset=0&limit=100&framework_id=F&state=RUNNING``: one page of tasks;
+- ``GET /api/v1/events?since=N``: recent noteworthy events (``events.RecentEvents``);
+- ``GET /api/v1/history``: shares over the last hour (``history.ShareHistory``).
+
+Invariants: every API answer is built from exactly one ``ClusterSnapshot`` taken synchronously
+on the runtime's loop (``OperatorCalls.snapshot``: the same snapshot gRPC ``GetState`` and the
+metrics read; aiohttp's handlers run on that loop, so it is one step of it); the snapshot is
+immutable, so turning it into JSON happens in a worker thread, off the loop (a big cluster's
+document does not delay allocation runs); nothing here keeps a copy of the state; a bad query
+parameter is 400 with ``{"error": ...}`` naming it; every other path is 404 (aiohttp's router);
+answers are never cached by the browser.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from importlib import resources
+from typing import Any
+
+from aiohttp import web
+from fairshare.task_states import TaskState
+
+from master.runtime.views import ClusterSnapshot
+from master.web.documents import (
+    MAX_PAGE,
+    agent_document,
+    framework_document,
+    page_of_tasks,
+    state_document,
+    summary_document,
+)
+from master.web.events import RecentEvents
+from master.web.history import ShareHistory
+
+__all__ = ["WebApi", "dashboard_page"]
+
+NO_STORE = {"Cache-Control": "no-store"}
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def dashboard_page() -> str:
+    """The dashboard: ``static/index.html`` with ``dashboard.css`` and ``dashboard.js`` inlined."""
+    static = resources.files("master.web") / "static"
+    page = (static / "index.html").read_text(encoding="utf-8")
+    css = (static / "dashboard.css").read_text(encoding="utf-8")
+    script = (static / "dashboard.js").read_text(encoding="utf-8")
+    return page.replace("/*DASHBOARD_CSS*/", css).replace("/*DASHBOARD_JS*/", script)
+
+
+class BadQuery(Exception):
+    """A query parameter the API cannot use (400)."""
+
+
+def _int_param(request: web.Request, name: str, default: int, most: int) -> int:
+    text = request.query.get(name)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise BadQuery(f"{name}: {text!r} is not an integer") from None
+    if not 0 <= value <= most:
+        raise BadQuery(f"{name}: {value} is not in [0, {most}]")
+    return value
+
+
+def _json(document: dict[str, Any]) -> web.Response:
+    return web.json_response(document, headers=NO_STORE)
+
+
+async def _json_off_loop(build: Callable[[], dict[str, Any]]) -> web.Response:
+    """Build a document from an immutable snapshot and encode it in a worker thread."""
+    body = await asyncio.to_thread(lambda: json.dumps(build()).encode("utf-8"))
+    return web.Response(body=body, content_type="application/json", headers=NO_STORE)
+
+
+class WebApi:
+    """The dashboard and the ``/api/v1`` handlers over one snapshot source."""
+
+    def __init__(
+        self,
+        snapshot: Callable[[], ClusterSnapshot],
+        events: RecentEvents,
+        history: ShareHistory,
+    ) -> None:
+        self.snapshot = snapshot
+        self.events = events
+        self.history = history
+        self._page = dashboard_page().encode("utf-8")
+
+    def add_routes(self, app: web.Application) -> None:
+        """Add the dashboard and the API to ``app``."""
+        routes = {
+            "/": self.dashboard,
+            "/api/v1/state": self.state,
+            "/api/v1/frameworks": self.frameworks,
+            "/api/v1/agents": self.agents,
+            "/api/v1/tasks": self.tasks,
+            "/api/v1/events": self.recent_events,
+            "/api/v1/history": self.share_history,
+        }
+        for path, handler in routes.items():
+            app.router.add_get(path, self._bad_query_is_400(handler))
+
+    @staticmethod
+    def _bad_query_is_400(handler: Handler) -> Handler:
+        async def wrapped(request: web.Request) -> web.StreamResponse:
+            try:
+                return await handler(request)
+            except BadQuery as error:
+                return web.json_response({"error": str(error)}, status=400, headers=NO_STORE)
+
+        return wrapped
+
+    async def dashboard(self, request: web.Request) -> web.Response:
+        """``/``: the dashboard page."""
+        return web.Response(
+            body=self._page, content_type="text/html", charset="utf-8", headers=NO_STORE
+        )
+
+    async def state(self, request: web.Request) -> web.Response:
+        """``/api/v1/state``: the whole cluster."""
+        snapshot = self.snapshot()
+        return await _json_off_loop(lambda: state_document(snapshot))
+
+    async def frameworks(self, request: web.Request) -> web.Response:
+        """``/api/v1/frameworks``: the pool summary and every framework."""
+        snapshot = self.snapshot()
+
+        def build() -> dict[str, Any]:
+            document = summary_document(snapshot)
+            document["frameworks"] = [framework_document(view) for view in snapshot.frameworks]
+            return document
+
+        return await _json_off_loop(build)
+
+    async def agents(self, request: web.Request) -> web.Response:
+        """``/api/v1/agents``: the pool summary and every agent."""
+        snapshot = self.snapshot()
+
+        def build() -> dict[str, Any]:
+            document = summary_document(snapshot)
+            document["agents"] = [agent_document(view) for view in snapshot.agents]
+            return document
+
+        return await _json_off_loop(build)
+
+    async def tasks(self, request: web.Request) -> web.Response:
+        """``/api/v1/tasks``: one page of tasks, optionally of one framework or state."""
+        offset = _int_param(request, "offset", 0, 2**31)
+        limit = _int_param(request, "limit", 100, MAX_PAGE)
+        state = request.query.get("state")
+        if state is not None:
+            state = state.upper()
+            if state not in TaskState.__members__:
+                raise BadQuery(f"state: {state!r} is not a task state")
+        framework_id = request.query.get("framework_id") or None
+        tasks = self.snapshot().tasks
+        return await _json_off_loop(
+            lambda: page_of_tasks(tasks, offset, limit, framework_id, state)
+        )
+
+    async def recent_events(self, request: web.Request) -> web.Response:
+        """``/api/v1/events?since=N``: the recent noteworthy events after sequence ``N``."""
+        since = _int_param(request, "since", 0, 2**62)
+        return _json({"events": self.events.since(since)})
+
+    async def share_history(self, request: web.Request) -> web.Response:
+        """``/api/v1/history``: shares and utilization over the last hour."""
+        return _json(self.history.document())

@@ -1,0 +1,322 @@
+// fairshare dashboard: polls the master's JSON API (/api/v1/...) and draws plain DOM and SVG.
+// No library, no build step, no network access beyond the master that served the page.
+// Every value shown comes from one API answer; names from clients are inserted as text only.
+"use strict";
+
+const REFRESH_MS = Math.max(500, Number(new URLSearchParams(location.search).get("refresh")) || 2000);
+const HISTORY_MS = 30000;
+const TASK_PAGE = 100;
+const PALETTE = ["#2f6fdb", "#d1343a", "#1a9c5b", "#f0a202", "#8e44ad", "#00a3b4", "#b5651d",
+  "#e84393", "#5d6d7e", "#6ab04c"];
+const TASK_STATES = ["STAGING", "STARTING", "RUNNING", "KILLING", "FINISHED", "FAILED", "KILLED",
+  "ERROR", "LOST", "DROPPED", "UNREACHABLE", "GONE"];
+
+const view = { state: null, history: { points: [] }, live: [], events: [], lastEvent: 0,
+  colors: new Map(), lastHistory: 0 };
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (key === "class") node.className = value;
+    else if (key === "style") node.style.cssText = value;
+    else node.setAttribute(key, value);
+  }
+  for (const child of children) {
+    if (child === null || child === undefined) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function svg(tag, attrs) {
+  const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [key, value] of Object.entries(attrs || {})) node.setAttribute(key, value);
+  return node;
+}
+
+function fill(tbody, rows, columns, emptyText) {
+  tbody.replaceChildren(...rows);
+  if (!rows.length) {
+    tbody.append(el("tr", {}, el("td", { colspan: columns, class: "empty" }, emptyText)));
+  }
+}
+
+function num(value) {
+  if (value === null || value === undefined) return "-";
+  return Number.isInteger(value) ? String(value) : String(Number(value.toFixed(3)));
+}
+
+function resourcesText(resources) {
+  const entries = Object.entries(resources || {});
+  return entries.length ? entries.map(([k, v]) => `${k}:${num(v)}`).join(";") : "-";
+}
+
+function ago(seconds) {
+  if (!seconds) return "-";
+  const delta = Math.max(0, Date.now() / 1000 - seconds);
+  if (delta < 60) return `${Math.round(delta)} s ago`;
+  if (delta < 3600) return `${Math.round(delta / 60)} min ago`;
+  return `${(delta / 3600).toFixed(1)} h ago`;
+}
+
+function clock(seconds) {
+  return new Date(seconds * 1000).toLocaleTimeString([], { hour12: false });
+}
+
+function badge(state) {
+  return el("span", { class: `state ${state}` }, state);
+}
+
+function colorOf(id) {
+  if (!view.colors.has(id)) view.colors.set(id, PALETTE[view.colors.size % PALETTE.length]);
+  return view.colors.get(id);
+}
+
+function bar(total, used, offered, inline) {
+  const part = (value, cls) => el("span", {
+    class: cls, style: `width:${total > 0 ? Math.min(100, (100 * value) / total) : 0}%`,
+  });
+  return el(inline ? "span" : "div", { class: inline ? "bar inline" : "bar" },
+    part(used, "used"), part(offered, "offered"));
+}
+
+async function getJSON(path) {
+  const response = await fetch(path, { cache: "no-store" });
+  if (!response.ok) throw new Error(`${path}: HTTP ${response.status}`);
+  return response.json();
+}
+
+function renderOverview(state) {
+  document.getElementById("master").textContent =
+    `master ${state.master_id.slice(0, 12)} · policy ${state.policy} · placement ` +
+    `${state.placement} · version ${state.version} · up ${ago(state.started_at).replace(" ago", "")}`;
+  const cards = [];
+  for (const [name, total] of Object.entries(state.total)) {
+    const used = state.used[name] || 0;
+    const offered = state.offered[name] || 0;
+    const free = state.free[name] || 0;
+    cards.push(el("div", { class: "card", "data-resource": name },
+      el("div", { class: "resource" }, name),
+      el("div", { class: "big" }, el("span", { class: "capacity" }, num(total)),
+        el("span", { class: "muted" }, " capacity")),
+      bar(total, used, offered),
+      el("div", {},
+        el("span", { class: "legend-key", style: "background:var(--used)" }), "used ",
+        el("b", { class: "used" }, num(used)), "  ",
+        el("span", { class: "legend-key", style: "background:var(--offered)" }), "offered ",
+        el("b", { class: "offered" }, num(offered)), "  free ",
+        el("b", { class: "free" }, num(free)))));
+  }
+  const counts = state.counts;
+  cards.push(el("div", { class: "card", "data-resource": "" },
+    el("div", { class: "resource" }, "cluster"),
+    el("div", {}, el("b", { id: "count-agents" }, counts.agents), " agents, ",
+      el("b", { id: "count-frameworks" }, counts.frameworks), " frameworks"),
+    el("div", {}, el("b", { id: "count-tasks" }, counts.tasks), " tasks, ",
+      el("b", { id: "count-offers" }, counts.offers), " offers outstanding")));
+  document.getElementById("overview").replaceChildren(...cards);
+}
+
+function renderFrameworks(state) {
+  const rows = state.frameworks.map((f) => el("tr", { "data-framework-id": f.id },
+    el("td", {}, el("span", { class: "legend-key", style: `background:${colorOf(f.id)}` }),
+      el("b", { class: "name" }, f.name)),
+    el("td", { class: "id", title: f.id }, f.id.slice(0, 15)),
+    el("td", {}, f.role),
+    el("td", {}, badge(f.state)),
+    el("td", { class: "num weight" }, num(f.weight)),
+    el("td", { class: "num" }, bar(1, f.dominant_share, 0, true),
+      el("span", { class: "share" }, f.dominant_share.toFixed(3))),
+    el("td", { class: "num weighted" }, f.weighted_share.toFixed(3)),
+    el("td", {}, f.dominant_resource || "-"),
+    el("td", { class: "num" }, el("span", { class: "running" }, f.running), " / ",
+      f.wanted === null ? "∞" : f.wanted),
+    el("td", {}, el("code", {}, resourcesText(f.allocated)))));
+  fill(document.querySelector("#frameworks tbody"), rows, 10, "no frameworks");
+  document.getElementById("frameworks-count").textContent = `(${state.frameworks.length})`;
+  const roles = new Map();
+  for (const f of state.frameworks) {
+    if (!roles.has(f.role)) roles.set(f.role, []);
+    roles.get(f.role).push(f);
+  }
+  const roleRows = [...roles.entries()].sort().map(([role, list]) => el("tr", {},
+    el("td", {}, role),
+    el("td", {}, list.map((f) => f.name).join(", ")),
+    el("td", { class: "num" }, list.map((f) => num(f.weight)).join(", ")),
+    el("td", { class: "num" }, list.map((f) => f.dominant_share.toFixed(3)).join(", "))));
+  fill(document.querySelector("#roles tbody"), roleRows, 4, "no roles in use");
+}
+
+function renderAgents(state) {
+  const rows = state.agents.map((a) => {
+    const util = el("div", { class: "util" });
+    for (const [name, total] of Object.entries(a.resources.total)) {
+      const used = a.resources.used[name] || 0;
+      const offered = a.resources.offered[name] || 0;
+      util.append(el("span", {}, name), bar(total, used, offered),
+        el("span", { class: "muted" }, `${num(used)} + ${num(offered)} of ${num(total)}`));
+    }
+    const attributes = Object.entries(a.attributes).map(([k, v]) => `${k}:${v}`).join(";");
+    return el("tr", { "data-agent-id": a.id },
+      el("td", { class: "id", title: a.id }, a.id.slice(0, 18)),
+      el("td", {}, `${a.hostname}:${a.port}`),
+      el("td", {}, badge(a.state)),
+      el("td", {}, attributes || "-"),
+      el("td", {}, util),
+      el("td", {}, ago(a.last_heard)));
+  });
+  fill(document.querySelector("#agents tbody"), rows, 6, "no agents");
+  document.getElementById("agents-count").textContent = `(${state.agents.length})`;
+}
+
+async function refreshTasks(state) {
+  const filter = document.getElementById("task-state").value;
+  const query = new URLSearchParams({ limit: TASK_PAGE });
+  if (filter) query.set("state", filter);
+  const page = await getJSON(`/api/v1/tasks?${query}`);
+  const names = new Map(state.frameworks.map((f) => [f.id, f.name]));
+  const hosts = new Map(state.agents.map((a) => [a.id, `${a.hostname}:${a.port}`]));
+  const rows = page.tasks.map((t) => el("tr", { "data-task-id": t.task_id },
+    el("td", {}, t.name),
+    el("td", { title: t.framework_id }, names.get(t.framework_id) || t.framework_id),
+    el("td", { title: t.agent_id }, hosts.get(t.agent_id) || t.agent_id),
+    el("td", {}, badge(t.state)),
+    el("td", {}, el("code", {}, resourcesText(t.resources))),
+    el("td", { class: "muted" }, [t.reason, t.message].filter(Boolean).join(": ") || "-")));
+  fill(document.querySelector("#tasks tbody"), rows, 6, "no tasks");
+  const shown = page.tasks.length < page.total ? `, first ${page.tasks.length} shown` : "";
+  document.getElementById("tasks-count").textContent = `(${page.total}${shown})`;
+}
+
+async function refreshEvents() {
+  const answer = await getJSON(`/api/v1/events?since=${view.lastEvent}`);
+  if (!answer.events.length) return;
+  view.lastEvent = answer.events[answer.events.length - 1].seq;
+  view.events = view.events.concat(answer.events).slice(-50);
+  const items = view.events.slice().reverse().map((e) => el("li", { "data-event": e.event },
+    el("span", { class: "when" }, clock(e.time)), el("b", {}, e.event), " ",
+    el("span", { class: "muted" },
+      Object.entries(e.fields).map(([k, v]) => `${k}=${v}`).join(" "))));
+  document.getElementById("events").replaceChildren(...items);
+}
+
+function livePoint(state) {
+  const frameworks = {};
+  for (const f of state.frameworks) {
+    frameworks[f.id] = { name: f.name, dominant_share: f.dominant_share,
+      weighted_share: f.weighted_share };
+  }
+  return { time: Date.now() / 1000, frameworks };
+}
+
+function renderChart() {
+  const history = view.history.points;
+  const newest = history.length ? history[history.length - 1].time : 0;
+  const points = history.concat(view.live.filter((p) => p.time > newest));
+  const box = document.getElementById("chart");
+  const width = Math.max(400, box.clientWidth || 800);
+  const height = 260;
+  const pad = { left: 44, right: 120, top: 12, bottom: 26 };
+  const now = Date.now() / 1000;
+  const start = Math.max(now - 3600, Math.min(points.length ? points[0].time : now, now - 120));
+  const series = new Map();
+  let top = 1;
+  for (const point of points) {
+    for (const [id, f] of Object.entries(point.frameworks)) {
+      if (!series.has(id)) series.set(id, { name: f.name, dominant: [], weighted: [] });
+      const s = series.get(id);
+      s.name = f.name;
+      s.dominant.push([point.time, f.dominant_share]);
+      s.weighted.push([point.time, f.weighted_share]);
+      top = Math.max(top, f.dominant_share, f.weighted_share);
+    }
+  }
+  const yMax = top * 1.08;  // headroom: a line at 1.0 is not drawn on the frame
+  const x = (t) => pad.left + ((t - start) / (now - start)) * (width - pad.left - pad.right);
+  const y = (v) => pad.top + (1 - v / yMax) * (height - pad.top - pad.bottom);
+  const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, role: "img",
+    "aria-label": "frameworks' shares over time" });
+  for (let v = 0; v <= top + 1e-9; v += top > 2 ? 0.5 : 0.25) {
+    root.append(svg("line", { class: "grid", x1: pad.left, x2: width - pad.right, y1: y(v),
+      y2: y(v) }));
+    const label = svg("text", { x: pad.left - 6, y: y(v) + 4, "text-anchor": "end" });
+    label.textContent = v.toFixed(2);
+    root.append(label);
+  }
+  root.append(svg("line", { class: "axis", x1: pad.left, x2: pad.left, y1: pad.top,
+    y2: height - pad.bottom }));
+  root.append(svg("line", { class: "axis", x1: pad.left, x2: width - pad.right,
+    y1: height - pad.bottom, y2: height - pad.bottom }));
+  for (const t of [start, (start + now) / 2, now]) {
+    const label = svg("text", { x: x(t), y: height - 8, "text-anchor": "middle" });
+    label.textContent = clock(t);
+    root.append(label);
+  }
+  const legend = el("div", { class: "chart-legend" });
+  const ends = [];
+  for (const [id, s] of series) {
+    const color = colorOf(id);
+    for (const [data, dash] of [[s.weighted, "5 4"], [s.dominant, ""]]) {
+      const path = data.map(([t, v], i) => `${i ? "L" : "M"}${x(t).toFixed(1)},${y(v).toFixed(1)}`);
+      root.append(svg("path", { d: path.join(" "), fill: "none", stroke: color,
+        "stroke-width": dash ? 1.5 : 2.5, "stroke-dasharray": dash, opacity: dash ? 0.8 : 1 }));
+    }
+    const last = s.dominant[s.dominant.length - 1];
+    if (last) {
+      root.append(svg("circle", { cx: x(last[0]), cy: y(last[1]), r: 3.5, fill: color }));
+      ends.push({ y: y(last[1]), name: s.name, color });
+    }
+    legend.append(el("span", { "data-series": id },
+      el("span", { class: "legend-key", style: `background:${color}` }), s.name,
+      el("span", { class: "muted" }, ` ${id.slice(0, 10)}`)));
+  }
+  ends.sort((a, b) => a.y - b.y);  // end labels pushed apart so equal shares stay readable
+  let previous = -Infinity;
+  for (const end of ends) {
+    const labelY = Math.max(end.y + 4, previous + 13);
+    previous = labelY;
+    const label = svg("text", { x: width - pad.right + 8, y: labelY, fill: end.color });
+    label.style.fill = end.color;
+    label.textContent = end.name;
+    root.append(label);
+  }
+  if (!series.size) legend.append(el("span", { class: "empty" }, "no frameworks yet"));
+  box.replaceChildren(root, legend);
+}
+
+async function refresh() {
+  const live = document.getElementById("live");
+  try {
+    const state = await getJSON("/api/v1/state");
+    view.state = state;
+    view.live.push(livePoint(state));
+    view.live = view.live.filter((p) => p.time > Date.now() / 1000 - 3600);
+    if (Date.now() - view.lastHistory > HISTORY_MS) {
+      view.history = await getJSON("/api/v1/history");
+      view.lastHistory = Date.now();
+    }
+    renderOverview(state);
+    renderFrameworks(state);
+    renderAgents(state);
+    renderChart();
+    await refreshTasks(state);
+    await refreshEvents();
+    document.getElementById("banner").hidden = true;
+    live.className = "live ok";
+    live.textContent = `updated ${clock(Date.now() / 1000)}`;
+    document.body.dataset.refreshed = String(Number(document.body.dataset.refreshed || 0) + 1);
+  } catch (error) {
+    const banner = document.getElementById("banner");
+    banner.hidden = false;
+    banner.textContent = `The master does not answer (${error.message}); retrying.`;
+    live.className = "live down";
+    live.textContent = "disconnected";
+  } finally {
+    setTimeout(refresh, REFRESH_MS);
+  }
+}
+
+const stateFilter = document.getElementById("task-state");
+for (const state of TASK_STATES) stateFilter.append(el("option", { value: state }, state));
+stateFilter.addEventListener("change", () => view.state && refreshTasks(view.state));
+refresh();

@@ -1,0 +1,49 @@
+"""Session-wide guard: no process the tests started may outlive the test run (issue 16, item 5).
+
+At the start of the session every process the tests start inherits ``PYTEST_FAIRSHARE_SESSION``
+in its environment (set here in the pytest process; ``daemons.daemon_env`` keeps it); at the
+end, any live process whose environment carries this session's mark (daemons, frameworks,
+``fairshare up`` and whatever they started) fails the run: it is named, then killed. A process
+gets ``LEAK_GRACE`` seconds to finish exiting first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from session_guard import SESSION_MARK, marked_processes
+
+LEAK_GRACE = 5.0
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    os.environ[SESSION_MARK] = uuid.uuid4().hex
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    mark = os.environ.get(SESSION_MARK)
+    if not mark or not Path("/proc/self/environ").exists():
+        return
+    deadline = time.monotonic() + LEAK_GRACE
+    leaked = marked_processes(mark)
+    while leaked and time.monotonic() < deadline:
+        time.sleep(0.1)
+        leaked = marked_processes(mark)
+    if not leaked:
+        return
+    for pid in leaked:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    lines = "\n".join(f"  pid {pid}: {command}" for pid, command in sorted(leaked.items()))
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    message = f"processes started by the tests were still running (now killed):\n{lines}"
+    if reporter is not None:
+        reporter.write("\n")
+        reporter.write_line(f"LEAKED PROCESSES (the run fails): {message}", red=True)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
