@@ -12,6 +12,12 @@ framework can take another unit. A framework's unit depends on what it declared:
 - nothing declared: Mesos-style coarse offers, all free resources of the next agent that the
   framework has not refused, agents taken round-robin from a start that moves between runs.
 
+Fit-aware choice (``master.core.fit``, DRFH's Best-Fit over framework-agent pairs): under
+``drf`` with ``best-fit`` placement on heterogeneous agents, when the most deprived framework's
+chosen agent is clearly not its kind of agent, a framework within one task of it that fits that
+agent's free resources better (eq. 9) is served there first; the most deprived one stays in the
+run. On one agent, or agents that are multiples of one vector, this never happens.
+
 A framework that cannot take a unit (wants nothing more, nothing fits, every agent refused) is
 parked for the rest of the run. Within a run free resources only shrink, so a parked framework
 could not be served later in the same run either; this is what makes the run terminate and what
@@ -25,11 +31,13 @@ the run the entries live in a binary heap (the DRF paper's O(log n) per decision
 from __future__ import annotations
 
 from bisect import bisect_left
+from fractions import Fraction
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING
 
 from framework_sdk.resources import ResourceVector
 from master.core.fairness import KeyStepper
+from master.core.fit import EqNine, Fit, exact_share, first_resource, fits_better
 from master.core.messages import Message, SendOffers
 from master.core.placement import PlacementQuery
 from master.core.records import AgentList, AgentRecord, FrameworkRecord, Offer
@@ -122,11 +130,12 @@ def _record_offer(
 class _Demand:
     """A demand-aware framework's state within one run."""
 
-    __slots__ = ("count", "footprint", "placed", "query", "step")
+    __slots__ = ("count", "footprint", "misplaced", "placed", "query", "step")
 
     def __init__(self, footprint: ResourceVector, query: PlacementQuery) -> None:
         self.footprint = footprint
         self.query = query
+        self.misplaced: dict[str, bool] = {}  # agent id -> misplaced there (fit-aware choice)
         # fairness key after k more footprints, bit for bit; made at the first placement (a
         # framework that places nothing in a run, the common case on a busy cluster, never
         # pays for it)
@@ -152,6 +161,26 @@ class _Run:
         # Footprints no agent could hold (nobody refused): free resources only shrink within a
         # run, so any footprint covering one of these cannot be placed either.
         self.unplaceable: list[ResourceVector] = []
+        self.refusals: dict[str, frozenset[str] | set[str]] = {}
+        config = state.config
+        contested = (
+            config.fit_window > 0
+            and state.fairness.name == "drf"
+            and state.placement.name == "best-fit"
+            and state.kind_fits.refresh(state.agent_list, state.largest_agent)
+        )
+        self.fit_window = config.fit_window if contested else 0
+        self.eq9 = EqNine(state.total) if contested else None
+
+    def refused_by(self, fw: FrameworkRecord) -> frozenset[str] | set[str]:
+        """The agents not to offer ``fw`` in this run (computed once per framework)."""
+        gpu_agents = self.state.gpu_agents
+        if fw.filters or (gpu_agents and not fw.gpu_aware):
+            refused = self.refusals.get(fw.id)
+            if refused is None:
+                refused = self.refusals[fw.id] = _refusals(fw, self.now, gpu_agents)
+            return refused
+        return _NOTHING_REFUSED
 
     def serve_coarse(self, fw: FrameworkRecord, refused: frozenset[str] | set[str]) -> bool:
         """Offer the next agent's free resources whole; False when no agent is left."""
@@ -173,10 +202,15 @@ class _Run:
         return demand
 
     def serve_demand(
-        self, fw: FrameworkRecord, shape: ResourceVector, refused: frozenset[str] | set[str]
+        self,
+        fw: FrameworkRecord,
+        shape: ResourceVector,
+        refused: frozenset[str] | set[str],
+        heap: list[SorterEntry],
     ) -> float | None:
         """Place one task's footprint and return the new key; None if it wants no more or
-        nothing fits."""
+        nothing fits. Where the fit-aware choice applies, frameworks of the window that claim
+        the chosen agent are served first (``_claim``), each one task, pushed back on ``heap``."""
         if fw.live_tasks + fw.offered_tasks >= fw.wanted:
             return None
         demand = self.demands.get(fw.id) or self._demand_of(fw, shape)
@@ -184,11 +218,22 @@ class _Run:
         for hopeless in self.unplaceable:
             if hopeless.fits_in(footprint):
                 return None
-        chosen = self.state.placement.choose(demand.query, self.state.agent_list, refused)
-        if chosen is None:
-            if not refused:
-                self.unplaceable.append(footprint)
-            return None
+        placement, agents = self.state.placement, self.state.agent_list
+        while True:
+            chosen = placement.choose(demand.query, agents, refused)
+            if chosen is None:
+                if not refused:
+                    self.unplaceable.append(footprint)
+                return None
+            if not self.fit_window or not self._misplaced(demand, chosen):
+                break
+            if not self._claim(fw, demand, chosen, heap):
+                break
+        return self._place(fw, demand, chosen)
+
+    def _place(self, fw: FrameworkRecord, demand: _Demand, chosen: AgentRecord) -> float:
+        """Put one footprint of ``fw`` on ``chosen``; its key after that."""
+        footprint = demand.footprint
         chosen.free = chosen.free - footprint
         fw.offered_tasks += 1
         placed = demand.placed
@@ -199,9 +244,75 @@ class _Run:
             # fw.allocated is unchanged during the run (settled in ``finish``)
             state = self.state
             step = demand.step = state.fairness.stepper(
-                fw.allocated, footprint, state.total, fw.weight, shape
+                fw.allocated, footprint, state.total, fw.weight, fw.demand
             )
         return step(demand.count)
+
+    def _misplaced(self, demand: _Demand, agent: AgentRecord) -> bool:
+        known = demand.misplaced.get(agent.id)
+        if known is None:
+            known = self.state.kind_fits.misplaced(demand.footprint, agent.total)
+            demand.misplaced[agent.id] = known
+        return known
+
+    def _claim(
+        self, fw: FrameworkRecord, demand: _Demand, agent: AgentRecord, heap: list[SorterEntry]
+    ) -> bool:
+        """Serve one task on ``agent`` to the window framework that fits it best, if one fits it
+        strictly better than ``fw`` (see ``master.core.fit``); True when one was served."""
+        state = self.state
+        footprint = demand.footprint
+        bound = exact_share(fw.allocated, footprint, demand.count + 1, state.total, fw.weight)
+        if bound is None:
+            return False
+        limit = float(bound) * (1.0 + 1e-9)  # the float keys are far closer than this
+        eq9 = self.eq9
+        assert eq9 is not None, "claims are looked for only where the fit-aware choice applies"
+        ref = first_resource(footprint)
+        room = agent.free.millis_view()
+        own_fit: Fit | None = None
+        best: tuple[Fit, SorterEntry, FrameworkRecord, _Demand] | None = None
+        popped: list[SorterEntry] = []
+        while heap and len(popped) < self.fit_window and heap[0][0] <= limit:
+            entry = heappop(heap)
+            popped.append(entry)
+            other = state.frameworks[entry[2]]
+            other_demand = self._claimant(other, agent, bound, ref)
+            if other_demand is None:
+                continue
+            fit = eq9.fit(other_demand.footprint.millis_view(), ref, room)
+            if own_fit is None:
+                own_fit = eq9.fit(footprint.millis_view(), ref, room)
+            if fits_better(fit, own_fit) and (best is None or fits_better(fit, best[0])):
+                best = (fit, entry, other, other_demand)
+        for entry in popped:
+            if best is None or entry is not best[1]:
+                heappush(heap, entry)
+        if best is None:
+            return False
+        _, _, winner, winner_demand = best
+        key = self._place(winner, winner_demand, agent)
+        winner.times_chosen += 1
+        heappush(heap, (key, winner.times_chosen, winner.id))
+        return True
+
+    def _claimant(
+        self, fw: FrameworkRecord, agent: AgentRecord, bound: Fraction, ref: str
+    ) -> _Demand | None:
+        """``fw``'s run state if it may claim ``agent``: a declared shape with the reference
+        ``ref`` that fits there, more tasks wanted, ``agent`` not refused, and an exact share
+        within ``bound``."""
+        shape = fw.demand
+        if shape is None or fw.live_tasks + fw.offered_tasks >= fw.wanted:
+            return None
+        demand = self.demands.get(fw.id) or self._demand_of(fw, shape)
+        footprint = demand.footprint
+        if first_resource(footprint) != ref or not footprint.fits_in(agent.free):
+            return None
+        if agent.id in self.refused_by(fw):
+            return None
+        share = exact_share(fw.allocated, footprint, demand.count, self.state.total, fw.weight)
+        return demand if share is not None and share <= bound else None
 
     def finish(self) -> list[Message]:
         """Turn placements into offers (one per framework and agent) and batch the messages."""
@@ -231,14 +342,11 @@ def run(state: MasterState, now: float) -> list[Message]:
     this_run = _Run(state, now)
     parked: list[SorterEntry] = []
     gpu_agents = state.gpu_agents
-    refusals: dict[str, frozenset[str] | set[str]] = {}
     while heap:
         entry = heappop(heap)
         fw = frameworks[entry[2]]
         if fw.filters or (gpu_agents and not fw.gpu_aware):
-            refused = refusals.get(fw.id)
-            if refused is None:
-                refused = refusals[fw.id] = _refusals(fw, now, gpu_agents)
+            refused = this_run.refused_by(fw)
         else:
             refused = _NOTHING_REFUSED
         shape = fw.demand
@@ -247,7 +355,7 @@ def run(state: MasterState, now: float) -> list[Message]:
             served = this_run.serve_coarse(fw, refused)
             key = fairness.key(fw.allocated, total, fw.weight, shape) if served else None
         else:
-            key = this_run.serve_demand(fw, shape, refused)
+            key = this_run.serve_demand(fw, shape, refused, heap)
         if key is None:
             parked.append(entry)
             continue

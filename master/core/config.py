@@ -22,3 +22,6 @@ class CoreConfig:
     slots_per_agent: int = 14
     offer_id_prefix: str = "o"
     validate: bool = False
+    # The fit-aware choice (master.core.fit): how many frameworks within one task of the most
+    # deprived may claim its chosen agent; 0 is plain progressive filling.
+    fit_window: int = 8
