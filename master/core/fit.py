@@ -12,9 +12,12 @@ when it fits there better, so freed resources go to the framework they fit and `
 better-fitting server next. For one decision (``FitContest``, used by ``master.core.allocation``):
 
 1. **misplaced**: ``m`` is misplaced on ``l_m`` when an active agent whose capacity holds ``m``'s
-   task fits ``m`` strictly better by eq. 9 evaluated on capacities (``c_l``, not the available
-   ``c̄_l``): ``H_cap(m, l_m) > min_l H_cap(m, l)``. Capacities say what kind of server an agent
-   is; what is free now says nothing about that. Only then is the decision contested.
+   task fits ``m`` clearly better by eq. 9 evaluated on capacities (``c_l``, not the available
+   ``c̄_l``): ``H_cap(m, l_m) - H_home > KIND_TOLERANCE (H_home + |m|)`` with ``H_home`` the
+   least ``H_cap`` over the agents and ``|m|`` the task's own norm (``clearly_worse``).
+   Capacities say what kind of server an agent is; what is free now says nothing about that;
+   agents whose resource ratios are within 25% of each other are one kind. Only when ``m`` is
+   misplaced is the decision contested.
 2. **window**: the frameworks ``j`` with a declared shape, still in the run, whose exact
    weighted dominant share is at most ``m``'s after one more task,
    ``s_j / w_j <= (s_m + d_m) / w_m`` in exact terms, at most ``window`` of them in sorter order.
@@ -57,15 +60,16 @@ __all__ = [
     "Fit",
     "KindFits",
     "capacity_fit",
+    "clearly_worse",
     "exact_share",
     "first_resource",
     "fits_better",
-    "kind_margin",
+    "task_norm",
 ]
 
 KIND_TOLERANCE = Fraction(1, 4)
-"""A task is misplaced on an agent when the agent's capacity fits it worse than its best kind
-by more than this fraction of the task's own eq. 9 norm (``kind_margin``)."""
+"""Capacities whose resource ratios are within this factor of each other are one kind for every
+task (``clearly_worse``)."""
 
 Fit = tuple[int, int]
 """H(i, l) up to a factor common to one reference resource, as ``(N, D)``: ``H ∝ N / D``."""
@@ -147,20 +151,29 @@ def capacity_fit(
     return total
 
 
-def kind_margin(shape: ResourceVector, scale: ResourceVector) -> Fraction:
-    """How much worse than its best kind an agent's capacity must fit a task for the task to be
-    misplaced there: ``KIND_TOLERANCE`` of the task's own norm ``sum_j (N_ref / N_j) t_j /
-    t_ref`` (so capacities a few per cent apart are one kind)."""
+def task_norm(shape: ResourceVector, scale: ResourceVector) -> Fraction:
+    """The task's own size in ``capacity_fit``'s terms: ``sum_j (N_ref / N_j) t_j / t_ref``
+    (the reference resource counts 1)."""
     ref = first_resource(shape)
     t_ref, n_ref = shape.millis(ref), scale.millis(ref)
-    norm = sum(
-        (
-            Fraction(n_ref * millis, scale.millis(name) * t_ref)
-            for name, millis in shape.millis_items()
-        ),
+    return sum(
+        (Fraction(n_ref * m, scale.millis(name) * t_ref) for name, m in shape.millis_items()),
         Fraction(0),
     )
-    return KIND_TOLERANCE * norm
+
+
+def clearly_worse(fit: Fraction, home: Fraction, norm: Fraction) -> bool:
+    """True when a capacity fit ``fit`` is worse than the best one, ``home``, by more than
+    ``KIND_TOLERANCE * (home + norm)``.
+
+    Why this margin: write ``rho_j = c_j / c_ref`` for a capacity's ratios (scaled as in
+    ``capacity_fit``). By the triangle inequality term by term, two capacities ``a`` and ``h``
+    have ``|fit_a - fit_h| <= sum_j W_j |rho_aj - rho_hj|``, and ``fit_h + norm >=
+    sum_j W_j rho_hj`` (``|q - rho| + q >= rho``). So when every ratio of ``a`` is within a
+    factor ``1 +- KIND_TOLERANCE`` of ``h``'s, ``a`` is never clearly worse: agents that differ
+    by a few per cent (hosts reporting slightly different memory) are one kind for every task.
+    """
+    return fit - home > KIND_TOLERANCE * (home + norm)
 
 
 class KindFits:
@@ -170,10 +183,10 @@ class KindFits:
     agent (the normalization of ``capacity_fit``): a new kind updates the known best kinds, a
     kind that leaves drops the shapes it was best for, a new largest agent drops everything.
     Invariants: ``home(shape)`` is the least ``capacity_fit`` of ``shape`` over the kinds that
-    hold it; ``misplaced(shape, capacity)`` is true exactly when ``capacity_fit(shape,
-    capacity) - home(shape) > kind_margin(shape)``; ``heterogeneous`` is false exactly when all
-    kinds are multiples of one vector, and then nothing is ever misplaced (eq. 9 on capacities
-    only sees their directions).
+    hold it; ``misplaced(shape, capacity)`` is ``clearly_worse(capacity_fit(shape, capacity),
+    home(shape), task_norm(shape))``; ``heterogeneous`` is false exactly when all kinds are
+    multiples of one vector, and then nothing is ever misplaced (eq. 9 on capacities only sees
+    their directions).
     """
 
     __slots__ = ("_agents", "_directions", "_homes", "_kinds", "_misplaced", "_scale", "_version")
@@ -246,14 +259,14 @@ class KindFits:
         return None if home is None else home[0]
 
     def misplaced(self, shape: ResourceVector, capacity: ResourceVector) -> bool:
-        """True when a kind fits ``shape`` better than ``capacity`` does by more than
-        ``kind_margin(shape)``: ``capacity`` is clearly not the kind of agent ``shape`` suits."""
+        """True when ``capacity`` fits ``shape`` clearly worse than its best kind does
+        (``clearly_worse``): it is not the kind of agent ``shape`` suits."""
         key = (shape, capacity)
         known = self._misplaced.get(key)
         if known is None:
             home = self.home(shape)
-            known = home is not None and (
-                capacity_fit(shape, capacity, self._scale) - home > kind_margin(shape, self._scale)
+            known = home is not None and clearly_worse(
+                capacity_fit(shape, capacity, self._scale), home, task_norm(shape, self._scale)
             )
             self._misplaced[key] = known
         return known

@@ -15,10 +15,11 @@ from master.core.fit import (
     EqNine,
     KindFits,
     capacity_fit,
+    clearly_worse,
     exact_share,
     first_resource,
     fits_better,
-    kind_margin,
+    task_norm,
 )
 from master.core.placement import PlacementQuery
 from master.core.records import AgentList, AgentRecord
@@ -112,8 +113,12 @@ def test_capacity_fit_and_misplacement_on_the_drfh_example() -> None:
     assert capacity_fit(U1, S2, largest) == Fraction(29, 6)
     assert capacity_fit(U2, S2, largest) == Fraction(1, 30)
     assert capacity_fit(U2, S1, largest) == Fraction(29, 5)
-    assert kind_margin(U1, largest) == KIND_TOLERANCE * 6  # norm (1, 5)
-    assert kind_margin(U2, largest) == KIND_TOLERANCE * Fraction(6, 5)  # norm (1, 1/5)
+    assert task_norm(U1, largest) == 6  # (1, 5)
+    assert task_norm(U2, largest) == Fraction(6, 5)  # (1, 1/5)
+    # u1 on s2: 29/6 - 1 > (1 + 6) / 4; u2 on s1: 29/5 - 1/30 > (1/30 + 6/5) / 4
+    assert clearly_worse(Fraction(29, 6), Fraction(1), Fraction(6))
+    assert clearly_worse(Fraction(29, 5), Fraction(1, 30), Fraction(6, 5))
+    assert not clearly_worse(Fraction(1) + KIND_TOLERANCE * 7, Fraction(1), Fraction(6))
     fits, _ = kinds_of(S1, S2)
     assert fits.heterogeneous
     assert fits.home(U1) == 1 and fits.home(U2) == Fraction(1, 30)
