@@ -56,11 +56,13 @@ from master.core.records import AgentList
 
 __all__ = [
     "KIND_TOLERANCE",
+    "Direction",
     "EqNine",
     "Fit",
     "KindFits",
     "capacity_fit",
     "clearly_worse",
+    "direction",
     "exact_share",
     "first_resource",
     "fits_better",
@@ -128,7 +130,10 @@ def exact_share(
     return Fraction(best_num, best_den) / Fraction(weight)
 
 
-def _direction(capacity: ResourceVector) -> tuple[tuple[str, Fraction], ...]:
+Direction = tuple[tuple[str, Fraction], ...]
+
+
+def direction(capacity: ResourceVector) -> Direction:
     """The capacity up to a positive factor: its resources relative to its first one."""
     items = list(capacity.millis_items())
     first = items[0][1]
@@ -196,7 +201,7 @@ class KindFits:
         self._scale = ResourceVector()
         self._version = -1
         self._kinds: set[ResourceVector] = set()
-        self._directions: dict[tuple[tuple[str, Fraction], ...], int] = {}
+        self._directions: dict[Direction, int] = {}
         self._homes: dict[ResourceVector, tuple[Fraction, ResourceVector] | None] = {}
         self._misplaced: dict[tuple[ResourceVector, ResourceVector], bool] = {}
 
@@ -222,8 +227,8 @@ class KindFits:
 
     def _learn(self, kind: ResourceVector) -> None:
         self._kinds.add(kind)
-        direction = _direction(kind)
-        self._directions[direction] = self._directions.get(direction, 0) + 1
+        way = direction(kind)
+        self._directions[way] = self._directions.get(way, 0) + 1
         for shape, home in self._homes.items():
             if shape.fits_in(kind):
                 fit = capacity_fit(shape, kind, self._scale)
@@ -232,12 +237,12 @@ class KindFits:
 
     def _forget(self, kind: ResourceVector) -> None:
         self._kinds.discard(kind)
-        direction = _direction(kind)
-        count = self._directions[direction] - 1
+        way = direction(kind)
+        count = self._directions[way] - 1
         if count:
-            self._directions[direction] = count
+            self._directions[way] = count
         else:
-            del self._directions[direction]
+            del self._directions[way]
         for shape in [s for s, home in self._homes.items() if home is not None and home[1] == kind]:
             del self._homes[shape]
 

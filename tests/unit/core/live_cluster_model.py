@@ -9,7 +9,10 @@ built-in framework (``fairshare run``) drive it, without sockets or a clock:
   allocation, and every framework accepts each offer whole, launching ``fair_tasks`` tasks of its
   shape (``fairshare run`` keeps up to ``--count`` tasks; a task lasts ``duration`` seconds plus a
   seeded jitter, ``None``: forever);
-- ``placement()`` reads who runs how many tasks where.
+- ``placement()`` reads who runs how many tasks where;
+- with a ``rebalancer`` (``master.core.rebalance``), every ``check_every`` seconds the model
+  shows it the cluster (every task preemptible unless ``pinned``) and kills what it says: the
+  task is KILLING at once and ends (KILLED) ``grace`` seconds later, as an agent would report.
 
 Invariant: only ``handle_*`` calls change the core; the model's own bookkeeping (task end times)
 mirrors the core's live tasks exactly.
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field
 
 from framework_sdk.resources import ResourceVector
 from master.core import CoreConfig, MasterState, SendOffers, TaskLaunch, TaskState
+from master.core.rebalance import RebalanceDecision, Rebalancer, view_of
 
 R = ResourceVector.parse
 
@@ -55,7 +59,13 @@ class ClusterModel:
     config: CoreConfig = field(default_factory=lambda: CoreConfig(validate=True))
     state: MasterState = field(init=False)
     now: float = 0.0
+    rebalancer: Rebalancer | None = None
+    check_every: float = 2.0
+    grace: float = 1.0
+    pinned: set[str] = field(default_factory=set)  # task ids that are not preemptible
     ends: dict[tuple[str, str], float] = field(default_factory=dict)  # (fw, task) -> end time
+    killed: dict[tuple[str, str], float] = field(default_factory=dict)  # (fw, task) -> end time
+    decisions: list[tuple[float, RebalanceDecision]] = field(default_factory=list)
     _pending: list[Arrival] = field(default_factory=list)
     _launched: int = 0
     _rng: random.Random = field(init=False)
@@ -78,13 +88,30 @@ class ClusterModel:
             self.state.handle_update_demand(arrival.id, shape, self.wanted, self.now)
 
     def _end_due_tasks(self) -> None:
-        due = sorted(key for key, end in self.ends.items() if end <= self.now)
-        for framework_id, task_id in due:
-            task = self.state.tasks[(framework_id, task_id)]
-            self.state.handle_task_status(
-                task.agent_id, framework_id, task_id, TaskState.FINISHED, self.now
-            )
-            del self.ends[(framework_id, task_id)]
+        for ends, state in ((self.killed, TaskState.KILLED), (self.ends, TaskState.FINISHED)):
+            due = sorted(key for key, end in ends.items() if end <= self.now)
+            for framework_id, task_id in due:
+                del ends[(framework_id, task_id)]
+                task = self.state.tasks.get((framework_id, task_id))
+                if task is not None:
+                    self.state.handle_task_status(
+                        task.agent_id, framework_id, task_id, state, self.now
+                    )
+
+    def _rebalance(self) -> None:
+        assert self.rebalancer is not None
+        view = view_of(self.state, lambda _, task_id: task_id not in self.pinned)
+        decision = self.rebalancer.check(view)
+        self.decisions.append((self.now, decision))
+        for task in decision.kills:
+            self.state.handle_kill(task.framework_id, task.task_id, self.now)
+            self.killed[(task.framework_id, task.task_id)] = self.now + self.grace
+            self.ends.pop((task.framework_id, task.task_id), None)
+
+    @property
+    def kills(self) -> int:
+        """Tasks the rebalancer had killed so far."""
+        return sum(len(decision.kills) for _, decision in self.decisions)
 
     def _accept(self, message: SendOffers) -> None:
         shape = self.frameworks[message.framework_id]
@@ -109,6 +136,12 @@ class ClusterModel:
         for message in self.state.handle_allocate(self.now):
             if isinstance(message, SendOffers):
                 self._accept(message)
+        if self.rebalancer is not None and self._on_beat(self.check_every):
+            self._rebalance()
+
+    def _on_beat(self, every: float) -> bool:
+        beats = self.now / every
+        return abs(beats - round(beats)) < 1e-9
 
     def run_until(self, until: float) -> None:
         """Step every ``tick`` seconds up to and including ``until``."""
@@ -132,6 +165,7 @@ def fig1_model(
     jitter: float = 0.0,
     seed: int = 0,
     config: CoreConfig | None = None,
+    rebalancer: Rebalancer | None = None,
 ) -> ClusterModel:
     """The Fig. 1 cluster with ``order`` (ids of s1, s2, u1, u2) arriving ``gap`` s apart."""
     model = ClusterModel(
@@ -141,6 +175,7 @@ def fig1_model(
         jitter=jitter,
         seed=seed,
         config=config or CoreConfig(validate=True),
+        rebalancer=rebalancer,
     )
     model.schedule(
         [
