@@ -322,24 +322,32 @@ class _Standing:
 
 
 def plan_kills(
-    view: ClusterView, target: Placement, budget: int, config: CoreConfig, tries: int = 16
+    view: ClusterView,
+    target: Placement,
+    budget: int,
+    config: CoreConfig,
+    tries: int = 24,
+    tries_each: int = 3,
 ) -> list[LiveTask]:
     """Whole moves that the allocator confirms, while their victims fit in ``budget``.
 
     A candidate move is replayed (``_replay``: the victims end, one allocation run) and kept
     only if the beneficiary then runs more tasks on that agent's kind and the distance to the
     target shrinks; the replayed cluster is the start of the next move. At most ``tries``
-    replays per call."""
+    replays per call and ``tries_each`` per beneficiary between kept moves, so that one
+    beneficiary whose moves all fail does not starve the others."""
     generation = 0
     standing = _Standing(_replay(view, frozenset(), config, generation), target)
     kills: list[LiveTask] = []
     while tries > 0:
+        tried: Counter[str] = Counter()
         for fw, agent_id, victims in standing.moves():
-            if len(kills) + len(victims) > budget:
+            if len(kills) + len(victims) > budget or tried[fw.id] >= tries_each:
                 continue
             if tries <= 0:
                 return kills
             tries -= 1
+            tried[fw.id] += 1
             generation += 1
             gone = frozenset((task.framework_id, task.task_id) for task in victims)
             after = _Standing(_replay(standing.view, gone, config, generation), target)
@@ -368,6 +376,7 @@ class Rebalancer:
         self.acting = False
         self.cooling = 0
         self._cached: tuple[object, Placement] | None = None
+        self._fruitless: ClusterView | None = None  # the last view a plan found nothing in
 
     def target(self, view: ClusterView) -> Placement:
         """The calculator's tasks-mode allocation for the view (cached while inputs stay)."""
@@ -393,7 +402,9 @@ class Rebalancer:
         elif self.acting or self.streak >= config.patience:
             self.acting = True
             phase = "acting"
-            kills = plan_kills(view, target, config.max_kills, self.core)
+            if view != self._fruitless:  # a plan is a function of the view: same view, same plan
+                kills = plan_kills(view, target, config.max_kills, self.core)
+                self._fruitless = None if kills else view
         else:
             phase = "waiting" if self.streak else "idle"
         if kills:
