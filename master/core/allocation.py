@@ -50,6 +50,7 @@ __all__ = ["run"]
 
 _NOTHING_REFUSED: frozenset[str] = frozenset()
 EMPTY = ResourceVector()
+_BAND = 1e-9  # relative: float keys this close to the window's bound are compared exactly
 
 
 class _CoarseCursor:
@@ -130,12 +131,13 @@ def _record_offer(
 class _Demand:
     """A demand-aware framework's state within one run."""
 
-    __slots__ = ("count", "footprint", "misplaced", "placed", "query", "step")
+    __slots__ = ("count", "footprint", "misplaced", "placed", "query", "ref", "step")
 
     def __init__(self, footprint: ResourceVector, query: PlacementQuery) -> None:
         self.footprint = footprint
         self.query = query
         self.misplaced: dict[str, bool] = {}  # agent id -> misplaced there (fit-aware choice)
+        self.ref = ""  # eq. 9's reference resource of the footprint, once the choice needs it
         # fairness key after k more footprints, bit for bit; made at the first placement (a
         # framework that places nothing in a run, the common case on a busy cluster, never
         # pays for it)
@@ -239,14 +241,18 @@ class _Run:
         placed = demand.placed
         placed[chosen.id] = placed.get(chosen.id, 0) + 1
         demand.count += 1
+        return self._stepper(fw, demand)(demand.count)
+
+    def _stepper(self, fw: FrameworkRecord, demand: _Demand) -> KeyStepper:
+        """``fw``'s key after k more footprints (made once per run; ``fw.allocated`` is
+        unchanged during the run, settled in ``finish``)."""
         step = demand.step
         if step is None:
-            # fw.allocated is unchanged during the run (settled in ``finish``)
             state = self.state
             step = demand.step = state.fairness.stepper(
-                fw.allocated, footprint, state.total, fw.weight, fw.demand
+                fw.allocated, demand.footprint, state.total, fw.weight, fw.demand
             )
-        return step(demand.count)
+        return step
 
     def _misplaced(self, demand: _Demand, agent: AgentRecord) -> bool:
         known = demand.misplaced.get(agent.id)
@@ -259,30 +265,33 @@ class _Run:
         self, fw: FrameworkRecord, demand: _Demand, agent: AgentRecord, heap: list[SorterEntry]
     ) -> bool:
         """Serve one task on ``agent`` to the window framework that fits it best, if one fits it
-        strictly better than ``fw`` (see ``master.core.fit``); True when one was served."""
-        state = self.state
-        footprint = demand.footprint
-        bound = exact_share(fw.allocated, footprint, demand.count + 1, state.total, fw.weight)
-        if bound is None:
-            return False
-        limit = float(bound) * (1.0 + 1e-9)  # the float keys are far closer than this
+        strictly better than ``fw`` (see ``master.core.fit``); True when one was served.
+
+        The window is ``share <= fw's share after one more task``, exactly: the float keys
+        decide where they are clearly apart (their rounding is ~1e-16 relative, the margin
+        1e-9), ``exact_share`` decides in the band between."""
+        float_bound = self._stepper(fw, demand)(demand.count + 1)
+        low, high = float_bound * (1.0 - _BAND), float_bound * (1.0 + _BAND)
+        exact: list[Fraction | None] = []  # fw's exact bound, once a candidate needs it
         eq9 = self.eq9
         assert eq9 is not None, "claims are looked for only where the fit-aware choice applies"
-        ref = first_resource(footprint)
+        ref = self._ref(demand)
         room = agent.free.millis_view()
         own_fit: Fit | None = None
         best: tuple[Fit, SorterEntry, FrameworkRecord, _Demand] | None = None
         popped: list[SorterEntry] = []
-        while heap and len(popped) < self.fit_window and heap[0][0] <= limit:
+        while heap and len(popped) < self.fit_window and heap[0][0] <= high:
             entry = heappop(heap)
             popped.append(entry)
-            other = state.frameworks[entry[2]]
-            other_demand = self._claimant(other, agent, bound, ref)
+            other = self.state.frameworks[entry[2]]
+            other_demand = self._claimant(other, agent, ref)
             if other_demand is None:
+                continue
+            if entry[0] > low and not self._within(fw, demand, other, other_demand, exact):
                 continue
             fit = eq9.fit(other_demand.footprint.millis_view(), ref, room)
             if own_fit is None:
-                own_fit = eq9.fit(footprint.millis_view(), ref, room)
+                own_fit = eq9.fit(demand.footprint.millis_view(), ref, room)
             if fits_better(fit, own_fit) and (best is None or fits_better(fit, best[0])):
                 best = (fit, entry, other, other_demand)
         for entry in popped:
@@ -296,23 +305,42 @@ class _Run:
         heappush(heap, (key, winner.times_chosen, winner.id))
         return True
 
-    def _claimant(
-        self, fw: FrameworkRecord, agent: AgentRecord, bound: Fraction, ref: str
-    ) -> _Demand | None:
+    def _ref(self, demand: _Demand) -> str:
+        if not demand.ref:
+            demand.ref = first_resource(demand.footprint)
+        return demand.ref
+
+    def _within(
+        self,
+        fw: FrameworkRecord,
+        demand: _Demand,
+        other: FrameworkRecord,
+        other_demand: _Demand,
+        exact: list[Fraction | None],
+    ) -> bool:
+        """Exactly: is ``other``'s share at most ``fw``'s after one more task?"""
+        total = self.state.total
+        if not exact:
+            count = demand.count + 1
+            exact.append(exact_share(fw.allocated, demand.footprint, count, total, fw.weight))
+        bound = exact[0]
+        footprint, count = other_demand.footprint, other_demand.count
+        share = exact_share(other.allocated, footprint, count, total, other.weight)
+        return bound is not None and share is not None and share <= bound
+
+    def _claimant(self, fw: FrameworkRecord, agent: AgentRecord, ref: str) -> _Demand | None:
         """``fw``'s run state if it may claim ``agent``: a declared shape with the reference
-        ``ref`` that fits there, more tasks wanted, ``agent`` not refused, and an exact share
-        within ``bound``."""
+        ``ref`` that fits there, more tasks wanted, and ``agent`` not refused."""
         shape = fw.demand
         if shape is None or fw.live_tasks + fw.offered_tasks >= fw.wanted:
             return None
         demand = self.demands.get(fw.id) or self._demand_of(fw, shape)
         footprint = demand.footprint
-        if first_resource(footprint) != ref or not footprint.fits_in(agent.free):
+        if self._ref(demand) != ref or not footprint.fits_in(agent.free):
             return None
         if agent.id in self.refused_by(fw):
             return None
-        share = exact_share(fw.allocated, footprint, demand.count, self.state.total, fw.weight)
-        return demand if share is not None and share <= bound else None
+        return demand
 
     def finish(self) -> list[Message]:
         """Turn placements into offers (one per framework and agent) and batch the messages."""

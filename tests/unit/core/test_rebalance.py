@@ -194,3 +194,27 @@ def test_without_the_rebalancer_long_tasks_stay_where_arrival_put_them() -> None
             model.run_until(3 * gap + 60.0)
             stuck += model.placement() != FIG1_DRFH
     assert stuck == 40
+
+
+def test_an_unchanged_view_is_not_planned_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan is a function of the view: when one found nothing, the same view again is
+    answered without replays (a stuck cluster costs nothing per check)."""
+    from master.core import rebalance
+
+    plans = []
+    real = rebalance.plan_kills
+
+    def counting(*args: object, **kwargs: object) -> list[LiveTask]:
+        plans.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rebalance, "plan_kills", counting)
+    nothing_to_kill = view(FIG2, pinned=frozenset({"u2-s1-0", "u1-s2-0", "u2-s2-0"}))
+    rebalancer = Rebalancer(RebalanceConfig(patience=1))
+    rebalancer.target = lambda _: FIG1_DRFH  # type: ignore[method-assign]
+    for _ in range(5):
+        decision = rebalancer.check(nothing_to_kill)
+        assert (decision.phase, decision.kills) == ("acting", ())
+    assert len(plans) == 1
+    rebalancer.check(view(FIG2))  # another view: planned
+    assert len(plans) == 2
