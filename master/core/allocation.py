@@ -220,28 +220,48 @@ class _Run:
         for hopeless in self.unplaceable:
             if hopeless.fits_in(footprint):
                 return None
-        placement, agents = self.state.placement, self.state.agent_list
-        while True:
-            chosen = placement.choose(demand.query, agents, refused)
-            if chosen is None:
-                if not refused:
-                    self.unplaceable.append(footprint)
-                return None
-            if not self.fit_window or not self._misplaced(demand, chosen):
-                break
-            if not self._claim(fw, demand, chosen, heap):
-                break
-        return self._place(fw, demand, chosen)
-
-    def _place(self, fw: FrameworkRecord, demand: _Demand, chosen: AgentRecord) -> float:
-        """Put one footprint of ``fw`` on ``chosen``; its key after that."""
-        footprint = demand.footprint
+        chosen = self.state.placement.choose(demand.query, self.state.agent_list, refused)
+        if chosen is not None and self.fit_window:
+            chosen = self._after_claims(fw, demand, chosen, refused, heap)
+        if chosen is None:
+            if not refused:
+                self.unplaceable.append(footprint)
+            return None
+        # ``_place`` inlined: this is the allocator's hot path
         chosen.free = chosen.free - footprint
         fw.offered_tasks += 1
         placed = demand.placed
         placed[chosen.id] = placed.get(chosen.id, 0) + 1
         demand.count += 1
-        return self._stepper(fw, demand)(demand.count)
+        step = demand.step or self._stepper(fw, demand)
+        return step(demand.count)
+
+    def _after_claims(
+        self,
+        fw: FrameworkRecord,
+        demand: _Demand,
+        chosen: AgentRecord,
+        refused: frozenset[str] | set[str],
+        heap: list[SorterEntry],
+    ) -> AgentRecord | None:
+        """While ``fw`` is misplaced on its chosen agent and a framework of the window claims
+        it (``_claim`` serves that one), choose again; the agent ``fw`` gets, or ``None``."""
+        while self._misplaced(demand, chosen) and self._claim(fw, demand, chosen, heap):
+            again = self.state.placement.choose(demand.query, self.state.agent_list, refused)
+            if again is None:
+                return None
+            chosen = again
+        return chosen
+
+    def _place(self, fw: FrameworkRecord, demand: _Demand, chosen: AgentRecord) -> float:
+        """Put one footprint of ``fw`` on ``chosen``; its key after that."""
+        chosen.free = chosen.free - demand.footprint
+        fw.offered_tasks += 1
+        placed = demand.placed
+        placed[chosen.id] = placed.get(chosen.id, 0) + 1
+        demand.count += 1
+        step = demand.step or self._stepper(fw, demand)
+        return step(demand.count)
 
     def _stepper(self, fw: FrameworkRecord, demand: _Demand) -> KeyStepper:
         """``fw``'s key after k more footprints (made once per run; ``fw.allocated`` is
