@@ -9,11 +9,12 @@ per-server DRF of Fig. 2 (6 and 6 tasks) comes back every time instead of DRFH's
 
 The fit-aware choice lets a framework whose share is within one task of ``m`` take ``l_m``
 when it fits there better, so freed resources go to the framework they fit and ``m`` gets its
-better-fitting server next. For one decision (``FitContest``, used by ``master.core.allocation``):
+better-fitting server next. For one decision (``master.core.allocation``, ``_Run._claim``):
 
 1. **misplaced**: ``m`` is misplaced on ``l_m`` when an active agent whose capacity holds ``m``'s
    task fits ``m`` clearly better by eq. 9 evaluated on capacities (``c_l``, not the available
-   ``c̄_l``): ``H_cap(m, l_m) - H_home > KIND_TOLERANCE (H_home + |m|)`` with ``H_home`` the
+   ``c̄_l``, normalized to the largest agent as DRFH Table I normalizes its servers):
+   ``H_cap(m, l_m) - H_home > KIND_TOLERANCE (H_home + |m|)`` with ``H_home`` the
    least ``H_cap`` over the agents and ``|m|`` the task's own norm (``clearly_worse``).
    Capacities say what kind of server an agent is; what is free now says nothing about that;
    agents whose resource ratios are within 25% of each other are one kind. Only when ``m`` is
@@ -40,9 +41,10 @@ Exactness: eq. 9 is compared in integers. With ``ref`` the task's reference reso
 ``H(i, l) = (T_ref / L) * N / D`` where ``N = sum_j W_j |t_j f_ref - f_j t_ref|`` and
 ``D = t_ref f_ref`` (``t`` the task, ``f`` the agent's free or total milli quantities); the
 factor ``T_ref / L`` is common to tasks with the same reference, so ``(N, D)`` pairs are
-compared by cross-multiplication. Shares in the window are ``Fraction``s of milli integers;
-the float sorter keys only pre-select (with a margin far above their rounding error).
-Deterministic: no clock, no randomness; ties go to sorter order.
+compared by cross-multiplication. Window membership is exact: the float sorter keys decide
+where they are clearly apart from the bound (a 1e-9 relative margin, far above their rounding),
+``exact_share`` (``Fraction``s of milli integers) decides within it. Deterministic: no clock,
+no randomness; ties go to sorter order.
 """
 
 from __future__ import annotations
