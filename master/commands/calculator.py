@@ -3,9 +3,9 @@
 Reads a case (one pool ``resources`` or heterogeneous ``agents``, and ``frameworks`` with a task
 shape, optional ``weight`` and ``max_tasks``), and prints the allocation as JSON:
 
-- ``--mode tasks``: whole tasks placed by the very core the master runs (``MasterState``: one
-  allocation run of progressive filling with declared demands), so the answer is exactly what a
-  live master would offer;
+- ``--mode tasks``: whole tasks placed by the very core the master runs
+  (``master.core.target.tasks_target``: one allocation run of progressive filling with declared
+  demands from a clean start), so the answer is exactly what a live master would offer;
 - ``--mode fluid``: divisible tasks, the papers' closed forms (``master.core.fluid``).
 
 Invariants: a malformed case raises ``CaseError`` whose message names the offending field
@@ -24,10 +24,11 @@ from typing import Any
 
 from fairshare.resources import ResourceError, ResourceVector
 
-from master.core import CoreConfig, MasterState, SendOffers
+from master.core import CoreConfig
 from master.core.fairness import FAIRNESS_POLICIES
 from master.core.fluid import FluidAgent, FluidError, FluidFramework, FluidResult, solve_fluid
 from master.core.placement import PLACEMENT_POLICIES
+from master.core.target import TargetFramework, tasks_target
 
 __all__ = ["MODES", "Case", "CaseError", "allocate", "parse_case"]
 
@@ -218,33 +219,29 @@ def _allocate_tasks(case: Case) -> dict[str, Any]:
             f"frameworks: up to {bound:,} whole tasks could be placed, more than the"
             f" {MAX_TASKS:,} tasks mode handles; set max_tasks or use --mode fluid"
         )
-    state = MasterState(
-        CoreConfig(
-            policy=case.policy,
-            placement=case.placement,
-            seed=case.seed,
-            slots_per_agent=case.slots_per_agent,
-            sample_size=max(16, len(case.agents)),
-        )
+    config = CoreConfig(
+        policy=case.policy,
+        placement=case.placement,
+        seed=case.seed,
+        slots_per_agent=case.slots_per_agent,
+        sample_size=max(16, len(case.agents)),
     )
-    for agent_id, resources in case.agents:
-        state.handle_add_agent(agent_id, resources, 0.0)
-    for index, fw in enumerate(case.frameworks):
-        framework_id = f"{index:06d}"
-        state.handle_add_framework(framework_id, 0.0, name=fw.name, weight=fw.weight)
-        wanted = fw.max_tasks if fw.max_tasks is not None else fw.task.times_fits_in(state.total)
-        state.handle_update_demand(framework_id, fw.task, min(wanted, 2**31), 0.0)
-    per_framework: dict[str, dict[str, int]] = {}
-    for message in state.handle_allocate(0.0):
-        if isinstance(message, SendOffers):
-            counts = per_framework.setdefault(message.framework_id, {})
-            for offer in message.offers:
-                counts[offer.agent_id] = counts.get(offer.agent_id, 0) + offer.fair_tasks
-    state.validate()
+    total = sum((resources for _, resources in case.agents), ResourceVector())
+    frameworks = [
+        TargetFramework(
+            f"{index:06d}",
+            fw.task,
+            min(fw.max_tasks if fw.max_tasks is not None else fw.task.times_fits_in(total), 2**31),
+            fw.weight,
+            fw.name,
+        )
+        for index, fw in enumerate(case.frameworks)
+    ]
+    per_framework = tasks_target(case.agents, frameworks, config)
     used = ResourceVector()
     rows = []
     for index, fw in enumerate(case.frameworks):
-        counts = per_framework.get(f"{index:06d}", {})
+        counts = per_framework[f"{index:06d}"]
         tasks = sum(counts.values())
         allocated = fw.task * tasks
         used = used + allocated
@@ -252,14 +249,14 @@ def _allocate_tasks(case: Case) -> dict[str, Any]:
             {
                 "name": fw.name,
                 "tasks": tasks,
-                "dominant_share": allocated.dominant_share(state.total),
+                "dominant_share": allocated.dominant_share(total),
                 "allocated": allocated.to_dict(),
                 "per_agent": {
                     agent_id: counts[agent_id] for agent_id, _ in case.agents if agent_id in counts
                 },
             }
         )
-    utilization = {name: used.millis(name) / millis for name, millis in state.total.millis_items()}
+    utilization = {name: used.millis(name) / millis for name, millis in total.millis_items()}
     return {"frameworks": rows, "utilization": utilization}
 
 

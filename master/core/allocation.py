@@ -12,6 +12,12 @@ framework can take another unit. A framework's unit depends on what it declared:
 - nothing declared: Mesos-style coarse offers, all free resources of the next agent that the
   framework has not refused, agents taken round-robin from a start that moves between runs.
 
+Fit-aware choice (``master.core.fit``, DRFH's Best-Fit over framework-agent pairs): under
+``drf`` with ``best-fit`` placement on heterogeneous agents, when the most deprived framework's
+chosen agent is clearly not its kind of agent, a framework within one task of it that fits that
+agent's free resources better (eq. 9) is served there first; the most deprived one stays in the
+run. On one agent, or agents that are multiples of one vector, this never happens.
+
 A framework that cannot take a unit (wants nothing more, nothing fits, every agent refused) is
 parked for the rest of the run. Within a run free resources only shrink, so a parked framework
 could not be served later in the same run either; this is what makes the run terminate and what
@@ -25,12 +31,14 @@ the run the entries live in a binary heap (the DRF paper's O(log n) per decision
 from __future__ import annotations
 
 from bisect import bisect_left
+from fractions import Fraction
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING
 
 from fairshare.resources import ResourceVector
 
 from master.core.fairness import KeyStepper
+from master.core.fit import EqNine, Fit, exact_share, first_resource, fits_better
 from master.core.messages import Message, SendOffers
 from master.core.placement import PlacementQuery
 from master.core.records import AgentList, AgentRecord, FrameworkRecord, Offer
@@ -43,6 +51,7 @@ __all__ = ["run"]
 
 _NOTHING_REFUSED: frozenset[str] = frozenset()
 EMPTY = ResourceVector()
+_BAND = 1e-9  # relative: float keys this close to the window's bound are compared exactly
 
 
 class _CoarseCursor:
@@ -123,11 +132,13 @@ def _record_offer(
 class _Demand:
     """A demand-aware framework's state within one run."""
 
-    __slots__ = ("count", "footprint", "placed", "query", "step")
+    __slots__ = ("count", "footprint", "misplaced", "placed", "query", "ref", "step")
 
     def __init__(self, footprint: ResourceVector, query: PlacementQuery) -> None:
         self.footprint = footprint
         self.query = query
+        self.misplaced: dict[str, bool] = {}  # agent id -> misplaced there (fit-aware choice)
+        self.ref = ""  # eq. 9's reference resource of the footprint, once the choice needs it
         # fairness key after k more footprints, bit for bit; made at the first placement (a
         # framework that places nothing in a run, the common case on a busy cluster, never
         # pays for it)
@@ -153,6 +164,26 @@ class _Run:
         # Footprints no agent could hold (nobody refused): free resources only shrink within a
         # run, so any footprint covering one of these cannot be placed either.
         self.unplaceable: list[ResourceVector] = []
+        self.refusals: dict[str, frozenset[str] | set[str]] = {}
+        config = state.config
+        contested = (
+            config.fit_window > 0
+            and state.fairness.dominant_shares
+            and state.placement.scores_fit
+            and state.kind_fits.refresh(state.agent_list, state.largest_agent)
+        )
+        self.fit_window = config.fit_window if contested else 0
+        self.eq9 = EqNine(state.total) if contested else None
+
+    def refused_by(self, fw: FrameworkRecord) -> frozenset[str] | set[str]:
+        """The agents not to offer ``fw`` in this run (computed once per framework)."""
+        gpu_agents = self.state.gpu_agents
+        if fw.filters or (gpu_agents and not fw.gpu_aware):
+            refused = self.refusals.get(fw.id)
+            if refused is None:
+                refused = self.refusals[fw.id] = _refusals(fw, self.now, gpu_agents)
+            return refused
+        return _NOTHING_REFUSED
 
     def serve_coarse(self, fw: FrameworkRecord, refused: frozenset[str] | set[str]) -> bool:
         """Offer the next agent's free resources whole; False when no agent is left."""
@@ -174,10 +205,15 @@ class _Run:
         return demand
 
     def serve_demand(
-        self, fw: FrameworkRecord, shape: ResourceVector, refused: frozenset[str] | set[str]
+        self,
+        fw: FrameworkRecord,
+        shape: ResourceVector,
+        refused: frozenset[str] | set[str],
+        heap: list[SorterEntry],
     ) -> float | None:
         """Place one task's footprint and return the new key; None if it wants no more or
-        nothing fits."""
+        nothing fits. Where the fit-aware choice applies, frameworks of the window that claim
+        the chosen agent are served first (``_claim``), each one task, pushed back on ``heap``."""
         if fw.live_tasks + fw.offered_tasks >= fw.wanted:
             return None
         demand = self.demands.get(fw.id) or self._demand_of(fw, shape)
@@ -186,23 +222,146 @@ class _Run:
             if hopeless.fits_in(footprint):
                 return None
         chosen = self.state.placement.choose(demand.query, self.state.agent_list, refused)
+        if chosen is not None and self.fit_window:
+            chosen = self._after_claims(fw, demand, chosen, refused, heap)
         if chosen is None:
             if not refused:
                 self.unplaceable.append(footprint)
             return None
+        # ``_place`` inlined: this is the allocator's hot path
         chosen.free = chosen.free - footprint
         fw.offered_tasks += 1
         placed = demand.placed
         placed[chosen.id] = placed.get(chosen.id, 0) + 1
         demand.count += 1
+        step = demand.step or self._stepper(fw, demand)
+        return step(demand.count)
+
+    def _after_claims(
+        self,
+        fw: FrameworkRecord,
+        demand: _Demand,
+        chosen: AgentRecord,
+        refused: frozenset[str] | set[str],
+        heap: list[SorterEntry],
+    ) -> AgentRecord | None:
+        """While ``fw`` is misplaced on its chosen agent and a framework of the window claims
+        it (``_claim`` serves that one), choose again; the agent ``fw`` gets, or ``None``."""
+        while self._misplaced(demand, chosen) and self._claim(fw, demand, chosen, heap):
+            again = self.state.placement.choose(demand.query, self.state.agent_list, refused)
+            if again is None:
+                return None
+            chosen = again
+        return chosen
+
+    def _place(self, fw: FrameworkRecord, demand: _Demand, chosen: AgentRecord) -> float:
+        """Put one footprint of ``fw`` on ``chosen``; its key after that."""
+        chosen.free = chosen.free - demand.footprint
+        fw.offered_tasks += 1
+        placed = demand.placed
+        placed[chosen.id] = placed.get(chosen.id, 0) + 1
+        demand.count += 1
+        step = demand.step or self._stepper(fw, demand)
+        return step(demand.count)
+
+    def _stepper(self, fw: FrameworkRecord, demand: _Demand) -> KeyStepper:
+        """``fw``'s key after k more footprints (made once per run; ``fw.allocated`` is
+        unchanged during the run, settled in ``finish``)."""
         step = demand.step
         if step is None:
-            # fw.allocated is unchanged during the run (settled in ``finish``)
             state = self.state
             step = demand.step = state.fairness.stepper(
-                fw.allocated, footprint, state.total, fw.weight, shape
+                fw.allocated, demand.footprint, state.total, fw.weight, fw.demand
             )
-        return step(demand.count)
+        return step
+
+    def _misplaced(self, demand: _Demand, agent: AgentRecord) -> bool:
+        known = demand.misplaced.get(agent.id)
+        if known is None:
+            known = self.state.kind_fits.misplaced(demand.footprint, agent.total)
+            demand.misplaced[agent.id] = known
+        return known
+
+    def _claim(
+        self, fw: FrameworkRecord, demand: _Demand, agent: AgentRecord, heap: list[SorterEntry]
+    ) -> bool:
+        """Serve one task on ``agent`` to the window framework that fits it best, if one fits it
+        strictly better than ``fw`` (see ``master.core.fit``); True when one was served.
+
+        The window is ``share <= fw's share after one more task``, exactly: the float keys
+        decide where they are clearly apart (their rounding is ~1e-16 relative, the margin
+        1e-9), ``exact_share`` decides in the band between."""
+        float_bound = self._stepper(fw, demand)(demand.count + 1)
+        low, high = float_bound * (1.0 - _BAND), float_bound * (1.0 + _BAND)
+        exact: list[Fraction | None] = []  # fw's exact bound, once a candidate needs it
+        eq9 = self.eq9
+        assert eq9 is not None, "claims are looked for only where the fit-aware choice applies"
+        ref = self._ref(demand)
+        room = agent.free.millis_view()
+        own_fit: Fit | None = None
+        best: tuple[Fit, SorterEntry, FrameworkRecord, _Demand] | None = None
+        popped: list[SorterEntry] = []
+        while heap and len(popped) < self.fit_window and heap[0][0] <= high:
+            entry = heappop(heap)
+            popped.append(entry)
+            other = self.state.frameworks[entry[2]]
+            other_demand = self._claimant(other, agent, ref)
+            if other_demand is None:
+                continue
+            if entry[0] > low and not self._within(fw, demand, other, other_demand, exact):
+                continue
+            fit = eq9.fit(other_demand.footprint.millis_view(), ref, room)
+            if own_fit is None:
+                own_fit = eq9.fit(demand.footprint.millis_view(), ref, room)
+            if fits_better(fit, own_fit) and (best is None or fits_better(fit, best[0])):
+                best = (fit, entry, other, other_demand)
+        for entry in popped:
+            if best is None or entry is not best[1]:
+                heappush(heap, entry)
+        if best is None:
+            return False
+        _, _, winner, winner_demand = best
+        key = self._place(winner, winner_demand, agent)
+        winner.times_chosen += 1
+        heappush(heap, (key, winner.times_chosen, winner.id))
+        return True
+
+    def _ref(self, demand: _Demand) -> str:
+        if not demand.ref:
+            demand.ref = first_resource(demand.footprint)
+        return demand.ref
+
+    def _within(
+        self,
+        fw: FrameworkRecord,
+        demand: _Demand,
+        other: FrameworkRecord,
+        other_demand: _Demand,
+        exact: list[Fraction | None],
+    ) -> bool:
+        """Exactly: is ``other``'s share at most ``fw``'s after one more task?"""
+        total = self.state.total
+        if not exact:
+            count = demand.count + 1
+            exact.append(exact_share(fw.allocated, demand.footprint, count, total, fw.weight))
+        bound = exact[0]
+        footprint, count = other_demand.footprint, other_demand.count
+        share = exact_share(other.allocated, footprint, count, total, other.weight)
+        return bound is not None and share is not None and share <= bound
+
+    def _claimant(self, fw: FrameworkRecord, agent: AgentRecord, ref: str) -> _Demand | None:
+        """``fw``'s run state if it may claim ``agent``: a declared shape with the reference
+        ``ref`` that fits there, more tasks wanted, and ``agent`` not refused."""
+        shape = fw.demand
+        if shape is None or fw.live_tasks + fw.offered_tasks >= fw.wanted:
+            return None
+        demand = self.demands.get(fw.id) or self._demand_of(fw, shape)
+        footprint = demand.footprint
+        if self._ref(demand) != ref or not footprint.fits_in(agent.free):
+            return None
+        if agent.id in self.refused_by(fw):
+            return None
+        return demand
 
     def finish(self) -> list[Message]:
         """Turn placements into offers (one per framework and agent) and batch the messages."""
@@ -232,14 +391,11 @@ def run(state: MasterState, now: float) -> list[Message]:
     this_run = _Run(state, now)
     parked: list[SorterEntry] = []
     gpu_agents = state.gpu_agents
-    refusals: dict[str, frozenset[str] | set[str]] = {}
     while heap:
         entry = heappop(heap)
         fw = frameworks[entry[2]]
         if fw.filters or (gpu_agents and not fw.gpu_aware):
-            refused = refusals.get(fw.id)
-            if refused is None:
-                refused = refusals[fw.id] = _refusals(fw, now, gpu_agents)
+            refused = this_run.refused_by(fw)
         else:
             refused = _NOTHING_REFUSED
         shape = fw.demand
@@ -248,7 +404,7 @@ def run(state: MasterState, now: float) -> list[Message]:
             served = this_run.serve_coarse(fw, refused)
             key = fairness.key(fw.allocated, total, fw.weight, shape) if served else None
         else:
-            key = this_run.serve_demand(fw, shape, refused)
+            key = this_run.serve_demand(fw, shape, refused, heap)
         if key is None:
             parked.append(entry)
             continue

@@ -37,6 +37,9 @@ class CoreConfig:
     slots_per_agent: int = 14
     offer_id_prefix: str = "o"
     validate: bool = False
+    # The fit-aware choice (master.core.fit): how many frameworks within one task of the most
+    # deprived may claim its chosen agent; 0 is plain progressive filling.
+    fit_window: int = 8
 
     def __post_init__(self) -> None:
         if self.policy not in FAIRNESS_POLICIES:
@@ -53,6 +56,8 @@ class CoreConfig:
             raise ValueError(
                 f"default_refuse_seconds must be >= 0, got {self.default_refuse_seconds}"
             )
+        if self.fit_window < 0:
+            raise ValueError(f"fit_window must be >= 0, got {self.fit_window}")
         timeout = self.offer_timeout
         if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
             raise ValueError(f"offer_timeout must be > 0 or None, got {timeout}")

@@ -73,11 +73,14 @@ class FairnessPolicy(Protocol):
     """Strategy turning what a framework holds into a fairness sort key (lower is served first).
 
     ``depends_on_demands``: the keys depend on every framework's declared demand (``prepare``
-    must see them again whenever one changes), as PF's prices do.
+    must see them again whenever one changes), as PF's prices do. ``dominant_shares``: the keys
+    are weighted global dominant shares, the quantity DRFH equalizes, so DRFH's fit-aware choice
+    (``master.core.fit``) and its allocation as a target (``master.core.rebalance``) apply.
     """
 
     name: str
     depends_on_demands: bool
+    dominant_shares: bool
 
     def prepare(self, pool: PoolShape, demands: Sequence[DeclaredDemand]) -> None:
         """Take note of the pool and of the declared demands of the active frameworks."""
@@ -143,6 +146,7 @@ class DominantResourceFairness:
 
     name = "drf"
     depends_on_demands = False
+    dominant_shares = True
 
     def prepare(self, pool: PoolShape, demands: Sequence[DeclaredDemand]) -> None:
         """DRF needs nothing beyond the pool total passed to ``key``."""
@@ -201,6 +205,7 @@ class AssetFairness:
 
     name = "asset"
     depends_on_demands = False
+    dominant_shares = False
 
     def prepare(self, pool: PoolShape, demands: Sequence[DeclaredDemand]) -> None:
         """Asset fairness needs nothing beyond the pool total passed to ``key``."""
@@ -242,6 +247,7 @@ class ProportionalFairness:
 
     name = "pf"
     depends_on_demands = True  # the prices of eq. 9 come from the declared demands
+    dominant_shares = False
 
     def __init__(self) -> None:
         self.prices: dict[str, float] = {}
@@ -321,6 +327,7 @@ class SlotFairness:
 
     name = "slots"
     depends_on_demands = False
+    dominant_shares = False
 
     def __init__(self, slots_per_agent: int = 14) -> None:
         if slots_per_agent < 1:

@@ -36,6 +36,10 @@ def _check_agent_list(state: MasterState) -> None:
     assert columns.agents is state.agent_list, "free columns belong to another agent list"
     fresh = columns.fresh_columns()
     with_free = {i for i, agent in enumerate(state.agent_list) if agent.free}
+    kinds: dict[ResourceVector, int] = {}
+    for agent in state.agent_list:
+        kinds[agent.total] = kinds.get(agent.total, 0) + 1
+    assert state.agent_list.kinds == kinds, "the agent list's kinds are not its agents' totals"
     assert columns.with_free == with_free, "the index of agents with free resources is off"
     for index, agent in enumerate(state.agent_list):
         assert state.agents.get(agent.id) is agent, f"listed agent {agent.id} is not registered"

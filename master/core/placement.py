@@ -57,9 +57,14 @@ _NO_REFUSALS: frozenset[str] = frozenset()
 
 
 class PlacementPolicy(Protocol):
-    """Strategy choosing the agent for one task."""
+    """Strategy choosing the agent for one task.
+
+    ``scores_fit``: it picks by DRFH's fit heuristic H(i,l) (eq. 9), the score the fit-aware
+    choice (``master.core.fit``) compares frameworks by.
+    """
 
     name: str
+    scores_fit: bool
 
     def begin_run(self) -> None:
         """An allocation run starts (free resources may have grown since the last one)."""
@@ -237,6 +242,7 @@ class BestFitPlacement:
     """Best-Fit DRFH (eq. 9), over a bounded round-robin sample on large clusters."""
 
     name = "best-fit"
+    scores_fit = True
 
     def __init__(self, sample_size: int = DEFAULT_SAMPLE_SIZE) -> None:
         if sample_size < 1:
@@ -356,6 +362,7 @@ class FirstFitPlacement:
     """
 
     name = "first-fit"
+    scores_fit = False
 
     def __init__(self, sample_size: int = DEFAULT_SAMPLE_SIZE) -> None:
         self._cursors: dict[tuple[tuple[str, int], ...], int] = {}
@@ -468,6 +475,7 @@ class RandomPlacement:
     """A random fitting agent (uniform among a sample on large clusters), seeded."""
 
     name = "random"
+    scores_fit = False
 
     def __init__(self, sample_size: int = DEFAULT_SAMPLE_SIZE, seed: int = 0) -> None:
         self.sample_size = sample_size

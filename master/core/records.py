@@ -169,15 +169,19 @@ class AgentRecord:
 
 class AgentList(list[AgentRecord]):
     """The active agents (the ones the allocator offers) in activation order, with their
-    ``FreeColumns``.
+    ``FreeColumns`` and their distinct capacities ("kinds").
 
-    Invariant: ``self[i].index == i`` and ``self.free_columns`` mirrors every agent's ``free``.
-    Agents are only appended; removing one builds a new ``AgentList`` (``without``).
+    Invariants: ``self[i].index == i`` and ``self.free_columns`` mirrors every agent's ``free``;
+    ``kinds`` maps each distinct ``total`` of the listed agents to how many have it, and
+    ``kinds_version`` changes whenever a kind appears or disappears (not when a count moves).
+    Agents are appended at the end; ``discard`` takes one out and renumbers the later ones.
     """
 
     def __init__(self, agents: Iterable[AgentRecord] = ()) -> None:
         super().__init__()
         self.free_columns = FreeColumns(self)
+        self.kinds: dict[ResourceVector, int] = {}
+        self.kinds_version = 0
         for agent in agents:
             self.append(agent)
 
@@ -186,6 +190,10 @@ class AgentList(list[AgentRecord]):
         super().append(agent)
         agent.index = self.free_columns.grow()
         agent._columns = self.free_columns
+        count = self.kinds.get(agent.total, 0)
+        self.kinds[agent.total] = count + 1
+        if not count:
+            self.kinds_version += 1
 
     def discard(self, agent: AgentRecord) -> None:
         """Take ``agent`` out (it loses its row, ``index == -1``); the others keep their order.
@@ -208,6 +216,12 @@ class AgentList(list[AgentRecord]):
         columns.grown.clear()
         agent.index = -1
         agent._columns = None
+        count = self.kinds[agent.total] - 1
+        if count:
+            self.kinds[agent.total] = count
+        else:
+            del self.kinds[agent.total]
+            self.kinds_version += 1
 
 
 @dataclass(slots=True, eq=False)

@@ -41,6 +41,7 @@ from master.core.fairness import (
     PoolShape,
     make_fairness_policy,
 )
+from master.core.fit import KindFits
 from master.core.messages import (
     KillTask,
     LaunchTasks,
@@ -80,6 +81,7 @@ class MasterState(OperatorHandlers):
         )
         self.agents: dict[str, AgentRecord] = {}
         self.agent_list = AgentList()
+        self.kind_fits = KindFits()  # the fit-aware choice's eq. 9 on agent capacities
         self.frameworks: dict[str, FrameworkRecord] = {}
         self.offers: dict[str, Offer] = {}
         self.tasks: dict[tuple[str, str], TaskRecord] = {}

@@ -3,7 +3,8 @@
 Pure: no network, threads or wall clock; randomness only from the ``random.Random`` seeded with
 the scenario's seed, so a run is a deterministic function of its scenario. Events live in a
 ``heapq`` ordered by (time, kind, sequence): at one instant task finishes come first, then users
-leaving, then users joining, then job submissions, then the allocation run.
+leaving, then agents joining the pool (``agents[].join``, ``servers.join``; agents joining at 0
+are there from the start), then users joining, then job submissions, then the allocation run.
 
 Allocation: with ``allocation_interval`` 0 one allocation run follows every instant that had
 events; with an interval ``I > 0`` a run happens at the next multiple of ``I`` after anything
@@ -17,9 +18,18 @@ Jobs: a job's task durations are drawn when it is submitted (submission order do
 on the policy, so every policy sees the same durations for a seed). A job completes when its
 last task finishes; its completion time is that instant minus its submission time.
 
-Events (what ``events`` counts, ``event_counts`` itemizes): users joining and leaving, job
-submissions, offers made by the core, task launches and task finishes. Allocation runs and
-samples are not events.
+Events (what ``events`` counts, ``event_counts`` itemizes): users joining and leaving, agents
+joining after the start, job submissions, offers made by the core, task launches and task
+finishes, and tasks preempted. Allocation runs, rebalancer checks and samples are not events.
+
+Preemption (``rebalance``): every ``every`` seconds the core's rebalancer
+(``master.core.rebalance``) looks at the cluster, tasks of ``preemptible`` users only; a task it
+kills ends ``grace`` seconds later (KILLED, when it has not finished by then) and goes back to
+its job's queue with a fresh duration, to be launched again.
+
+Measurement: ``mean_utilization`` is ``integral of used / integral of the pool`` per resource
+over ``[measure_from, end]`` (the pool grows as agents join), and each user's ``mean_running``
+the time average of its running tasks over the same window.
 
 Invariants: a user's ``running`` equals the core's live tasks of its framework; ``used`` is the
 sum of running tasks' shapes (what utilization reports: the task's demand, not the slots it is
@@ -39,7 +49,8 @@ from typing import Any
 from fairshare.resources import ResourceVector
 
 from master.core import CoreConfig, MasterState, SendOffers, TaskLaunch, TaskState
-from master.sim.scenario import Duration, JobSpec, Scenario, UserSpec
+from master.core.rebalance import Rebalancer, view_of
+from master.sim.scenario import AgentSpec, Duration, JobSpec, Scenario, UserSpec
 from master.sim.servers import draw_servers
 
 __all__ = [
@@ -51,8 +62,17 @@ __all__ = [
     "sample_duration",
 ]
 
-_FINISH, _LEAVE, _JOIN, _SUBMIT, _ALLOCATE = 0, 1, 2, 3, 4
-EVENT_KINDS = ("joins", "leaves", "job_submissions", "offers", "launches", "finishes")
+_FINISH, _LEAVE, _AGENT, _JOIN, _SUBMIT, _KILLED, _REBALANCE, _ALLOCATE = range(8)
+EVENT_KINDS = (
+    "joins",
+    "leaves",
+    "agent_joins",
+    "job_submissions",
+    "offers",
+    "launches",
+    "finishes",
+    "preemptions",
+)
 ProgressCallback = Callable[[float], None]
 
 
@@ -89,6 +109,21 @@ class _User:
     present: bool = False
     finished_at: float | None = None
     live: dict[str, tuple[str, _Job]] = field(default_factory=dict)  # task id -> (agent, job)
+    running_area: float = 0.0  # integral of ``running`` over the measured window
+    running_since: float = 0.0
+
+
+def _all_agents(scenario: Scenario, rng: random.Random) -> list[AgentSpec]:
+    """The listed agents, then the servers drawn from the mix with their join times."""
+    agents = list(scenario.agents)
+    if scenario.mix is not None:
+        drawn = draw_servers(scenario.mix, scenario.mix_count, rng, scenario.mix_scale)
+        start, every = scenario.mix_join_start, scenario.mix_join_every
+        agents.extend(
+            AgentSpec(f"server-{index + 1}", resources, start + index * every)
+            for index, resources in enumerate(drawn)
+        )
+    return agents
 
 
 def completion_summary(times: list[float], submitted: int) -> dict[str, Any]:
@@ -166,14 +201,10 @@ class Simulator:
                 slots_per_agent=scenario.slots_per_agent,
                 sample_size=scenario.sample_size,
                 default_refuse_seconds=0.0,
+                fit_window=scenario.fit_window,
             )
         )
-        for agent in scenario.agents:
-            self.state.handle_add_agent(agent.id, agent.resources, 0.0)
-        if scenario.mix is not None:
-            drawn = draw_servers(scenario.mix, scenario.mix_count, self.rng, scenario.mix_scale)
-            for index, resources in enumerate(drawn):
-                self.state.handle_add_agent(f"server-{index + 1}", resources, 0.0)
+        agents = _all_agents(scenario, self.rng)
         self.users = {
             u.id: _User(u, list(u.task.millis_items()), jobs_left=len(u.jobs))
             for u in scenario.users
@@ -185,9 +216,10 @@ class Simulator:
         self.counts = dict.fromkeys(EVENT_KINDS, 0)
         self.allocation_runs = 0
         self.now = 0.0
-        self.resources = sorted(self.state.total.names())
+        self.resources = sorted({name for agent in agents for name in agent.resources.names()})
         self.used = dict.fromkeys(self.resources, 0)
         self._area = dict.fromkeys(self.resources, 0.0)  # integral of used over time (millis * s)
+        self._pool_area = dict.fromkeys(self.resources, 0.0)  # integral of the pool total
         self._area_time = 0.0
         self.times: list[float] = []
         self.shares: dict[str, list[float | None]] = {u: [] for u in self.users}
@@ -197,7 +229,20 @@ class Simulator:
         self._allocation_due = False
         self.completion_times: list[float] = []
         self.jobs_submitted = 0
-        for user in scenario.users:
+        spec = scenario.rebalance
+        self.rebalancer = None if spec is None else Rebalancer(spec.config, self.state.config)
+        if spec is not None:
+            self._push(spec.every, _REBALANCE)
+        self._schedule(agents)
+
+    def _schedule(self, agents: list[AgentSpec]) -> None:
+        """Agents joining at 0 join now; later ones, users and jobs become events."""
+        for agent in agents:
+            if agent.join <= 0:
+                self.state.handle_add_agent(agent.id, agent.resources, 0.0)
+            else:
+                self._push(agent.join, _AGENT, agent)
+        for user in self.scenario.users:
             self._push(user.join, _JOIN, user.id)
             if user.leave is not None:
                 self._push(user.leave, _LEAVE, user.id)
@@ -228,6 +273,7 @@ class Simulator:
             for name, millis in user.shape:
                 used[name] -= millis * user.running
             user.live.clear()
+            self._count_running(user)
             user.running = 0
             user.queue.clear()
             user.pending = 0
@@ -262,6 +308,7 @@ class Simulator:
         agent_id, job = entry
         self.state.handle_task_status(agent_id, user.spec.id, task_id, TaskState.FINISHED, self.now)
         self.counts["finishes"] += 1
+        self._count_running(user)
         user.running -= 1
         user.completed += 1
         used = self.used
@@ -271,6 +318,38 @@ class Simulator:
         job.unfinished -= 1
         if job.unfinished == 0:
             self._job_done(user, job)
+
+    def _rebalance(self) -> None:
+        """One check of the rebalancer: its kills end after the grace period."""
+        spec, rebalancer, users = self.scenario.rebalance, self.rebalancer, self.users
+        assert spec is not None and rebalancer is not None
+        view = view_of(self.state, lambda framework_id, _: users[framework_id].spec.preemptible)
+        decision = rebalancer.check(view)
+        for task in decision.kills:
+            self.state.handle_kill(task.framework_id, task.task_id, self.now)
+            self._push(self.now + spec.grace, _KILLED, users[task.framework_id], task.task_id)
+        self.counts["preemptions"] += len(decision.kills)
+        until = self.scenario.until
+        if until is not None and self.now + spec.every <= until:
+            self._push(self.now + spec.every, _REBALANCE)
+
+    def _preempted(self, user: _User, task_id: str) -> None:
+        """A killed task ends; its job gets it back (a fresh duration) to launch again."""
+        entry = user.live.pop(task_id, None)
+        if entry is None:
+            return  # it finished during the grace period, or its user left
+        agent_id, job = entry
+        self.state.handle_task_status(agent_id, user.spec.id, task_id, TaskState.KILLED, self.now)
+        self._count_running(user)
+        user.running -= 1
+        used = self.used
+        for name, millis in user.shape:
+            used[name] -= millis
+        job.durations.append(sample_duration(job.spec.duration, self.rng))
+        if job not in user.queue:
+            user.queue.appendleft(job)
+        user.pending += 1
+        self._changed.add(user.spec.id)
 
     def _accept(self, message: SendOffers) -> None:
         user = self.users[message.framework_id]
@@ -303,6 +382,7 @@ class Simulator:
                 self._push(now + duration, _FINISH, user, launch.task_id)
             counts["launches"] += count
             user.pending -= count
+            self._count_running(user)
             user.running += count
             used = self.used
             for name, millis in user.shape:
@@ -327,16 +407,28 @@ class Simulator:
             self.shares[user_id].append(share)
         total = self.state.total
         for name in self.resources:
-            self.utilization[name].append(self.used[name] / total.millis(name))
+            pool = total.millis(name)
+            self.utilization[name].append(self.used[name] / pool if pool else 0.0)
+
+    def _count_running(self, user: _User) -> None:
+        """Add ``running * (now - since)`` (the part from ``measure_from`` on) to the user's
+        running-task integral; call before ``running`` changes."""
+        start = max(user.running_since, self.scenario.measure_from)
+        if self.now > start:
+            user.running_area += user.running * (self.now - start)
+        user.running_since = self.now
 
     def _integrate(self) -> None:
-        """Add ``used * (now - last)`` to the utilization integral."""
-        elapsed = self.now - self._area_time
+        """Add ``used * (now - last)`` and ``pool * (now - last)`` (the part from
+        ``measure_from`` on) to the utilization integrals."""
+        start = max(self._area_time, self.scenario.measure_from)
+        elapsed = self.now - start
         if elapsed > 0:
-            area = self._area
+            area, pool_area, total = self._area, self._pool_area, self.state.total
             for name, millis in self.used.items():
                 area[name] += millis * elapsed
-            self._area_time = self.now
+                pool_area[name] += total.millis(name) * elapsed
+        self._area_time = max(self._area_time, self.now)
 
     def _declare_demands(self) -> None:
         """Declare changed wanted counts; suppress users with nothing to launch, revive others.
@@ -387,12 +479,21 @@ class Simulator:
                 self._allocate()
                 changed = False  # the events before it at this instant are served
                 continue
+            elif kind == _REBALANCE:
+                self._rebalance()
+                continue
+            elif kind == _KILLED:
+                self._preempted(event[3], event[4])
             elif kind == _LEAVE:
                 counts["leaves"] += 1
                 self._leave(users[event[3]])
             elif kind == _JOIN:
                 counts["joins"] += 1
                 self._join(users[event[3]])
+            elif kind == _AGENT:
+                counts["agent_joins"] += 1
+                agent = event[3]
+                self.state.handle_add_agent(agent.id, agent.resources, now)
             else:
                 counts["job_submissions"] += 1
                 self._submit(users[event[3]], event[4])
@@ -433,7 +534,8 @@ class Simulator:
 
     def _result(self) -> SimResult:
         total = self.state.total
-        elapsed = self.now or 1.0
+        for user in self.users.values():
+            self._count_running(user)
         return SimResult(
             times=self.times,
             shares=self.shares,
@@ -444,7 +546,8 @@ class Simulator:
             end_time=self.now,
             event_counts=dict(self.counts),
             mean_utilization={
-                name: self._area[name] / elapsed / total.millis(name) for name in self.resources
+                name: self._area[name] / pool if (pool := self._pool_area[name]) else 0.0
+                for name in self.resources
             },
             jobs=completion_summary(self.completion_times, self.jobs_submitted),
             allocation_runs=self.allocation_runs,
@@ -453,6 +556,7 @@ class Simulator:
     def _user_report(self, user: _User) -> dict[str, Any]:
         spec = user.spec
         done = user.finished_at
+        window = self.now - self.scenario.measure_from
         return {
             "id": spec.id,
             "name": spec.name,
@@ -462,6 +566,7 @@ class Simulator:
             "tasks": spec.tasks,
             "tasks_completed": user.completed,
             "tasks_running": user.running,
+            "mean_running": user.running_area / window if window > 0 else float(user.running),
             "finished_at": done,
             "completion_time": None if done is None else done - spec.join,
         }

@@ -5,17 +5,23 @@ Invariant: ``parse_scenario`` either returns a fully checked ``Scenario`` or rai
 downstream re-validates. Format (see docs/scenarios.md)::
 
     {"seed": 1, "policy": "drf", "placement": "best-fit", "slots_per_agent": 14,
-     "agents": [{"id": "s1", "resources": {"cpus": 9, "mem": 18}, "count": 1}],
-     "servers": {"mix": "google", "count": 100, "scale": 1},
+     "fit_window": 8,
+     "agents": [{"id": "s1", "resources": {"cpus": 9, "mem": 18}, "count": 1, "join": 0}],
+     "servers": {"mix": "google", "count": 100, "scale": 1,
+                 "join": {"start": 0, "every": 10}},
      "users": [{"id": "u1", "name": "user 1", "task": {"cpus": 0.2, "mem": 0.3},
-                "tasks": 1000, "join": 0, "leave": 1080, "weight": 1,
+                "tasks": 1000, "join": 0, "leave": 1080, "weight": 1, "preemptible": false,
                 "duration": {"dist": "exponential", "mean": 100},
                 "jobs": [{"submit": 10, "tasks": 5, "duration": {"mean": 3}}]}],
      "workload": {"generator": "google-like", "users": 100, "jobs": 2000, ...},
-     "until": 1500, "sample_every": 5, "allocation_interval": 1,
+     "until": 1500, "sample_every": 5, "allocation_interval": 1, "measure_from": 0,
+     "rebalance": {"every": 10, "grace": 5, "threshold": 0.1, "release": 0.05,
+                   "patience": 3, "max_kills": 4, "cooldown": 2},
      "variants": [{"name": "slots-14", "policy": "slots", "slots_per_agent": 14}, ...]}
 
 ``agents`` and ``servers`` may be combined (listed agents first); at least one agent overall.
+An agent joins the pool at its ``join`` time (default 0); drawn servers join one by one,
+server ``k`` (from 1) at ``start + (k - 1) * every``.
 A user has one job of ``tasks`` tasks submitted when it joins, plus the jobs of ``jobs`` (each
 submitted at or after its join); ``workload`` adds generated users (``master.sim.workload``).
 ``variants`` lists named changes of top-level keys; each variant is parsed as a whole scenario.
@@ -27,12 +33,14 @@ import math
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from fairshare.resources import ResourceError, ResourceVector
 
 from master.core.fairness import FAIRNESS_POLICIES
 from master.core.placement import PLACEMENT_POLICIES
+from master.core.rebalance import RebalanceConfig
 from master.sim.servers import MIXES
 from master.sim.workload import GoogleLikeWorkload, generate
 
@@ -40,6 +48,7 @@ __all__ = [
     "AgentSpec",
     "Duration",
     "JobSpec",
+    "RebalanceSpec",
     "Scenario",
     "ScenarioError",
     "UserSpec",
@@ -75,10 +84,11 @@ class Duration:
 
 @dataclass(frozen=True, slots=True)
 class AgentSpec:
-    """One simulated agent."""
+    """One simulated agent, joining the pool at ``join`` seconds."""
 
     id: str
     resources: ResourceVector
+    join: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +117,16 @@ class UserSpec:
     leave: float | None
     weight: float
     jobs: tuple[JobSpec, ...] = ()
+    preemptible: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceSpec:
+    """The core's rebalancer on a timer: a check every ``every`` s, kills end ``grace`` s later."""
+
+    every: float
+    grace: float
+    config: RebalanceConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +147,11 @@ class Scenario:
     allocation_interval: float = 0.0
     variants: tuple[tuple[str, Scenario], ...] = ()
     sample_size: int = 8
+    mix_join_start: float = 0.0
+    mix_join_every: float = 0.0
+    fit_window: int = 8
+    measure_from: float = 0.0
+    rebalance: RebalanceSpec | None = None
 
 
 def number_field(
@@ -245,7 +270,11 @@ def _user(value: Any, index: int) -> UserSpec:
             raise ScenarioError(f"{where}duration", "missing")
         jobs.insert(0, JobSpec(join, tasks, duration))
     jobs.sort(key=lambda job: job.submit)
+    preemptible = raw.get("preemptible", False)
+    if not isinstance(preemptible, bool):
+        raise ScenarioError(f"{where}preemptible", "expected true or false")
     return UserSpec(
+        preemptible=preemptible,
         id=user_id,
         name=str(raw.get("name", user_id)),
         task=resources_field(raw.get("task"), f"{where}task"),
@@ -337,11 +366,74 @@ def _agents(raw: Mapping[str, Any]) -> tuple[AgentSpec, ...]:
         base = entry.get("id", f"a{index + 1}")
         if not isinstance(base, str) or not base:
             raise ScenarioError(f"agents[{index}].id", "expected a non-empty string")
+        join = number_field(entry, "join", f"agents[{index}].", 0.0)
+        if join < 0:
+            raise ScenarioError(f"agents[{index}].join", "must be >= 0")
         for n in range(count):
-            agents.append(AgentSpec(base if count == 1 else f"{base}-{n + 1}", resources))
+            agents.append(AgentSpec(base if count == 1 else f"{base}-{n + 1}", resources, join))
     if len({a.id for a in agents}) != len(agents):
         raise ScenarioError("agents", "agent ids repeat")
     return tuple(agents)
+
+
+def _rebalance(value: Any) -> RebalanceSpec:
+    """``rebalance``: ``every`` and ``grace`` seconds, and ``RebalanceConfig``'s settings."""
+    raw = object_field(value, "rebalance")
+    where = "rebalance."
+    every = number_field(raw, "every", where, 10.0)
+    grace = number_field(raw, "grace", where, 0.0)
+    if every <= 0 or grace < 0:
+        raise ScenarioError("rebalance.every/grace", "every must be > 0 and grace >= 0")
+    base = RebalanceConfig()
+    try:
+        config = RebalanceConfig(
+            threshold=Fraction(repr(number_field(raw, "threshold", where, float(base.threshold)))),
+            release=Fraction(repr(number_field(raw, "release", where, float(base.release)))),
+            patience=whole_field(raw, "patience", where, base.patience),
+            max_kills=whole_field(raw, "max_kills", where, base.max_kills),
+            cooldown=whole_field(raw, "cooldown", where, base.cooldown),
+        )
+    except ValueError as exc:
+        raise ScenarioError("rebalance", str(exc)) from None
+    return RebalanceSpec(every, grace, config)
+
+
+def _servers(doc: Mapping[str, Any]) -> tuple[str | None, int, float, tuple[float, float]]:
+    """``servers``: the mix, how many, their scale, and their join schedule (start, every)."""
+    if "servers" not in doc:
+        return None, 0, 1.0, (0.0, 0.0)
+    servers = object_field(doc["servers"], "servers")
+    mix = servers.get("mix", "google")
+    if mix not in MIXES:
+        raise ScenarioError("servers.mix", f"unknown mix {mix!r} (known: {', '.join(MIXES)})")
+    count = whole_field(servers, "count", "servers.")
+    scale = number_field(servers, "scale", "servers.", 1.0)
+    if count < 1 or scale <= 0:
+        raise ScenarioError("servers.count", "count must be >= 1 and scale > 0")
+    return str(mix), count, scale, _join_schedule(servers.get("join", {}))
+
+
+def _users(doc: Mapping[str, Any], seed: int) -> list[UserSpec]:
+    """``users`` and the users of ``workload``, with distinct ids."""
+    users_raw = doc.get("users", [] if "workload" in doc else None)
+    if not isinstance(users_raw, list) or not (users_raw or "workload" in doc):
+        raise ScenarioError("users", "expected a non-empty list")
+    users = [_user(value, i) for i, value in enumerate(users_raw)]
+    if "workload" in doc:
+        users.extend(_workload(doc["workload"], seed))
+    if len({u.id for u in users}) != len(users):
+        raise ScenarioError("users", "user ids repeat")
+    return users
+
+
+def _join_schedule(value: Any) -> tuple[float, float]:
+    """``servers.join``: ``{"start": S, "every": E}``, server k (from 1) at ``S + (k-1) E``."""
+    raw = object_field(value, "servers.join")
+    start = number_field(raw, "start", "servers.join.", 0.0)
+    every = number_field(raw, "every", "servers.join.", 0.0)
+    if start < 0 or every < 0:
+        raise ScenarioError("servers.join", "start and every must be >= 0")
+    return start, every
 
 
 def _variants(doc: Mapping[str, Any]) -> tuple[tuple[str, Scenario], ...]:
@@ -372,7 +464,7 @@ SCENARIO_KEYS = frozenset(
     {
         "seed", "policy", "placement", "slots_per_agent", "agents", "servers", "users",
         "placement_sample", "until", "sample_every", "allocation_interval", "workload",
-        "variants", "name", "description",
+        "variants", "name", "description", "measure_from", "fit_window", "rebalance",
     }
 )  # fmt: skip
 
@@ -390,30 +482,21 @@ def parse_scenario(raw: Any) -> Scenario:
         )
         raise ScenarioError(unknown[0], f"unknown key{hint}")
     agents = _agents(doc)
-    mix, mix_count, mix_scale = None, 0, 1.0
-    if "servers" in doc:
-        servers = object_field(doc["servers"], "servers")
-        mix = servers.get("mix", "google")
-        if mix not in MIXES:
-            raise ScenarioError("servers.mix", f"unknown mix {mix!r} (known: {', '.join(MIXES)})")
-        mix_count = whole_field(servers, "count", "servers.")
-        mix_scale = number_field(servers, "scale", "servers.", 1.0)
-        if mix_count < 1 or mix_scale <= 0:
-            raise ScenarioError("servers.count", "count must be >= 1 and scale > 0")
+    mix, mix_count, mix_scale, mix_join = _servers(doc)
     if not agents and not mix_count:
         raise ScenarioError("agents", "no agents: list some or draw them from 'servers'")
     seed = whole_field(doc, "seed", "", 0)
-    users_raw = doc.get("users", [] if "workload" in doc else None)
-    if not isinstance(users_raw, list) or not (users_raw or "workload" in doc):
-        raise ScenarioError("users", "expected a non-empty list")
-    users = [_user(value, i) for i, value in enumerate(users_raw)]
-    if "workload" in doc:
-        users.extend(_workload(doc["workload"], seed))
-    if len({u.id for u in users}) != len(users):
-        raise ScenarioError("users", "user ids repeat")
+    users = _users(doc, seed)
     until = None if doc.get("until") is None else number_field(doc, "until", "")
     sample_every = number_field(doc, "sample_every", "", 0.0)
     interval = number_field(doc, "allocation_interval", "", 0.0)
+    measure_from = number_field(doc, "measure_from", "", 0.0)
+    fit_window = whole_field(doc, "fit_window", "", 8)
+    if measure_from < 0 or fit_window < 0:
+        raise ScenarioError("measure_from/fit_window", "must be >= 0")
+    rebalance = None if doc.get("rebalance") is None else _rebalance(doc["rebalance"])
+    if rebalance is not None and until is None:
+        raise ScenarioError("rebalance", "a rebalancing timer needs 'until'")
     slots = whole_field(doc, "slots_per_agent", "", 14)
     if slots < 1 or sample_every < 0 or (until is not None and until <= 0):
         raise ScenarioError("slots_per_agent/sample_every/until", "out of range")
@@ -432,7 +515,7 @@ def parse_scenario(raw: Any) -> Scenario:
         placement=_choice(doc, "placement", PLACEMENTS, "best-fit"),
         slots_per_agent=slots,
         agents=agents,
-        mix=None if mix is None else str(mix),
+        mix=mix,
         mix_count=mix_count,
         mix_scale=mix_scale,
         users=tuple(users),
@@ -441,4 +524,9 @@ def parse_scenario(raw: Any) -> Scenario:
         allocation_interval=interval,
         variants=_variants(doc),
         sample_size=sample,
+        mix_join_start=mix_join[0],
+        mix_join_every=mix_join[1],
+        fit_window=fit_window,
+        measure_from=measure_from,
+        rebalance=rebalance,
     )

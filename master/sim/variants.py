@@ -6,7 +6,8 @@ the same servers and workload, DRFH §VI) and writes:
 
 - ``DIR/<variant>/results.json`` (+ that run's PNGs): the full results of each variant;
 - ``DIR/results.json``: the comparison (per variant: mean CPU and memory utilization, Table II;
-  job completion summary; events) and the paper's Table II numbers for the slot sizes it lists;
+  job completion summary; each user's mean running tasks; events) and the paper's Table II
+  numbers for the slot sizes it lists;
 - ``DIR/table2.md``: the same table in Markdown;
 - ``DIR/utilization.png`` (Fig. 5: CPU and memory utilization over time, one line per variant)
   and ``DIR/jct_cdf.png`` (the CDF of job completion times, as in DRFH Fig. 6a), only when
@@ -53,6 +54,7 @@ def summary_row(name: str, scenario: Scenario, doc: dict[str, Any]) -> dict[str,
         "mean_utilization": doc["mean_utilization"],
         "jobs": jobs,
         "tasks_completed": sum(user["tasks_completed"] for user in doc["users"]),
+        "mean_running": {user["id"]: user["mean_running"] for user in doc["users"]},
         "events": doc["events"],
     }
     paper = PAPER_TABLE2.get(scenario.slots_per_agent) if scenario.policy == "slots" else None

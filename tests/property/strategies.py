@@ -21,7 +21,7 @@ from fractions import Fraction
 from fairshare.resources import ResourceVector
 from hypothesis import strategies as st
 
-from master.core import CoreConfig, MasterState, SendOffers
+from master.core import CoreConfig, MasterState, SendOffers, TaskLaunch
 from master.core.fluid import FluidAgent, FluidFramework, solve_fluid
 
 RESOURCE_NAMES = ("cpus", "mem", "disk", "gpus")
@@ -261,3 +261,88 @@ def lies(draw: st.DrawFn, instance: Instance, liar: int = 0) -> ResourceVector:
     if not millis:
         millis = truth.to_millis()
     return ResourceVector.from_millis(millis)
+
+
+# -- staged runs: agents arriving in two groups --------------------------------------------------
+
+
+@dataclass
+class StagedOutcome:
+    """Two allocation runs: the first with the agents ``instance.agents[:split]``, whose offers
+    the frameworks accept whole (the tasks keep running), the second after the rest joined."""
+
+    state: MasterState
+    before: dict[str, int]  # framework id -> tasks running before the second run
+    per_agent: dict[str, dict[str, int]]  # framework id -> agent id -> tasks after it
+
+    def tasks(self, framework_id: str) -> int:
+        return sum(self.per_agent[framework_id].values())
+
+
+@st.composite
+def staged_instances(draw: st.DrawFn, weighted: bool = False) -> tuple[Instance, int]:
+    """A heterogeneous cluster (``cluster_instances``) and how many agents come first."""
+    inst = draw(cluster_instances())
+    if weighted:
+        frameworks = tuple(
+            Fw(fw.id, fw.shape, fw.wanted, draw(st.integers(1, 4))) for fw in inst.frameworks
+        )
+        inst = Instance(inst.agents, frameworks)
+    return inst, draw(st.integers(1, len(inst.agents)))
+
+
+def allocate_staged(instance: Instance, split: int, fit_window: int = 8) -> StagedOutcome:
+    """Frameworks first, then ``split`` agents, one run (offers accepted), the other agents,
+    a second run (offers kept): the core with validate on, best-fit over every agent."""
+    state = MasterState(
+        CoreConfig(validate=True, sample_size=max(16, len(instance.agents)), fit_window=fit_window)
+    )
+    shapes = {fw.id: fw.shape for fw in instance.frameworks}
+    for fw in instance.frameworks:
+        state.handle_add_framework(fw.id, 0.0, weight=float(fw.weight))
+        state.handle_update_demand(fw.id, fw.shape, fw.wanted, 0.0)
+    per_agent: dict[str, dict[str, int]] = {fw.id: {} for fw in instance.frameworks}
+    launched = 0
+    for stage, agents in enumerate((instance.agents[:split], instance.agents[split:])):
+        for agent_id, resources in agents:
+            state.handle_add_agent(agent_id, resources, float(stage))
+        if stage == 1:
+            before = {fid: sum(counts.values()) for fid, counts in per_agent.items()}
+        for message in state.handle_allocate(float(stage)):
+            assert isinstance(message, SendOffers)
+            counts = per_agent[message.framework_id]
+            for offer in message.offers:
+                shape = shapes[message.framework_id]
+                assert offer.resources == shape * offer.fair_tasks
+                counts[offer.agent_id] = counts.get(offer.agent_id, 0) + offer.fair_tasks
+                if stage == 0:
+                    launches = []
+                    for _ in range(offer.fair_tasks):
+                        launched += 1
+                        launches.append(TaskLaunch(f"t{launched}", "task", shape))
+                    state.handle_accept(message.framework_id, [offer.offer_id], launches, 0.0)
+    return StagedOutcome(state, before, per_agent)
+
+
+@st.composite
+def two_kind_instances(draw: st.DrawFn, weighted: bool = False) -> tuple[Instance, int]:
+    """DRFH Fig. 1 generalized: agents of a CPU-rich and a memory-rich kind, in random order,
+    and frameworks with CPU-heavy or memory-heavy tasks (some balanced), so that the agents that
+    join first are often the wrong kind for whoever is most deprived."""
+    rich, poor = draw(st.integers(6, 16)), draw(st.integers(1, 3))
+    kinds = [
+        ResourceVector({"cpus": rich, "mem": poor * 1024}),
+        ResourceVector({"cpus": poor, "mem": rich * 1024}),
+    ]
+    agents = tuple(
+        (f"a{index}", kinds[draw(st.integers(0, 1))]) for index in range(draw(st.integers(2, 5)))
+    )
+    frameworks = []
+    for index in range(draw(st.integers(2, 4))):
+        big, small = draw(st.integers(2, 10)), draw(st.integers(1, 2))
+        cpus, mem = draw(st.sampled_from([(big, small), (small, big), (big, big)]))
+        shape = ResourceVector.from_millis({"cpus": cpus * 100, "mem": mem * 102_400})
+        wanted = draw(st.sampled_from([UNLIMITED, UNLIMITED, 5, 20]))
+        weight = draw(st.integers(1, 3)) if weighted else 1
+        frameworks.append(Fw(f"f{index}", shape, wanted, weight))
+    return Instance(agents, tuple(frameworks)), draw(st.integers(1, len(agents)))

@@ -507,12 +507,18 @@ class TaskInfo(_message.Message):
     RESOURCES_FIELD_NUMBER: _builtins.int
     COMMAND_FIELD_NUMBER: _builtins.int
     LABELS_FIELD_NUMBER: _builtins.int
+    PREEMPTIBLE_FIELD_NUMBER: _builtins.int
     task_id: _builtins.str
     """Framework-chosen id, unique among the framework's non-terminal tasks."""
     name: _builtins.str
     """Human-readable name; defaults to task_id when empty."""
     agent_id: _builtins.str
     """Agent to run on; must be the agent of the offers used. The master fills it in when empty."""
+    preemptible: _builtins.bool
+    """The framework lets the master kill this task to move the cluster toward its fair
+    allocation (a master started with --rebalance; like a task on Mesos's revocable resources).
+    It is killed after a grace period and reported KILLED; false: never preempted.
+    """
     @_builtins.property
     def resources(self) -> Global___Resources:
         """Resources the task uses; non-empty and within the offered resources."""
@@ -534,10 +540,11 @@ class TaskInfo(_message.Message):
         resources: Global___Resources | None = ...,
         command: Global___CommandInfo | None = ...,
         labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        preemptible: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "resources", b"resources"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "command", b"command", "labels", b"labels", "name", b"name", "resources", b"resources", "task_id", b"task_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "command", b"command", "labels", b"labels", "name", b"name", "preemptible", b"preemptible", "resources", b"resources", "task_id", b"task_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 import grpc
 import pytest
 from fairshare.resources import ResourceVector
+from fairshare.task_states import TaskState
 from fairshare.v1 import (
     agent_pb2_grpc,
     common_pb2,
@@ -16,8 +17,6 @@ from fairshare.v1 import (
     scheduler_pb2_grpc,
 )
 from google.protobuf import descriptor_pool
-
-from master.core.records import TaskState
 
 EXPECTED_METHODS = {
     "fairshare.v1.SchedulerService": {
