@@ -21,6 +21,9 @@ Invariants:
   sent; a call the master refuses raises the ``CallError`` subclass of its gRPC code; nothing is
   ever dropped silently. A launch on offers the master no longer has (NOT_FOUND) is reported as
   the SDK does in Mesos: one DROPPED (LOST if not partition-aware) update per task.
+- Acknowledgements (implicit and explicit) made within ``_ACK_COALESCE`` (2 ms) of the first
+  one waiting share one bulk ``Acknowledge`` call; each caller gets its own outcome (a batch the
+  master refuses as a whole is retried one acknowledgement per call, so only the bad one fails).
 
 Failover (a new process takes over): save the ``framework_id`` of the first ``Subscribed``
 and start the new client with ``FrameworkInfo(name, role, framework_id=saved,
@@ -83,6 +86,8 @@ _CHANNEL_OPTIONS: Final = [
     ("grpc.primary_user_agent", "fairshare-sdk/0.1"),
 ]
 _CLOSE_GRACE: Final = 2.0  # seconds close() lets in-flight acknowledgements finish
+_ACK_COALESCE: Final = 0.002  # seconds acknowledgements wait to share one Acknowledge call
+_ACK_BATCH: Final = 1000  # acknowledgements per Acknowledge call at most
 
 OfferLike = Offer | str
 """An offer, or just its id."""
@@ -130,6 +135,8 @@ class SchedulerClient:
         self._last_error = "not connected yet"
         self._ledger = DeliveryLedger(self._options.delivery_memory)
         self._duplicates = 0
+        self._acks: list[tuple[scheduler_pb2.AcknowledgeRequest.Acknowledgement, Waiter]] = []
+        self._ack_timer: asyncio.TimerHandle | None = None
 
     # -- state ------------------------------------------------------------------------------
 
@@ -229,6 +236,8 @@ class SchedulerClient:
         Events not yet handed out are discarded; ``next_event`` returns None from now on.
         """
         self._closed = True
+        await asyncio.sleep(0)  # acknowledgements just spawned (the last event's) get queued
+        self._flush_acks()  # waiting acknowledgements go out now, within the grace below
         if self._task is not None and not self._task.done():
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -552,17 +561,53 @@ class SchedulerClient:
         await self._invoke("Kill", lambda stub, t: stub.Kill(request, timeout=t))
 
     async def acknowledge(self, update: StatusUpdate) -> None:
-        """Acknowledge ``update`` (a no-op for updates without a uuid)."""
+        """Acknowledge ``update`` (a no-op for updates without a uuid); the acknowledgements of
+        a couple of milliseconds go to the master in one call."""
         if not update.uuid or update.source is UpdateSource.SDK:
             return
         self._ledger.acknowledged(update.task_id, update.uuid)  # copies get acknowledged too
-        request = scheduler_pb2.AcknowledgeRequest(
-            framework_id=self._framework_id,
-            agent_id=update.agent_id,
-            task_id=update.task_id,
-            uuid=update.uuid,
+        if self._stub is None:
+            await self._invoke("Acknowledge", _never)  # raises NotConnectedError
+        waiter: Waiter = asyncio.get_running_loop().create_future()
+        ack = scheduler_pb2.AcknowledgeRequest.Acknowledgement(
+            agent_id=update.agent_id, task_id=update.task_id, uuid=update.uuid
         )
-        await self._invoke("Acknowledge", lambda stub, t: stub.Acknowledge(request, timeout=t))
+        self._acks.append((ack, waiter))
+        if len(self._acks) >= _ACK_BATCH or self._closed:
+            self._flush_acks()
+        elif self._ack_timer is None:
+            self._ack_timer = asyncio.get_running_loop().call_later(_ACK_COALESCE, self._flush_acks)
+        await waiter
+
+    def _flush_acks(self) -> None:
+        """Send the waiting acknowledgements in one call (in the background)."""
+        if self._ack_timer is not None:
+            self._ack_timer.cancel()
+            self._ack_timer = None
+        batch, self._acks = self._acks, []
+        if batch:
+            self._spawn(self._send_acks(batch))
+
+    async def _send_acks(
+        self, batch: list[tuple[scheduler_pb2.AcknowledgeRequest.Acknowledgement, Waiter]]
+    ) -> None:
+        request = scheduler_pb2.AcknowledgeRequest(
+            framework_id=self._framework_id, acknowledgements=[ack for ack, _ in batch]
+        )
+        try:
+            await self._invoke("Acknowledge", lambda stub, t: stub.Acknowledge(request, timeout=t))
+        except CallError as error:
+            if len(batch) > 1 and error.code in _ONE_BY_ONE_CODES:
+                for item in batch:  # refused as a whole: find out whose acknowledgement it was
+                    await self._send_acks([item])
+                return
+            _settle_all(batch, error)
+        except (NotConnectedError, asyncio.CancelledError) as error:
+            _settle_all(batch, NotConnectedError(f"Acknowledge: {error}"))
+            if isinstance(error, asyncio.CancelledError):
+                raise
+        else:
+            _settle_all(batch, None)
 
     async def reconcile(self, tasks: Iterable[TaskRef | StatusUpdate | str]) -> None:
         """Ask for the latest status of ``tasks`` (empty: of every task the master knows)."""
@@ -596,6 +641,25 @@ class SchedulerClient:
             await self._invoke("Teardown", lambda stub, t: stub.Teardown(request, timeout=t))
         finally:
             await self.close()
+
+
+Waiter = asyncio.Future[None]
+"""Settled with the outcome of the Acknowledge call that carried an acknowledgement."""
+_ONE_BY_ONE_CODES: Final = frozenset({grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND})
+
+
+def _settle_all(batch: Sequence[tuple[object, Waiter]], error: BaseException | None) -> None:
+    for _, waiter in batch:
+        if waiter.done():
+            continue
+        if error is None:
+            waiter.set_result(None)
+        else:
+            waiter.set_exception(error)
+
+
+async def _never(stub: scheduler_pb2_grpc.SchedulerServiceAsyncStub, timeout: float) -> None:
+    """A call that is never made (``_invoke`` raises first when not subscribed)."""
 
 
 def _set_filters(filters: common_pb2.Filters, refuse_seconds: float | None) -> None:

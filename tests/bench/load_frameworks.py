@@ -19,12 +19,14 @@ own channel and reads its event stream. What it does with offers depends on ``--
   ``fair_tasks``); accepts every offer, launching ``fair_tasks`` tasks (as many as fit, at
   most ``--tasks-per-offer``, for coarse offers) that run ``--task-seconds`` and finish
   (``refuse_seconds=0`` for the unused rest), and acknowledges every status update that carries
-  a uuid. ``--live-tasks`` bounds the tasks in flight, so the load is a closed loop: the master
-  runs at its capacity instead of drowning in work it cannot finish.
+  a uuid as the SDK does: the acknowledgements of 2 ms share one bulk Acknowledge call.
+  ``--live-tasks`` bounds the tasks in flight, so the load is a closed loop: the master runs at
+  its capacity instead of drowning in work it cannot finish.
 
 Counters (cumulative, read with ``stats``): ``offers``, ``offer_events``, ``declined``,
 ``accepted``, ``tasks_launched``, ``running_acked`` (Acknowledge of a RUNNING update returned
-OK), ``acks``, ``call_errors``, ``rescinds``, ``errors`` (ErrorEvents), ``stream_ended``.
+OK), ``acks``, ``ack_calls``, ``call_errors``, ``rescinds``, ``errors`` (ErrorEvents),
+``stream_ended``.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from load_common import channel, emit, resources_pb, run_process, serve_control
 
 S = scheduler_pb2
 RUNNING = common_pb2.TASK_STATE_RUNNING
+ACK_COALESCE = 0.002  # as the SDK (framework_sdk.client)
 REFUSE_NONE = common_pb2.Filters(refuse_seconds=0.0)
 CALL_TIMEOUT = 30.0
 
@@ -57,6 +60,8 @@ class SimFramework:
     stub: scheduler_pb2_grpc.SchedulerServiceAsyncStub
     framework_id: str = ""
     next_task: int = 0
+    acks: list[common_pb2.TaskStatus] = field(default_factory=list)
+    ack_timer: asyncio.TimerHandle | None = None
 
 
 @dataclass(slots=True)
@@ -219,23 +224,36 @@ class Frameworks:
     def on_update(self, framework: SimFramework, status: common_pb2.TaskStatus) -> None:
         self.counters[f"update:{common_pb2.TaskState.Name(status.state)}"] += 1
         if status.uuid:
-            self.spawn(self.acknowledge(framework, status))
+            framework.acks.append(status)
+            if framework.ack_timer is None:
+                framework.ack_timer = self.loop.call_later(ACK_COALESCE, self.flush, framework)
 
-    async def acknowledge(self, framework: SimFramework, status: common_pb2.TaskStatus) -> None:
+    def flush(self, framework: SimFramework) -> None:
+        framework.ack_timer = None
+        batch, framework.acks = framework.acks, []
+        if batch:
+            self.spawn(self.acknowledge(framework, batch))
+
+    async def acknowledge(
+        self, framework: SimFramework, batch: list[common_pb2.TaskStatus]
+    ) -> None:
         request = S.AcknowledgeRequest(
             framework_id=framework.framework_id,
-            agent_id=status.agent_id,
-            task_id=status.task_id,
-            uuid=status.uuid,
+            acknowledgements=[
+                S.AcknowledgeRequest.Acknowledgement(
+                    agent_id=status.agent_id, task_id=status.task_id, uuid=status.uuid
+                )
+                for status in batch
+            ],
         )
         try:
             await framework.stub.Acknowledge(request, timeout=CALL_TIMEOUT)
         except grpc.aio.AioRpcError:
             self.counters["call_errors"] += 1
             return
-        self.counters["acks"] += 1
-        if status.state == RUNNING:
-            self.counters["running_acked"] += 1
+        self.counters["ack_calls"] += 1
+        self.counters["acks"] += len(batch)
+        self.counters["running_acked"] += sum(1 for status in batch if status.state == RUNNING)
 
     # -- control ----------------------------------------------------------------------------------
 

@@ -182,6 +182,13 @@ def reregister(c: Cluster, agent_id: str) -> Any:
     return connect(c, agent_pb2.ConnectRequest(reregister=message))
 
 
+def acknowledge(c: Cluster, *acks: tuple[str, str, bytes]) -> Any:
+    items = [
+        S.AcknowledgeRequest.Acknowledgement(agent_id=a, task_id=t, uuid=u) for a, t, u in acks
+    ]
+    return c.f1.call_unary("Acknowledge", acknowledgements=items)
+
+
 def set_weight(c: Cluster, **kw: Any) -> Any:
     request = operator_pb2.SetWeightRequest(**kw)
     return operator(c.channel).SetWeight(request, timeout=5)
@@ -309,21 +316,23 @@ CASES: list[tuple[str, Callable[[Cluster], Any], grpc.StatusCode]] = [
     # -- Acknowledge, Kill, Revive, Reconcile, UpdateDemand
     (
         "acknowledge unknown update",
-        lambda c: c.f1.call_unary(
-            "Acknowledge", agent_id=c.agent.agent_id, task_id="live", uuid=b"\x01" * 16
-        ),
+        lambda c: acknowledge(c, (c.agent.agent_id, "live", b"\x01" * 16)),
         Code.NOT_FOUND,
     ),
     (
         "acknowledge without uuid",
-        lambda c: c.f1.call_unary("Acknowledge", agent_id=c.agent.agent_id, task_id="live"),
+        lambda c: acknowledge(c, (c.agent.agent_id, "live", b"")),
         Code.INVALID_ARGUMENT,
     ),
     (
         "acknowledge naming the wrong agent",
-        lambda c: c.f1.call_unary(
-            "Acknowledge", agent_id=c.small.agent_id, task_id="live", uuid=b"\x01" * 16
-        ),
+        lambda c: acknowledge(c, (c.small.agent_id, "live", b"\x01" * 16)),
+        Code.INVALID_ARGUMENT,
+    ),
+    ("acknowledge nothing", lambda c: acknowledge(c), Code.INVALID_ARGUMENT),
+    (
+        "acknowledge a batch with one bad item",
+        lambda c: acknowledge(c, ("", "ghost", b"\x02" * 16), (c.agent.agent_id, "", b"\x03")),
         Code.INVALID_ARGUMENT,
     ),
     ("kill unknown task", lambda c: c.f1.call_unary("Kill", task_id="ghost"), Code.NOT_FOUND),

@@ -203,9 +203,10 @@ class FrameworkConn:
 
     def ack(self, status: common_pb2.TaskStatus) -> Any:
         """Acknowledge an update."""
-        request = S.AcknowledgeRequest(
-            framework_id=self.id, agent_id=status.agent_id, task_id=status.task_id, uuid=status.uuid
+        ack = S.AcknowledgeRequest.Acknowledgement(
+            agent_id=status.agent_id, task_id=status.task_id, uuid=status.uuid
         )
+        request = S.AcknowledgeRequest(framework_id=self.id, acknowledgements=[ack])
         return self.stub.Acknowledge(request, timeout=DEFAULT_TIMEOUT)
 
     def call_unary(self, method: str, **fields: Any) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 import grpc
@@ -200,16 +201,17 @@ def test_implicit_acknowledgement_after_the_event_is_handled() -> None:
             master_update = await fw.next_event()  # asking for the next one completes it
             assert isinstance(master_update, StatusUpdate) and not master_update.uuid
             await master.wait_for(lambda: master.requests("Acknowledge"), what="the ack")
-            (ack,) = master.requests("Acknowledge")
-            assert isinstance(ack, scheduler_pb2.AcknowledgeRequest)
-            assert (ack.framework_id, ack.agent_id, ack.task_id, ack.uuid) == (
+            (call,) = master.requests("Acknowledge")
+            assert isinstance(call, scheduler_pb2.AcknowledgeRequest)
+            (ack,) = call.acknowledgements
+            assert (call.framework_id, ack.agent_id, ack.task_id, ack.uuid) == (
                 fw.framework_id,
                 "ag-1",
                 "t1",
                 uuid,
             )
         # leaving the block cleanly completes the last event; it had no uuid: no ack
-        assert len(master.requests("Acknowledge")) == 1
+        assert len(master.acknowledgements) == 1
 
     run_async(scenario())
 
@@ -221,14 +223,14 @@ def test_the_last_update_is_acknowledged_on_a_clean_exit_only() -> None:
                 await fw.next_event()
                 master.send_update("t1", TaskState.RUNNING, agent_id="ag-1")
                 await update_of(fw)
-            await master.wait_for(lambda: len(master.requests("Acknowledge")) == 1)
+            await master.wait_for(lambda: len(master.acknowledgements) == 1)
             with pytest.raises(RuntimeError):
                 async with Framework.connect(master.address, INFO, options=FAST) as fw:
                     await fw.next_event()
                     master.send_update("t2", TaskState.RUNNING, agent_id="ag-1")
                     await update_of(fw)
                     raise RuntimeError("the handler failed")
-            assert len(master.requests("Acknowledge")) == 1  # t2 stays unacknowledged
+            assert len(master.acknowledgements) == 1  # t2 stays unacknowledged
 
     run_async(scenario())
 
@@ -251,8 +253,8 @@ def test_explicit_acknowledgements_are_sent_only_when_asked() -> None:
             await update_of(fw)
             assert master.requests("Acknowledge") == []
             await fw.acknowledge(second)
-            (ack,) = master.requests("Acknowledge")
-            assert isinstance(ack, scheduler_pb2.AcknowledgeRequest) and ack.task_id == "t2"
+            (ack,) = master.acknowledgements
+            assert ack.task_id == "t2"
             unacked = master.state.frameworks[fw.framework_id].unacked
             assert {s.task_id for s in unacked.values()} == {"t1", "t3"}
 
@@ -346,5 +348,56 @@ def test_teardown_ends_the_events_and_the_framework() -> None:
             assert master.state.frameworks[fid].removed
             await until(lambda: not master.connected(fid))
             assert len(master.requests("Subscribe")) == 1  # no reconnection after teardown
+
+    run_async(scenario())
+
+
+def test_acknowledgements_of_a_few_milliseconds_share_one_call() -> None:
+    async def scenario() -> None:
+        async with (
+            FakeMaster() as master,
+            Framework.connect(
+                master.address, INFO, implicit_acknowledgements=False, options=FAST
+            ) as fw,
+        ):
+            await fw.next_event()
+            for task_id in ("t1", "t2", "t3"):
+                master.send_update(task_id, TaskState.RUNNING, agent_id="ag-1")
+            updates = [await update_of(fw) for _ in range(3)]
+            await asyncio.gather(*(fw.acknowledge(update) for update in updates))
+            (call,) = master.requests("Acknowledge")
+            assert isinstance(call, scheduler_pb2.AcknowledgeRequest)
+            assert call.framework_id == fw.framework_id
+            assert [(a.task_id, a.uuid) for a in call.acknowledgements] == [
+                (u.task_id, u.uuid) for u in updates
+            ]
+            assert not master.state.frameworks[fw.framework_id].unacked
+
+    run_async(scenario())
+
+
+def test_a_refused_batch_is_retried_one_acknowledgement_per_call() -> None:
+    async def scenario() -> None:
+        async with (
+            FakeMaster() as master,
+            Framework.connect(
+                master.address, INFO, implicit_acknowledgements=False, options=FAST
+            ) as fw,
+        ):
+            await fw.next_event()
+            for task_id in ("t1", "t2"):
+                master.send_update(task_id, TaskState.RUNNING, agent_id="ag-1")
+            updates = [await update_of(fw) for _ in range(2)]
+            master.fail_next("Acknowledge", grpc.StatusCode.NOT_FOUND)  # the batch, as a whole
+            master.fail_next("Acknowledge", grpc.StatusCode.NOT_FOUND)  # then t1's own call
+            outcomes = await asyncio.gather(
+                *(fw.acknowledge(update) for update in updates), return_exceptions=True
+            )
+            assert isinstance(outcomes[0], NotFoundError) and outcomes[1] is None
+            calls = master.requests("Acknowledge")
+            sizes = [len(c.acknowledgements) for c in calls]  # type: ignore[attr-defined]
+            assert sizes == [2, 1, 1]
+            unacked = master.state.frameworks[fw.framework_id].unacked
+            assert [s.task_id for s in unacked.values()] == ["t1"]
 
     run_async(scenario())
