@@ -22,8 +22,10 @@ Invariants:
   ever dropped silently. A launch on offers the master no longer has (NOT_FOUND) is reported as
   the SDK does in Mesos: one DROPPED (LOST if not partition-aware) update per task.
 - Acknowledgements (implicit and explicit) made within ``_ACK_COALESCE`` (2 ms) of the first
-  one waiting share one bulk ``Acknowledge`` call; each caller gets its own outcome (a batch the
-  master refuses as a whole is retried one acknowledgement per call, so only the bad one fails).
+  one waiting share one bulk ``Acknowledge`` call, and while one such call is in flight the next
+  ones wait for it to return (then go in one call): the busier the master, the larger the
+  batches. Each caller gets its own outcome (a batch the master refuses as a whole is retried
+  one acknowledgement per call, so only the bad one fails).
 
 Failover (a new process takes over): save the ``framework_id`` of the first ``Subscribed``
 and start the new client with ``FrameworkInfo(name, role, framework_id=saved,
@@ -137,6 +139,7 @@ class SchedulerClient:
         self._duplicates = 0
         self._acks: list[tuple[scheduler_pb2.AcknowledgeRequest.Acknowledgement, Waiter]] = []
         self._ack_timer: asyncio.TimerHandle | None = None
+        self._acks_in_flight = False
 
     # -- state ------------------------------------------------------------------------------
 
@@ -237,7 +240,7 @@ class SchedulerClient:
         """
         self._closed = True
         await asyncio.sleep(0)  # acknowledgements just spawned (the last event's) get queued
-        self._flush_acks()  # waiting acknowledgements go out now, within the grace below
+        self._flush_acks(force=True)  # waiting acknowledgements go out now, within the grace
         if self._task is not None and not self._task.done():
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -574,19 +577,33 @@ class SchedulerClient:
         )
         self._acks.append((ack, waiter))
         if len(self._acks) >= _ACK_BATCH or self._closed:
-            self._flush_acks()
+            self._flush_acks(force=True)
         elif self._ack_timer is None:
             self._ack_timer = asyncio.get_running_loop().call_later(_ACK_COALESCE, self._flush_acks)
         await waiter
 
-    def _flush_acks(self) -> None:
-        """Send the waiting acknowledgements in one call (in the background)."""
+    def _flush_acks(self, force: bool = False) -> None:
+        """Send the waiting acknowledgements in one call (in the background), unless one is in
+        flight: its return sends them (``force``: now anyway)."""
         if self._ack_timer is not None:
             self._ack_timer.cancel()
             self._ack_timer = None
+        if self._acks_in_flight and not force:
+            return
         batch, self._acks = self._acks, []
         if batch:
-            self._spawn(self._send_acks(batch))
+            self._acks_in_flight = True
+            self._spawn(self._send_batch(batch))
+
+    async def _send_batch(
+        self, batch: list[tuple[scheduler_pb2.AcknowledgeRequest.Acknowledgement, Waiter]]
+    ) -> None:
+        try:
+            await self._send_acks(batch)
+        finally:
+            self._acks_in_flight = False
+            if self._acks and not self._closed:
+                self._flush_acks()
 
     async def _send_acks(
         self, batch: list[tuple[scheduler_pb2.AcknowledgeRequest.Acknowledgement, Waiter]]

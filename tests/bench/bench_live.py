@@ -458,6 +458,7 @@ def phase_lifecycle(bench: Bench) -> None:
         }
         measured = windows(bench, groups, "lifecycle")
         report_lifecycle_latency(bench)
+        report_batching(bench, fws)
     rate = statistics.median(w.rates["RUNNING acked at agents"] for w in measured)
     cpu = statistics.median(w.master_cpu for w in measured)
     bench.results.row(
@@ -465,6 +466,22 @@ def phase_lifecycle(bench: Bench) -> None:
         f"{rate:,.0f} /s (master CPU {cpu:.0%})",
         f">= {GOAL_LAUNCHES:,.0f} /s",
         verdict(rate, GOAL_LAUNCHES, True),
+    )
+
+
+def report_batching(bench: Bench, frameworks: list[Worker]) -> None:
+    """How many items the batched messages carried, on average over the phase."""
+
+    def total(workers: list[Worker], counter: str) -> int:
+        return sum(w.request("stats")["counters"].get(counter, 0) for w in workers)
+
+    acks, calls = total(frameworks, "acks"), total(frameworks, "ack_calls")
+    updates, messages = total(bench.agents, "updates_sent"), total(bench.agents, "update_messages")
+    accepted, launched = total(frameworks, "accepted"), total(frameworks, "tasks_launched")
+    bench.results.note(
+        f"batching: {acks / max(calls, 1):.2f} acknowledgements per Acknowledge call,"
+        f" {updates / max(messages, 1):.2f} status updates per agent message,"
+        f" {launched / max(accepted, 1):.2f} tasks per Accept"
     )
 
 

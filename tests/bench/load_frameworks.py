@@ -19,7 +19,8 @@ own channel and reads its event stream. What it does with offers depends on ``--
   ``fair_tasks``); accepts every offer, launching ``fair_tasks`` tasks (as many as fit, at
   most ``--tasks-per-offer``, for coarse offers) that run ``--task-seconds`` and finish
   (``refuse_seconds=0`` for the unused rest), and acknowledges every status update that carries
-  a uuid as the SDK does: the acknowledgements of 2 ms share one bulk Acknowledge call.
+  a uuid as the SDK does: the acknowledgements of 2 ms share one bulk Acknowledge call, and
+  while one is in flight the next ones wait for it.
   ``--live-tasks`` bounds the tasks in flight, so the load is a closed loop: the master runs at
   its capacity instead of drowning in work it cannot finish.
 
@@ -62,6 +63,7 @@ class SimFramework:
     next_task: int = 0
     acks: list[common_pb2.TaskStatus] = field(default_factory=list)
     ack_timer: asyncio.TimerHandle | None = None
+    acking: bool = False
 
 
 @dataclass(slots=True)
@@ -230,8 +232,11 @@ class Frameworks:
 
     def flush(self, framework: SimFramework) -> None:
         framework.ack_timer = None
+        if framework.acking:
+            return  # sent when the call in flight returns
         batch, framework.acks = framework.acks, []
         if batch:
+            framework.acking = True
             self.spawn(self.acknowledge(framework, batch))
 
     async def acknowledge(
@@ -251,6 +256,10 @@ class Frameworks:
         except grpc.aio.AioRpcError:
             self.counters["call_errors"] += 1
             return
+        finally:
+            framework.acking = False
+            if framework.acks:
+                self.flush(framework)
         self.counters["ack_calls"] += 1
         self.counters["acks"] += len(batch)
         self.counters["running_acked"] += sum(1 for status in batch if status.state == RUNNING)
