@@ -16,11 +16,12 @@ while the master runs, no agent is ever told an interval longer than a third of 
 An agent whose stream ended is due ``agent_timeout`` after that (or earlier, when its open-stream
 deadline comes first): a peer that went away is not given the longer large-cluster timeout.
 
-Data structure: two insertion-ordered dicts, agent id -> deadline. ``heard`` moves the agent to
-the end of ``_open`` with deadline ``now + timeout``; since ``now`` never goes back and
-``timeout`` never shrinks, each dict is sorted by deadline, and ``late`` reads the late agents
-off the front, O(1) per agent heard and O(late + 1) per check: there is no scan over all
-agents. Pure: no clock (``now`` is passed in), no I/O.
+Data structure: insertion-ordered dicts. ``_open`` maps agent id -> when it was last heard;
+``heard`` moves the agent to its end, so it is sorted by that time, and an agent is late once
+``last heard + timeout`` (the timeout of now: an interval that grew since counts for everyone
+at once) has passed. ``_closed`` maps agent id -> when its stream ended plus ``agent_timeout``,
+sorted the same way. ``late`` reads the late agents off the fronts: O(1) per agent heard and
+O(late + 1) per check, no scan over all agents. Pure: no clock (``now`` is passed in), no I/O.
 
 Invariants: an agent is in ``_open`` while it has a live registration (whatever its stream), in
 ``_closed`` too while its stream is closed; agents recovering after a master restart are in
@@ -90,7 +91,7 @@ class Liveness:
         self._due.pop(agent_id, None)
         self._closed.pop(agent_id, None)
         self._open.pop(agent_id, None)
-        self._open[agent_id] = now + self.timeout
+        self._open[agent_id] = now
 
     def stream_closed(self, agent_id: str, now: float) -> None:
         """The agent's stream ended: it is due ``agent_timeout`` from now at the latest."""
@@ -116,18 +117,23 @@ class Liveness:
             if len(found) >= most:
                 return list(found)
             found[agent_id] = None
-        for deadlines in (self._open, self._closed):
-            for agent_id, deadline in deadlines.items():
-                if deadline > now or len(found) >= most:
-                    break
-                found[agent_id] = None
+        heard_by = now - self.timeout
+        for agent_id, heard in self._open.items():
+            if heard > heard_by or len(found) >= most:
+                break
+            found[agent_id] = None
+        for agent_id, deadline in self._closed.items():
+            if deadline > now or len(found) >= most:
+                break
+            found[agent_id] = None
         return list(found)
 
     def next_deadline(self) -> float | None:
         """The earliest deadline (None when no agent is tracked); -inf when one is due now."""
         if self._due:
             return -math.inf
-        firsts = [next(iter(d.values())) for d in (self._open, self._closed) if d]
+        firsts = [next(iter(self._open.values())) + self.timeout] if self._open else []
+        firsts += [next(iter(self._closed.values()))] if self._closed else []
         return min(firsts) if firsts else None
 
 

@@ -33,6 +33,15 @@ def test_the_interval_scales_with_the_cluster_and_never_shrinks() -> None:
     assert reconnect_jitter(10_000) == 2.0
 
 
+def test_a_grown_interval_extends_the_deadline_of_every_agent_at_once() -> None:
+    liveness = Liveness(agent_timeout=15.0)
+    liveness.heard("early", 0.0)  # told 5 s, due at 15 s
+    assert liveness.late(15.5) == ["early"]
+    liveness.resize(10_000)  # told 20 s now: it may stay silent 60 s since it was last heard
+    assert liveness.late(15.5) == [] and liveness.late(60.5) == ["early"]
+    assert liveness.next_deadline() == 60.0
+
+
 def test_late_agents_come_off_the_front_in_deadline_order() -> None:
     liveness = Liveness(agent_timeout=3.0)
     for index, agent_id in enumerate(["a", "b", "c", "d"]):
