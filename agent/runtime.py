@@ -13,7 +13,9 @@ FAILED_PRECONDITION -> stop every task silently, forget them and register afresh
 (UNAVAILABLE, a stream the master ended, a timeout) -> reconnect after a jittered exponential
 backoff, reset once a session was established; the first attempt after losing an established
 session also waits a random time in [0, reconnect_jitter] (the master sizes it to the cluster),
-so a fleet that lost its master does not come back all at once. INVALID_ARGUMENT in answer to
+so a fleet that lost its master does not come back all at once, and once the agent has been
+connected its attempts are at most ``RECONNECT_CAP_ONCE_CONNECTED`` (2 s, jittered) apart, so
+a restarted master has all its agents back within seconds. INVALID_ARGUMENT in answer to
 the first message raises ``AgentFatalError`` (retrying cannot help).
 
 Checkpoint (issue 5): with a ``CheckpointStore`` the state is restored from it at construction
@@ -69,6 +71,9 @@ T = TypeVar("T")
 _LOG = logging.getLogger("fairshare.agent")
 _TS = common_pb2.TaskStatus
 _MAX_UPDATES_PER_MESSAGE = 1000
+RECONNECT_CAP_ONCE_CONNECTED = 2.0
+"""Seconds between reconnection attempts at most, once a session was established (or the
+master's reconnect jitter, if longer): a restarted master finds its agents back quickly."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +131,7 @@ class AgentRuntime:
         self._rng = rng
         self.reconnect_jitter = 0.0  # as the master last said
         self._healthy = False  # the current session was established (registered)
+        self._known_master = False  # a session was established once (a master will be back)
         self._last_sent = 0.0  # loop time of the last message to the master
         self.reconnects_total = 0
         self.registrations_total = 0
@@ -173,10 +179,8 @@ class AgentRuntime:
                 if outcome is Outcome.REMOVED:
                     self._forget()
                 attempt = 1 if self._healthy else attempt + 1
-                immediate = outcome is not Outcome.RECONNECT and attempt == 1
-                delay = 0.0 if immediate else self._reconnect.delay(attempt)
-                if attempt == 1 and not immediate:  # the fleet spreads out (agent.proto)
-                    delay += self._rng.random() * self.reconnect_jitter
+                self._known_master = self._known_master or self._healthy
+                delay = self._reconnect_delay(outcome, attempt)
                 self.reconnects_total += 1
                 log_event(_LOG, "reconnecting", why=outcome.why, delay=f"{delay:.3f}")
                 await self._sleep_unless_stopped(delay)
@@ -187,6 +191,18 @@ class AgentRuntime:
             self._persist()
         if self._fatal is not None:
             raise AgentFatalError(self._fatal)
+
+    def _reconnect_delay(self, outcome: Outcome, attempt: int) -> float:
+        """How long to wait before reconnection ``attempt`` (agent.proto's error contract)."""
+        if outcome is not Outcome.RECONNECT and attempt == 1:
+            return 0.0  # NOT_FOUND, FAILED_PRECONDITION: at once
+        delay = self._reconnect.delay(attempt)
+        if self._known_master:  # a restarting master is back in seconds: keep trying often
+            cap = max(RECONNECT_CAP_ONCE_CONNECTED, self.reconnect_jitter)
+            delay = min(delay, cap * (0.5 + 0.5 * self._rng.random()))
+        if attempt == 1:  # the fleet spreads out (agent.proto)
+            delay += self._rng.random() * self.reconnect_jitter
+        return delay
 
     # -- checkpoint -----------------------------------------------------------------------------
 

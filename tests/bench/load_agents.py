@@ -18,9 +18,10 @@ Each simulated agent does what the real agent daemon does on the wire, without r
   kill a live task ends KILLED (``--kill-reports-killing`` adds KILLING first);
 - a stream the master ends counts as lost; without ``--reconnect`` the agent then falls silent;
   with it the agent reconnects as the real one does (NOT_FOUND at once, otherwise after a
-  backoff of 0.25 s doubling to 10 s with jitter, the first attempt after an established
-  session also waiting a random share of the master's ``reconnect_jitter``), reregistering with
-  its tasks and re-sending every pending update at once.
+  backoff of 0.25 s doubling to 10 s with jitter, at most 2 s once it was connected, the first
+  attempt after an established session also waiting a random share of the master's
+  ``reconnect_jitter``), reregistering with its tasks and re-sending every pending update at
+  once.
 
 Counters (cumulative, read with the ``stats`` command, each reply stamped with ``now``):
 ``connected`` (sessions established), ``registered``, ``reregistered``, ``lost`` (streams the
@@ -64,6 +65,7 @@ RETRY_INITIAL = 1.0
 RETRY_MAX = 60.0
 RECONNECT_INITIAL = 0.25
 RECONNECT_MAX = 10.0
+RECONNECT_CAP_ONCE_CONNECTED = 2.0
 CALL_TIMEOUT = 30.0
 LATENCY_SAMPLES = 20_000
 
@@ -159,6 +161,7 @@ class Fleet:
         """Sessions of one agent until it falls silent (no ``--reconnect``) or the end."""
         attempt = 0
         first = True
+        known = False
         while True:
             async with self.gate:
                 outcome, established = await self.open(agent)
@@ -171,7 +174,11 @@ class Fleet:
             if not self.args.reconnect:
                 return
             attempt += 1
+            known = known or established
             delay = 0.0 if outcome == "NOT_FOUND" and attempt == 1 else self.backoff(attempt)
+            if known:  # as the real agent: at most 2 s apart once it was connected
+                cap = max(RECONNECT_CAP_ONCE_CONNECTED, agent.jitter)
+                delay = min(delay, cap * (0.5 + 0.5 * self.rng.random()))
             if attempt == 1 and established:
                 delay += self.rng.random() * agent.jitter
             if outcome == "FAILED_PRECONDITION":
