@@ -458,8 +458,12 @@ class FakeClusterState:
 
     def acknowledge(self, request: scheduler_pb2.AcknowledgeRequest) -> None:
         """Forget acknowledged updates (stale or duplicate ones are fine); the call is checked
-        as a whole before any is applied."""
-        framework = self._caller(request.framework_id)
+        as a whole before any is applied. A framework away may still acknowledge."""
+        framework = self.frameworks.get(request.framework_id)
+        if framework is None or framework.removed:
+            raise Refusal(
+                grpc.StatusCode.NOT_FOUND, f"framework {request.framework_id!r} is not known"
+            )
         if not request.acknowledgements:
             raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, "no acknowledgements")
         for ack in request.acknowledgements:

@@ -21,11 +21,13 @@ Invariants:
   sent; a call the master refuses raises the ``CallError`` subclass of its gRPC code; nothing is
   ever dropped silently. A launch on offers the master no longer has (NOT_FOUND) is reported as
   the SDK does in Mesos: one DROPPED (LOST if not partition-aware) update per task.
-- Acknowledgements (implicit and explicit) made within ``_ACK_COALESCE`` (2 ms) of the first
-  one waiting share one bulk ``Acknowledge`` call, and while one such call is in flight the next
-  ones wait for it to return (then go in one call): the busier the master, the larger the
-  batches. Each caller gets its own outcome (a batch the master refuses as a whole is retried
-  one acknowledgement per call, so only the bad one fails).
+- Acknowledgements (implicit and explicit) are coalesced: while fewer than ``_ACK_CALLS`` (4)
+  ``Acknowledge`` calls are in flight on the current connection one goes at once; beyond that
+  the next ones wait for a call to return (a round trip, a few milliseconds) and then share one
+  bulk call: a quiet client acknowledges at once, a busy one in batches that grow with the
+  master's load. Each caller
+  gets its own outcome (a batch the master refuses as a whole is retried one acknowledgement per
+  call, so only the bad one fails).
 
 Failover (a new process takes over): save the ``framework_id`` of the first ``Subscribed``
 and start the new client with ``FrameworkInfo(name, role, framework_id=saved,
@@ -88,8 +90,8 @@ _CHANNEL_OPTIONS: Final = [
     ("grpc.primary_user_agent", "fairshare-sdk/0.1"),
 ]
 _CLOSE_GRACE: Final = 2.0  # seconds close() lets in-flight acknowledgements finish
-_ACK_COALESCE: Final = 0.002  # seconds acknowledgements wait to share one Acknowledge call
 _ACK_BATCH: Final = 1000  # acknowledgements per Acknowledge call at most
+_ACK_CALLS: Final = 4  # Acknowledge calls in flight at most; later ones wait and are batched
 
 OfferLike = Offer | str
 """An offer, or just its id."""
@@ -138,8 +140,8 @@ class SchedulerClient:
         self._ledger = DeliveryLedger(self._options.delivery_memory)
         self._duplicates = 0
         self._acks: list[tuple[scheduler_pb2.AcknowledgeRequest.Acknowledgement, Waiter]] = []
-        self._ack_timer: asyncio.TimerHandle | None = None
-        self._acks_in_flight = False
+        self._ack_flush_due = False
+        self._ack_calls: list[object] = []  # the stub of each Acknowledge call in flight
 
     # -- state ------------------------------------------------------------------------------
 
@@ -564,8 +566,8 @@ class SchedulerClient:
         await self._invoke("Kill", lambda stub, t: stub.Kill(request, timeout=t))
 
     async def acknowledge(self, update: StatusUpdate) -> None:
-        """Acknowledge ``update`` (a no-op for updates without a uuid); the acknowledgements of
-        a couple of milliseconds go to the master in one call."""
+        """Acknowledge ``update`` (a no-op for updates without a uuid); acknowledgements made
+        meanwhile share the call (see the module docstring)."""
         if not update.uuid or update.source is UpdateSource.SDK:
             return
         self._ledger.acknowledged(update.task_id, update.uuid)  # copies get acknowledged too
@@ -575,34 +577,45 @@ class SchedulerClient:
         ack = scheduler_pb2.AcknowledgeRequest.Acknowledgement(
             agent_id=update.agent_id, task_id=update.task_id, uuid=update.uuid
         )
+        if not self._acks_busy() and not self._acks:  # this one goes at once, from this task
+            self._ack_calls.append(self._stub)
+            await self._send_batch([(ack, waiter)], self._stub)
+            await waiter
+            return
         self._acks.append((ack, waiter))
         if len(self._acks) >= _ACK_BATCH or self._closed:
             self._flush_acks(force=True)
-        elif self._ack_timer is None:
-            self._ack_timer = asyncio.get_running_loop().call_later(_ACK_COALESCE, self._flush_acks)
+        elif not self._ack_flush_due:
+            self._ack_flush_due = True
+            asyncio.get_running_loop().call_soon(self._flush_acks)
         await waiter
 
     def _flush_acks(self, force: bool = False) -> None:
         """Send the waiting acknowledgements in one call (in the background), unless one is in
-        flight: its return sends them (``force``: now anyway)."""
-        if self._ack_timer is not None:
-            self._ack_timer.cancel()
-            self._ack_timer = None
-        if self._acks_in_flight and not force:
+        flight on the current connection: its return sends them (``force``: now anyway)."""
+        self._ack_flush_due = False
+        if self._acks_busy() and not force:
             return
         batch, self._acks = self._acks, []
         if batch:
-            self._acks_in_flight = True
-            self._spawn(self._send_batch(batch))
+            self._ack_calls.append(self._stub)
+            self._spawn(self._send_batch(batch, self._stub))
+
+    def _acks_busy(self) -> bool:
+        """True while ``_ACK_CALLS`` Acknowledge calls are in flight on this connection."""
+        stub = self._stub
+        return sum(1 for s in self._ack_calls if s is stub) >= _ACK_CALLS
 
     async def _send_batch(
-        self, batch: list[tuple[scheduler_pb2.AcknowledgeRequest.Acknowledgement, Waiter]]
+        self,
+        batch: list[tuple[scheduler_pb2.AcknowledgeRequest.Acknowledgement, Waiter]],
+        stub: object,
     ) -> None:
         try:
             await self._send_acks(batch)
         finally:
-            self._acks_in_flight = False
-            if self._acks and not self._closed:
+            self._ack_calls.remove(stub)
+            if self._acks and not self._closed and not self._ack_flush_due:
                 self._flush_acks()
 
     async def _send_acks(

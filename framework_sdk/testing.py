@@ -217,7 +217,7 @@ class FakeMaster:
     @property
     def acknowledgements(self) -> list[scheduler_pb2.AcknowledgeRequest.Acknowledgement]:
         """Every acknowledgement received, in order: the items of every Acknowledge call (the
-        SDK sends those of a few milliseconds in one call; ``requests("Acknowledge")`` has the
+        SDK coalesces acknowledgements into bulk calls; ``requests("Acknowledge")`` has the
         calls)."""
         return [
             ack

@@ -12,7 +12,8 @@ Invariants:
 - an accepted launch is the core's own ``LaunchTasks`` (``Dispatcher.launch``), recorded in the
   task book and sent to the agent unchanged;
 - each framework acknowledgement of a pending update goes back to its agent as an
-  ``AckCommand``; frameworks get a HeartbeatEvent every ``heartbeat_interval``.
+  ``AckCommand``, also from a framework away within its failover timeout (every other call
+  needs an open stream); frameworks get a HeartbeatEvent every ``heartbeat_interval``.
 """
 
 from __future__ import annotations
@@ -306,9 +307,11 @@ class FrameworkCalls:
 
     def acknowledge_many(self, framework_id: str, acks: Sequence[tuple[str, str, bytes]]) -> None:
         """Apply acknowledgements ``(agent_id, task_id, uuid)``, all checked before any is
-        applied; each of a pending update goes back to its agent."""
+        applied; each of a pending update goes back to its agent. A registered framework whose
+        stream just ended may still acknowledge (an acknowledgement that crossed the end of its
+        stream counts: the update is not sent again when it resubscribes)."""
         state = self.state
-        state.connected(framework_id)
+        state.framework(framework_id)
         if not acks:
             raise InvalidArgument("no acknowledgements")
         for agent_id, task_id, uuid_ in acks:

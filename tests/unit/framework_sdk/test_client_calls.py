@@ -34,6 +34,7 @@ from framework_sdk import (
     UnavailableError,
     UpdateSource,
 )
+from framework_sdk import client as client_module
 from framework_sdk.testing import FakeMaster, OfferSpec
 
 INFO = FrameworkInfo(name="calls")
@@ -352,7 +353,11 @@ def test_teardown_ends_the_events_and_the_framework() -> None:
     run_async(scenario())
 
 
-def test_acknowledgements_of_a_few_milliseconds_share_one_call() -> None:
+def test_acknowledgements_made_while_calls_are_in_flight_share_one_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(client_module, "_ACK_CALLS", 1)  # one call in flight at most
+
     async def scenario() -> None:
         async with (
             FakeMaster() as master,
@@ -365,18 +370,23 @@ def test_acknowledgements_of_a_few_milliseconds_share_one_call() -> None:
                 master.send_update(task_id, TaskState.RUNNING, agent_id="ag-1")
             updates = [await update_of(fw) for _ in range(3)]
             await asyncio.gather(*(fw.acknowledge(update) for update in updates))
-            (call,) = master.requests("Acknowledge")
-            assert isinstance(call, scheduler_pb2.AcknowledgeRequest)
-            assert call.framework_id == fw.framework_id
-            assert [(a.task_id, a.uuid) for a in call.acknowledgements] == [
-                (u.task_id, u.uuid) for u in updates
-            ]
+            first, second = master.requests("Acknowledge")  # t1 at once, then t2 and t3
+            assert isinstance(first, scheduler_pb2.AcknowledgeRequest)
+            assert isinstance(second, scheduler_pb2.AcknowledgeRequest)
+            assert first.framework_id == second.framework_id == fw.framework_id
+            sent = [*first.acknowledgements, *second.acknowledgements]
+            assert [len(first.acknowledgements), len(second.acknowledgements)] == [1, 2]
+            assert [(a.task_id, a.uuid) for a in sent] == [(u.task_id, u.uuid) for u in updates]
             assert not master.state.frameworks[fw.framework_id].unacked
 
     run_async(scenario())
 
 
-def test_a_refused_batch_is_retried_one_acknowledgement_per_call() -> None:
+def test_a_refused_batch_is_retried_one_acknowledgement_per_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(client_module, "_ACK_CALLS", 1)  # one call in flight at most
+
     async def scenario() -> None:
         async with (
             FakeMaster() as master,
@@ -385,19 +395,40 @@ def test_a_refused_batch_is_retried_one_acknowledgement_per_call() -> None:
             ) as fw,
         ):
             await fw.next_event()
-            for task_id in ("t1", "t2"):
+            for task_id in ("t1", "t2", "t3"):
                 master.send_update(task_id, TaskState.RUNNING, agent_id="ag-1")
-            updates = [await update_of(fw) for _ in range(2)]
-            master.fail_next("Acknowledge", grpc.StatusCode.NOT_FOUND)  # the batch, as a whole
-            master.fail_next("Acknowledge", grpc.StatusCode.NOT_FOUND)  # then t1's own call
+            updates = [await update_of(fw) for _ in range(3)]
+            for _ in range(3):  # t1's call, then the batch of t2 and t3, then t2's own call
+                master.fail_next("Acknowledge", grpc.StatusCode.NOT_FOUND)
             outcomes = await asyncio.gather(
                 *(fw.acknowledge(update) for update in updates), return_exceptions=True
             )
-            assert isinstance(outcomes[0], NotFoundError) and outcomes[1] is None
+            assert isinstance(outcomes[0], NotFoundError)
+            assert isinstance(outcomes[1], NotFoundError) and outcomes[2] is None
             calls = master.requests("Acknowledge")
             sizes = [len(c.acknowledgements) for c in calls]  # type: ignore[attr-defined]
-            assert sizes == [2, 1, 1]
+            assert sizes == [1, 2, 1, 1]
             unacked = master.state.frameworks[fw.framework_id].unacked
-            assert [s.task_id for s in unacked.values()] == ["t1"]
+            assert sorted(s.task_id for s in unacked.values()) == ["t1", "t2"]
+
+    run_async(scenario())
+
+
+def test_a_quiet_client_acknowledges_each_update_at_once() -> None:
+    async def scenario() -> None:
+        async with (
+            FakeMaster() as master,
+            Framework.connect(
+                master.address, INFO, implicit_acknowledgements=False, options=FAST
+            ) as fw,
+        ):
+            await fw.next_event()
+            for task_id in ("t1", "t2", "t3"):
+                master.send_update(task_id, TaskState.RUNNING, agent_id="ag-1")
+            updates = [await update_of(fw) for _ in range(3)]
+            await asyncio.gather(*(fw.acknowledge(update) for update in updates))
+            calls = master.requests("Acknowledge")  # fewer than _ACK_CALLS: none waited
+            assert [len(c.acknowledgements) for c in calls] == [1, 1, 1]  # type: ignore[attr-defined]
+            assert not master.state.frameworks[fw.framework_id].unacked
 
     run_async(scenario())
