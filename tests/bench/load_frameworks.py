@@ -23,7 +23,7 @@ own channel and reads its event stream. What it does with offers depends on ``--
   most ``--tasks-per-offer``, for coarse offers) that run ``--task-seconds`` and finish
   (``refuse_seconds=0`` for the unused rest), and acknowledges every status update that carries
   a uuid as the SDK does: acknowledgements of the same loop step share one bulk Acknowledge
-  call, and while one is in flight the next ones wait for it.
+  call, and while 4 calls are in flight the next ones wait for one to return.
   ``--live-tasks`` bounds the tasks in flight, so the load is a closed loop: the master runs at
   its capacity instead of drowning in work it cannot finish.
 
@@ -51,6 +51,7 @@ from load_common import channel, emit, resources_pb, run_process, serve_control
 
 S = scheduler_pb2
 RUNNING = common_pb2.TASK_STATE_RUNNING
+ACK_CALLS = 4  # Acknowledge calls in flight at most, as the SDK (framework_sdk.client)
 REFUSE_NONE = common_pb2.Filters(refuse_seconds=0.0)
 CALL_TIMEOUT = 30.0
 
@@ -65,7 +66,7 @@ class SimFramework:
     next_task: int = 0
     acks: list[common_pb2.TaskStatus] = field(default_factory=list)
     flush_due: bool = False
-    acking: bool = False
+    acking: int = 0  # Acknowledge calls in flight
 
 
 @dataclass(slots=True)
@@ -255,11 +256,11 @@ class Frameworks:
 
     def flush(self, framework: SimFramework) -> None:
         framework.flush_due = False
-        if framework.acking:
-            return  # sent when the call in flight returns
+        if framework.acking >= ACK_CALLS:
+            return  # sent when a call in flight returns
         batch, framework.acks = framework.acks, []
         if batch:
-            framework.acking = True
+            framework.acking += 1
             self.spawn(self.acknowledge(framework, batch))
 
     async def acknowledge(
@@ -280,7 +281,7 @@ class Frameworks:
             self.counters["call_errors"] += 1
             return
         finally:
-            framework.acking = False
+            framework.acking -= 1
             if framework.acks and not framework.flush_due:
                 self.flush(framework)
         self.counters["ack_calls"] += 1
