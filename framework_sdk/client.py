@@ -21,13 +21,9 @@ Invariants:
   sent; a call the master refuses raises the ``CallError`` subclass of its gRPC code; nothing is
   ever dropped silently. A launch on offers the master no longer has (NOT_FOUND) is reported as
   the SDK does in Mesos: one DROPPED (LOST if not partition-aware) update per task.
-- Acknowledgements (implicit and explicit) are coalesced: while fewer than ``_ACK_CALLS`` (4)
-  ``Acknowledge`` calls are in flight on the current connection one goes at once; beyond that
-  the next ones wait for a call to return (a round trip, a few milliseconds) and then share one
-  bulk call: a quiet client acknowledges at once, a busy one in batches that grow with the
-  master's load. Each caller
-  gets its own outcome (a batch the master refuses as a whole is retried one acknowledgement per
-  call, so only the bad one fails).
+- Acknowledgements (implicit and explicit) are coalesced into bulk ``Acknowledge`` calls
+  (``framework_sdk.acknowledgements``): at once while fewer than 4 calls are in flight, else
+  with the next batch; each caller gets its own outcome.
 
 Failover (a new process takes over): save the ``framework_id`` of the first ``Subscribed``
 and start the new client with ``FrameworkInfo(name, role, framework_id=saved,
@@ -55,6 +51,7 @@ import grpc
 from fairshare.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from framework_sdk import wire
+from framework_sdk.acknowledgements import AckBatcher, Acknowledgement
 from framework_sdk.delivery import Delivery, DeliveryLedger
 from framework_sdk.errors import CallError, NotConnectedError, call_error
 from framework_sdk.events import Disconnected, ErrorEvent, Event, StatusUpdate, Subscribed
@@ -90,8 +87,6 @@ _CHANNEL_OPTIONS: Final = [
     ("grpc.primary_user_agent", "fairshare-sdk/0.1"),
 ]
 _CLOSE_GRACE: Final = 2.0  # seconds close() lets in-flight acknowledgements finish
-_ACK_BATCH: Final = 1000  # acknowledgements per Acknowledge call at most
-_ACK_CALLS: Final = 4  # Acknowledge calls in flight at most; later ones wait and are batched
 
 OfferLike = Offer | str
 """An offer, or just its id."""
@@ -139,9 +134,7 @@ class SchedulerClient:
         self._last_error = "not connected yet"
         self._ledger = DeliveryLedger(self._options.delivery_memory)
         self._duplicates = 0
-        self._acks: list[tuple[scheduler_pb2.AcknowledgeRequest.Acknowledgement, Waiter]] = []
-        self._ack_flush_due = False
-        self._ack_calls: list[object] = []  # the stub of each Acknowledge call in flight
+        self._acks = AckBatcher(self._send_acks, lambda: self._stub, self._spawn)
 
     # -- state ------------------------------------------------------------------------------
 
@@ -242,7 +235,7 @@ class SchedulerClient:
         """
         self._closed = True
         await asyncio.sleep(0)  # acknowledgements just spawned (the last event's) get queued
-        self._flush_acks(force=True)  # waiting acknowledgements go out now, within the grace
+        self._acks.flush()  # waiting acknowledgements go out now, within the grace below
         if self._task is not None and not self._task.done():
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -573,71 +566,14 @@ class SchedulerClient:
         self._ledger.acknowledged(update.task_id, update.uuid)  # copies get acknowledged too
         if self._stub is None:
             await self._invoke("Acknowledge", _never)  # raises NotConnectedError
-        waiter: Waiter = asyncio.get_running_loop().create_future()
-        ack = scheduler_pb2.AcknowledgeRequest.Acknowledgement(
-            agent_id=update.agent_id, task_id=update.task_id, uuid=update.uuid
-        )
-        if not self._acks_busy() and not self._acks:  # this one goes at once, from this task
-            self._ack_calls.append(self._stub)
-            await self._send_batch([(ack, waiter)], self._stub)
-            await waiter
-            return
-        self._acks.append((ack, waiter))
-        if len(self._acks) >= _ACK_BATCH or self._closed:
-            self._flush_acks(force=True)
-        elif not self._ack_flush_due:
-            self._ack_flush_due = True
-            asyncio.get_running_loop().call_soon(self._flush_acks)
-        await waiter
+        ack = Acknowledgement(agent_id=update.agent_id, task_id=update.task_id, uuid=update.uuid)
+        await self._acks.acknowledge(ack)
 
-    def _flush_acks(self, force: bool = False) -> None:
-        """Send the waiting acknowledgements in one call (in the background), unless one is in
-        flight on the current connection: its return sends them (``force``: now anyway)."""
-        self._ack_flush_due = False
-        if self._acks_busy() and not force:
-            return
-        batch, self._acks = self._acks, []
-        if batch:
-            self._ack_calls.append(self._stub)
-            self._spawn(self._send_batch(batch, self._stub))
-
-    def _acks_busy(self) -> bool:
-        """True while ``_ACK_CALLS`` Acknowledge calls are in flight on this connection."""
-        stub = self._stub
-        return sum(1 for s in self._ack_calls if s is stub) >= _ACK_CALLS
-
-    async def _send_batch(
-        self,
-        batch: list[tuple[scheduler_pb2.AcknowledgeRequest.Acknowledgement, Waiter]],
-        stub: object,
-    ) -> None:
-        try:
-            await self._send_acks(batch)
-        finally:
-            self._ack_calls.remove(stub)
-            if self._acks and not self._closed and not self._ack_flush_due:
-                self._flush_acks()
-
-    async def _send_acks(
-        self, batch: list[tuple[scheduler_pb2.AcknowledgeRequest.Acknowledgement, Waiter]]
-    ) -> None:
+    async def _send_acks(self, acks: list[Acknowledgement]) -> None:
         request = scheduler_pb2.AcknowledgeRequest(
-            framework_id=self._framework_id, acknowledgements=[ack for ack, _ in batch]
+            framework_id=self._framework_id, acknowledgements=acks
         )
-        try:
-            await self._invoke("Acknowledge", lambda stub, t: stub.Acknowledge(request, timeout=t))
-        except CallError as error:
-            if len(batch) > 1 and error.code in _ONE_BY_ONE_CODES:
-                for item in batch:  # refused as a whole: find out whose acknowledgement it was
-                    await self._send_acks([item])
-                return
-            _settle_all(batch, error)
-        except (NotConnectedError, asyncio.CancelledError) as error:
-            _settle_all(batch, NotConnectedError(f"Acknowledge: {error}"))
-            if isinstance(error, asyncio.CancelledError):
-                raise
-        else:
-            _settle_all(batch, None)
+        await self._invoke("Acknowledge", lambda stub, t: stub.Acknowledge(request, timeout=t))
 
     async def reconcile(self, tasks: Iterable[TaskRef | StatusUpdate | str]) -> None:
         """Ask for the latest status of ``tasks`` (empty: of every task the master knows)."""
@@ -671,21 +607,6 @@ class SchedulerClient:
             await self._invoke("Teardown", lambda stub, t: stub.Teardown(request, timeout=t))
         finally:
             await self.close()
-
-
-Waiter = asyncio.Future[None]
-"""Settled with the outcome of the Acknowledge call that carried an acknowledgement."""
-_ONE_BY_ONE_CODES: Final = frozenset({grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND})
-
-
-def _settle_all(batch: Sequence[tuple[object, Waiter]], error: BaseException | None) -> None:
-    for _, waiter in batch:
-        if waiter.done():
-            continue
-        if error is None:
-            waiter.set_result(None)
-        else:
-            waiter.set_exception(error)
 
 
 async def _never(stub: scheduler_pb2_grpc.SchedulerServiceAsyncStub, timeout: float) -> None:

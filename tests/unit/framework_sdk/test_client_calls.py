@@ -33,8 +33,8 @@ from framework_sdk import (
     UnauthenticatedError,
     UnavailableError,
     UpdateSource,
+    acknowledgements,
 )
-from framework_sdk import client as client_module
 from framework_sdk.testing import FakeMaster, OfferSpec
 
 INFO = FrameworkInfo(name="calls")
@@ -356,7 +356,7 @@ def test_teardown_ends_the_events_and_the_framework() -> None:
 def test_acknowledgements_made_while_calls_are_in_flight_share_one_call(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(client_module, "_ACK_CALLS", 1)  # one call in flight at most
+    monkeypatch.setattr(acknowledgements, "MAX_CALLS", 1)  # one call in flight at most
 
     async def scenario() -> None:
         async with (
@@ -385,7 +385,7 @@ def test_acknowledgements_made_while_calls_are_in_flight_share_one_call(
 def test_a_refused_batch_is_retried_one_acknowledgement_per_call(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(client_module, "_ACK_CALLS", 1)  # one call in flight at most
+    monkeypatch.setattr(acknowledgements, "MAX_CALLS", 1)  # one call in flight at most
 
     async def scenario() -> None:
         async with (
@@ -427,7 +427,7 @@ def test_a_quiet_client_acknowledges_each_update_at_once() -> None:
                 master.send_update(task_id, TaskState.RUNNING, agent_id="ag-1")
             updates = [await update_of(fw) for _ in range(3)]
             await asyncio.gather(*(fw.acknowledge(update) for update in updates))
-            calls = master.requests("Acknowledge")  # fewer than _ACK_CALLS: none waited
+            calls = master.requests("Acknowledge")  # fewer than MAX_CALLS: none waited
             assert [len(c.acknowledgements) for c in calls] == [1, 1, 1]  # type: ignore[attr-defined]
             assert not master.state.frameworks[fw.framework_id].unacked
 
