@@ -3,7 +3,7 @@
 What it keeps (schema version 1):
 
 - ``meta(key, value)``: ``schema_version`` (this module writes and reads ``SCHEMA_VERSION``);
-- ``agent`` (one row): ``agent_id`` and ``master_id`` (NULL before the first Register), and the
+- ``agent`` (one row): ``agent_id`` and ``master_id`` (NULL before the first registration), and the
   ``resources`` and ``attributes`` the agent was started with, in their flag syntax;
 - ``tasks``: one row per tracked task (``framework_id``, ``task_id``): the ``TaskInfo`` as
   serialized protobuf, its resources, its state (``common.proto`` ``TaskState`` value),

@@ -1,29 +1,39 @@
 """``AgentRuntime``: the asyncio shell that connects ``AgentState`` to the master over gRPC.
 
-A session: open a channel, Register (or Reregister with the agent id and every tracked task),
-open the Commands stream and await its initial metadata (the master now counts the agent as
-connected), then run three loops until one of them ends the session: read commands (launch,
-kill, acknowledge), Heartbeat every ``heartbeat_interval``, and send due status updates with
-UpdateStatus (each head of a task's FIFO, re-sent with jittered backoff until acknowledged).
+A session is one ``Connect`` stream (agent.proto, ``agent.session``): the first message is a
+register, or a reregister with the agent id and every tracked task; the master's ``registered``
+answer makes the agent connected. Then three loops share the stream until one of them ends the
+session: read the master's messages (batched commands, applied in order with one checkpoint
+write per message; settings), send due status updates (every due head of a task's FIFO in one
+``updates`` message, re-sent with jittered backoff until acknowledged), and send a heartbeat
+whenever nothing else was sent for ``heartbeat_interval``.
 
-Error contract (agent.proto): NOT_FOUND -> Reregister at once; FAILED_PRECONDITION -> stop every
-task silently, forget them and Register afresh; anything else (UNAVAILABLE, deadlines, a stream
-the master ended) -> reconnect after a jittered exponential backoff, reset once a heartbeat
-succeeds. A changed master_id in a Heartbeat response also triggers a Reregister.
+Error contract (agent.proto): NOT_FOUND -> reconnect at once and reregister;
+FAILED_PRECONDITION -> stop every task silently, forget them and register afresh; anything else
+(UNAVAILABLE, a stream the master ended, a timeout) -> reconnect after a jittered exponential
+backoff, reset once a session was established; the first attempt after losing an established
+session also waits a random time in [0, reconnect_jitter] (the master sizes it to the cluster),
+so a fleet that lost its master does not come back all at once, and once the agent has been
+connected its attempts are at most ``RECONNECT_CAP_ONCE_CONNECTED`` (2 s, jittered) apart, so
+a restarted master has all its agents back within seconds. INVALID_ARGUMENT in answer to
+the first message raises ``AgentFatalError`` (retrying cannot help).
 
 Checkpoint (issue 5): with a ``CheckpointStore`` the state is restored from it at construction
 and its tasks are recovered when ``run()`` starts (``agent.recovery``); every state change is
 written (only the changed rows, one transaction) before it can be externalized: before a launch
-starts in the executor, before Register's id is used, before the Reregister that reports the
-tasks, before any UpdateStatus. A failed write is fatal: the agent stops without draining (what
-it would report could not be recovered) and ``run()`` raises ``AgentFatalError``.
+starts in the executor, before a registered id is used, before the reregister that reports the
+tasks, before any update is sent. A failed write is fatal: the agent stops without draining
+(what it would report could not be recovered) and ``run()`` raises ``AgentFatalError``.
 
 Invariants:
 - Only this event loop touches ``state`` and ``executor`` (one owner of state).
-- A fresh channel per session, closed when the session ends; nothing is sent while disconnected.
+- A fresh channel and stream per session, closed when the session ends; nothing is sent while
+  disconnected.
+- Commands of one message are applied in order; the launches among them are checkpointed
+  before they start, and before any later kill of the same message is applied.
 - ``stop()`` makes ``run()`` return: when connected it first kills the tasks (KILLED,
-  REASON_AGENT_SHUTDOWN) and tries, for at most ``drain_timeout``, to deliver their updates.
-- Register/Reregister answered INVALID_ARGUMENT raise ``AgentFatalError`` (retrying cannot help).
+  REASON_AGENT_SHUTDOWN), sends their updates, half-closes the stream and waits, for at most
+  ``drain_timeout``, for the master to end it (applying the acknowledgements it still sends).
 - Timeouts use ``asyncio.timeout``, never ``asyncio.wait_for``: on Python 3.11 ``wait_for``
   swallows a cancellation that races with its awaitable completing, which hung shutdown.
 """
@@ -36,34 +46,34 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from enum import Enum
-from typing import Any, Final, TypeVar
+from typing import TypeVar
 
 import grpc
 from fairshare.logs import log_event
 from fairshare.task_states import TaskState
-from fairshare.v1 import agent_pb2, agent_pb2_grpc, common_pb2
-from fairshare.wire import resources_to_pb
+from fairshare.v1 import agent_pb2, common_pb2
+from google.protobuf.duration_pb2 import Duration
 
 from agent.backoff import Backoff
 from agent.checkpoint import CheckpointError, CheckpointStore
 from agent.executor import PlaceholderExecutor, TaskEvent
-from agent.records import AgentMetrics, AgentSpec, TaskKey
+from agent.records import AgentMetrics, AgentSpec, CommandSpec, TaskKey
 from agent.recovery import recover
+from agent.session import MasterStream, Outcome, RefusedError, classify
 from agent.state import AgentState, KillDecision, Outgoing, ReregisterCall
-from agent.wire import agent_info, reregister_request, update_request
+from agent.wire import heartbeat_message, register_message, reregister_message, updates_message
 
 __all__ = ["AgentFatalError", "AgentMetrics", "AgentRuntime", "RuntimeConfig"]
 
 T = TypeVar("T")
 _LOG = logging.getLogger("fairshare.agent")
 _TS = common_pb2.TaskStatus
-_CHANNEL_OPTIONS: Final = [
-    ("grpc.keepalive_time_ms", 30_000),
-    ("grpc.keepalive_timeout_ms", 10_000),
-]
+_MAX_UPDATES_PER_MESSAGE = 1000
+RECONNECT_CAP_ONCE_CONNECTED = 2.0
+"""Seconds between reconnection attempts at most, once a session was established (or the
+master's reconnect jitter, if longer): a restarted master finds its agents back quickly."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +88,6 @@ class RuntimeConfig:
     rpc_timeout: float = 10.0
     drain_timeout: float = 3.0
     default_heartbeat_interval: float = 5.0
-    max_inflight_updates: int = 128
     kill_tasks_on_shutdown: bool = True
 
 
@@ -86,34 +95,8 @@ class AgentFatalError(Exception):
     """The master rejected the agent in a way no retry can fix."""
 
 
-class _Outcome(Enum):
-    """Why a session ended, most urgent first (the lowest value wins when several coincide)."""
-
-    STOP = (0, "stopping")
-    REMOVED = (1, "removed by the master: registering afresh")
-    REREGISTER = (2, "registration lost or new master: reregistering")
-    RECONNECT = (3, "master unavailable")
-
-    @property
-    def rank(self) -> int:
-        return self.value[0]
-
-    @property
-    def why(self) -> str:
-        return self.value[1]
-
-
 class _Stopped(Exception):
     """``stop()`` was called while waiting for the master."""
-
-
-def _classify(error: grpc.aio.AioRpcError) -> _Outcome:
-    code = error.code()
-    if code == grpc.StatusCode.NOT_FOUND:
-        return _Outcome.REREGISTER
-    if code == grpc.StatusCode.FAILED_PRECONDITION:
-        return _Outcome.REMOVED
-    return _Outcome.RECONNECT
 
 
 class AgentRuntime:
@@ -145,10 +128,11 @@ class AgentRuntime:
         self._reconnect = Backoff(config.reconnect_initial, config.reconnect_max, rng)
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
-        self._session_end: asyncio.Future[_Outcome] | None = None
-        self._sends: set[asyncio.Task[None]] = set()
-        self._send_slots = asyncio.Semaphore(config.max_inflight_updates)
-        self._healthy = False  # a heartbeat succeeded in the current session
+        self._rng = rng
+        self.reconnect_jitter = 0.0  # as the master last said
+        self._healthy = False  # the current session was established (registered)
+        self._known_master = False  # a session was established once (a master will be back)
+        self._last_sent = 0.0  # loop time of the last message to the master
         self.reconnects_total = 0
         self.registrations_total = 0
         self.reregistrations_total = 0
@@ -190,13 +174,13 @@ class AgentRuntime:
             self._recover()
             while not self._stop.is_set():
                 outcome = await self._session()
-                if outcome is _Outcome.STOP or self._stop.is_set():
+                if outcome is Outcome.STOP or self._stop.is_set():
                     break
-                if outcome is _Outcome.REMOVED:
+                if outcome is Outcome.REMOVED:
                     self._forget()
                 attempt = 1 if self._healthy else attempt + 1
-                immediate = outcome is not _Outcome.RECONNECT and attempt == 1
-                delay = 0.0 if immediate else self._reconnect.delay(attempt)
+                self._known_master = self._known_master or self._healthy
+                delay = self._reconnect_delay(outcome, attempt)
                 self.reconnects_total += 1
                 log_event(_LOG, "master.reconnecting", why=outcome.why, delay=f"{delay:.3f}")
                 await self._sleep_unless_stopped(delay)
@@ -207,6 +191,18 @@ class AgentRuntime:
             self._persist()
         if self._fatal is not None:
             raise AgentFatalError(self._fatal)
+
+    def _reconnect_delay(self, outcome: Outcome, attempt: int) -> float:
+        """How long to wait before reconnection ``attempt`` (agent.proto's error contract)."""
+        if outcome is not Outcome.RECONNECT and attempt == 1:
+            return 0.0  # NOT_FOUND, FAILED_PRECONDITION: at once
+        delay = self._reconnect.delay(attempt)
+        if self._known_master:  # a restarting master is back in seconds: keep trying often
+            cap = max(RECONNECT_CAP_ONCE_CONNECTED, self.reconnect_jitter)
+            delay = min(delay, cap * (0.5 + 0.5 * self._rng.random()))
+        if attempt == 1:  # the fleet spreads out (agent.proto)
+            delay += self._rng.random() * self.reconnect_jitter
+        return delay
 
     # -- checkpoint -----------------------------------------------------------------------------
 
@@ -234,17 +230,13 @@ class AgentRuntime:
 
     # -- one session ----------------------------------------------------------------------------
 
-    async def _session(self) -> _Outcome:
+    async def _session(self) -> Outcome:
         self._healthy = False
-        channel = grpc.aio.insecure_channel(self.config.master, options=_CHANNEL_OPTIONS)
-        stub = agent_pb2_grpc.AgentServiceStub(channel)
-        call: Any = None
+        stream = MasterStream(self.config.master)
         try:
-            await self._register(stub)
-            request = agent_pb2.CommandsRequest(agent_id=self.state.agent_id or "")
-            call = stub.Commands(request)
-            await self._unless_stopped(self._within(call.initial_metadata(), self._timeout))
+            await self._open(stream)
             self.state.on_connected(self._now())
+            self._last_sent = self._now()
             log_event(
                 _LOG,
                 "master.connected",
@@ -252,12 +244,17 @@ class AgentRuntime:
                 master=self.config.master,
                 master_id=self.state.master_id,
             )
-            outcome = await self._serve(stub, call)
-            if outcome is _Outcome.STOP and self._fatal is None:
-                await self._drain(stub)
+            outcome = await self._serve(stream)
+            if outcome is Outcome.STOP and self._fatal is None:
+                await self._drain(stream)
             return outcome
         except _Stopped:
-            return _Outcome.STOP
+            return Outcome.STOP
+        except RefusedError as error:
+            log_event(
+                _LOG, "master.refused", logging.WARNING, code=error.code.name, details=error.details
+            )
+            return classify(error.code)
         except grpc.aio.AioRpcError as error:
             log_event(
                 _LOG,
@@ -266,90 +263,70 @@ class AgentRuntime:
                 code=error.code().name,
                 details=error.details(),
             )
-            return _classify(error)
+            return classify(error.code())
         except TimeoutError:
             log_event(_LOG, "master.unanswered", logging.WARNING, timeout=self._timeout)
-            return _Outcome.RECONNECT
+            return Outcome.RECONNECT
         finally:
             if self.state.connected:
                 log_event(_LOG, "master.disconnected", agent_id=self.state.agent_id)
             self.state.on_disconnected()
-            for send in list(self._sends):
-                send.cancel()
-            if call is not None:
-                call.cancel()
-            await channel.close(None)
+            await stream.close()
 
-    async def _register(self, stub: agent_pb2_grpc.AgentServiceAsyncStub) -> None:
-        """Reregister if the agent has an id (Register afresh if it was removed), else Register."""
-        self._persist()  # the tasks a Reregister reports are checkpointed first
+    async def _open(self, stream: MasterStream) -> None:
+        """Register, or reregister with every tracked task; a removed agent's reregister is
+        answered FAILED_PRECONDITION (the session ends REMOVED and the next one registers)."""
+        self._persist()  # the tasks a reregister reports are checkpointed first
         registration = self.state.registration()
-        if isinstance(registration, ReregisterCall) and await self._reregister(stub, registration):
-            return
-        request = agent_pb2.RegisterRequest(agent_info=agent_info(self.state.spec))
+        if isinstance(registration, ReregisterCall):
+            first = reregister_message(
+                registration.agent_id,
+                registration.spec,
+                registration.tasks,
+                registration.framework_ids,
+            )
+        else:
+            first = register_message(self.state.spec)
+        what = "reregister" if isinstance(registration, ReregisterCall) else "register"
         try:
-            answer = await self._unless_stopped(stub.Register(request, timeout=self._timeout))
-        except grpc.aio.AioRpcError as error:
-            if error.code() == grpc.StatusCode.INVALID_ARGUMENT:
-                raise AgentFatalError(f"the master rejected Register: {error.details()}") from None
+            answer = await self._unless_stopped(self._within(stream.open(first), self._timeout))
+        except RefusedError as error:
+            if error.code == grpc.StatusCode.INVALID_ARGUMENT:
+                raise AgentFatalError(f"the master rejected {what}: {error.details}") from None
             raise
-        self.state.on_registered(answer.agent_id, answer.master_id)
+        if isinstance(registration, ReregisterCall):
+            self.state.on_reregistered(answer.master_id)
+            self.reregistrations_total += 1
+        else:
+            self.state.on_registered(answer.agent_id, answer.master_id)
+            self.registrations_total += 1
         if not self._persist():
             raise _Stopped
-        self._set_heartbeat_interval(answer.heartbeat_interval.ToTimedelta())
-        self.registrations_total += 1
-        resources = str(self.state.spec.resources)
+        self._apply_settings(answer.heartbeat_interval, answer.reconnect_jitter)
+        self._healthy = True
         log_event(
             _LOG,
-            "agent.registered",
+            "agent.reregistered"
+            if isinstance(registration, ReregisterCall)
+            else "agent.registered",
             agent_id=answer.agent_id,
             master_id=answer.master_id,
-            resources=resources,
+            resources=str(self.state.spec.resources),
+            tasks=len(first.reregister.tasks),
         )
 
-    async def _reregister(
-        self, stub: agent_pb2_grpc.AgentServiceAsyncStub, registration: ReregisterCall
-    ) -> bool:
-        """Reregister with every tracked task; False if the agent was removed (Register next)."""
-        request = reregister_request(
-            registration.agent_id, registration.spec, registration.tasks, registration.framework_ids
-        )
-        try:
-            response = await self._unless_stopped(stub.Reregister(request, timeout=self._timeout))
-        except grpc.aio.AioRpcError as error:
-            if error.code() == grpc.StatusCode.INVALID_ARGUMENT:
-                message = f"the master rejected Reregister: {error.details()}"
-                raise AgentFatalError(message) from None
-            if error.code() != grpc.StatusCode.FAILED_PRECONDITION:
-                raise
-            self._forget()
-            return False
-        self.state.on_reregistered(response.master_id)
-        self._persist()
-        self._set_heartbeat_interval(response.heartbeat_interval.ToTimedelta())
-        self.reregistrations_total += 1
-        log_event(
-            _LOG,
-            "agent.reregistered",
-            agent_id=registration.agent_id,
-            master_id=response.master_id,
-            tasks=len(request.tasks),
-        )
-        return True
-
-    def _set_heartbeat_interval(self, interval: Any) -> None:
-        seconds = interval.total_seconds()
+    def _apply_settings(self, heartbeat: Duration, jitter: Duration) -> None:
+        seconds = heartbeat.ToTimedelta().total_seconds()
         self.heartbeat_interval = seconds if seconds > 0 else self.config.default_heartbeat_interval
+        self.reconnect_jitter = max(0.0, jitter.ToTimedelta().total_seconds())
 
-    async def _serve(self, stub: agent_pb2_grpc.AgentServiceAsyncStub, call: Any) -> _Outcome:
-        """Run the command reader, heartbeats and update sender until one ends the session."""
-        self._session_end = asyncio.get_running_loop().create_future()
+    async def _serve(self, stream: MasterStream) -> Outcome:
+        """Run the reader, the update sender and heartbeats until one ends the session."""
         loops = [
-            asyncio.ensure_future(self._read_commands(call)),
-            asyncio.ensure_future(self._heartbeats(stub)),
-            asyncio.ensure_future(self._send_updates(stub)),
+            asyncio.ensure_future(self._read(stream)),
+            asyncio.ensure_future(self._heartbeats(stream)),
+            asyncio.ensure_future(self._send_updates(stream)),
             asyncio.ensure_future(self._await_stop()),
-            self._session_end,
         ]
         try:
             done, _ = await asyncio.wait(loops, return_when=asyncio.FIRST_COMPLETED)
@@ -358,20 +335,15 @@ class AgentRuntime:
             for future in loops:
                 future.cancel()
             await asyncio.gather(*loops, return_exceptions=True)
-            self._session_end = None
 
-    async def _await_stop(self) -> _Outcome:
+    async def _await_stop(self) -> Outcome:
         await self._stop.wait()
-        return _Outcome.STOP
+        return Outcome.STOP
 
-    def _end_session(self, outcome: _Outcome) -> None:
-        if self._session_end is not None and not self._session_end.done():
-            self._session_end.set_result(outcome)
-
-    async def _read_commands(self, call: Any) -> _Outcome:
+    async def _read(self, stream: MasterStream) -> Outcome:
         try:
-            async for response in call:
-                self._dispatch(response)
+            async for message in stream.messages():
+                self._dispatch(message)
         except grpc.aio.AioRpcError as error:
             log_event(
                 _LOG,
@@ -380,84 +352,72 @@ class AgentRuntime:
                 code=error.code().name,
                 details=error.details(),
             )
-            return _classify(error)
+            return classify(error.code())
         log_event(_LOG, "master.stream.ended", logging.WARNING, code="OK")
-        return _Outcome.RECONNECT
+        return Outcome.RECONNECT
 
-    async def _heartbeats(self, stub: agent_pb2_grpc.AgentServiceAsyncStub) -> _Outcome:
+    def _send(self, stream: MasterStream, message: agent_pb2.ConnectRequest) -> bool:
+        """Queue one message for the stream; False if the stream is over (the reader then
+        reports how it ended)."""
+        if not stream.send(message):
+            return False
+        self._last_sent = self._now()
+        return True
+
+    async def _heartbeats(self, stream: MasterStream) -> Outcome:
+        """A heartbeat whenever nothing was sent for ``heartbeat_interval``."""
         while True:
-            await asyncio.sleep(self.heartbeat_interval)
-            request = agent_pb2.HeartbeatRequest(
-                agent_id=self.state.agent_id or "", used=resources_to_pb(self.state.used)
-            )
-            try:
-                response = await stub.Heartbeat(request, timeout=self._timeout)
-            except grpc.aio.AioRpcError as error:
+            idle = self._now() - self._last_sent
+            if idle < self.heartbeat_interval:
+                await asyncio.sleep(self.heartbeat_interval - idle)
+                continue
+            if self._send(stream, heartbeat_message(self.state.used)):
+                self.heartbeats_total += 1
+            else:
                 self.heartbeat_failures_total += 1
-                log_event(
-                    _LOG,
-                    "heartbeat.failed",
-                    logging.WARNING,
-                    code=error.code().name,
-                    details=error.details(),
-                )
-                return _classify(error)
-            self.heartbeats_total += 1
-            self._healthy = True
-            if response.master_id and response.master_id != self.state.master_id:
-                log_event(_LOG, "master.changed", old=self.state.master_id, new=response.master_id)
-                return _Outcome.REREGISTER
+                await asyncio.sleep(self.heartbeat_interval)
 
     # -- status updates -------------------------------------------------------------------------
 
-    async def _send_updates(self, stub: agent_pb2_grpc.AgentServiceAsyncStub) -> _Outcome:
+    async def _send_updates(self, stream: MasterStream) -> Outcome:
         while True:
             self._wake.clear()
             if not self._persist():
-                return _Outcome.STOP
-            for outgoing in self.state.take_due(self._now()):
-                self._spawn_send(stub, outgoing)
+                return Outcome.STOP
+            due = self.state.take_due(self._now())
+            if due:
+                self._send_batch(stream, due)
             next_due = self.state.next_due()
             timeout = None if next_due is None else max(0.0, next_due - self._now())
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout):
                     await self._wake.wait()
 
-    def _spawn_send(self, stub: agent_pb2_grpc.AgentServiceAsyncStub, outgoing: Outgoing) -> None:
-        task = asyncio.ensure_future(self._send(stub, outgoing))
-        self._sends.add(task)
-        task.add_done_callback(self._sends.discard)
-
-    async def _send(self, stub: agent_pb2_grpc.AgentServiceAsyncStub, outgoing: Outgoing) -> None:
+    def _send_batch(self, stream: MasterStream, due: Sequence[Outgoing]) -> bool:
+        """Send due updates, ``_MAX_UPDATES_PER_MESSAGE`` per message; False if the stream
+        is over (their retries are due at once on the next session)."""
         agent_id = self.state.agent_id or ""
-        update = outgoing.update
-        request = update_request(agent_id, update, outgoing.latest_state)
-        if outgoing.attempt > 1:
-            log_event(
-                _LOG,
-                "status_update.retried",
-                task_id=update.task_id,
-                state=update.state.value,
-                attempt=outgoing.attempt,
-                uuid=update.uuid.hex(),
-            )
-        async with self._send_slots:
-            try:
-                await stub.UpdateStatus(request, timeout=self._timeout)
-            except grpc.aio.AioRpcError as error:
+        for outgoing in due:
+            if outgoing.attempt > 1:
+                update = outgoing.update
                 log_event(
                     _LOG,
-                    "status_update.undelivered",
-                    logging.WARNING,
+                    "status_update.retried",
                     task_id=update.task_id,
-                    code=error.code().name,
+                    state=update.state.value,
+                    attempt=outgoing.attempt,
+                    uuid=update.uuid.hex(),
                 )
-                outcome = _classify(error)
-                if outcome is not _Outcome.RECONNECT:
-                    self._end_session(outcome)
+        for start in range(0, len(due), _MAX_UPDATES_PER_MESSAGE):
+            chunk = due[start : start + _MAX_UPDATES_PER_MESSAGE]
+            message = updates_message(agent_id, [(o.update, o.latest_state) for o in chunk])
+            if not self._send(stream, message):
+                return False
+        return True
 
-    async def _drain(self, stub: agent_pb2_grpc.AgentServiceAsyncStub) -> None:
-        """On stop: kill the tasks and give their updates one bounded chance to reach the master."""
+    async def _drain(self, stream: MasterStream) -> None:
+        """On stop: kill the tasks, send their updates, half-close the stream and let the master
+        end it (applying the acknowledgements it still sends) within ``drain_timeout``."""
         killed = 0
         if self.config.kill_tasks_on_shutdown:
             killed = self.executor.kill_all(_TS.REASON_AGENT_SHUTDOWN)
@@ -466,46 +426,64 @@ class AgentRuntime:
             return
         outgoing = self.state.take_due(self._now(), force=True)
         log_event(_LOG, "agent.draining", killed=killed, updates=len(outgoing))
-        sends = [asyncio.ensure_future(self._send(stub, item)) for item in outgoing]
-        if sends:
-            await asyncio.wait(sends, timeout=self.config.drain_timeout)
-            for send in sends:
-                send.cancel()
+        with contextlib.suppress(TimeoutError, grpc.aio.AioRpcError):
+            async with asyncio.timeout(self.config.drain_timeout):
+                if outgoing and not self._send_batch(stream, outgoing):
+                    return
+                async for message in stream.finish():
+                    self._dispatch(message)
 
     # -- commands and task events --------------------------------------------------------------
 
-    def _dispatch(self, response: agent_pb2.CommandsResponse) -> None:
-        kind = response.WhichOneof("command")
-        if kind == "launch_tasks":
-            self._launch(response.launch_tasks)
-        elif kind == "kill_task":
-            self._kill(response.kill_task.framework_id, response.kill_task.task_id)
-        elif kind == "acknowledge_status":
-            ack = response.acknowledge_status
-            applied = self.state.handle_ack(ack.framework_id, ack.task_id, ack.uuid, self._now())
-            log_event(
-                _LOG,
-                "status_update.acknowledged" if applied else "acknowledgement.ignored",
-                logging.DEBUG,
-                task_id=ack.task_id,
-                uuid=ack.uuid.hex(),
-            )
+    def _dispatch(self, message: agent_pb2.ConnectResponse) -> None:
+        kind = message.WhichOneof("message")
+        if kind == "commands":
+            self._apply_commands(message.commands.commands)
+        elif kind == "settings":
+            settings = message.settings
+            self._apply_settings(settings.heartbeat_interval, settings.reconnect_jitter)
+            log_event(_LOG, "master.settings", heartbeat_interval=f"{self.heartbeat_interval:g}")
         else:
-            log_event(_LOG, "command.ignored", logging.WARNING)
+            log_event(_LOG, "message.ignored", logging.WARNING, kind=kind)
+
+    def _apply_commands(self, commands: Sequence[agent_pb2.AgentCommand]) -> None:
+        """Apply commands in order, with one checkpoint write for all of them; launches are
+        checkpointed and started before a later command of the batch is applied."""
+        starting: list[tuple[TaskKey, CommandSpec]] = []
+        for command in commands:
+            kind = command.WhichOneof("command")
+            if kind == "launch_tasks":
+                starting += self._admit(command.launch_tasks)
+                continue
+            if starting and not self._start(starting):
+                return
+            starting = []
+            if kind == "kill_task":
+                self._kill(command.kill_task.framework_id, command.kill_task.task_id)
+            elif kind == "acknowledge_status":
+                ack = command.acknowledge_status
+                applied = self.state.handle_ack(
+                    ack.framework_id, ack.task_id, ack.uuid, self._now()
+                )
+                log_event(
+                    _LOG,
+                    "status_update.acknowledged" if applied else "acknowledgement.ignored",
+                    logging.DEBUG,
+                    task_id=ack.task_id,
+                    uuid=ack.uuid.hex(),
+                )
+            else:
+                log_event(_LOG, "command.ignored", logging.WARNING)
+        if starting:
+            self._start(starting)
         self._persist()
         self._wake.set()
 
-    def _launch(self, command: agent_pb2.LaunchTasksCommand) -> None:
+    def _admit(self, command: agent_pb2.LaunchTasksCommand) -> list[tuple[TaskKey, CommandSpec]]:
+        """Admit the tasks of a launch into the state; returns the ones to start."""
         result = self.state.handle_launch(
             command.framework_id, command.tasks, self._now(), time.time()
         )
-        if not self._persist():  # checkpointed before they start (Mesos does the same)
-            return
-        for key, spec in result.accepted:
-            self.executor.launch(key, spec)
-            log_event(
-                _LOG, "task.launched", framework_id=key[0], task_id=key[1], duration=spec.duration
-            )
         for key, problem in result.rejected:
             log_event(
                 _LOG,
@@ -517,6 +495,19 @@ class AgentRuntime:
             )
         for reason in result.ignored:
             log_event(_LOG, "launch.ignored", logging.WARNING, reason=reason)
+        return list(result.accepted)
+
+    def _start(self, accepted: Sequence[tuple[TaskKey, CommandSpec]]) -> bool:
+        """Checkpoint admitted tasks, then start them (Mesos does the same); False if the
+        checkpoint write failed (nothing is started)."""
+        if not self._persist():
+            return False
+        for key, spec in accepted:
+            self.executor.launch(key, spec)
+            log_event(
+                _LOG, "task.launched", framework_id=key[0], task_id=key[1], duration=spec.duration
+            )
+        return True
 
     def _kill(self, framework_id: str, task_id: str) -> None:
         key = (framework_id, task_id)
@@ -556,7 +547,7 @@ class AgentRuntime:
         self._wake.set()
 
     def _forget(self) -> None:
-        """The master removed the agent: stop its tasks silently, Register afresh next."""
+        """The master removed the agent: stop its tasks silently, register afresh next."""
         keys: list[TaskKey] = self.state.on_removed()
         self._persist()  # the checkpoint forgets them too (agent.proto: "drops its checkpoint")
         for key in keys:

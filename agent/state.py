@@ -68,14 +68,14 @@ _TS = common_pb2.TaskStatus
 
 @dataclass(frozen=True, slots=True)
 class RegisterCall:
-    """The agent has no id yet: call Register with this spec."""
+    """The agent has no id yet: send register with this spec."""
 
     spec: AgentSpec
 
 
 @dataclass(frozen=True, slots=True)
 class ReregisterCall:
-    """The agent has an id: call Reregister with its tasks and frameworks."""
+    """The agent has an id: send reregister with its tasks and frameworks."""
 
     agent_id: str
     spec: AgentSpec
@@ -102,7 +102,7 @@ class KillDecision(Enum):
 
 @dataclass(frozen=True, slots=True)
 class Outgoing:
-    """One update to send now with UpdateStatus."""
+    """One update to send now (in an ``updates`` message)."""
 
     update: StatusUpdate
     latest_state: TaskState
@@ -192,7 +192,7 @@ class AgentState:
     # -- registration ---------------------------------------------------------------------------
 
     def registration(self) -> RegisterCall | ReregisterCall:
-        """Register when the agent has no id, else Reregister with everything it tracks."""
+        """Register when the agent has no id, else reregister with everything it tracks."""
         if self.agent_id is None:
             return RegisterCall(self.spec)
         return ReregisterCall(
@@ -200,19 +200,19 @@ class AgentState:
         )
 
     def on_registered(self, agent_id: str, master_id: str) -> None:
-        """Register succeeded: remember the master-minted id."""
+        """The master registered the agent: remember the master-minted id."""
         self.agent_id = agent_id
         self.master_id = master_id
         self._identity_dirty = True
 
     def on_reregistered(self, master_id: str) -> None:
-        """Reregister succeeded (``master_id`` may be new: the master restarted)."""
+        """The master reregistered the agent (``master_id`` may be new: the master restarted)."""
         if master_id != self.master_id:
             self.master_id = master_id
             self._identity_dirty = True
 
     def on_connected(self, now: float) -> None:
-        """The Commands stream is open: every pending update is due at once."""
+        """The stream is established: every pending update is due at once."""
         self.connected = True
         for stream in self._streams.values():
             stream.next_send = now
@@ -226,7 +226,7 @@ class AgentState:
         """The master removed the agent for good (FAILED_PRECONDITION): forget everything.
 
         Returns the live tasks the executor must stop (silently: the master already reported
-        them GONE). The next ``registration()`` is a fresh Register.
+        them GONE). The next ``registration()`` is a fresh register.
         """
         live = [key for key, task in self._tasks.items() if task.state not in TERMINAL]
         self._dirty.update(self._tasks)

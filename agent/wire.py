@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from fairshare.resources import ResourceVector
 from fairshare.task_states import TaskState
 from fairshare.v1 import agent_pb2, common_pb2
 from fairshare.wire import resources_to_pb, task_state_to_pb
@@ -21,10 +22,12 @@ __all__ = [
     "agent_info",
     "command_spec",
     "duration_seconds",
-    "reregister_request",
+    "heartbeat_message",
+    "register_message",
+    "reregister_message",
     "task_proto",
     "task_status",
-    "update_request",
+    "updates_message",
 ]
 
 
@@ -48,7 +51,7 @@ def command_spec(command: common_pb2.CommandInfo) -> CommandSpec:
 
 
 def agent_info(spec: AgentSpec) -> common_pb2.AgentInfo:
-    """``AgentInfo`` for Register and Reregister."""
+    """``AgentInfo`` for register and reregister messages."""
     return common_pb2.AgentInfo(
         hostname=spec.hostname,
         port=spec.port,
@@ -81,20 +84,36 @@ def task_status(update: StatusUpdate, agent_id: str) -> common_pb2.TaskStatus:
     return status
 
 
-def update_request(
-    agent_id: str, update: StatusUpdate, latest_state: TaskState
-) -> agent_pb2.UpdateStatusRequest:
-    """``UpdateStatusRequest`` carrying one update and the task's newest state."""
-    return agent_pb2.UpdateStatusRequest(
-        agent_id=agent_id,
-        framework_id=update.framework_id,
-        status=task_status(update, agent_id),
-        latest_state=task_state_to_pb(latest_state),
+def updates_message(
+    agent_id: str, updates: Iterable[tuple[StatusUpdate, TaskState]]
+) -> agent_pb2.ConnectRequest:
+    """An ``updates`` message: each update with its task's newest state."""
+    return agent_pb2.ConnectRequest(
+        updates=agent_pb2.StatusUpdates(
+            updates=[
+                agent_pb2.StatusUpdate(
+                    framework_id=update.framework_id,
+                    status=task_status(update, agent_id),
+                    latest_state=task_state_to_pb(latest_state),
+                )
+                for update, latest_state in updates
+            ]
+        )
     )
 
 
+def heartbeat_message(used: ResourceVector) -> agent_pb2.ConnectRequest:
+    """A ``heartbeat`` message reporting the resources in use."""
+    return agent_pb2.ConnectRequest(heartbeat=agent_pb2.AgentHeartbeat(used=resources_to_pb(used)))
+
+
+def register_message(spec: AgentSpec) -> agent_pb2.ConnectRequest:
+    """The first message of a new agent."""
+    return agent_pb2.ConnectRequest(register=agent_pb2.RegisterAgent(agent_info=agent_info(spec)))
+
+
 def task_proto(view: TaskView, agent_id: str) -> common_pb2.Task:
-    """A tracked task with its latest status, for Reregister."""
+    """A tracked task with its latest status, for a reregister message."""
     info = common_pb2.TaskInfo()
     info.CopyFrom(view.info)
     info.agent_id = agent_id
@@ -110,13 +129,15 @@ def task_proto(view: TaskView, agent_id: str) -> common_pb2.Task:
     return common_pb2.Task(framework_id=view.framework_id, info=info, status=status)
 
 
-def reregister_request(
+def reregister_message(
     agent_id: str, spec: AgentSpec, tasks: Iterable[TaskView], framework_ids: Iterable[str]
-) -> agent_pb2.ReregisterRequest:
-    """``ReregisterRequest`` with every tracked task and framework."""
-    return agent_pb2.ReregisterRequest(
-        agent_id=agent_id,
-        agent_info=agent_info(spec),
-        tasks=[task_proto(view, agent_id) for view in tasks],
-        framework_ids=sorted(framework_ids),
+) -> agent_pb2.ConnectRequest:
+    """The first message of a known agent, with every tracked task and framework."""
+    return agent_pb2.ConnectRequest(
+        reregister=agent_pb2.ReregisterAgent(
+            agent_id=agent_id,
+            agent_info=agent_info(spec),
+            tasks=[task_proto(view, agent_id) for view in tasks],
+            framework_ids=sorted(framework_ids),
+        )
     )

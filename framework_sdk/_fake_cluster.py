@@ -457,11 +457,22 @@ class FakeClusterState:
             self.update(framework.framework_id, request.task_id, _TS.TASK_STATE_KILLED)
 
     def acknowledge(self, request: scheduler_pb2.AcknowledgeRequest) -> None:
-        """Forget an acknowledged update (stale or duplicate ones are fine)."""
-        framework = self._caller(request.framework_id)
-        if not request.uuid:
-            raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, "uuid is empty")
-        framework.unacked.pop(request.uuid, None)
+        """Forget acknowledged updates (stale or duplicate ones are fine); the call is checked
+        as a whole before any is applied. A framework away may still acknowledge."""
+        framework = self.frameworks.get(request.framework_id)
+        if framework is None or framework.removed:
+            raise Refusal(
+                grpc.StatusCode.NOT_FOUND, f"framework {request.framework_id!r} is not known"
+            )
+        if not request.acknowledgements:
+            raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, "no acknowledgements")
+        for ack in request.acknowledgements:
+            if not ack.uuid:
+                raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, "uuid is empty")
+            if not ack.task_id:
+                raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, "task_id is empty")
+        for ack in request.acknowledgements:
+            framework.unacked.pop(ack.uuid, None)
 
     def reconcile(self, request: scheduler_pb2.ReconcileRequest) -> None:
         """Send the latest status of the named tasks (or all live ones) without uuid."""

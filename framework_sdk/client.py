@@ -25,6 +25,9 @@ Invariants:
   sent; a call the master refuses raises the ``CallError`` subclass of its gRPC code; nothing is
   ever dropped silently. A launch on offers the master no longer has (NOT_FOUND) is reported as
   the SDK does in Mesos: one DROPPED (LOST if not partition-aware) update per task.
+- Acknowledgements (implicit and explicit) are coalesced into bulk ``Acknowledge`` calls
+  (``framework_sdk.acknowledgements``): at once while fewer than 4 calls are in flight, else
+  with the next batch; each caller gets its own outcome.
 
 Failover (a new process takes over): save the ``framework_id`` of the first ``Subscribed``
 and start the new client with ``FrameworkInfo(name, role, framework_id=saved,
@@ -54,6 +57,7 @@ from fairshare.logs import log_event
 from fairshare.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from framework_sdk import wire
+from framework_sdk.acknowledgements import AckBatcher, Acknowledgement
 from framework_sdk.delivery import Delivery, DeliveryLedger
 from framework_sdk.errors import CallError, NotConnectedError, call_error
 from framework_sdk.events import Disconnected, ErrorEvent, Event, StatusUpdate, Subscribed
@@ -138,6 +142,7 @@ class SchedulerClient:
         self._last_error = "not connected yet"
         self._ledger = DeliveryLedger(self._options.delivery_memory)
         self._duplicates = 0
+        self._acks = AckBatcher(self._send_acks, lambda: self._stub, self._spawn)
 
     # -- state ------------------------------------------------------------------------------
 
@@ -237,6 +242,8 @@ class SchedulerClient:
         Events not yet handed out are discarded; ``next_event`` returns None from now on.
         """
         self._closed = True
+        await asyncio.sleep(0)  # acknowledgements just spawned (the last event's) get queued
+        self._acks.flush()  # waiting acknowledgements go out now, within the grace below
         if self._task is not None and not self._task.done():
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -596,15 +603,19 @@ class SchedulerClient:
         await self._invoke("Kill", lambda stub, t: stub.Kill(request, timeout=t))
 
     async def acknowledge(self, update: StatusUpdate) -> None:
-        """Acknowledge ``update`` (a no-op for updates without a uuid)."""
+        """Acknowledge ``update`` (a no-op for updates without a uuid); acknowledgements made
+        meanwhile share the call (see the module docstring)."""
         if not update.uuid or update.source is UpdateSource.SDK:
             return
         self._ledger.acknowledged(update.task_id, update.uuid)  # copies get acknowledged too
+        if self._stub is None:
+            await self._invoke("Acknowledge", _never)  # raises NotConnectedError
+        ack = Acknowledgement(agent_id=update.agent_id, task_id=update.task_id, uuid=update.uuid)
+        await self._acks.acknowledge(ack)
+
+    async def _send_acks(self, acks: list[Acknowledgement]) -> None:
         request = scheduler_pb2.AcknowledgeRequest(
-            framework_id=self._framework_id,
-            agent_id=update.agent_id,
-            task_id=update.task_id,
-            uuid=update.uuid,
+            framework_id=self._framework_id, acknowledgements=acks
         )
         await self._invoke("Acknowledge", lambda stub, t: stub.Acknowledge(request, timeout=t))
 
@@ -640,6 +651,10 @@ class SchedulerClient:
             await self._invoke("Teardown", lambda stub, t: stub.Teardown(request, timeout=t))
         finally:
             await self.close()
+
+
+async def _never(stub: scheduler_pb2_grpc.SchedulerServiceAsyncStub, timeout: float) -> None:
+    """A call that is never made (``_invoke`` raises first when not subscribed)."""
 
 
 def _set_filters(filters: common_pb2.Filters, refuse_seconds: float | None) -> None:

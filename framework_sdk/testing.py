@@ -255,12 +255,15 @@ class FakeMaster:
         return [r for r in self.requests("Decline") if isinstance(r, scheduler_pb2.DeclineRequest)]
 
     @property
-    def acknowledgements(self) -> list[scheduler_pb2.AcknowledgeRequest]:
-        """Every Acknowledge received."""
+    def acknowledgements(self) -> list[scheduler_pb2.AcknowledgeRequest.Acknowledgement]:
+        """Every acknowledgement received, in order: the items of every Acknowledge call (the
+        SDK coalesces acknowledgements into bulk calls; ``requests("Acknowledge")`` has the
+        calls)."""
         return [
-            r
+            ack
             for r in self.requests("Acknowledge")
             if isinstance(r, scheduler_pb2.AcknowledgeRequest)
+            for ack in r.acknowledgements
         ]
 
     def outstanding_offers(self) -> list[str]:

@@ -31,6 +31,7 @@ from master.core.records import Offer
 __all__ = [
     "AckCommand",
     "AgentCommand",
+    "AgentSettings",
     "AgentSpec",
     "DemandSpec",
     "ErrorEvent",
@@ -177,7 +178,7 @@ FrameworkEvent = (
 )
 
 
-# -- commands on an agent's Commands stream --------------------------------------------------------
+# -- commands on an agent's stream -----------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,5 +190,14 @@ class AckCommand:
     uuid: bytes = field(repr=False)
 
 
-AgentCommand = LaunchTasks | KillTask | AckCommand | StreamEnd
-"""Launches and kills are the core's own messages; acknowledgements the runtime's."""
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    """New session settings for a connected agent (seconds)."""
+
+    heartbeat_interval: float
+    reconnect_jitter: float
+
+
+AgentCommand = LaunchTasks | KillTask | AckCommand | AgentSettings | StreamEnd
+"""Launches and kills are the core's own messages; acknowledgements and settings the
+runtime's."""

@@ -307,6 +307,21 @@ class Registry:
             db.execute("UPDATE agents SET state = ? WHERE agent_id = ?", (state, agent_id))
         self.agents[agent_id] = dataclasses.replace(entry, state=state)
 
+    def set_agents_state(self, agent_ids: list[str], state: str) -> None:
+        """``set_agent_state`` for several agents, in one transaction."""
+        if state not in AGENT_STATES:
+            raise ValueError(f"unknown agent state {state!r}")
+        changed = [a for a in agent_ids if self.agents[a].state != state]
+        if not changed:
+            return
+        with self._write() as db:
+            db.executemany(
+                "UPDATE agents SET state = ? WHERE agent_id = ?",
+                [(state, agent_id) for agent_id in changed],
+            )
+        for agent_id in changed:
+            self.agents[agent_id] = dataclasses.replace(self.agents[agent_id], state=state)
+
     def set_agents_active(self, agent_ids: list[str], active: bool) -> None:
         """Record operator (de)activation of several agents in one transaction."""
         changed = [a for a in agent_ids if a in self.agents and self.agents[a].active != active]

@@ -1,14 +1,22 @@
 """``AgentLoss``: agents the master stops hearing from, and agents removed for good (DESIGN.md §6).
 
-An agent unheard for ``agent_timeout`` becomes unreachable: its offers are rescinded, its
-resources leave the pool, each of its tasks is reported UNREACHABLE (LOST to frameworks without
-PARTITION_AWARE, reason AGENT_UNREACHABLE), every framework gets a FailureEvent and the registry
-marks it UNREACHABLE; its stream ends with NOT_FOUND so it reregisters. An agent that comes back
-while the registry does not know it (or marked it gone) is gone: its unreachable tasks are GONE.
+An agent that is late (``Liveness``: unheard for the liveness timeout, or its stream gone for
+``agent_timeout``) becomes unreachable: its offers are rescinded, its resources leave the pool,
+each of its tasks is reported UNREACHABLE (LOST to frameworks without PARTITION_AWARE, reason
+AGENT_UNREACHABLE), every framework gets a FailureEvent and the registry marks it UNREACHABLE;
+its stream ends with NOT_FOUND so it reregisters. An agent that comes back while the registry
+does not know it (or marked it gone) is gone: its unreachable tasks are GONE.
 
-Invariants: the liveness check never touches agents still recovering after a master restart
-(``Recovery`` ends their wait); a state the master decides on its own (a timer, not a call) is
-written to the registry best effort: a failed write is logged, the runtime goes on.
+Invariants:
+- one liveness check handles at most ``LIVENESS_BATCH`` late agents (one registry transaction
+  for all of them); when more are late the next check runs as soon as the loop has served what
+  is ready, so a mass expiry (a partition, a master that could not keep up) is spread over many
+  loop steps instead of one stall. Finding the late agents costs O(late), never a scan of all
+  agents (``Liveness``);
+- the liveness check never touches agents still recovering after a master restart, unless
+  ``Recovery`` gave up on them (``Liveness.expire``);
+- a state the master decides on its own (a timer, not a call) is written to the registry best
+  effort: a failed write is logged, the runtime goes on.
 """
 
 from __future__ import annotations
@@ -25,9 +33,12 @@ from master.runtime.dispatch import Dispatcher
 from master.runtime.sessions import AgentLink, DepartedAgent
 from master.runtime.state import DEPARTED_MEMORY, RuntimeState
 
-__all__ = ["AgentLoss"]
+__all__ = ["LIVENESS_BATCH", "AgentLoss"]
 
 log = logging.getLogger("fairshare.master")
+
+LIVENESS_BATCH = 64
+"""Late agents one liveness check marks unreachable at most."""
 
 
 class AgentLoss:
@@ -38,17 +49,29 @@ class AgentLoss:
         self.dispatcher = dispatcher
 
     def check_liveness(self) -> None:
-        """Mark every agent unheard for ``agent_timeout`` unreachable."""
+        """Mark late agents unreachable, at most ``LIVENESS_BATCH`` now, the rest right after."""
         state = self.state
-        deadline = state.now() - state.config.agent_timeout
-        late = [a for a in state.agents.values() if a.last_heard < deadline and not a.recovering]
-        for link in late:
-            self.unreachable(link)
-        if late:
+        late = state.liveness.late(state.now(), LIVENESS_BATCH)
+        links = []
+        for agent_id in late:
+            link = state.agents.get(agent_id)
+            if link is None:
+                state.liveness.forget(agent_id)
+            else:
+                links.append(link)
+        if links:
+            self.unreachable(links)
             self.dispatcher.request_allocation()
+        if len(late) >= LIVENESS_BATCH and not state.draining:
+            state.loop.call_soon(self.check_liveness)
 
-    def unreachable(self, link: AgentLink) -> None:
-        """The agent is lost: out of the pool, its tasks UNREACHABLE, frameworks told."""
+    def unreachable(self, links: list[AgentLink]) -> None:
+        """The agents are lost: out of the pool, their tasks UNREACHABLE, frameworks told."""
+        for link in links:
+            self._lose(link)
+        self.record_states([link.agent_id for link in links], UNREACHABLE)
+
+    def _lose(self, link: AgentLink) -> None:
         state, agent_id = self.state, link.agent_id
         if link.in_pool:
             messages = state.core.handle_remove_agent(
@@ -59,13 +82,14 @@ class AgentLoss:
                     self.dispatcher.master_update(
                         message,
                         "AGENT_UNREACHABLE",
-                        f"agent unheard for {state.config.agent_timeout:g}s",
+                        f"agent unheard for {state.liveness.timeout:g}s",
                     )
                 else:
                     self.dispatcher.dispatch([message])
         link.end_stream(StreamEnd("NOT_FOUND", "the agent was marked unreachable: reregister"))
         del state.agents[agent_id]
-        self.record_state(agent_id, UNREACHABLE)
+        state.liveness.forget(agent_id)
+        state.awaited.discard(agent_id)
         self.remember(
             DepartedAgent(
                 agent_id, link.spec, "UNREACHABLE", link.registered_at, state.wall(link.last_heard)
@@ -95,13 +119,18 @@ class AgentLoss:
 
     def record_state(self, agent_id: str, registry_state: str) -> None:
         """Record a state the master decided on its own (timers): a failed write is logged."""
+        self.record_states([agent_id], registry_state)
+
+    def record_states(self, agent_ids: list[str], registry_state: str) -> None:
+        """``record_state`` for several agents, in one registry transaction."""
         registry = self.state.registry
-        if agent_id not in registry.agents:
+        known = [agent_id for agent_id in agent_ids if agent_id in registry.agents]
+        if not known:
             return
         try:
-            registry.set_agent_state(agent_id, registry_state)
+            registry.set_agents_state(known, registry_state)
         except RegistryWriteError as error:
-            log_event(log, "registry.write.failed", logging.ERROR, agent_id=agent_id, error=error)
+            log_event(log, "registry.write.failed", logging.ERROR, agents=len(known), error=error)
 
     def remember(self, departed: DepartedAgent) -> None:
         """Keep the last ``DEPARTED_MEMORY`` departed agents for display."""

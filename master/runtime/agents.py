@@ -1,14 +1,22 @@
-"""``AgentCalls``: the Agent API side of the master runtime (agent.proto).
+"""``AgentCalls``: the Agent API side of the master runtime (agent.proto: one stream per session).
 
 Every method runs synchronously on the runtime's loop and checks everything before it changes
-anything (a ``CoreError`` means nothing changed). An agent is admitted durably (the registry row
-is committed before Register answers) and joins the pool when its first Commands stream attaches.
-One marked unreachable (``AgentLoss``) is answered NOT_FOUND until it reregisters: then it rejoins
-the pool with the tasks it still runs (adopted and reported to their frameworks again; tasks it
-lost are LOST). Only agents the registry does not know or marked GONE are refused
-(FAILED_PRECONDITION: register afresh). After a master restart the agents of the registry are
-``recovering`` until they reregister the same way; each that does calls ``on_rejoined`` (the
-daemon wires it to ``Recovery.agent_back``).
+anything (a ``CoreError`` means nothing changed). A session starts with ``register`` or
+``reregister``, which admit the agent and attach its stream (``AgentSession``); the stream's
+messages then come in as ``heard`` and ``update_statuses``, each naming the session's channel
+(a stream a newer one replaced is ABORTED), and ``disconnect`` says the stream ended.
+
+An agent is admitted durably (the registry row is committed before ``registered`` is sent) and
+joins the pool at once. One marked unreachable (``AgentLoss``) has no live registration: its
+stream ends NOT_FOUND and it reregisters; then it rejoins the pool with the tasks it still runs
+(adopted and reported to their frameworks again; tasks it lost are LOST). Only agents the
+registry does not know or marked GONE are refused (FAILED_PRECONDITION: register afresh). After a
+master restart the agents of the registry are ``recovering`` until they reregister the same way;
+each that does calls ``on_rejoined`` with its id (wired to ``Recovery.agent_back``).
+
+Liveness: every session start and every message marks the agent heard (``Liveness``); a
+registration that grows the cluster past what the heartbeat interval was sized for tells every
+connected agent the longer interval (``AgentSettings``).
 
 Status updates: an agent's update is forwarded to its framework until acknowledged (the agent
 retries); updates no framework will acknowledge (framework gone, KILLING to a framework without
@@ -22,6 +30,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from fairshare.logs import log_event
 from fairshare.resources import ResourceVector
@@ -36,45 +45,71 @@ from master.core import (
     TaskLaunch,
     TaskStatusChange,
 )
-from master.model import AckCommand, AgentCommand, AgentSpec, StatusUpdate, StreamEnd, UpdateEvent
+from master.model import (
+    AckCommand,
+    AgentCommand,
+    AgentSettings,
+    AgentSpec,
+    StatusUpdate,
+    StreamEnd,
+    UpdateEvent,
+)
 from master.registry import ADMITTED, GONE, AgentEntry
 from master.runtime.agent_loss import AgentLoss
 from master.runtime.dispatch import Dispatcher
+from master.runtime.liveness import reconnect_jitter
 from master.runtime.sessions import AgentLink, Channel
-from master.runtime.state import RuntimeState, require_id
+from master.runtime.state import Aborted, RuntimeState, require_id
 from master.runtime.taskbook import UpdateOutcome
 
-__all__ = ["AgentCalls", "ReportedTask"]
+__all__ = ["AgentCalls", "AgentSession", "ReportedTask", "ReportedUpdate"]
 
 log = logging.getLogger("fairshare.master")
 
 ReportedTask = tuple[str, TaskLaunch, StatusUpdate]
 """A task a reregistering agent reports: (framework id, how it was launched, its status)."""
+ReportedUpdate = tuple[str, StatusUpdate, TaskState | None]
+"""A status update an agent sends: (framework id, the update, the task's latest state)."""
 Reported = dict[tuple[str, str], tuple[TaskLaunch, StatusUpdate]]
 
 
+@dataclass(frozen=True, slots=True)
+class AgentSession:
+    """What the stream's adapter sends first (``registered``), and the channel it then drains."""
+
+    agent_id: str
+    master_id: str
+    heartbeat_interval: float
+    reconnect_jitter: float
+    channel: Channel[AgentCommand] = field(repr=False)
+
+
 class AgentCalls:
-    """Register, Reregister, Heartbeat, Commands, UpdateStatus."""
+    """register, reregister, heard, update_statuses, disconnect."""
 
     def __init__(self, state: RuntimeState, dispatcher: Dispatcher, loss: AgentLoss) -> None:
         self.state = state
         self.dispatcher = dispatcher
         self.loss = loss
-        self.on_rejoined: Callable[[], None] = lambda: None
+        self.on_rejoined: Callable[[str], None] = lambda agent_id: None
 
-    def _live_agent(self, agent_id: str) -> AgentLink:
-        require_id(agent_id, "agent_id")
+    def _session_link(self, agent_id: str, channel: Channel[AgentCommand]) -> AgentLink:
+        """The agent's link if ``channel`` is its open stream (the agent was heard)."""
         link = self.state.agents.get(agent_id)
-        if link is not None:
-            link.last_heard = self.state.now()
-            return link
-        entry = self.state.registry.agents.get(agent_id)
-        if entry is not None and entry.state == GONE:
-            raise FailedPrecondition(f"agent {agent_id!r} was removed: register afresh")
-        raise NotFound(f"agent {agent_id!r} has no live registration: reregister")
+        if link is None or link.recovering:
+            entry = self.state.registry.agents.get(agent_id)
+            if entry is not None and entry.state == GONE:
+                raise FailedPrecondition(f"agent {agent_id!r} was removed: register afresh")
+            raise NotFound(f"agent {agent_id!r} has no live registration: reregister")
+        if link.channel is not channel:
+            raise Aborted(f"a newer stream of agent {agent_id!r} replaced this one")
+        now = self.state.now()
+        link.last_heard = now
+        self.state.liveness.heard(agent_id, now)
+        return link
 
-    def register(self, spec: AgentSpec) -> tuple[str, float, str]:
-        """Admit a new agent; returns (agent_id, heartbeat interval, master_id)."""
+    def register(self, spec: AgentSpec) -> AgentSession:
+        """Admit a new agent, put it in the pool and open its stream."""
         state = self.state
         state.refuse_if_draining()
         if not spec.resources:
@@ -83,46 +118,68 @@ class AgentCalls:
         registered_at = time.time()
         with state.durably():
             state.registry.admit_agent(AgentEntry(agent_id, spec, registered_at))
-        state.agents[agent_id] = AgentLink(agent_id, spec, registered_at, state.now())
+        link = AgentLink(agent_id, spec, registered_at, state.now())
+        state.agents[agent_id] = link
+        state.core.handle_add_agent(
+            agent_id, spec.resources, state.now(), spec.hostname, dict(spec.attributes)
+        )
+        link.in_pool = True
         log_event(log, "agent.registered", agent_id=agent_id, resources=str(spec.resources))
-        return agent_id, state.config.agent_heartbeat, state.master_id
-
-    def heartbeat(self, agent_id: str) -> str:
-        """The agent is alive; returns the master_id."""
-        self._live_agent(agent_id)
-        return self.state.master_id
-
-    def open_commands(self, agent_id: str) -> Channel[AgentCommand]:
-        """Attach the agent's Commands stream; the agent joins the pool the first time."""
-        self.state.refuse_if_draining()
-        link = self._live_agent(agent_id)
-        if link.recovering:
-            raise NotFound(f"agent {agent_id!r}: the master restarted, reregister with your tasks")
-        channel = link.attach()
-        if not link.in_pool:
-            spec = link.spec
-            self.state.core.handle_add_agent(
-                agent_id, spec.resources, self.state.now(), spec.hostname, dict(spec.attributes)
-            )
-            link.in_pool = True
-            log_event(log, "agent.connected", agent_id=agent_id, hostname=spec.hostname)
         self.dispatcher.request_allocation()
-        return channel
+        return self._open_session(link)
 
-    def close_commands(self, agent_id: str, channel: Channel[AgentCommand]) -> None:
-        """The agent's Commands stream ``channel`` ended."""
+    def _open_session(self, link: AgentLink) -> AgentSession:
+        """Attach a new stream to the agent (a stream still open is replaced)."""
+        state = self.state
+        now = state.now()
+        if state.liveness.resize(len(state.agents)):
+            self._tell_settings()  # the others; this one is told in ``registered``
+        channel = link.attach()
+        link.last_heard = now
+        state.liveness.heard(link.agent_id, now)
+        return AgentSession(
+            link.agent_id,
+            state.master_id,
+            state.liveness.interval,
+            reconnect_jitter(len(state.agents)),
+            channel,
+        )
+
+    def _tell_settings(self) -> None:
+        """The heartbeat interval grew: tell every connected agent."""
+        state = self.state
+        settings = AgentSettings(state.liveness.interval, reconnect_jitter(len(state.agents)))
+        for link in state.agents.values():
+            if link.channel is not None:
+                link.channel.put(settings)
+        log_event(
+            log,
+            "agents.heartbeat.interval",
+            agents=len(state.agents),
+            interval=f"{settings.heartbeat_interval:g}",
+        )
+
+    def heard(self, agent_id: str, channel: Channel[AgentCommand]) -> None:
+        """The agent's stream ``channel`` carried a heartbeat."""
+        self._session_link(agent_id, channel)
+
+    def disconnect(
+        self, agent_id: str, channel: Channel[AgentCommand], end: StreamEnd | None = None
+    ) -> None:
+        """The agent's stream ``channel`` ended (``end``: with which status, default OK)."""
         link = self.state.agents.get(agent_id)
-        if link is not None:
-            link.detach(channel)
-        else:
-            channel.close(StreamEnd())
+        if link is not None and link.detach(channel, end):
+            self.state.liveness.stream_closed(agent_id, self.state.now())
+            code = "-" if end is None else end.code
+            log_event(log, "agent.disconnected", agent_id=agent_id, code=code)
+        channel.close(end or StreamEnd())
 
     # -- reregistration ---------------------------------------------------------------------------
 
     def reregister(
         self, agent_id: str, spec: AgentSpec, tasks: Sequence[ReportedTask]
-    ) -> tuple[float, str]:
-        """Re-admit an agent with its tasks; returns (heartbeat interval, master_id).
+    ) -> AgentSession:
+        """Re-admit an agent with its tasks and open its stream (a stream still open ends).
 
         A live agent is reconciled; an agent marked unreachable, or known from the registry
         after a master restart, rejoins the pool with the tasks it reports (adopted: RUNNING
@@ -162,7 +219,7 @@ class AgentCalls:
         else:
             self._rejoin(link, reported)
         log_event(log, "agent.reregistered", agent_id=agent_id, tasks=len(tasks))
-        return state.config.agent_heartbeat, state.master_id
+        return self._open_session(link)
 
     def _readmit(self, agent_id: str, spec: AgentSpec) -> AgentLink:
         """An agent marked unreachable is back: admitted again (not in the pool yet)."""
@@ -221,7 +278,7 @@ class AgentCalls:
                 self.dispatcher.master_update(
                     change, "AGENT_RESTARTED", "the agent came back without this task"
                 )
-        self.on_rejoined()
+        self.on_rejoined(agent_id)
         self.dispatcher.request_allocation()
 
     def _adopted(self, link: AgentLink, task: RunningTask, launch: TaskLaunch) -> None:
@@ -263,27 +320,33 @@ class AgentCalls:
 
     # -- status updates ---------------------------------------------------------------------------
 
-    def update_status(
-        self,
-        agent_id: str,
-        framework_id: str,
-        status: StatusUpdate,
-        latest_state: TaskState | None,
+    def update_statuses(
+        self, agent_id: str, channel: Channel[AgentCommand], updates: Sequence[ReportedUpdate]
     ) -> None:
-        """Record an agent's status update and forward it to the framework."""
-        state = self.state
-        agent = self._live_agent(agent_id)
-        require_id(framework_id, "framework_id")
-        if status.agent_id and status.agent_id != agent_id:
-            raise InvalidArgument(
-                f"status.agent_id {status.agent_id!r} is not the caller {agent_id!r}"
-            )
-        latest = latest_state or status.state
+        """Record a batch of the agent's status updates and forward each to its framework;
+        every update is checked before any is applied."""
+        agent = self._session_link(agent_id, channel)
+        tasks = self.state.core.tasks
+        for framework_id, status, _ in updates:
+            require_id(framework_id, "framework_id")
+            if status.agent_id and status.agent_id != agent_id:
+                raise InvalidArgument(
+                    f"status.agent_id {status.agent_id!r} is not the caller {agent_id!r}"
+                )
+            task = tasks.get((framework_id, status.task_id))
+            if task is not None and task.agent_id != agent_id:
+                raise InvalidArgument(
+                    f"task {status.task_id!r} runs on agent {task.agent_id!r}, not {agent_id!r}"
+                )
+        for framework_id, status, latest in updates:
+            self._update(agent, framework_id, status, latest or status.state)
+
+    def _update(
+        self, agent: AgentLink, framework_id: str, status: StatusUpdate, latest: TaskState
+    ) -> None:
+        """Record one (checked) update and forward it, or acknowledge it if nobody will."""
+        state, agent_id = self.state, agent.agent_id
         task = state.core.tasks.get((framework_id, status.task_id))
-        if task is not None and task.agent_id != agent_id:
-            raise InvalidArgument(
-                f"task {status.task_id!r} runs on agent {task.agent_id!r}, not {agent_id!r}"
-            )
         if task is not None:
             state.core.handle_task_status(
                 agent_id, framework_id, status.task_id, latest, state.now()

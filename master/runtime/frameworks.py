@@ -12,7 +12,8 @@ Invariants:
 - an accepted launch is the core's own ``LaunchTasks`` (``Dispatcher.launch``), recorded in the
   task book and sent to the agent unchanged;
 - each framework acknowledgement of a pending update goes back to its agent as an
-  ``AckCommand``; frameworks get a HeartbeatEvent every ``heartbeat_interval``.
+  ``AckCommand``, also from a framework away within its failover timeout (every other call
+  needs an open stream); frameworks get a HeartbeatEvent every ``heartbeat_interval``.
 """
 
 from __future__ import annotations
@@ -303,23 +304,35 @@ class FrameworkCalls:
         state.tasks.mark_killing(framework_id, task_id)
 
     def acknowledge(self, framework_id: str, agent_id: str, task_id: str, uuid_: bytes) -> None:
-        """Apply an acknowledgement; a pending one goes back to the agent."""
+        """Apply one acknowledgement (``acknowledge_many`` of one)."""
+        self.acknowledge_many(framework_id, [(agent_id, task_id, uuid_)])
+
+    def acknowledge_many(self, framework_id: str, acks: Sequence[tuple[str, str, bytes]]) -> None:
+        """Apply acknowledgements ``(agent_id, task_id, uuid)``, all checked before any is
+        applied; each of a pending update goes back to its agent. A registered framework whose
+        stream just ended may still acknowledge (an acknowledgement that crossed the end of its
+        stream counts: the update is not sent again when it resubscribes)."""
         state = self.state
-        state.connected(framework_id)
-        if not uuid_:
-            raise InvalidArgument("uuid is empty: only updates with a uuid are acknowledged")
-        require_id(task_id, "task_id")
-        entry = state.tasks.get(framework_id, task_id)
-        if entry is not None and agent_id and agent_id != entry.agent_id:
-            raise InvalidArgument(
-                f"task {task_id!r} is on agent {entry.agent_id!r}, not {agent_id!r}"
-            )
-        outcome = state.tasks.acknowledge(framework_id, task_id, uuid_)
-        if outcome is AckOutcome.UNKNOWN:
-            raise NotFound(f"task {task_id!r} has no status update with uuid {uuid_.hex()}")
-        if outcome is AckOutcome.FORWARD:
-            state.counters.acknowledgements += 1
+        state.framework(framework_id)
+        if not acks:
+            raise InvalidArgument("no acknowledgements")
+        for agent_id, task_id, uuid_ in acks:
+            if not uuid_:
+                raise InvalidArgument("uuid is empty: only updates with a uuid are acknowledged")
+            require_id(task_id, "task_id")
+            entry = state.tasks.get(framework_id, task_id)
+            if entry is not None and agent_id and agent_id != entry.agent_id:
+                raise InvalidArgument(
+                    f"task {task_id!r} is on agent {entry.agent_id!r}, not {agent_id!r}"
+                )
+            if state.tasks.ack_outcome(framework_id, task_id, uuid_) is AckOutcome.UNKNOWN:
+                raise NotFound(f"task {task_id!r} has no status update with uuid {uuid_.hex()}")
+        for agent_id, task_id, uuid_ in acks:
+            entry = state.tasks.get(framework_id, task_id)
             target = entry.agent_id if entry is not None else agent_id
+            if state.tasks.acknowledge(framework_id, task_id, uuid_) is not AckOutcome.FORWARD:
+                continue
+            state.counters.acknowledgements += 1
             agent = state.agents.get(target)
             if agent is not None and not self.dispatcher.drop_ack():
                 agent.send(AckCommand(framework_id, task_id, uuid_))

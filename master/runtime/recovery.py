@@ -10,10 +10,15 @@ unreachable or gone stay so until they come back.
 Invariants:
 - while recovering, nothing is offered: the first allocation run after a restart sees every
   agent that came back and the tasks they run, so offers resume in fairness order;
-- recovery ends when every recovered agent has reregistered or ``reregistration_timeout``
-  passed, whichever is first; then the missing agents are marked unreachable (frameworks get a
-  FailureEvent; their tasks, unknown to this master, are answered UNREACHABLE to explicit
-  reconciliation) and one allocation run follows.
+- recovery ends when every recovered agent has reregistered or the reregistration window
+  passed, whichever is first (the awaited agents are a set, so each reregistration costs O(1)
+  however many agents there are); then one allocation run follows and the missing agents are
+  marked unreachable in batches by the liveness check (frameworks get a FailureEvent; their
+  tasks, unknown to this master, are answered UNREACHABLE to explicit reconciliation);
+- the window is ``reregistration_timeout``, and at least twice the reconnect jitter the agents
+  were told plus one second per ``REREGISTRATION_RATE`` agents, so a large fleet that reconnects
+  spread out as told always fits in it (10,000 agents: 20 s either way); the heartbeat interval
+  is sized for the recovered fleet from the start.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from master.registry import ADMITTED, GONE, UNREACHABLE
 from master.runtime.agent_loss import AgentLoss
 from master.runtime.dispatch import Dispatcher
 from master.runtime.frameworks import FrameworkCalls
+from master.runtime.liveness import REREGISTRATION_RATE, reconnect_jitter
 from master.runtime.sessions import AgentLink, DepartedAgent, FrameworkLink
 from master.runtime.state import RuntimeState
 
@@ -55,7 +61,12 @@ class Recovery:
         now = state.now()
         for role, weight in sorted(registry.role_weights.items()):
             state.core.handle_set_weight(role, weight, now)
-        window = state.config.reregistration_timeout
+        known = sum(1 for agent in registry.agents.values() if agent.state == ADMITTED)
+        state.liveness.resize(known)
+        window = max(
+            state.config.reregistration_timeout,
+            2 * reconnect_jitter(known) + known / REREGISTRATION_RATE,
+        )
         frameworks = 0
         for framework_id, entry in registry.frameworks.items():
             if entry.removed:
@@ -79,11 +90,12 @@ class Recovery:
             if agent.state == ADMITTED:
                 link = AgentLink(agent_id, agent.spec, agent.registered_at, now, recovering=True)
                 state.agents[agent_id] = link
+                state.awaited.add(agent_id)
             elif agent.state != GONE:  # a removed agent stays refused, and is no longer listed
                 state.departed[agent_id] = DepartedAgent(
                     agent_id, agent.spec, agent.state, agent.registered_at, agent.registered_at
                 )
-        waiting = sum(1 for link in state.agents.values() if link.recovering)
+        waiting = len(state.awaited)
         log_event(
             log,
             "master.recovered",
@@ -92,26 +104,29 @@ class Recovery:
             agents=waiting,
             unreachable=sum(1 for a in registry.agents.values() if a.state == UNREACHABLE),
             gone=sum(1 for a in registry.agents.values() if a.state == GONE),
+            window=f"{window:g}",
         )
         if waiting:
             state.recovering = True
             state.loop.call_later(window, self.finish)
 
-    def agent_back(self) -> None:
+    def agent_back(self, agent_id: str) -> None:
         """An agent reregistered: the recovery ends once every recovered agent is back."""
         state = self.state
-        if state.recovering and not any(link.recovering for link in state.agents.values()):
+        state.awaited.discard(agent_id)
+        if state.recovering and not state.awaited:
             self.finish()
 
     def finish(self) -> None:
-        """End the recovery: agents still missing are unreachable; allocation resumes."""
+        """End the recovery: allocation resumes; agents still missing become unreachable."""
         state = self.state
         if not state.recovering:
             return
         state.recovering = False
-        missing = [link for link in state.agents.values() if link.recovering]
-        for link in missing:
-            link.recovering = False
-            self.loss.unreachable(link)
+        missing = sorted(state.awaited)
+        for agent_id in missing:
+            state.liveness.expire(agent_id)
         log_event(log, "master.recovery.done", unreachable=len(missing))
         self.dispatcher.request_allocation()
+        if missing:
+            self.loss.check_liveness()

@@ -1,14 +1,16 @@
 """Connections of frameworks and agents to the master: the queues their streams drain.
 
 The runtime pushes events and commands with non-blocking calls on its event loop; each gRPC
-stream handler awaits its ``Channel`` and writes what it gets. One owner: only the runtime creates,
-replaces and closes channels.
+stream handler awaits its ``Channel`` and writes what it gets, an agent's handler everything
+queued at once (``get_batch``: one stream message for many commands). One owner: only the
+runtime creates, replaces and closes channels.
 
 Invariants:
 - a ``Channel`` accepts nothing after ``close``; the ``StreamEnd`` it was closed with is the last
   item its reader gets, so a reader always terminates;
 - an ``AgentLink`` has at most one open stream; commands sent while no stream is open wait in its
-  outbox and go first on the next stream (commands a closed stream never took go back to it);
+  outbox and go first on the next stream (commands a closed stream never took go back to it),
+  unless the agent reregisters (then they are dropped and the agent is reconciled instead);
 - a ``FrameworkLink``'s ``channel`` is ``None`` exactly while the framework is disconnected;
   updates the master generates meanwhile (UNREACHABLE, LOST, ...) are held and go first on the
   next stream, so a framework that fails over still hears of every task it lost.
@@ -23,6 +25,7 @@ from typing import Generic, TypeVar
 
 from master.model import (
     AgentCommand,
+    AgentSettings,
     AgentSpec,
     DemandSpec,
     ErrorEvent,
@@ -61,6 +64,18 @@ class Channel(Generic[T]):
     async def get(self) -> T | StreamEnd:
         """The next item (waits for one)."""
         return await self._queue.get()
+
+    async def get_batch(self, limit: int) -> tuple[list[T], StreamEnd | None]:
+        """Wait for an item, then take everything queued behind it (at most ``limit`` items);
+        returns them and the ``StreamEnd`` if it was reached."""
+        item = await self._queue.get()
+        items: list[T] = []
+        while not isinstance(item, StreamEnd):
+            items.append(item)
+            if len(items) >= limit or self._queue.empty():
+                return items, None
+            item = self._queue.get_nowait()
+        return items, item
 
     def get_nowait(self) -> T | StreamEnd | None:
         """The next item if one is queued, else ``None``."""
@@ -128,7 +143,7 @@ class FrameworkLink:
 
 @dataclass(eq=False)
 class AgentLink:
-    """A registered agent: identity, liveness, and the way to its Commands stream."""
+    """A registered agent: identity, liveness, and the way to its stream."""
 
     agent_id: str
     spec: AgentSpec
@@ -141,14 +156,15 @@ class AgentLink:
 
     @property
     def connected(self) -> bool:
-        """True while a Commands stream is open."""
+        """True while a stream is open."""
         return self.channel is not None
 
     def send(self, command: AgentCommand) -> None:
-        """Queue a command on the open stream, or in the outbox until one opens."""
+        """Queue a command on the open stream, or in the outbox until one opens (settings are
+        for the open stream only: the next one starts with its own)."""
         if self.channel is not None:
             self.channel.put(command)
-        else:
+        elif not isinstance(command, AgentSettings):
             self.outbox.append(command)
 
     def attach(self) -> Channel[AgentCommand]:
@@ -157,7 +173,7 @@ class AgentLink:
         old = self.channel
         if old is not None:
             pending = old.drain()
-            old.close(StreamEnd("ABORTED", "a newer Commands stream replaced this one"))
+            old.close(StreamEnd("ABORTED", "a newer stream of this agent replaced this one"))
         channel: Channel[AgentCommand] = Channel()
         for command in [*pending, *self.outbox]:
             channel.put(command)
@@ -165,12 +181,15 @@ class AgentLink:
         self.channel = channel
         return channel
 
-    def detach(self, channel: Channel[AgentCommand]) -> None:
-        """The stream ``channel`` ended; commands it never took go back to the outbox."""
-        if self.channel is channel:
-            self.channel = None
-            self.outbox.extend(channel.drain())
-            channel.close(StreamEnd())
+    def detach(self, channel: Channel[AgentCommand], end: StreamEnd | None = None) -> bool:
+        """The stream ``channel`` ended (closed with ``end``, default OK); commands it never
+        took go back to the outbox. False if it was not the open stream."""
+        if self.channel is not channel:
+            return False
+        self.channel = None
+        self.outbox.extend(c for c in channel.drain() if not isinstance(c, AgentSettings))
+        channel.close(end or StreamEnd())
+        return True
 
     def discard_pending(self) -> None:
         """Forget every command not sent yet (a reregistering agent is reconciled instead)."""

@@ -16,7 +16,8 @@ Invariants:
 - ``frameworks`` holds the registered frameworks (connected or within their failover timeout),
   ``removed_frameworks`` the ids that may never come back; ``agents`` the agents with a live or
   recovering registration, ``departed`` the last ``DEPARTED_MEMORY`` unreachable or gone ones
-  (for display only).
+  (for display only); ``liveness`` the deadlines of the agents in the pool (``agents`` minus the
+  recovering ones) and the heartbeat interval they were told; ``awaited`` the recovering agents.
 """
 
 from __future__ import annotations
@@ -42,11 +43,13 @@ from master.core import (
 )
 from master.registry import Registry, RegistryWriteError
 from master.runtime.counters import RuntimeCounters
+from master.runtime.liveness import Liveness, base_interval
 from master.runtime.sessions import AgentLink, DepartedAgent, FrameworkLink
 from master.runtime.taskbook import TaskBook
 
 __all__ = [
     "DEPARTED_MEMORY",
+    "Aborted",
     "RuntimeConfig",
     "RuntimeState",
     "Unavailable",
@@ -77,17 +80,24 @@ class RuntimeConfig:
     agent_timeout: float = 15.0
     heartbeat_interval: float = 5.0
     allocation_batch: float = 0.005  # a triggered run waits this long to merge more triggers
-    agent_heartbeat_interval: float | None = None  # None: min(5 s, agent_timeout / 3)
+    agent_heartbeat_interval: float | None = None  # None: min(5 s, agent_timeout / 3); grows
+    # with the cluster either way (``master.runtime.liveness``)
     reregistration_timeout: float = 20.0  # after a restart: how long agents have to reregister
     fault_drop_acks: float = 0.0  # fault injection (tests): drop this share of acks to agents
     version: str = "0.1.0"
 
     @property
     def agent_heartbeat(self) -> float:
-        """How often agents must call Heartbeat."""
+        """How often agents of a small cluster heartbeat (the liveness's base interval)."""
         if self.agent_heartbeat_interval is not None:
             return self.agent_heartbeat_interval
-        return min(5.0, self.agent_timeout / 3)
+        return base_interval(self.agent_timeout)
+
+
+class Aborted(CoreError):
+    """The call came on a stream a newer one replaced: nothing changed."""
+
+    code = "ABORTED"
 
 
 def require_id(value: str, what: str) -> None:
@@ -117,7 +127,9 @@ class RuntimeState:
         self.counters = RuntimeCounters()
         self.registry = registry or Registry.in_memory()
         self.registry.on_write = self.counters.registry_write_durations.observe
+        self.liveness = Liveness(self.config.agent_timeout, self.config.agent_heartbeat)
         self.recovering = False  # after a restart, until recovered agents are back or time is up
+        self.awaited: set[str] = set()  # while recovering: the agents not back yet
         self.draining = False
         self.started_at = time.time()
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -159,6 +159,16 @@ class TaskBook:
         entry.pending[status.uuid] = status
         return UpdateOutcome.NEW
 
+    def ack_outcome(self, framework_id: str, task_id: str, uuid: bytes) -> AckOutcome:
+        """What ``acknowledge`` would answer, changing nothing."""
+        entry = self._entries.get((framework_id, task_id))
+        if entry is None:
+            ended = self._ended.get((framework_id, task_id))
+            return AckOutcome.DUPLICATE if ended and uuid in ended else AckOutcome.STALE
+        if uuid in entry.pending:
+            return AckOutcome.FORWARD
+        return AckOutcome.DUPLICATE if uuid in entry.acked else AckOutcome.UNKNOWN
+
     def acknowledge(self, framework_id: str, task_id: str, uuid: bytes) -> AckOutcome:
         """Apply a framework's acknowledgement."""
         entry = self._entries.get((framework_id, task_id))

@@ -137,7 +137,7 @@ def _agents(runtime: RuntimeState) -> list[AgentView]:
                 )
             )
             continue
-        if record is None:  # registered, Commands stream not attached yet: not in the pool
+        if record is None:  # readmitted, not in the pool yet (never seen outside a call)
             continue
         offered = sum((core.offers[o].resources for o in record.offer_ids), EMPTY)
         used = sum((core.tasks[k].resources for k in record.task_keys), EMPTY)

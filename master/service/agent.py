@@ -1,95 +1,132 @@
-"""``AgentServicer``: the Agent API (agent.proto) as a thin adapter over the runtime.
+"""``AgentServicer``: the Agent API (agent.proto, one ``Connect`` stream per agent session) as a
+thin adapter over the runtime's ``AgentCalls``.
 
-Each method converts the request (``convert`` validates wire input), makes one synchronous call
-into the runtime's ``AgentCalls``, and converts the result; errors become precise status codes.
-Commands sends its initial metadata as soon as the stream is attached (the agent awaits it to know
-it is connected), then drains the agent's channel; the runtime hears when the stream ends.
+The first message (register or reregister) is converted (``convert`` validates wire input) and
+handed to the runtime in one synchronous call, which admits the agent and attaches its channel;
+``registered`` goes out first. Then two loops share the stream: a reader task turns each incoming
+message into one runtime call (``heard``, ``update_statuses``), and this handler drains the
+agent's channel, everything queued at once into one ``commands`` message. Whatever ends the
+session (the agent ends or breaks its stream, a message the runtime refuses, the runtime closing
+the channel), the runtime hears it through ``disconnect``, and the stream ends with the code of
+the ``StreamEnd`` that closed the channel: a refused message ends it with its error's code and
+nothing of that message was applied.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator
 
+from fairshare.logs import log_event
 from fairshare.v1 import agent_pb2 as pb
 from fairshare.v1 import agent_pb2_grpc
+from grpc import aio
 
-from master.model import StreamEnd
-from master.runtime.agents import AgentCalls
+from master.core import CoreError, InvalidArgument
+from master.model import AgentCommand, StreamEnd
+from master.runtime.agents import AgentCalls, AgentSession
+from master.runtime.sessions import Channel
 from master.service import convert, streams
-from master.service.errors import Context, abort_with, grpc_code, maps_errors
+from master.service.errors import Context, abort_with, grpc_code
 
-__all__ = ["AgentServicer"]
+__all__ = ["FIRST_MESSAGE_TIMEOUT", "MAX_COMMANDS_PER_MESSAGE", "AgentServicer"]
+
+log = logging.getLogger("fairshare.master.rpc")
+
+FIRST_MESSAGE_TIMEOUT = 30.0
+"""Seconds an agent has to send register or reregister after opening its stream."""
+MAX_COMMANDS_PER_MESSAGE = 1000
+"""Commands batched into one ``commands`` message at most."""
 
 
 class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
-    """Agents' calls, forwarded to the runtime."""
+    """Agents' sessions, forwarded to the runtime."""
 
     def __init__(self, agents: AgentCalls) -> None:
         self.agents = agents
 
-    @maps_errors
-    async def Register(self, request: pb.RegisterRequest, context: Context) -> pb.RegisterResponse:
-        """Admit a new agent."""
-        spec = convert.agent_spec(request.agent_info)
-        agent_id, interval, master_id = self.agents.register(spec)
-        return pb.RegisterResponse(
-            agent_id=agent_id,
-            heartbeat_interval=convert.duration(interval),
-            master_id=master_id,
-        )
-
-    @maps_errors
-    async def Reregister(
-        self, request: pb.ReregisterRequest, context: Context
-    ) -> pb.ReregisterResponse:
-        """Re-admit a known agent with its tasks."""
-        spec = convert.agent_spec(request.agent_info)
-        tasks = [
-            (
-                task.framework_id,
-                convert.task_launch(task.info),
-                convert.status_from_pb(task.status, agent_update=False),
-            )
-            for task in request.tasks
-        ]
-        interval, master_id = self.agents.reregister(request.agent_id, spec, tasks)
-        return pb.ReregisterResponse(
-            heartbeat_interval=convert.duration(interval), master_id=master_id
-        )
-
-    @maps_errors
-    async def Heartbeat(
-        self, request: pb.HeartbeatRequest, context: Context
-    ) -> pb.HeartbeatResponse:
-        """Liveness."""
-        return pb.HeartbeatResponse(master_id=self.agents.heartbeat(request.agent_id))
-
-    async def Commands(
-        self, request: pb.CommandsRequest, context: Context
-    ) -> AsyncIterator[pb.CommandsResponse]:
-        """The command stream to the agent."""
+    async def Connect(
+        self, request_iterator: AsyncIterator[pb.ConnectRequest], context: Context
+    ) -> AsyncIterator[pb.ConnectResponse]:
+        """One agent session."""
+        requests = aiter(request_iterator)
         try:
-            channel = self.agents.open_commands(request.agent_id)
+            async with asyncio.timeout(FIRST_MESSAGE_TIMEOUT):
+                first = await anext(requests, None)
+            if first is None:
+                return  # the agent went away before saying who it is
+            session = self._open(first)
         except Exception as error:
-            await abort_with(context, error, "Commands")
+            await abort_with(context, _refusal(error), "Connect")
+        agent_id, channel = session.agent_id, session.channel
+        reader = asyncio.ensure_future(self._read(requests, agent_id, channel))
         try:
-            await context.send_initial_metadata(())
+            yield pb.ConnectResponse(registered=streams.registered_to_pb(session))
             while True:
-                command = await channel.get()
-                if isinstance(command, StreamEnd):
-                    if command.code != "OK":
-                        await context.abort(grpc_code(command.code), command.message)
+                items, end = await channel.get_batch(MAX_COMMANDS_PER_MESSAGE)
+                for message in streams.agent_messages(items):
+                    yield message
+                if end is not None:
+                    if end.code != "OK":
+                        await context.abort(grpc_code(end.code), end.message)
                     return
-                yield streams.command_to_pb(command)
         finally:
-            self.agents.close_commands(request.agent_id, channel)
+            reader.cancel()
+            self.agents.disconnect(agent_id, channel)
 
-    @maps_errors
-    async def UpdateStatus(
-        self, request: pb.UpdateStatusRequest, context: Context
-    ) -> pb.UpdateStatusResponse:
-        """One task status update."""
-        status = convert.status_from_pb(request.status, agent_update=True)
-        latest = convert.latest_state(request.latest_state)
-        self.agents.update_status(request.agent_id, request.framework_id, status, latest)
-        return pb.UpdateStatusResponse()
+    def _open(self, first: pb.ConnectRequest) -> AgentSession:
+        kind = first.WhichOneof("message")
+        if kind == "register":
+            return self.agents.register(convert.agent_spec(first.register.agent_info))
+        if kind == "reregister":
+            message = first.reregister
+            spec = convert.agent_spec(message.agent_info)
+            tasks = convert.reported_tasks(message.tasks)
+            return self.agents.reregister(message.agent_id, spec, tasks)
+        raise InvalidArgument(
+            f"the first message must be register or reregister, not {kind or 'an empty one'}"
+        )
+
+    async def _read(
+        self,
+        requests: AsyncIterator[pb.ConnectRequest],
+        agent_id: str,
+        channel: Channel[AgentCommand],
+    ) -> None:
+        """Hand each message of the agent to the runtime until the stream or the session ends."""
+        end = StreamEnd()
+        try:
+            async for message in requests:
+                kind = message.WhichOneof("message")
+                if kind == "updates":
+                    updates = convert.agent_updates(message.updates.updates)
+                    self.agents.update_statuses(agent_id, channel, updates)
+                elif kind == "heartbeat":
+                    self.agents.heard(agent_id, channel)
+                else:
+                    raise InvalidArgument(
+                        f"{kind or 'an empty message'} is not allowed after the first message"
+                    )
+        except CoreError as error:
+            log_event(log, "rpc.refused", logging.DEBUG, method="Connect", code=error.code)
+            end = StreamEnd(error.code, error.message)
+        except aio.AbortError:
+            pass  # the handler ended the stream (its code is already set)
+        except Exception as error:  # a bug: the session ends, the daemon goes on
+            log.error("rpc.failed method=Connect", exc_info=error)
+            end = StreamEnd("INTERNAL", f"internal error in Connect: {error}")
+        self.agents.disconnect(agent_id, channel, end)
+
+
+def _refusal(error: BaseException) -> BaseException:
+    """A timed-out first message is DEADLINE_EXCEEDED; other errors map as they are."""
+    if isinstance(error, TimeoutError):
+        return _DeadlineExceeded(
+            f"no register or reregister within {FIRST_MESSAGE_TIMEOUT:g} s of opening the stream"
+        )
+    return error
+
+
+class _DeadlineExceeded(CoreError):
+    code = "DEADLINE_EXCEEDED"

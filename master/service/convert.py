@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 from fairshare.resources import ResourceError, ResourceVector
 from fairshare.task_states import AGENT_REPORTED, TaskState
-from fairshare.v1 import common_pb2
+from fairshare.v1 import agent_pb2, common_pb2
 from fairshare.wire import (
     WireRangeError,
     duration_to_pb,
@@ -50,6 +50,7 @@ from master.model import (
 
 __all__ = [
     "agent_spec",
+    "agent_updates",
     "attributes_to_pb",
     "demand_spec",
     "demand_to_pb",
@@ -58,6 +59,7 @@ __all__ = [
     "framework_spec",
     "latest_state",
     "refuse_seconds",
+    "reported_tasks",
     "resources",
     "resources_to_pb",
     "status_from_pb",
@@ -319,7 +321,7 @@ def task_state(value: int, what: str) -> TaskState:
 
 
 def latest_state(value: int) -> TaskState | None:
-    """``UpdateStatusRequest.latest_state``: None when unspecified, else an agent state."""
+    """``StatusUpdate.latest_state``: None when unspecified, else an agent state."""
     if value == 0:
         return None
     state = task_state(value, "latest_state")
@@ -352,6 +354,33 @@ def status_from_pb(status: common_pb2.TaskStatus, agent_update: bool) -> StatusU
         status.healthy if status.HasField("healthy") else None,
         status.exit_code if status.HasField("exit_code") else None,
     )
+
+
+def reported_tasks(tasks: Iterable[common_pb2.Task]) -> list[tuple[str, TaskLaunch, StatusUpdate]]:
+    """The tasks of ``ReregisterAgent``: (framework id, launch, latest status) each."""
+    return [
+        (
+            task.framework_id,
+            task_launch(task.info),
+            status_from_pb(task.status, agent_update=False),
+        )
+        for task in tasks
+    ]
+
+
+def agent_updates(
+    updates: Iterable[agent_pb2.StatusUpdate],
+) -> list[tuple[str, StatusUpdate, TaskState | None]]:
+    """The updates of a ``StatusUpdates`` message: (framework id, update, latest state) each;
+    the whole batch is refused if one of them is malformed."""
+    return [
+        (
+            update.framework_id,
+            status_from_pb(update.status, agent_update=True),
+            latest_state(update.latest_state),
+        )
+        for update in updates
+    ]
 
 
 def status_to_pb(status: StatusUpdate) -> common_pb2.TaskStatus:

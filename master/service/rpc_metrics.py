@@ -11,7 +11,9 @@ Invariants:
 - ``code`` is the status code's name: the code the handler set or aborted with, ``OK`` for a
   normal end, ``CANCELLED`` for a call the client abandoned, ``UNKNOWN`` for an escaped error;
 - ``counts`` is a plain dict mutated only on the server's loop; readers take ``dict(counts)``
-  on that loop (``master.metrics`` does).
+  on that loop (``master.metrics`` does);
+- the wrapped handler of a method is built once and reused (a server's handlers never change
+  once it serves), so a call costs the interceptor one dict lookup.
 """
 
 from __future__ import annotations
@@ -54,16 +56,24 @@ class RpcMetricsInterceptor(aio.ServerInterceptor):  # type: ignore[type-arg]
 
     def __init__(self) -> None:
         self.counts: dict[tuple[str, str], int] = {}
+        self._wrapped: dict[str, Handler] = {}
 
     async def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler]],
         handler_call_details: grpc.HandlerCallDetails,
     ) -> Handler:
+        wrapped = self._wrapped.get(handler_call_details.method)
+        if wrapped is not None:
+            return wrapped
         handler = await continuation(handler_call_details)
         if handler is None:
             return handler
-        label = method_label(handler_call_details.method)
+        wrapped = self._wrap_handler(handler, method_label(handler_call_details.method))
+        self._wrapped[handler_call_details.method] = wrapped
+        return wrapped
+
+    def _wrap_handler(self, handler: Handler, label: str) -> Handler:
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
                 self._wrap(handler.unary_unary, label),

@@ -99,10 +99,9 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     async def Acknowledge(
         self, request: pb.AcknowledgeRequest, context: Context
     ) -> pb.AcknowledgeResponse:
-        """Acknowledge a status update."""
-        self.frameworks.acknowledge(
-            request.framework_id, request.agent_id, request.task_id, request.uuid
-        )
+        """Acknowledge status updates."""
+        acks = [(a.agent_id, a.task_id, a.uuid) for a in request.acknowledgements]
+        self.frameworks.acknowledge_many(request.framework_id, acks)
         return pb.AcknowledgeResponse()
 
     @maps_errors

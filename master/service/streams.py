@@ -1,12 +1,15 @@
-"""The messages the master streams out: framework events (Subscribe) and agent commands
-(Commands), built from the runtime's values and the core's own messages.
+"""The messages the master streams out: framework events (Subscribe) and agent messages
+(Connect), built from the runtime's values and the core's own messages.
 
 Invariants: a ``StreamEnd`` is never a message (the servicer ends the stream with its code);
 ``LaunchTasks`` and ``KillTask`` are the core's messages, converted as they are, every task of a
-launch placed on the message's agent.
+launch placed on the message's agent; consecutive commands go out as one ``commands`` message,
+in the order they were queued (settings between them split it, so nothing is reordered).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import grpc
 from fairshare.v1 import agent_pb2, common_pb2, scheduler_pb2
@@ -16,24 +19,26 @@ from master.core.records import Offer
 from master.model import (
     AckCommand,
     AgentCommand,
+    AgentSettings,
     ErrorEvent,
     FailureEvent,
     FrameworkEvent,
     HeartbeatEvent,
     OffersEvent,
     RescindEvent,
-    StreamEnd,
     UpdateEvent,
 )
+from master.runtime.agents import AgentSession
 from master.service.convert import (
     attributes_to_pb,
+    duration,
     resources_to_pb,
     status_to_pb,
     task_info,
     timestamp,
 )
 
-__all__ = ["command_to_pb", "event_to_pb", "offer_to_pb"]
+__all__ = ["agent_messages", "command_to_pb", "event_to_pb", "offer_to_pb", "registered_to_pb"]
 
 
 def offer_to_pb(offer: Offer, expires_at: float | None) -> common_pb2.Offer:
@@ -79,21 +84,52 @@ def _grpc_code_number(name: str) -> int:
     return code[0]
 
 
-def command_to_pb(command: AgentCommand) -> agent_pb2.CommandsResponse:
-    """An agent command as one stream message (``StreamEnd`` is not sent)."""
+def registered_to_pb(session: AgentSession) -> agent_pb2.AgentRegistered:
+    """The first message of an agent's stream."""
+    return agent_pb2.AgentRegistered(
+        agent_id=session.agent_id,
+        master_id=session.master_id,
+        heartbeat_interval=duration(session.heartbeat_interval),
+        reconnect_jitter=duration(session.reconnect_jitter),
+    )
+
+
+def agent_messages(items: Sequence[AgentCommand]) -> list[agent_pb2.ConnectResponse]:
+    """Queued items of an agent's channel as stream messages: runs of commands batched, each
+    ``AgentSettings`` on its own (``StreamEnd`` is not sent)."""
+    pb = agent_pb2
+    messages: list[agent_pb2.ConnectResponse] = []
+    run: list[agent_pb2.AgentCommand] = []
+    for item in items:
+        if isinstance(item, AgentSettings):
+            if run:
+                messages.append(pb.ConnectResponse(commands=pb.AgentCommands(commands=run)))
+                run = []
+            settings = pb.AgentSettings(
+                heartbeat_interval=duration(item.heartbeat_interval),
+                reconnect_jitter=duration(item.reconnect_jitter),
+            )
+            messages.append(pb.ConnectResponse(settings=settings))
+        else:
+            run.append(command_to_pb(item))
+    if run:
+        messages.append(pb.ConnectResponse(commands=pb.AgentCommands(commands=run)))
+    return messages
+
+
+def command_to_pb(command: AgentCommand) -> agent_pb2.AgentCommand:
+    """One agent command (``StreamEnd`` and ``AgentSettings`` are not commands)."""
     pb = agent_pb2
     if isinstance(command, LaunchTasks):
         tasks = [task_info(task, command.agent_id) for task in command.tasks]
         launch = pb.LaunchTasksCommand(framework_id=command.framework_id, tasks=tasks)
-        return pb.CommandsResponse(launch_tasks=launch)
+        return pb.AgentCommand(launch_tasks=launch)
     if isinstance(command, KillTask):
         kill = pb.KillTaskCommand(framework_id=command.framework_id, task_id=command.task_id)
-        return pb.CommandsResponse(kill_task=kill)
+        return pb.AgentCommand(kill_task=kill)
     if isinstance(command, AckCommand):
         ack = pb.AcknowledgeStatusCommand(
             framework_id=command.framework_id, task_id=command.task_id, uuid=command.uuid
         )
-        return pb.CommandsResponse(acknowledge_status=ack)
-    if isinstance(command, StreamEnd):
-        raise TypeError("StreamEnd is not a stream message")
+        return pb.AgentCommand(acknowledge_status=ack)
     raise TypeError(f"not a command: {command!r}")

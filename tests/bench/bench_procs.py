@@ -97,12 +97,16 @@ class Master:
         allocation_interval: str,
         log_level: str,
         profile_prefix: str | None = None,
+        port: int = 0,
+        extra: tuple[str, ...] = (),
+        log_name: str = "master.log",
     ) -> None:
         self.work_dir = work_dir
         self.profile_prefix = profile_prefix
-        self.argv = ["master", "--port", "0", "--metrics-port", "0", "--work-dir", str(work_dir)]
-        self.argv += ["--allocation-interval", allocation_interval, "--log-level", log_level]
-        self.log_path = work_dir.parent / "master.log"
+        self.argv = ["master", "--port", str(port), "--metrics-port", "0"]
+        self.argv += ["--work-dir", str(work_dir), "--allocation-interval", allocation_interval]
+        self.argv += ["--log-level", log_level, *extra]
+        self.log_path = work_dir.parent / log_name
         self.address = ""
         self.proc: subprocess.Popen[bytes] | None = None
         self._profiles = 0
@@ -189,6 +193,11 @@ class Master:
                 time.sleep(0.5)  # dump_stats writes in one go; let it finish
                 if written.exists():
                     written.rename(f"{self.profile_prefix}.{phase}.pstats")
+
+    def kill(self) -> None:
+        """SIGKILL (kill -9): no drain, nothing cleaned up."""
+        assert self.proc is not None
+        kill_group(self.proc)
 
     def stop(self, timeout: float = 30.0) -> int:
         """SIGTERM (the master drains and exits 0); SIGKILL after ``timeout``. Exit code."""

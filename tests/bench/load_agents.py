@@ -1,32 +1,40 @@
-"""Many simulated agents in one process, speaking the real AgentService protocol (agent.proto).
+"""Many simulated agents in one process, each on its own ``Connect`` stream (agent.proto).
 
-Started by ``bench_live.py`` (never by the test suite directly):
+Started by ``bench_live.py`` and ``bench_restart.py`` (never by the test suite directly):
 ``python tests/bench/load_agents.py --master HOST:PORT --agents N --channels K``.
 
 Each simulated agent does what the real agent daemon does on the wire, without running tasks:
 
-- Register (``--resources``), open its Commands stream and await the initial metadata (from then
-  on it is "connected"), then sleep ``heartbeat_interval`` (as the master returned it) and call
-  Heartbeat, forever (the first beat at a random phase, so beats are spread evenly);
-- on LaunchTasks: every task reports STARTING then RUNNING, each update with a fresh 16-byte
-  uuid and ``latest_state`` set to the newest state; only the oldest unacknowledged update of a
-  task is in flight and the next one is sent when the AcknowledgeStatusCommand for it arrives;
-  an unacknowledged update is re-sent after 1 s, then 2 s, 4 s ... (as the real agent);
-- an agent whose Commands stream the master ends (e.g. NOT_FOUND: marked unreachable) is
-  counted as lost and falls silent; unlike the real agent it does not reregister;
-- a task with ``command.duration`` ends FINISHED (exit code 0) that long after its launch; on
-  KillTask a live task ends KILLED (``--kill-reports-killing`` adds KILLING first).
+- opens its stream with ``register`` (``reregister`` with its id and tasks once it has one) and
+  waits for ``registered`` (from then on it is "connected"); sends a heartbeat whenever it sent
+  nothing for the heartbeat interval the master gave (and later ``settings``); the first beat
+  comes at a random phase so the beats of many agents are spread evenly;
+- on a launch: every task reports STARTING then RUNNING, each update with a fresh 16-byte uuid
+  and ``latest_state`` set to the newest state; only the oldest unacknowledged update of a task
+  is in flight and the next one is sent when its acknowledgement arrives; an unacknowledged
+  update is re-sent after 1 s, then 2 s, 4 s ... (as the real agent); the heads due at the same
+  moment travel in one ``updates`` message per agent;
+- a task with ``command.duration`` ends FINISHED (exit code 0) that long after its launch; on a
+  kill a live task ends KILLED (``--kill-reports-killing`` adds KILLING first);
+- a stream the master ends counts as lost; without ``--reconnect`` the agent then falls silent;
+  with it the agent reconnects as the real one does (NOT_FOUND at once, otherwise after a
+  backoff of 0.25 s doubling to 10 s with jitter, at most 2 s once it was connected, the first
+  attempt after an established session also waiting a random share of the master's
+  ``reconnect_jitter``), reregistering with its tasks and re-sending every pending update at
+  once.
 
 Counters (cumulative, read with the ``stats`` command, each reply stamped with ``now``):
-``connected``, ``lost`` (Commands streams the master ended), ``launched`` (tasks received),
-``running_acked`` (RUNNING updates whose AcknowledgeStatusCommand arrived: the full launch
-lifecycle), ``finished_acked``, ``updates_sent``, ``update_retries``, ``update_errors``,
-``heartbeats``, ``heartbeat_errors``. ``stats`` with ``"latency": true`` also returns the
-last 20,000 launch-to-RUNNING-acknowledged times (LaunchTasks received to the RUNNING update's
-AcknowledgeStatusCommand received, seconds).
+``connected`` (sessions established), ``registered``, ``reregistered``, ``lost`` (streams the
+master ended) with their codes in ``lost_codes``, ``connect_errors``, ``launched``,
+``running_acked`` (RUNNING updates whose acknowledgement arrived: the full launch lifecycle),
+``finished_acked``, ``updates_sent``, ``update_messages``, ``update_retries``, ``heartbeats``,
+``heartbeat_errors``; ``live`` is the number of agents with an established stream now and
+``last_established`` the CLOCK_MONOTONIC time of the latest establishment. ``stats`` with
+``"latency": true`` also returns the last 20,000 launch-to-RUNNING-acknowledged times and
+update-to-acknowledgement times (seconds).
 
-Agents are spread over ``--channels`` gRPC channels (one TCP connection each); everything runs
-on one asyncio loop. See ``load_common`` for the control protocol.
+Agents are spread over ``--channels`` gRPC channels (one TCP connection each, many streams on
+it); everything runs on one asyncio loop. See ``load_common`` for the control protocol.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
+import statistics
 import sys
 import time
 import uuid
@@ -54,8 +63,10 @@ KILLED = common_pb2.TASK_STATE_KILLED
 TERMINAL = frozenset({FINISHED, KILLED})
 RETRY_INITIAL = 1.0
 RETRY_MAX = 60.0
+RECONNECT_INITIAL = 0.25
+RECONNECT_MAX = 10.0
+RECONNECT_CAP_ONCE_CONNECTED = 2.0
 CALL_TIMEOUT = 30.0
-HEARTBEAT_TIMEOUT = 10.0  # the real agent's rpc_timeout
 LATENCY_SAMPLES = 20_000
 
 
@@ -67,14 +78,16 @@ class Update:
     uuid: bytes
     retry_in: float = RETRY_INITIAL
     timer: asyncio.TimerHandle | None = None
+    sent_at: float = 0.0
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class SimTask:
     """A launched task: its FIFO of unacknowledged updates and its newest state."""
 
     framework_id: str
     task_id: str
+    info: common_pb2.TaskInfo
     latest: int
     launched_at: float
     queue: deque[Update] = field(default_factory=deque)
@@ -83,13 +96,20 @@ class SimTask:
 
 @dataclass(slots=True)
 class SimAgent:
-    """One simulated agent."""
+    """One simulated agent and its current stream."""
 
     index: int
     stub: agent_pb2_grpc.AgentServiceAsyncStub
     agent_id: str = ""
     interval: float = 5.0
-    beating: asyncio.Task[None] | None = None
+    jitter: float = 0.0
+    call: Any = None
+    established: bool = False
+    last_sent: float = 0.0
+    due: list[SimTask] = field(default_factory=list)
+    flushing: bool = False
+    outbox: deque[agent_pb2.ConnectRequest] = field(default_factory=deque)
+    writing: bool = False
     tasks: dict[tuple[str, str], SimTask] = field(default_factory=dict)
 
 
@@ -106,87 +126,202 @@ class Fleet:
         self.lost_codes: Counter[str] = Counter()
         self.error_samples: list[str] = []
         self.running_latency: deque[float] = deque(maxlen=LATENCY_SAMPLES)
-        self.update_rtt: deque[float] = deque(maxlen=LATENCY_SAMPLES)
+        self.ack_latency: deque[float] = deque(maxlen=LATENCY_SAMPLES)
         self.background: set[asyncio.Task[Any]] = set()
         self.loop = asyncio.get_running_loop()
+        self.rng = random.Random()
+        self.live = 0
+        self.last_established = 0.0
+        self.gate = asyncio.Semaphore(args.concurrency)
+        self.first_round: asyncio.Future[None] = self.loop.create_future()
+        self.pending_first = len(self.agents)
 
-    def spawn(self, coroutine: Any) -> None:
+    def spawn(self, coroutine: Any) -> asyncio.Task[Any]:
         """Run ``coroutine`` in the background, keeping a reference until it ends."""
         task = self.loop.create_task(coroutine)
         self.background.add(task)
         task.add_done_callback(self.background.discard)
+        return task
 
-    # -- connecting -------------------------------------------------------------------------------
+    # -- sessions ---------------------------------------------------------------------------------
 
     async def connect_all(self) -> None:
-        """Register every agent and open its Commands stream, ``--concurrency`` at a time."""
-        gate = asyncio.Semaphore(self.args.concurrency)
+        """Start every agent; returns once each has connected or failed once."""
+        for agent in self.agents:
+            self.spawn(self.run(agent))
+        if self.agents:
+            await self.first_round
 
-        async def one(agent: SimAgent) -> None:
-            async with gate:
-                await self.connect(agent)
+    def first_done(self) -> None:
+        self.pending_first -= 1
+        if self.pending_first == 0 and not self.first_round.done():
+            self.first_round.set_result(None)
 
-        await asyncio.gather(*(one(agent) for agent in self.agents))
+    async def run(self, agent: SimAgent) -> None:
+        """Sessions of one agent until it falls silent (no ``--reconnect``) or the end."""
+        attempt = 0
+        first = True
+        known = False
+        while True:
+            async with self.gate:
+                outcome, established = await self.open(agent)
+            if first:
+                first = False
+                self.first_done()
+            if established:
+                attempt = 0
+                outcome = await self.serve(agent)
+            if not self.args.reconnect:
+                return
+            attempt += 1
+            known = known or established
+            delay = 0.0 if outcome == "NOT_FOUND" and attempt == 1 else self.backoff(attempt)
+            if known:  # as the real agent: at most 2 s apart once it was connected
+                cap = max(RECONNECT_CAP_ONCE_CONNECTED, agent.jitter)
+                delay = min(delay, cap * (0.5 + 0.5 * self.rng.random()))
+            if attempt == 1 and established:
+                delay += self.rng.random() * agent.jitter
+            if outcome == "FAILED_PRECONDITION":
+                agent.agent_id, agent.tasks = "", {}
+            await asyncio.sleep(delay)
 
-    async def connect(self, agent: SimAgent) -> None:
+    def backoff(self, attempt: int) -> float:
+        base = min(RECONNECT_MAX, RECONNECT_INITIAL * 2 ** (attempt - 1))
+        return base * (0.5 + 0.5 * self.rng.random())
+
+    def first_message(self, agent: SimAgent) -> agent_pb2.ConnectRequest:
         info = common_pb2.AgentInfo(
             hostname=f"{self.args.name}-{agent.index:05d}",
             resources=self.resources,
             version="bench",
         )
-        try:
-            answer = await agent.stub.Register(
-                agent_pb2.RegisterRequest(agent_info=info), timeout=CALL_TIMEOUT
+        if not agent.agent_id:
+            return agent_pb2.ConnectRequest(register=agent_pb2.RegisterAgent(agent_info=info))
+        tasks = [
+            common_pb2.Task(
+                framework_id=task.framework_id,
+                info=task.info,
+                status=common_pb2.TaskStatus(
+                    task_id=task.task_id,
+                    agent_id=agent.agent_id,
+                    state=task.latest,  # type: ignore[arg-type]
+                    source=TS.SOURCE_AGENT,
+                ),
             )
-            agent.agent_id = answer.agent_id
-            agent.interval = answer.heartbeat_interval.ToTimedelta().total_seconds() or 5.0
-            call = agent.stub.Commands(agent_pb2.CommandsRequest(agent_id=agent.agent_id))
-            await asyncio.wait_for(call.initial_metadata(), CALL_TIMEOUT)
-        except (grpc.aio.AioRpcError, TimeoutError) as error:
-            self.counters["connect_errors"] += 1
-            code = error.code().name if isinstance(error, grpc.aio.AioRpcError) else "TIMEOUT"
-            self.lost_codes[f"connect:{code}"] += 1
-            return
-        self.counters["connected"] += 1
-        self.spawn(self.read_commands(agent, call))
-        agent.beating = self.loop.create_task(self.heartbeats(agent))
-        self.background.add(agent.beating)
-        agent.beating.add_done_callback(self.background.discard)
+            for task in agent.tasks.values()
+        ]
+        message = agent_pb2.ReregisterAgent(agent_id=agent.agent_id, agent_info=info, tasks=tasks)
+        return agent_pb2.ConnectRequest(reregister=message)
 
-    async def read_commands(self, agent: SimAgent, call: Any) -> None:
+    async def open(self, agent: SimAgent) -> tuple[str, bool]:
+        """Open a stream and (re)register; (status code name, established)."""
+        call = agent.stub.Connect()  # type: ignore[call-arg]
+        first = self.first_message(agent)
+        try:
+            async with asyncio.timeout(CALL_TIMEOUT):
+                await call.write(first)
+                answer = await call.read()
+            if not isinstance(answer, agent_pb2.ConnectResponse):  # EOF
+                code = (await call.code()).name
+                raise ConnectionError(code)
+        except (
+            grpc.aio.AioRpcError,
+            TimeoutError,
+            ConnectionError,
+            asyncio.InvalidStateError,
+        ) as e:
+            call.cancel()
+            code = e.code().name if isinstance(e, grpc.aio.AioRpcError) else type(e).__name__
+            if isinstance(e, ConnectionError):
+                code = str(e)
+            self.counters["connect_errors"] += 1
+            self.lost_codes[f"connect:{code}"] += 1
+            if len(self.error_samples) < 5:
+                self.error_samples.append(f"connect: {code}")
+            return code, False
+        registered = answer.registered
+        self.counters["connected"] += 1
+        self.counters["reregistered" if agent.agent_id else "registered"] += 1
+        agent.agent_id = registered.agent_id
+        agent.interval = registered.heartbeat_interval.ToTimedelta().total_seconds() or 5.0
+        agent.jitter = registered.reconnect_jitter.ToTimedelta().total_seconds()
+        agent.call, agent.established = call, True
+        agent.last_sent = self.loop.time() - self.rng.uniform(0, agent.interval)
+        self.live += 1
+        self.last_established = time.monotonic()
+        return "OK", True
+
+    async def serve(self, agent: SimAgent) -> str:
+        """Read the stream until it ends; heartbeats meanwhile. The status code name."""
+        call = agent.call
+        beating = self.spawn(self.heartbeats(agent, call))
+        for task in agent.tasks.values():  # every pending head at once after (re)registering
+            if task.queue:
+                self.mark_due(agent, task)
         code = "OK"
         try:
-            async for command in call:
-                self.on_command(agent, command)
+            while True:
+                message = await call.read()
+                if not isinstance(message, agent_pb2.ConnectResponse):  # EOF: ended with OK
+                    break
+                kind = message.WhichOneof("message")
+                if kind == "commands":
+                    for command in message.commands.commands:
+                        self.on_command(agent, command)
+                elif kind == "settings":
+                    agent.interval = (
+                        message.settings.heartbeat_interval.ToTimedelta().total_seconds()
+                    )
+                    agent.jitter = message.settings.reconnect_jitter.ToTimedelta().total_seconds()
         except grpc.aio.AioRpcError as error:
             code = error.code().name
-        except asyncio.CancelledError:
-            call.cancel()
-            raise
+        finally:
+            beating.cancel()
+            agent.established, agent.call = False, None
+            agent.outbox.clear()  # pending heads are re-sent on the next stream
+            self.live -= 1
         self.counters["lost"] += 1
         self.lost_codes[code] += 1
-        if agent.beating is not None:  # a dropped agent is not reconnected: it falls silent
-            agent.beating.cancel()
+        return code
 
-    async def heartbeats(self, agent: SimAgent) -> None:
-        """As the real agent: sleep the interval, then Heartbeat (10 s timeout), forever; the
-        first beat comes at a random phase so the beats of many agents are spread evenly."""
-        await asyncio.sleep(random.uniform(0, agent.interval))
-        request = agent_pb2.HeartbeatRequest(agent_id=agent.agent_id)
-        while True:
-            try:
-                await agent.stub.Heartbeat(request, timeout=HEARTBEAT_TIMEOUT)
+    def write(self, agent: SimAgent, message: agent_pb2.ConnectRequest) -> bool:
+        """Queue a message for the agent's stream (one write at a time, in order, by a writer
+        task started on demand); False if not connected."""
+        if not agent.established:
+            return False
+        agent.last_sent = self.loop.time()
+        agent.outbox.append(message)
+        if not agent.writing:
+            agent.writing = True
+            self.spawn(self.writer(agent, agent.call))
+        return True
+
+    async def writer(self, agent: SimAgent, call: Any) -> None:
+        try:
+            while agent.outbox and agent.call is call:
+                await call.write(agent.outbox.popleft())
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+            self.counters["write_errors"] += 1  # the stream ended: its reader counts it
+        finally:
+            agent.writing = False
+
+    async def heartbeats(self, agent: SimAgent, call: Any) -> None:
+        """A heartbeat whenever the agent sent nothing for its interval."""
+        message = agent_pb2.ConnectRequest(heartbeat=agent_pb2.AgentHeartbeat())
+        while agent.call is call:
+            idle = self.loop.time() - agent.last_sent
+            if idle < agent.interval:
+                await asyncio.sleep(agent.interval - idle)
+                continue
+            if self.write(agent, message):
                 self.counters["heartbeats"] += 1
-            except grpc.aio.AioRpcError as error:
+            else:
                 self.counters["heartbeat_errors"] += 1
-                self.counters[f"heartbeat_error:{error.code().name}"] += 1
-                if len(self.error_samples) < 5:
-                    self.error_samples.append(f"Heartbeat {error.code().name}: {error.details()}")
-            await asyncio.sleep(agent.interval)
+                return
 
     # -- commands ---------------------------------------------------------------------------------
 
-    def on_command(self, agent: SimAgent, command: agent_pb2.CommandsResponse) -> None:
+    def on_command(self, agent: SimAgent, command: agent_pb2.AgentCommand) -> None:
         kind = command.WhichOneof("command")
         if kind == "launch_tasks":
             for info in command.launch_tasks.tasks:
@@ -206,7 +341,7 @@ class Fleet:
         if key in agent.tasks:
             return  # a duplicate launch of a live task is ignored, as the real agent does
         self.counters["launched"] += 1
-        task = SimTask(framework_id, info.task_id, STARTING, self.loop.time())
+        task = SimTask(framework_id, info.task_id, info, STARTING, self.loop.time())
         agent.tasks[key] = task
         self.report(agent, task, STARTING)
         self.report(agent, task, RUNNING)
@@ -215,7 +350,7 @@ class Fleet:
             task.end_timer = self.loop.call_later(seconds, self.report, agent, task, FINISHED)
 
     def report(self, agent: SimAgent, task: SimTask, state: int) -> None:
-        """Queue a new state of ``task``; send it now if nothing is in flight."""
+        """Queue a new state of ``task``; it goes out now if nothing is in flight."""
         if task.latest in TERMINAL:
             return
         task.latest = state
@@ -223,45 +358,59 @@ class Fleet:
             task.end_timer.cancel()
         task.queue.append(Update(state, uuid.uuid4().bytes))
         if len(task.queue) == 1:
-            self.spawn(self.send_head(agent, task))
+            self.mark_due(agent, task)
 
-    async def send_head(self, agent: SimAgent, task: SimTask) -> None:
-        """Send the task's oldest unacknowledged update; a timer re-sends it until acknowledged."""
-        if not task.queue:
-            return
-        head = task.queue[0]
-        status = common_pb2.TaskStatus(
-            task_id=task.task_id,
-            agent_id=agent.agent_id,
-            state=head.state,  # type: ignore[arg-type]
-            uuid=head.uuid,
-            source=TS.SOURCE_AGENT,
-        )
-        if head.state == FINISHED:
-            status.exit_code = 0
-        status.timestamp.GetCurrentTime()
-        request = agent_pb2.UpdateStatusRequest(
-            agent_id=agent.agent_id,
-            framework_id=task.framework_id,
-            status=status,
-            latest_state=task.latest,  # type: ignore[arg-type]
-        )
-        try:
-            sent = self.loop.time()
-            await agent.stub.UpdateStatus(request, timeout=CALL_TIMEOUT)
-            self.update_rtt.append(self.loop.time() - sent)
-            self.counters["updates_sent"] += 1
-        except grpc.aio.AioRpcError as error:
-            self.counters["update_errors"] += 1
-            self.counters[f"update_error:{error.code().name}"] += 1
-        if task.queue and task.queue[0] is head:  # not acknowledged yet: arm the retry
+    def mark_due(self, agent: SimAgent, task: SimTask) -> None:
+        """Send the task's head with the next batch of this agent (end of this loop step)."""
+        agent.due.append(task)
+        if not agent.flushing:
+            agent.flushing = True
+            self.loop.call_soon(self.flush, agent)
+
+    def flush(self, agent: SimAgent) -> None:
+        """One ``updates`` message with the head of every due task; retries armed."""
+        agent.flushing = False
+        due, agent.due = agent.due, []
+        heads = []
+        now = self.loop.time()
+        for task in dict.fromkeys(due):
+            if not task.queue:
+                continue
+            head = task.queue[0]
+            if head.timer is not None:
+                head.timer.cancel()
             head.timer = self.loop.call_later(head.retry_in, self.retry, agent, task, head)
+            head.sent_at = now
+            status = common_pb2.TaskStatus(
+                task_id=task.task_id,
+                agent_id=agent.agent_id,
+                state=head.state,  # type: ignore[arg-type]
+                uuid=head.uuid,
+                source=TS.SOURCE_AGENT,
+            )
+            if head.state == FINISHED:
+                status.exit_code = 0
+            status.timestamp.GetCurrentTime()
+            heads.append(
+                agent_pb2.StatusUpdate(
+                    framework_id=task.framework_id,
+                    status=status,
+                    latest_state=task.latest,  # type: ignore[arg-type]
+                )
+            )
+        if not heads:
+            return
+        message = agent_pb2.ConnectRequest(updates=agent_pb2.StatusUpdates(updates=heads))
+        if self.write(agent, message):
+            self.counters["updates_sent"] += len(heads)
+            self.counters["update_messages"] += 1
 
     def retry(self, agent: SimAgent, task: SimTask, head: Update) -> None:
         if task.queue and task.queue[0] is head:
+            head.timer = None
             head.retry_in = min(RETRY_MAX, head.retry_in * 2)
             self.counters["update_retries"] += 1
-            self.spawn(self.send_head(agent, task))
+            self.mark_due(agent, task)
 
     def on_ack(self, agent: SimAgent, ack: agent_pb2.AcknowledgeStatusCommand) -> None:
         task = agent.tasks.get((ack.framework_id, ack.task_id))
@@ -271,28 +420,33 @@ class Fleet:
         head = task.queue.popleft()
         if head.timer is not None:
             head.timer.cancel()
+        now = self.loop.time()
+        self.ack_latency.append(now - head.sent_at)
         if head.state == RUNNING:
             self.counters["running_acked"] += 1
-            self.running_latency.append(self.loop.time() - task.launched_at)
+            self.running_latency.append(now - task.launched_at)
         elif head.state in TERMINAL:
             self.counters["finished_acked"] += 1
         if task.queue:
-            self.spawn(self.send_head(agent, task))
+            self.mark_due(agent, task)
         elif task.latest in TERMINAL:
             del agent.tasks[(task.framework_id, task.task_id)]
 
     # -- control ----------------------------------------------------------------------------------
 
     async def stats(self, command: dict[str, Any]) -> dict[str, Any]:
-        live = sum(len(agent.tasks) for agent in self.agents)
+        live_tasks = sum(len(agent.tasks) for agent in self.agents)
         return {
             "now": time.monotonic(),
             "counters": dict(self.counters),
             "lost_codes": dict(self.lost_codes),
             "error_samples": self.error_samples,
-            "live_tasks": live,
+            "live": self.live,
+            "interval": statistics.median(a.interval for a in self.agents) if self.agents else 0,
+            "last_established": self.last_established,
+            "live_tasks": live_tasks,
             "running_latency": list(self.running_latency) if command.get("latency") else [],
-            "update_rtt": list(self.update_rtt) if command.get("latency") else [],
+            "ack_latency": list(self.ack_latency) if command.get("latency") else [],
         }
 
     async def close(self) -> None:
@@ -331,6 +485,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--name", default="sim", help="hostname prefix")
     parser.add_argument("--concurrency", type=int, default=64, help="registrations in flight")
     parser.add_argument("--kill-reports-killing", action="store_true")
+    parser.add_argument("--reconnect", action="store_true", help="reconnect as the real agent")
     parser.add_argument("--max-seconds", type=float, default=900.0, help="hard lifetime")
     return parser.parse_args(argv)
 

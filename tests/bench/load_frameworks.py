@@ -14,17 +14,23 @@ own channel and reads its event stream. What it does with offers depends on ``--
   frameworks together receive the offer rate it wants. While recording it stamps every offer's
   arrival and every decline's issue and return with ``time.monotonic()``, so the driver can
   measure the offer latency (see ``bench_live``);
+- ``watch`` (no demand, failover timeout 600 s): holds every offer; whenever its stream ends
+  it resubscribes with its framework id every 50 ms until the master answers, and stamps each
+  subscription and its first offer (``bench_restart``);
 - ``lifecycle``: subscribes with a declared Demand (task shape ``--task``, ``max_tasks`` =
   ``--live-tasks``), so the master offers only what it wants (demand-aware offers, sized by
   ``fair_tasks``); accepts every offer, launching ``fair_tasks`` tasks (as many as fit, at
   most ``--tasks-per-offer``, for coarse offers) that run ``--task-seconds`` and finish
   (``refuse_seconds=0`` for the unused rest), and acknowledges every status update that carries
-  a uuid. ``--live-tasks`` bounds the tasks in flight, so the load is a closed loop: the master
-  runs at its capacity instead of drowning in work it cannot finish.
+  a uuid as the SDK does: acknowledgements of the same loop step share one bulk Acknowledge
+  call, and while 4 calls are in flight the next ones wait for one to return.
+  ``--live-tasks`` bounds the tasks in flight, so the load is a closed loop: the master runs at
+  its capacity instead of drowning in work it cannot finish.
 
 Counters (cumulative, read with ``stats``): ``offers``, ``offer_events``, ``declined``,
 ``accepted``, ``tasks_launched``, ``running_acked`` (Acknowledge of a RUNNING update returned
-OK), ``acks``, ``call_errors``, ``rescinds``, ``errors`` (ErrorEvents), ``stream_ended``.
+OK), ``acks``, ``ack_calls``, ``call_errors``, ``rescinds``, ``errors`` (ErrorEvents),
+``stream_ended``.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from load_common import channel, emit, resources_pb, run_process, serve_control
 
 S = scheduler_pb2
 RUNNING = common_pb2.TASK_STATE_RUNNING
+ACK_CALLS = 4  # Acknowledge calls in flight at most, as the SDK (framework_sdk.client)
 REFUSE_NONE = common_pb2.Filters(refuse_seconds=0.0)
 CALL_TIMEOUT = 30.0
 
@@ -57,6 +64,9 @@ class SimFramework:
     stub: scheduler_pb2_grpc.SchedulerServiceAsyncStub
     framework_id: str = ""
     next_task: int = 0
+    acks: list[common_pb2.TaskStatus] = field(default_factory=list)
+    flush_due: bool = False
+    acking: int = 0  # Acknowledge calls in flight
 
 
 @dataclass(slots=True)
@@ -88,6 +98,7 @@ class Frameworks:
         self.background: set[asyncio.Task[Any]] = set()
         self.loop = asyncio.get_running_loop()
         self.recording = Recording()
+        self.sessions: list[list[float | None]] = []  # [subscribed at, first offer at]
         self.hold: float = args.hold  # paced: seconds an OffersEvent is held before its Decline
         self.shape = ResourceVector.parse(args.task)
         self.shape_pb = resources_pb(args.task)
@@ -107,9 +118,22 @@ class Frameworks:
         await asyncio.wait_for(asyncio.gather(*ready), CALL_TIMEOUT)
 
     async def run(self, framework: SimFramework, subscribed: asyncio.Future[None]) -> None:
+        """Subscribe and read the stream; in ``watch`` mode resubscribe (with the framework id)
+        every 50 ms until the master is back, whenever the stream ends."""
+        while True:
+            await self.session(framework, subscribed)
+            if self.args.mode != "watch":
+                return
+            await asyncio.sleep(0.05)
+
+    async def session(self, framework: SimFramework, subscribed: asyncio.Future[None]) -> None:
         info = common_pb2.FrameworkInfo(
-            name=f"bench-{self.args.mode}-{self.args.name}-{framework.index}", user="bench"
+            name=f"bench-{self.args.mode}-{self.args.name}-{framework.index}",
+            user="bench",
+            framework_id=framework.framework_id,
         )
+        if self.args.mode == "watch":
+            info.failover_timeout.CopyFrom(duration(600.0))
         request = S.SubscribeRequest(framework_info=info)
         if self.args.mode == "lifecycle" and self.args.live_tasks > 0:
             request.demand.task_resources.CopyFrom(self.shape_pb)
@@ -124,14 +148,16 @@ class Frameworks:
                     self.on_update(framework, event.update.status)
                 elif kind == "subscribed":
                     framework.framework_id = event.subscribed.framework_id
-                    subscribed.set_result(None)
+                    self.sessions.append([time.monotonic(), None])
+                    if not subscribed.done():
+                        subscribed.set_result(None)
                 elif kind == "rescind":
                     self.counters["rescinds"] += 1
                 elif kind == "error":
                     self.counters["errors"] += 1
         except grpc.aio.AioRpcError as error:
             self.counters[f"stream_ended:{error.code().name}"] += 1
-            if not subscribed.done():
+            if not subscribed.done() and self.args.mode != "watch":
                 subscribed.set_exception(error)
         except asyncio.CancelledError:
             call.cancel()
@@ -144,7 +170,11 @@ class Frameworks:
         now = time.monotonic()
         self.counters["offers"] += len(offers)
         self.counters["offer_events"] += 1
+        if self.sessions and self.sessions[-1][1] is None:
+            self.sessions[-1][1] = now  # the first offer of this subscription
         mode = self.args.mode
+        if mode == "watch":
+            return  # held: nothing is done with them
         if mode == "decline":
             ids = [offer.offer_id for offer in offers]
             self.spawn(self.decline(framework, ids))
@@ -219,28 +249,54 @@ class Frameworks:
     def on_update(self, framework: SimFramework, status: common_pb2.TaskStatus) -> None:
         self.counters[f"update:{common_pb2.TaskState.Name(status.state)}"] += 1
         if status.uuid:
-            self.spawn(self.acknowledge(framework, status))
+            framework.acks.append(status)
+            if not framework.flush_due:
+                framework.flush_due = True
+                self.loop.call_soon(self.flush, framework)
 
-    async def acknowledge(self, framework: SimFramework, status: common_pb2.TaskStatus) -> None:
+    def flush(self, framework: SimFramework) -> None:
+        framework.flush_due = False
+        if framework.acking >= ACK_CALLS:
+            return  # sent when a call in flight returns
+        batch, framework.acks = framework.acks, []
+        if batch:
+            framework.acking += 1
+            self.spawn(self.acknowledge(framework, batch))
+
+    async def acknowledge(
+        self, framework: SimFramework, batch: list[common_pb2.TaskStatus]
+    ) -> None:
         request = S.AcknowledgeRequest(
             framework_id=framework.framework_id,
-            agent_id=status.agent_id,
-            task_id=status.task_id,
-            uuid=status.uuid,
+            acknowledgements=[
+                S.AcknowledgeRequest.Acknowledgement(
+                    agent_id=status.agent_id, task_id=status.task_id, uuid=status.uuid
+                )
+                for status in batch
+            ],
         )
         try:
             await framework.stub.Acknowledge(request, timeout=CALL_TIMEOUT)
         except grpc.aio.AioRpcError:
             self.counters["call_errors"] += 1
             return
-        self.counters["acks"] += 1
-        if status.state == RUNNING:
-            self.counters["running_acked"] += 1
+        finally:
+            framework.acking -= 1
+            if framework.acks and not framework.flush_due:
+                self.flush(framework)
+        self.counters["ack_calls"] += 1
+        self.counters["acks"] += len(batch)
+        self.counters["running_acked"] += sum(1 for status in batch if status.state == RUNNING)
 
     # -- control ----------------------------------------------------------------------------------
 
     async def stats(self, _: dict[str, Any]) -> dict[str, Any]:
-        return {"now": time.monotonic(), "counters": dict(self.counters), "hold": self.hold}
+        return {
+            "now": time.monotonic(),
+            "counters": dict(self.counters),
+            "hold": self.hold,
+            "sessions": self.sessions,
+        }
 
     async def record(self, command: dict[str, Any]) -> dict[str, Any]:
         """``start``: stamp arrivals and releases; ``end``: stop stamping releases (arrivals go
@@ -286,7 +342,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--master", required=True, metavar="HOST:PORT")
     parser.add_argument("--frameworks", type=int, default=10)
-    parser.add_argument("--mode", choices=["decline", "paced", "lifecycle"], default="decline")
+    parser.add_argument(
+        "--mode", choices=["decline", "paced", "lifecycle", "watch"], default="decline"
+    )
     parser.add_argument("--hold", type=float, default=0.05, help="paced: initial hold (s)")
     parser.add_argument("--task", default="cpus:1;mem:1024", help="lifecycle: task shape")
     parser.add_argument(

@@ -22,6 +22,7 @@ from collections import Counter
 from pathlib import Path
 
 from daemons import DEFAULT_MASTER_FLAGS, Daemon, start_agent, start_master, wait_for
+from fairshare.v1 import operator_pb2
 from faults import (
     FrameworkProcess,
     Tally,
@@ -60,12 +61,17 @@ class Scenario:
         return [self.a, self.b]
 
     def whole(self) -> bool:
-        """Every agent active and every framework with its tasks running."""
+        """Every agent active, every framework subscribed and with its tasks running."""
         state = cluster_state(self.master.address)
         if state is None:
             return False
         if sorted(agent_states(state).values()).count("ACTIVE") < len(self.agents):
             return False
+        disconnected = operator_pb2.GetStateResponse.Framework.STATE_DISCONNECTED
+        if len(state.frameworks) < len(self.frameworks) or any(
+            f.state == disconnected for f in state.frameworks
+        ):
+            return False  # agents may be back (and tasks running) before frameworks are
         running = running_tasks(state)
         return all(
             sum(1 for t in running if t.startswith(f"{f.name}-")) == f.tasks

@@ -1,13 +1,16 @@
 """The REAL agent process (``python -m fairshare.cli agent``) against a protocol-level fake master.
 
 The fake is a grpc.aio ``AgentService`` servicer on 127.0.0.1:0 in the test process that records
-every call and scripts the master's side of agent.proto: it answers Register/Reregister, pushes
-commands down the Commands stream, acknowledges status updates (optionally only on their N-th
-copy, and twice, to prove retries without double application) and can fail Heartbeat with the
-contract's codes. (End-to-end tests against the real master live elsewhere.)
+every message of the agent's ``Connect`` stream and scripts the master's side of agent.proto: it
+answers register/reregister with ``registered``, pushes commands down the stream, acknowledges
+status updates (optionally only on their N-th copy, and twice, to prove retries without double
+application) and can end the stream with the contract's codes at the next heartbeat. Messages
+are recorded under the names of what they are: Register, Reregister, Connect (a stream
+established), Heartbeat and UpdateStatus (one record per update of a batch). (End-to-end tests
+against the real master live elsewhere.)
 
-Every wait is bounded: ``FakeMaster.wait_for`` wakes on each recorded call and gives up after a
-deadline; nothing relies on a sleep being long enough, except the explicit "nothing more
+Every wait is bounded: ``FakeMaster.wait_for`` wakes on each recorded message and gives up after
+a deadline; nothing relies on a sleep being long enough, except the explicit "nothing more
 arrives" checks, which wait several retry intervals.
 """
 
@@ -18,6 +21,7 @@ import contextlib
 import json
 import os
 import signal
+import sqlite3
 import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -45,21 +49,47 @@ FINISHED, FAILED, KILLED = (
 )
 ERROR, DROPPED = common_pb2.TASK_STATE_ERROR, common_pb2.TASK_STATE_DROPPED
 FW = "fw-1"
+INTERVAL = duration_pb2.Duration(nanos=200_000_000)
+
+
+@dataclass(frozen=True)
+class Session:
+    """A stream the fake master established (``registered`` sent)."""
+
+    agent_id: str
+
+
+@dataclass(frozen=True)
+class Beat:
+    """A heartbeat on the stream of ``agent_id``."""
+
+    agent_id: str
+    used: common_pb2.Resources
+
+
+@dataclass(frozen=True)
+class Update:
+    """One status update of a batch, on the stream of ``agent_id``."""
+
+    agent_id: str
+    framework_id: str
+    status: common_pb2.TaskStatus
+    latest_state: int
 
 
 @dataclass
 class FakeMaster(agent_pb2_grpc.AgentServiceServicer):
-    """Records calls; scripts acknowledgements, commands and heartbeat errors."""
+    """Records messages; scripts acknowledgements, commands and stream ends."""
 
     master_id: str = "m-1"
     ack_on_copy: int = 1  # acknowledge an update when its N-th copy arrives; 0: never
     duplicate_acks: bool = False
-    heartbeat_errors: list[grpc.StatusCode] = field(default_factory=list)
+    stream_errors: list[grpc.StatusCode] = field(default_factory=list)  # at the next heartbeat
     calls: list[tuple[str, Any]] = field(default_factory=list)
     acked: set[bytes] = field(default_factory=set)
     copies: dict[bytes, int] = field(default_factory=dict)
     registrations: int = 0
-    stream: asyncio.Queue[agent_pb2.CommandsResponse] | None = None
+    stream: asyncio.Queue[agent_pb2.AgentCommand | grpc.StatusCode | None] | None = None
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     def record(self, method: str, request: Any) -> None:
@@ -69,7 +99,7 @@ class FakeMaster(agent_pb2_grpc.AgentServiceServicer):
     def of(self, method: str) -> list[Any]:
         return [request for name, request in self.calls if name == method]
 
-    def updates(self, task_id: str | None = None) -> list[agent_pb2.UpdateStatusRequest]:
+    def updates(self, task_id: str | None = None) -> list[Update]:
         return [u for u in self.of("UpdateStatus") if task_id in (None, u.status.task_id)]
 
     def states(self, task_id: str) -> list[int]:
@@ -98,61 +128,84 @@ class FakeMaster(agent_pb2_grpc.AgentServiceServicer):
         except TimeoutError:
             pytest.fail(f"timed out waiting for {what}; calls: {[n for n, _ in self.calls]}")
 
-    def send(self, command: agent_pb2.CommandsResponse) -> None:
-        assert self.stream is not None, "no Commands stream open"
+    def send(self, command: agent_pb2.AgentCommand) -> None:
+        assert self.stream is not None, "no stream open"
         self.stream.put_nowait(command)
 
     def launch(self, *tasks: common_pb2.TaskInfo) -> None:
         launch = agent_pb2.LaunchTasksCommand(framework_id=FW, tasks=tasks)
-        self.send(agent_pb2.CommandsResponse(launch_tasks=launch))
+        self.send(agent_pb2.AgentCommand(launch_tasks=launch))
 
     def kill(self, task_id: str) -> None:
         kill = agent_pb2.KillTaskCommand(framework_id=FW, task_id=task_id)
-        self.send(agent_pb2.CommandsResponse(kill_task=kill))
+        self.send(agent_pb2.AgentCommand(kill_task=kill))
 
     # -- AgentService ----------------------------------------------------------------------------
 
-    async def Register(self, request: Any, context: Any) -> agent_pb2.RegisterResponse:
-        self.registrations += 1
-        self.record("Register", request)
-        return agent_pb2.RegisterResponse(
-            agent_id=f"ag-{self.registrations}",
-            heartbeat_interval=duration_pb2.Duration(nanos=200_000_000),
-            master_id=self.master_id,
-        )
-
-    async def Reregister(self, request: Any, context: Any) -> agent_pb2.ReregisterResponse:
-        self.record("Reregister", request)
-        return agent_pb2.ReregisterResponse(
-            heartbeat_interval=duration_pb2.Duration(nanos=200_000_000), master_id=self.master_id
-        )
-
-    async def Heartbeat(self, request: Any, context: Any) -> agent_pb2.HeartbeatResponse:
-        self.record("Heartbeat", request)
-        if self.heartbeat_errors:
-            await context.abort(self.heartbeat_errors.pop(0), "scripted by the test")
-        return agent_pb2.HeartbeatResponse(master_id=self.master_id)
-
-    async def Commands(self, request: Any, context: Any) -> AsyncIterator[Any]:
-        queue: asyncio.Queue[agent_pb2.CommandsResponse] = asyncio.Queue()
+    async def Connect(self, request_iterator: Any, context: Any) -> AsyncIterator[Any]:
+        requests = aiter(request_iterator)
+        first = await anext(requests)
+        kind = first.WhichOneof("message")
+        if kind == "register":
+            self.registrations += 1
+            self.record("Register", first.register)
+            agent_id = f"ag-{self.registrations}"
+        else:
+            assert kind == "reregister", first
+            self.record("Reregister", first.reregister)
+            agent_id = first.reregister.agent_id
+        queue: asyncio.Queue[agent_pb2.AgentCommand | grpc.StatusCode | None] = asyncio.Queue()
         self.stream = queue  # a new stream replaces the old one
-        await context.send_initial_metadata(())
-        self.record("Commands", request)
-        while True:
-            yield await queue.get()
+        registered = agent_pb2.AgentRegistered(
+            agent_id=agent_id, master_id=self.master_id, heartbeat_interval=INTERVAL
+        )
+        yield agent_pb2.ConnectResponse(registered=registered)
+        self.record("Connect", Session(agent_id))
+        reader = asyncio.ensure_future(self._read(requests, agent_id, queue))
+        try:
+            while True:
+                commands = [await queue.get()]
+                while not queue.empty():
+                    commands.append(queue.get_nowait())
+                end = next((c for c in commands if not isinstance(c, agent_pb2.AgentCommand)), 0)
+                batch = [c for c in commands if isinstance(c, agent_pb2.AgentCommand)]
+                if batch:
+                    message = agent_pb2.AgentCommands(commands=batch)
+                    yield agent_pb2.ConnectResponse(commands=message)
+                if isinstance(end, grpc.StatusCode):
+                    await context.abort(end, "scripted by the test")
+                if end is None:
+                    return  # the agent half-closed: end the stream too
+        finally:
+            reader.cancel()
 
-    async def UpdateStatus(self, request: Any, context: Any) -> agent_pb2.UpdateStatusResponse:
-        self.record("UpdateStatus", request)
-        uuid = request.status.uuid
+    async def _read(self, requests: Any, agent_id: str, queue: asyncio.Queue[Any]) -> None:
+        with contextlib.suppress(grpc.aio.AbortError, grpc.RpcError):
+            async for message in requests:
+                if message.HasField("heartbeat"):
+                    self.record("Heartbeat", Beat(agent_id, message.heartbeat.used))
+                    if self.stream_errors:
+                        queue.put_nowait(self.stream_errors.pop(0))
+                for update in message.updates.updates:
+                    self.on_update(agent_id, update, queue)
+            queue.put_nowait(None)
+
+    def on_update(
+        self, agent_id: str, update: agent_pb2.StatusUpdate, queue: asyncio.Queue[Any]
+    ) -> None:
+        self.record(
+            "UpdateStatus",
+            Update(agent_id, update.framework_id, update.status, update.latest_state),
+        )
+        uuid = update.status.uuid
         self.copies[uuid] = self.copies.get(uuid, 0) + 1
         if self.ack_on_copy and self.copies[uuid] == self.ack_on_copy:
             ack = agent_pb2.AcknowledgeStatusCommand(
-                framework_id=request.framework_id, task_id=request.status.task_id, uuid=uuid
+                framework_id=update.framework_id, task_id=update.status.task_id, uuid=uuid
             )
             for _ in range(2 if self.duplicate_acks else 1):
-                self.send(agent_pb2.CommandsResponse(acknowledge_status=ack))
+                queue.put_nowait(agent_pb2.AgentCommand(acknowledge_status=ack))
             self.acked.add(uuid)
-        return agent_pb2.UpdateStatusResponse()
 
 
 def task(task_id: str, resources: dict[str, int], **command: Any) -> common_pb2.TaskInfo:
@@ -232,7 +285,7 @@ async def cluster(tmp_path: Path, fake: FakeMaster, *extra: str) -> AsyncIterato
     server, port = await start_fake(fake)
     try:
         async with agent_process(tmp_path, port, *extra) as agent:
-            await fake.wait_for(lambda: bool(fake.of("Commands")), "the Commands stream")
+            await fake.wait_for(lambda: bool(fake.of("Connect")), "the stream")
             yield agent
     finally:
         await server.stop(0)
@@ -258,7 +311,7 @@ def test_registers_with_resources_attributes_and_its_port_then_heartbeats(tmp_pa
             assert info.hostname and info.version
             address = (agent.work_dir / "agent.addr").read_text()
             assert address == f"127.0.0.1:{info.port}\n" and info.port > 0
-            assert fake.of("Commands")[0].agent_id == "ag-1"
+            assert fake.of("Connect")[0].agent_id == "ag-1"
             await fake.wait_for(lambda: len(fake.of("Heartbeat")) >= 3, "three heartbeats")
             assert {hb.agent_id for hb in fake.of("Heartbeat")} == {"ag-1"}
             assert "listening address=127.0.0.1:" in agent.stderr()
@@ -282,7 +335,7 @@ def test_updates_are_retried_until_acknowledged_in_order_and_never_applied_twice
             for task_id, last in (("t-ok", FINISHED), ("t-bad", FAILED)):
                 updates = fake.updates(task_id)
                 assert fake.states(task_id) == [STARTING, RUNNING, last]
-                blocks: list[list[agent_pb2.UpdateStatusRequest]] = []
+                blocks: list[list[Update]] = []
                 for update in updates:  # copies of one update are contiguous: FIFO, head only
                     if blocks and blocks[-1][0].status.uuid == update.status.uuid:
                         blocks[-1].append(update)
@@ -354,7 +407,7 @@ def test_launch_that_does_not_fit_or_fails_on_start(tmp_path: Path) -> None:
 # -- the error contract: NOT_FOUND, FAILED_PRECONDITION, master restart --------------------------
 
 
-def test_not_found_heartbeat_makes_the_agent_reregister_with_its_running_tasks(
+def test_a_stream_ended_not_found_makes_the_agent_reregister_with_its_running_tasks(
     tmp_path: Path,
 ) -> None:
     async def scenario() -> None:
@@ -363,7 +416,7 @@ def test_not_found_heartbeat_makes_the_agent_reregister_with_its_running_tasks(
             fake.launch(task("t-long", SMALL))
             await fake.wait_for(lambda: bool(fake.updates("t-long")), "the first update")
             await fake.wait_for(lambda: len(fake.of("Heartbeat")) >= 1, "a heartbeat")
-            fake.heartbeat_errors.append(grpc.StatusCode.NOT_FOUND)
+            fake.stream_errors.append(grpc.StatusCode.NOT_FOUND)
             await fake.wait_for(lambda: bool(fake.of("Reregister")), "Reregister")
             (rereg,) = fake.of("Reregister")
             assert rereg.agent_id == "ag-1" and len(fake.of("Register")) == 1
@@ -373,7 +426,7 @@ def test_not_found_heartbeat_makes_the_agent_reregister_with_its_running_tasks(
             assert reported.status.state == RUNNING and reported.info.agent_id == "ag-1"
             assert {i.name: i.millis for i in reported.info.resources.items} == SMALL
             assert rereg.agent_info.resources.items
-            await fake.wait_for(lambda: len(fake.of("Commands")) == 2, "a new Commands stream")
+            await fake.wait_for(lambda: len(fake.of("Connect")) == 2, "a new stream")
             # the unacknowledged head is re-sent at once after reregistering (retry is 60 s)
             await fake.wait_for(lambda: len(fake.updates("t-long")) == 2, "the re-sent update")
             first, again = fake.updates("t-long")
@@ -385,14 +438,32 @@ def test_not_found_heartbeat_makes_the_agent_reregister_with_its_running_tasks(
     run(scenario())
 
 
-def test_changed_master_id_in_a_heartbeat_triggers_reregister(tmp_path: Path) -> None:
+def test_a_stream_the_master_ends_brings_a_reregistration_and_its_new_master_id(
+    tmp_path: Path,
+) -> None:
+    """A master that restarted (or failed over) ends the stream: the agent comes back with a
+    reregister, never a register, and checkpoints the master_id it is answered with."""
+
     async def scenario() -> None:
         fake = FakeMaster()
-        async with cluster(tmp_path, fake):
+        async with cluster(tmp_path, fake) as agent:
             await fake.wait_for(lambda: len(fake.of("Heartbeat")) >= 1, "a heartbeat")
             fake.master_id = "m-2"
+            fake.stream_errors.append(grpc.StatusCode.UNAVAILABLE)
             await fake.wait_for(lambda: bool(fake.of("Reregister")), "Reregister")
             assert len(fake.of("Register")) == 1
+            await fake.wait_for(lambda: len(fake.of("Connect")) == 2, "a new stream")
+            checkpoint = agent.work_dir / "agent.sqlite"
+
+            def checkpointed_master_id() -> str:
+                with contextlib.closing(sqlite3.connect(checkpoint)) as db:
+                    (master_id,) = db.execute("SELECT master_id FROM agent").fetchone()
+                return str(master_id)
+
+            deadline = asyncio.get_running_loop().time() + DEADLINE
+            while checkpointed_master_id() != "m-2":  # written once `registered` is read
+                assert asyncio.get_running_loop().time() < deadline, checkpointed_master_id()
+                await asyncio.sleep(0.02)
 
     run(scenario())
 
@@ -404,11 +475,11 @@ def test_failed_precondition_kills_tasks_silently_and_registers_afresh(tmp_path:
             fake.launch(task("t-old", SMALL))
             await fake.wait_for(lambda: RUNNING in fake.states("t-old"), "RUNNING")
             await fake.wait_for(lambda: len(fake.acked) == 2, "both updates acknowledged")
-            fake.heartbeat_errors.append(grpc.StatusCode.FAILED_PRECONDITION)
+            fake.stream_errors.append(grpc.StatusCode.FAILED_PRECONDITION)
             await fake.wait_for(lambda: len(fake.of("Register")) == 2, "a fresh Register")
-            await fake.wait_for(lambda: len(fake.of("Commands")) == 2, "a new Commands stream")
+            await fake.wait_for(lambda: len(fake.of("Connect")) == 2, "a new stream")
             assert fake.of("Reregister") == []
-            assert fake.of("Commands")[-1].agent_id == "ag-2"
+            assert fake.of("Connect")[-1].agent_id == "ag-2"
             await fake.wait_for(lambda: fake.of("Heartbeat")[-1].agent_id == "ag-2", "heartbeat")
             assert fake.states("t-old") == [STARTING, RUNNING]  # killed silently (GONE already)
             assert not fake.of("Heartbeat")[-1].used.items  # its resources are free again
@@ -421,14 +492,14 @@ def test_master_restart_on_the_same_port_gets_a_reregistration(tmp_path: Path) -
         first = FakeMaster()
         server, port = await start_fake(first)
         async with agent_process(tmp_path, port) as agent:
-            await first.wait_for(lambda: bool(first.of("Commands")), "the Commands stream")
+            await first.wait_for(lambda: bool(first.of("Connect")), "the stream")
             first.launch(task("t-long", SMALL))
             await first.wait_for(lambda: len(first.acked) == 2, "STARTING and RUNNING acked")
             await server.stop(0)
             second = FakeMaster(master_id="m-2")
             server, _ = await start_fake(second, port)
             try:
-                await second.wait_for(lambda: bool(second.of("Commands")), "a new stream")
+                await second.wait_for(lambda: bool(second.of("Connect")), "a new stream")
                 (rereg,) = second.of("Reregister")
                 assert second.of("Register") == []
                 assert [t.info.task_id for t in rereg.tasks] == ["t-long"]
@@ -488,7 +559,7 @@ def test_agent_waits_for_a_master_that_starts_later(tmp_path: Path) -> None:
                 await asyncio.sleep(0.05)
             server, _ = await start_fake(fake, port)
             try:
-                await fake.wait_for(lambda: bool(fake.of("Commands")), "the Commands stream")
+                await fake.wait_for(lambda: bool(fake.of("Connect")), "the stream")
                 assert len(fake.of("Register")) == 1
                 first_line = agent.stderr().splitlines()[0]
                 assert json.loads(first_line)["event"] == "listening"

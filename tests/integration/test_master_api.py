@@ -22,14 +22,13 @@ import pytest
 from daemons import DEFAULT_MASTER_FLAGS, Daemon, health_status, wait_for
 from fairshare.health import HealthCheckRequest, HealthCheckResponse
 from fairshare.resources import ResourceVector
-from fairshare.v1 import agent_pb2, common_pb2, operator_pb2
+from fairshare.v1 import common_pb2, operator_pb2
 from wire_fakes import (
     C,
     FakeAgent,
     FrameworkConn,
     demand,
     get_state,
-    res,
     rpc_code,
     task,
     task_counts,
@@ -381,18 +380,17 @@ def test_agent_unheard_becomes_unreachable_and_rejoins_when_back(
         [view] = state.agents
         assert view.state == operator_pb2.GetStateResponse.Agent.STATE_UNREACHABLE
         assert not view.reachable and not state.total.items
-        assert agent.commands.wait_done(5).code() == grpc.StatusCode.NOT_FOUND
+        assert agent.ended(5) == grpc.StatusCode.NOT_FOUND
 
         # It comes back (NOT_FOUND tells it to reregister) without the task: it rejoins the
         # pool and the task it no longer runs is reported LOST.
-        assert rpc_code(agent.heartbeat) == grpc.StatusCode.NOT_FOUND
-        rereg = agent_pb2.ReregisterRequest(
-            agent_id=agent.agent_id, agent_info=C.AgentInfo(resources=res("cpus:1;mem:128"))
-        )
-        agent.stub.Reregister(rereg)
+        agent.tasks.clear()
+        assert agent.reconnect().agent_id == agent.agent_id
         lost = fw.take("update", status__task_id="u1", status__state=C.TASK_STATE_LOST)
         assert lost.status.reason == C.TaskStatus.REASON_AGENT_RESTARTED
-        assert rpc_code(agent.heartbeat) == grpc.StatusCode.OK
+        agent.heartbeat()
+        fw.assert_no("failure", within=0.3)
+        assert not agent.commands.done  # the new stream is a live registration
         [view] = get_state(channel).agents
         assert view.state == operator_pb2.GetStateResponse.Agent.STATE_ACTIVE
         assert fw.offers()[0].agent_id == agent.agent_id
@@ -473,7 +471,7 @@ def test_sigterm_drains_streams_and_exits_0(master: Daemon, channel: grpc.Channe
     master.signal(signal.SIGTERM)
     assert next(watch).status == 2  # NOT_SERVING while draining
     assert fw.events.wait_done(10).code() == grpc.StatusCode.UNAVAILABLE
-    assert agent.commands.wait_done(10).code() == grpc.StatusCode.UNAVAILABLE
+    assert agent.ended(10) == grpc.StatusCode.UNAVAILABLE
     assert master.proc.wait(10) == 0
     assert not master.addr_path.exists()
     log = master.log()

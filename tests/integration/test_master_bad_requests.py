@@ -117,19 +117,76 @@ def subscribe(c: Cluster, **info: Any) -> Any:
     return next(iter(c.f1.stub.Subscribe(request, timeout=5)))
 
 
+def on_stream(agent: FakeAgent, message: agent_pb2.ConnectRequest) -> Any:
+    """Send ``message`` on the agent's open stream; the master ends the stream with an error,
+    raised here once the agent has reconnected (reregistering its tasks, as a real agent
+    does)."""
+    agent.send(message)
+    agent.ended(5)
+    error = agent.commands.ended
+    agent.reconnect()
+    if error is not None:
+        raise error
+    return None
+
+
+def replaced(agent: FakeAgent) -> Any:
+    """Open a newer stream of the agent; raises how the old one ended."""
+    old = agent.commands
+    agent.reconnect()
+    error = old.wait_done(5)
+    if error is not None:
+        raise error
+    return None
+
+
 def agent_status(c: Cluster, state: int, uuid: bytes = b"u" * 16, **kw: Any) -> Any:
-    caller = kw.pop("agent_id", c.agent.agent_id)
-    named = kw.pop("status_agent_id", caller)
+    caller = kw.pop("caller", c.agent)
+    named = kw.pop("status_agent_id", caller.agent_id)
+    before = kw.pop("before", [])
     status = C.TaskStatus(task_id="live", agent_id=named, state=state, uuid=uuid)
-    request = agent_pb2.UpdateStatusRequest(
-        agent_id=caller, framework_id=c.f1.id, status=status, **kw
+    update = agent_pb2.StatusUpdate(framework_id=c.f1.id, status=status, **kw)
+    batch = [*before, update]
+    return on_stream(caller, updates(batch))
+
+
+def updates(batch: list[agent_pb2.StatusUpdate]) -> agent_pb2.ConnectRequest:
+    return agent_pb2.ConnectRequest(updates=agent_pb2.StatusUpdates(updates=batch))
+
+
+def finished_live(c: Cluster) -> agent_pb2.StatusUpdate:
+    """A well-formed update that would end task ``live`` if it were applied."""
+    status = C.TaskStatus(
+        task_id="live",
+        state=C.TASK_STATE_FINISHED,
+        uuid=b"f" * 16,
+        source=C.TaskStatus.SOURCE_AGENT,
     )
-    return c.agent.stub.UpdateStatus(request, timeout=5)
+    return agent_pb2.StatusUpdate(framework_id=c.f1.id, status=status)
+
+
+def connect(c: Cluster, first: agent_pb2.ConnectRequest) -> Any:
+    """A new stream whose first message is ``first``: the master's answer (or refusal)."""
+    return next(iter(c.agent.stub.Connect(iter([first]), timeout=5)))
 
 
 def register(c: Cluster, resources: common_pb2.Resources, port: int = 0) -> Any:
     info = C.AgentInfo(hostname="bad", resources=resources, port=port)
-    return c.agent.stub.Register(agent_pb2.RegisterRequest(agent_info=info), timeout=5)
+    return connect(c, agent_pb2.ConnectRequest(register=agent_pb2.RegisterAgent(agent_info=info)))
+
+
+def reregister(c: Cluster, agent_id: str) -> Any:
+    message = agent_pb2.ReregisterAgent(
+        agent_id=agent_id, agent_info=C.AgentInfo(resources=res("cpus:1"))
+    )
+    return connect(c, agent_pb2.ConnectRequest(reregister=message))
+
+
+def acknowledge(c: Cluster, *acks: tuple[str, str, bytes]) -> Any:
+    items = [
+        S.AcknowledgeRequest.Acknowledgement(agent_id=a, task_id=t, uuid=u) for a, t, u in acks
+    ]
+    return c.f1.call_unary("Acknowledge", acknowledgements=items)
 
 
 def set_weight(c: Cluster, **kw: Any) -> Any:
@@ -259,21 +316,23 @@ CASES: list[tuple[str, Callable[[Cluster], Any], grpc.StatusCode]] = [
     # -- Acknowledge, Kill, Revive, Reconcile, UpdateDemand
     (
         "acknowledge unknown update",
-        lambda c: c.f1.call_unary(
-            "Acknowledge", agent_id=c.agent.agent_id, task_id="live", uuid=b"\x01" * 16
-        ),
+        lambda c: acknowledge(c, (c.agent.agent_id, "live", b"\x01" * 16)),
         Code.NOT_FOUND,
     ),
     (
         "acknowledge without uuid",
-        lambda c: c.f1.call_unary("Acknowledge", agent_id=c.agent.agent_id, task_id="live"),
+        lambda c: acknowledge(c, (c.agent.agent_id, "live", b"")),
         Code.INVALID_ARGUMENT,
     ),
     (
         "acknowledge naming the wrong agent",
-        lambda c: c.f1.call_unary(
-            "Acknowledge", agent_id=c.small.agent_id, task_id="live", uuid=b"\x01" * 16
-        ),
+        lambda c: acknowledge(c, (c.small.agent_id, "live", b"\x01" * 16)),
+        Code.INVALID_ARGUMENT,
+    ),
+    ("acknowledge nothing", lambda c: acknowledge(c), Code.INVALID_ARGUMENT),
+    (
+        "acknowledge a batch with one bad item",
+        lambda c: acknowledge(c, ("", "ghost", b"\x02" * 16), (c.agent.agent_id, "", b"\x03")),
         Code.INVALID_ARGUMENT,
     ),
     ("kill unknown task", lambda c: c.f1.call_unary("Kill", task_id="ghost"), Code.NOT_FOUND),
@@ -377,31 +436,26 @@ CASES: list[tuple[str, Callable[[Cluster], Any], grpc.StatusCode]] = [
     ),
     ("register bad port", lambda c: register(c, res("cpus:1"), port=70000), Code.INVALID_ARGUMENT),
     (
-        "heartbeat unknown agent",
-        lambda c: c.agent.stub.Heartbeat(agent_pb2.HeartbeatRequest(agent_id="ag-unknown")),
-        Code.NOT_FOUND,
-    ),
-    (
-        "heartbeat without agent id",
-        lambda c: c.agent.stub.Heartbeat(agent_pb2.HeartbeatRequest()),
+        "first message a heartbeat",
+        lambda c: connect(c, agent_pb2.ConnectRequest(heartbeat=agent_pb2.AgentHeartbeat())),
         Code.INVALID_ARGUMENT,
     ),
     (
-        "commands for unknown agent",
-        lambda c: next(
-            iter(c.agent.stub.Commands(agent_pb2.CommandsRequest(agent_id="ag-x"), timeout=5))
-        ),
-        Code.NOT_FOUND,
+        "empty first message",
+        lambda c: connect(c, agent_pb2.ConnectRequest()),
+        Code.INVALID_ARGUMENT,
     ),
+    ("reregister unknown agent", lambda c: reregister(c, "ag-x"), Code.FAILED_PRECONDITION),
+    ("reregister without agent id", lambda c: reregister(c, ""), Code.INVALID_ARGUMENT),
     (
-        "reregister unknown agent",
-        lambda c: c.agent.stub.Reregister(
-            agent_pb2.ReregisterRequest(
-                agent_id="ag-x", agent_info=C.AgentInfo(resources=res("cpus:1"))
-            )
+        "register again on an open stream",
+        lambda c: on_stream(
+            c.agent,
+            agent_pb2.ConnectRequest(register=agent_pb2.RegisterAgent(agent_info=c.agent.info)),
         ),
-        Code.FAILED_PRECONDITION,
+        Code.INVALID_ARGUMENT,
     ),
+    ("a stream replaced by a newer one", lambda c: replaced(c.agent), Code.ABORTED),
     (
         "status with a short uuid",
         lambda c: agent_status(c, C.TASK_STATE_RUNNING, uuid=b"abc"),
@@ -423,18 +477,47 @@ CASES: list[tuple[str, Callable[[Cluster], Any], grpc.StatusCode]] = [
         Code.INVALID_ARGUMENT,
     ),
     (
-        "status from unknown agent",
-        lambda c: agent_status(c, C.TASK_STATE_RUNNING, agent_id="ag-x"),
-        Code.NOT_FOUND,
+        "status without framework id",
+        lambda c: on_stream(
+            c.agent,
+            updates([agent_pb2.StatusUpdate(status=finished_live(c).status)]),
+        ),
+        Code.INVALID_ARGUMENT,
     ),
     (
         "status for a task on another agent",
-        lambda c: agent_status(c, C.TASK_STATE_FINISHED, agent_id=c.small.agent_id),
+        lambda c: agent_status(c, C.TASK_STATE_FINISHED, caller=c.small),
         Code.INVALID_ARGUMENT,
     ),
     (
         "status naming another agent",
         lambda c: agent_status(c, C.TASK_STATE_RUNNING, status_agent_id=c.small.agent_id),
+        Code.INVALID_ARGUMENT,
+    ),
+    (
+        "a batch with one bad update applies none",
+        lambda c: agent_status(c, C.TASK_STATE_RUNNING, uuid=b"abc", before=[finished_live(c)]),
+        Code.INVALID_ARGUMENT,
+    ),
+    (
+        "a batch with one update not the agent's applies none",
+        lambda c: on_stream(
+            c.agent,
+            updates(
+                [
+                    finished_live(c),
+                    agent_pb2.StatusUpdate(
+                        framework_id=c.f1.id,
+                        status=C.TaskStatus(
+                            task_id="live",
+                            agent_id=c.small.agent_id,
+                            state=C.TASK_STATE_RUNNING,
+                            uuid=b"v" * 16,
+                        ),
+                    ),
+                ]
+            ),
+        ),
         Code.INVALID_ARGUMENT,
     ),
     # -- Operator API

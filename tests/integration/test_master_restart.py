@@ -43,6 +43,7 @@ def test_kill_9_master_restart_keeps_every_task(
     master = master_factory(*MASTER_FLAGS)
     a = FrameworkProcess(master.address, "A", "cpus:1;mem:256", 6, tmp_path)
     b = FrameworkProcess(master.address, "B", "cpus:2;mem:256", 3, tmp_path)
+    started: list[FrameworkProcess] = [a, b]
     try:
         agent_factory(master, 3, "cpus:6;mem:4096")
         before = wait_for(lambda: steady(master, [a, b]), SETTLE, "A 6 and B 3 tasks running")
@@ -73,13 +74,15 @@ def test_kill_9_master_restart_keeps_every_task(
 
         # Offers resume: a newcomer gets a new agent's resources; nobody else launches.
         c = FrameworkProcess(master.address, "C", "cpus:1;mem:256", 4, tmp_path)
+        started.append(c)
         wait_for(lambda: c.subscriptions() == 1, SETTLE, "C subscribed")
         agent_factory(master, 1, "cpus:4;mem:4096")
         wait_for(lambda: steady(master, [a, b, c]), SETTLE, "C running 4 tasks")
         assert len(a.launched()) == 6 and len(b.launched()) == 3
     finally:
-        for framework in (a, b):
+        for framework in started:
             framework.kill()
+        master.kill()  # the restarted one (the fixture stops the first)
 
 
 def test_agents_missing_after_the_reregistration_window_become_unreachable(
@@ -110,6 +113,7 @@ def test_agents_missing_after_the_reregistration_window_become_unreachable(
         # is unknown to this master: the framework hears of it by reconciliation (UNREACHABLE)
     finally:
         a.kill()
+        master.kill()  # the restarted one (the fixture stops the first)
 
 
 def run_master(work_dir: Path) -> subprocess.CompletedProcess[str]:

@@ -2,15 +2,18 @@
 
 - ``FrameworkConn``: a framework's Subscribe stream read by a thread; events are kept in order
   and taken by kind (``take("offers")``), so waiting for one kind never loses the others.
-- ``FakeAgent``: Register, an open Commands stream, heartbeats, and the agent side of the
-  status-update protocol: every launched task reports RUNNING, every killed task KILLED, each
-  with a fresh uuid; acknowledgements received are recorded.
+- ``FakeAgent``: one ``Connect`` stream (agent.proto): register first, then heartbeats and
+  status updates on demand, and the agent side of the status-update protocol: every launched
+  task reports RUNNING, every killed task KILLED, each with a fresh uuid; commands received
+  (acknowledgements included) are recorded in order. ``reconnect`` opens a new stream with a
+  reregister reporting the tasks it runs, as a real agent does after its stream ended.
 
 Every wait is bounded (``DEFAULT_TIMEOUT``); nothing here sleeps longer than a poll step.
 """
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 import uuid
@@ -200,9 +203,10 @@ class FrameworkConn:
 
     def ack(self, status: common_pb2.TaskStatus) -> Any:
         """Acknowledge an update."""
-        request = S.AcknowledgeRequest(
-            framework_id=self.id, agent_id=status.agent_id, task_id=status.task_id, uuid=status.uuid
+        ack = S.AcknowledgeRequest.Acknowledgement(
+            agent_id=status.agent_id, task_id=status.task_id, uuid=status.uuid
         )
+        request = S.AcknowledgeRequest(framework_id=self.id, acknowledgements=[ack])
         return self.stub.Acknowledge(request, timeout=DEFAULT_TIMEOUT)
 
     def call_unary(self, method: str, **fields: Any) -> Any:
@@ -223,42 +227,81 @@ def _field(body: Any, dotted: str) -> Any:
 
 
 class FakeAgent:
-    """An agent that speaks the protocol and runs tasks instantly."""
+    """An agent that speaks the protocol over one stream and runs tasks instantly."""
 
     def __init__(
         self, channel: grpc.Channel, resources: str, hostname: str = "fake", auto: bool = True
     ) -> None:
         self.stub = agent_pb2_grpc.AgentServiceStub(channel)
-        info = C.AgentInfo(hostname=hostname, resources=res(resources), version="test")
-        response = self.stub.Register(
-            agent_pb2.RegisterRequest(agent_info=info), timeout=DEFAULT_TIMEOUT
-        )
-        self.agent_id = response.agent_id
-        self.master_id = response.master_id
+        self.info = C.AgentInfo(hostname=hostname, resources=res(resources), version="test")
         self.auto = auto
-        self.commands = EventLog()
-        self.sent: list[agent_pb2.UpdateStatusRequest] = []
+        self.sent: list[agent_pb2.StatusUpdate] = []
         self.errors: list[Exception] = []
-        self._beating = threading.Event()
-        self.call = self.stub.Commands(agent_pb2.CommandsRequest(agent_id=self.agent_id))
-        self.call.initial_metadata()  # the master attached the stream: the agent is in the pool
-        threading.Thread(target=self._read, daemon=True).start()
+        self.tasks: dict[tuple[str, str], tuple[common_pb2.TaskInfo, int]] = {}
+        self.settings: list[agent_pb2.AgentSettings] = []
+        registered = self._connect(agent_pb2.ConnectRequest(register=_register(self.info)))
+        self.agent_id = registered.agent_id
+        self.master_id = registered.master_id
 
-    def _read(self) -> None:
+    def _connect(self, first: agent_pb2.ConnectRequest) -> agent_pb2.AgentRegistered:
+        """Open a stream with ``first``; the master's ``registered`` (its refusal raised)."""
+        self.outgoing: queue.Queue[agent_pb2.ConnectRequest | None] = queue.Queue()
+        self.outgoing.put(first)
+        self.commands = EventLog()
+        self.call = self.stub.Connect(iter(self.outgoing.get, None))
+        answer = next(self.call)  # raises the stream's error if the master refused
+        assert answer.WhichOneof("message") == "registered", answer
+        self.registered: agent_pb2.AgentRegistered = answer.registered
+        threading.Thread(target=self._read, args=(self.call, self.commands), daemon=True).start()
+        return self.registered
+
+    def reconnect(self) -> agent_pb2.AgentRegistered:
+        """A new stream with a reregister reporting every live task (the old stream ends)."""
+        tasks = [
+            C.Task(
+                framework_id=framework_id,
+                info=info,
+                status=C.TaskStatus(
+                    task_id=info.task_id,
+                    agent_id=self.agent_id,
+                    state=state,  # type: ignore[arg-type]
+                    source=C.TaskStatus.SOURCE_AGENT,
+                ),
+            )
+            for (framework_id, _), (info, state) in sorted(self.tasks.items())
+            if state not in (C.TASK_STATE_KILLED, C.TASK_STATE_FINISHED)
+        ]
+        message = agent_pb2.ReregisterAgent(agent_id=self.agent_id, agent_info=self.info)
+        message.tasks.extend(tasks)
+        return self._connect(agent_pb2.ConnectRequest(reregister=message))
+
+    def _read(self, call: Iterator[agent_pb2.ConnectResponse], log: EventLog) -> None:
         try:
-            for command in self.call:
-                self.commands.append(command)
-                if self.auto:
-                    try:
-                        self._react(command)
-                    except (grpc.RpcError, ValueError) as error:  # master or channel gone
-                        self.errors.append(error)
+            for message in call:
+                kind = message.WhichOneof("message")
+                if kind == "settings":
+                    self.settings.append(message.settings)
+                    continue
+                for command in message.commands.commands:
+                    log.append(command)
+                    self._track(command)
+                    if self.auto:
+                        try:
+                            self._react(command)
+                        except (grpc.RpcError, ValueError) as error:  # master or channel gone
+                            self.errors.append(error)
         except grpc.RpcError as error:
-            self.commands.finish(error)
+            log.finish(error)
             return
-        self.commands.finish(None)
+        log.finish(None)
 
-    def _react(self, command: agent_pb2.CommandsResponse) -> None:
+    def _track(self, command: agent_pb2.AgentCommand) -> None:
+        if command.WhichOneof("command") == "launch_tasks":
+            launch = command.launch_tasks
+            for info in launch.tasks:
+                self.tasks[(launch.framework_id, info.task_id)] = (info, C.TASK_STATE_STAGING)
+
+    def _react(self, command: agent_pb2.AgentCommand) -> None:
         kind = command.WhichOneof("command")
         if kind == "launch_tasks":
             for info in command.launch_tasks.tasks:
@@ -267,6 +310,10 @@ class FakeAgent:
             kill = command.kill_task
             self.update(kill.framework_id, kill.task_id, C.TASK_STATE_KILLED)
 
+    def send(self, message: agent_pb2.ConnectRequest) -> None:
+        """Write ``message`` on the open stream."""
+        self.outgoing.put(message)
+
     def update(
         self,
         framework_id: str,
@@ -274,8 +321,8 @@ class FakeAgent:
         state: int,
         uuid_: bytes | None = None,
         latest: int | None = None,
-    ) -> agent_pb2.UpdateStatusRequest:
-        """Send one status update (fresh uuid unless given); returns the request sent."""
+    ) -> agent_pb2.StatusUpdate:
+        """Send one status update (fresh uuid unless given); returns the update sent."""
         status = C.TaskStatus(
             task_id=task_id,
             agent_id=self.agent_id,
@@ -284,15 +331,17 @@ class FakeAgent:
             source=C.TaskStatus.SOURCE_AGENT,
         )
         status.timestamp.GetCurrentTime()
-        request = agent_pb2.UpdateStatusRequest(
-            agent_id=self.agent_id,
+        update = agent_pb2.StatusUpdate(
             framework_id=framework_id,
             status=status,
             latest_state=state if latest is None else latest,  # type: ignore[arg-type]
         )
-        self.stub.UpdateStatus(request, timeout=DEFAULT_TIMEOUT)
-        self.sent.append(request)
-        return request
+        known = self.tasks.get((framework_id, task_id))
+        if known is not None:
+            self.tasks[(framework_id, task_id)] = (known[0], update.latest_state)
+        self.send(agent_pb2.ConnectRequest(updates=agent_pb2.StatusUpdates(updates=[update])))
+        self.sent.append(update)
+        return update
 
     def take(self, kind: str, timeout: float = DEFAULT_TIMEOUT) -> Any:
         """The next command of ``kind``: launch_tasks, kill_task or acknowledge_status."""
@@ -301,15 +350,22 @@ class FakeAgent:
         )
         return getattr(item, kind)
 
-    def heartbeat(self) -> str:
-        """One Heartbeat; returns the master_id."""
-        request = agent_pb2.HeartbeatRequest(agent_id=self.agent_id)
-        master_id: str = self.stub.Heartbeat(request, timeout=DEFAULT_TIMEOUT).master_id
-        return master_id
+    def heartbeat(self) -> None:
+        """One heartbeat on the open stream."""
+        self.send(agent_pb2.ConnectRequest(heartbeat=agent_pb2.AgentHeartbeat()))
+
+    def ended(self, timeout: float = DEFAULT_TIMEOUT) -> grpc.StatusCode:
+        """Wait for the open stream to end; its status code."""
+        error = self.commands.wait_done(timeout)
+        return grpc.StatusCode.OK if error is None else error.code()
 
     def close(self) -> None:
-        """Close the Commands stream."""
+        """End the stream (the agent goes away)."""
         self.call.cancel()
+
+
+def _register(info: common_pb2.AgentInfo) -> agent_pb2.RegisterAgent:
+    return agent_pb2.RegisterAgent(agent_info=info)
 
 
 def operator(channel: grpc.Channel) -> operator_pb2_grpc.OperatorServiceStub:

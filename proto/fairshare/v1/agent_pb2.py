@@ -26,39 +26,41 @@ from fairshare.v1 import common_pb2 as fairshare_dot_v1_dot_common__pb2
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x66\x61irshare/v1/agent.proto\x12\x0c\x66\x61irshare.v1\x1a\x19\x66\x61irshare/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\">\n\x0fRegisterRequest\x12+\n\nagent_info\x18\x01 \x01(\x0b\x32\x17.fairshare.v1.AgentInfo\"n\n\x10RegisterResponse\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x35\n\x12heartbeat_interval\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x11\n\tmaster_id\x18\x03 \x01(\t\"\x8c\x01\n\x11ReregisterRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12+\n\nagent_info\x18\x02 \x01(\x0b\x32\x17.fairshare.v1.AgentInfo\x12!\n\x05tasks\x18\x03 \x03(\x0b\x32\x12.fairshare.v1.Task\x12\x15\n\rframework_ids\x18\x04 \x03(\t\"^\n\x12ReregisterResponse\x12\x35\n\x12heartbeat_interval\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x11\n\tmaster_id\x18\x02 \x01(\t\"K\n\x10HeartbeatRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12%\n\x04used\x18\x02 \x01(\x0b\x32\x17.fairshare.v1.Resources\"&\n\x11HeartbeatResponse\x12\x11\n\tmaster_id\x18\x01 \x01(\t\"#\n\x0f\x43ommandsRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\"\xd1\x01\n\x10\x43ommandsResponse\x12\x38\n\x0claunch_tasks\x18\x01 \x01(\x0b\x32 .fairshare.v1.LaunchTasksCommandH\x00\x12\x32\n\tkill_task\x18\x02 \x01(\x0b\x32\x1d.fairshare.v1.KillTaskCommandH\x00\x12\x44\n\x12\x61\x63knowledge_status\x18\x03 \x01(\x0b\x32&.fairshare.v1.AcknowledgeStatusCommandH\x00\x42\t\n\x07\x63ommand\"Q\n\x12LaunchTasksCommand\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12%\n\x05tasks\x18\x02 \x03(\x0b\x32\x16.fairshare.v1.TaskInfo\"8\n\x0fKillTaskCommand\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\"O\n\x18\x41\x63knowledgeStatusCommand\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x0c\n\x04uuid\x18\x03 \x01(\x0c\"\x96\x01\n\x13UpdateStatusRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x14\n\x0c\x66ramework_id\x18\x02 \x01(\t\x12(\n\x06status\x18\x03 \x01(\x0b\x32\x18.fairshare.v1.TaskStatus\x12-\n\x0clatest_state\x18\x04 \x01(\x0e\x32\x17.fairshare.v1.TaskState\"\x16\n\x14UpdateStatusResponse2\x9c\x03\n\x0c\x41gentService\x12I\n\x08Register\x12\x1d.fairshare.v1.RegisterRequest\x1a\x1e.fairshare.v1.RegisterResponse\x12O\n\nReregister\x12\x1f.fairshare.v1.ReregisterRequest\x1a .fairshare.v1.ReregisterResponse\x12L\n\tHeartbeat\x12\x1e.fairshare.v1.HeartbeatRequest\x1a\x1f.fairshare.v1.HeartbeatResponse\x12K\n\x08\x43ommands\x12\x1d.fairshare.v1.CommandsRequest\x1a\x1e.fairshare.v1.CommandsResponse0\x01\x12U\n\x0cUpdateStatus\x12!.fairshare.v1.UpdateStatusRequest\x1a\".fairshare.v1.UpdateStatusResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x66\x61irshare/v1/agent.proto\x12\x0c\x66\x61irshare.v1\x1a\x19\x66\x61irshare/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\"\xe4\x01\n\x0e\x43onnectRequest\x12/\n\x08register\x18\x01 \x01(\x0b\x32\x1b.fairshare.v1.RegisterAgentH\x00\x12\x33\n\nreregister\x18\x02 \x01(\x0b\x32\x1d.fairshare.v1.ReregisterAgentH\x00\x12\x31\n\theartbeat\x18\x03 \x01(\x0b\x32\x1c.fairshare.v1.AgentHeartbeatH\x00\x12.\n\x07updates\x18\x04 \x01(\x0b\x32\x1b.fairshare.v1.StatusUpdatesH\x00\x42\t\n\x07message\"\xb3\x01\n\x0f\x43onnectResponse\x12\x33\n\nregistered\x18\x01 \x01(\x0b\x32\x1d.fairshare.v1.AgentRegisteredH\x00\x12/\n\x08\x63ommands\x18\x02 \x01(\x0b\x32\x1b.fairshare.v1.AgentCommandsH\x00\x12/\n\x08settings\x18\x03 \x01(\x0b\x32\x1b.fairshare.v1.AgentSettingsH\x00\x42\t\n\x07message\"<\n\rRegisterAgent\x12+\n\nagent_info\x18\x01 \x01(\x0b\x32\x17.fairshare.v1.AgentInfo\"\x8a\x01\n\x0fReregisterAgent\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12+\n\nagent_info\x18\x02 \x01(\x0b\x32\x17.fairshare.v1.AgentInfo\x12!\n\x05tasks\x18\x03 \x03(\x0b\x32\x12.fairshare.v1.Task\x12\x15\n\rframework_ids\x18\x04 \x03(\t\"\xa2\x01\n\x0f\x41gentRegistered\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x11\n\tmaster_id\x18\x02 \x01(\t\x12\x35\n\x12heartbeat_interval\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x33\n\x10reconnect_jitter\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\"7\n\x0e\x41gentHeartbeat\x12%\n\x04used\x18\x01 \x01(\x0b\x32\x17.fairshare.v1.Resources\"{\n\rAgentSettings\x12\x35\n\x12heartbeat_interval\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x33\n\x10reconnect_jitter\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"<\n\rStatusUpdates\x12+\n\x07updates\x18\x01 \x03(\x0b\x32\x1a.fairshare.v1.StatusUpdate\"}\n\x0cStatusUpdate\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12(\n\x06status\x18\x02 \x01(\x0b\x32\x18.fairshare.v1.TaskStatus\x12-\n\x0clatest_state\x18\x03 \x01(\x0e\x32\x17.fairshare.v1.TaskState\"=\n\rAgentCommands\x12,\n\x08\x63ommands\x18\x01 \x03(\x0b\x32\x1a.fairshare.v1.AgentCommand\"\xcd\x01\n\x0c\x41gentCommand\x12\x38\n\x0claunch_tasks\x18\x01 \x01(\x0b\x32 .fairshare.v1.LaunchTasksCommandH\x00\x12\x32\n\tkill_task\x18\x02 \x01(\x0b\x32\x1d.fairshare.v1.KillTaskCommandH\x00\x12\x44\n\x12\x61\x63knowledge_status\x18\x03 \x01(\x0b\x32&.fairshare.v1.AcknowledgeStatusCommandH\x00\x42\t\n\x07\x63ommand\"Q\n\x12LaunchTasksCommand\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12%\n\x05tasks\x18\x02 \x03(\x0b\x32\x16.fairshare.v1.TaskInfo\"8\n\x0fKillTaskCommand\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\"O\n\x18\x41\x63knowledgeStatusCommand\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x0c\n\x04uuid\x18\x03 \x01(\x0c\x32Z\n\x0c\x41gentService\x12J\n\x07\x43onnect\x12\x1c.fairshare.v1.ConnectRequest\x1a\x1d.fairshare.v1.ConnectResponse(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'fairshare.v1.agent_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_REGISTERREQUEST']._serialized_start=101
-  _globals['_REGISTERREQUEST']._serialized_end=163
-  _globals['_REGISTERRESPONSE']._serialized_start=165
-  _globals['_REGISTERRESPONSE']._serialized_end=275
-  _globals['_REREGISTERREQUEST']._serialized_start=278
-  _globals['_REREGISTERREQUEST']._serialized_end=418
-  _globals['_REREGISTERRESPONSE']._serialized_start=420
-  _globals['_REREGISTERRESPONSE']._serialized_end=514
-  _globals['_HEARTBEATREQUEST']._serialized_start=516
-  _globals['_HEARTBEATREQUEST']._serialized_end=591
-  _globals['_HEARTBEATRESPONSE']._serialized_start=593
-  _globals['_HEARTBEATRESPONSE']._serialized_end=631
-  _globals['_COMMANDSREQUEST']._serialized_start=633
-  _globals['_COMMANDSREQUEST']._serialized_end=668
-  _globals['_COMMANDSRESPONSE']._serialized_start=671
-  _globals['_COMMANDSRESPONSE']._serialized_end=880
-  _globals['_LAUNCHTASKSCOMMAND']._serialized_start=882
-  _globals['_LAUNCHTASKSCOMMAND']._serialized_end=963
-  _globals['_KILLTASKCOMMAND']._serialized_start=965
-  _globals['_KILLTASKCOMMAND']._serialized_end=1021
-  _globals['_ACKNOWLEDGESTATUSCOMMAND']._serialized_start=1023
-  _globals['_ACKNOWLEDGESTATUSCOMMAND']._serialized_end=1102
-  _globals['_UPDATESTATUSREQUEST']._serialized_start=1105
-  _globals['_UPDATESTATUSREQUEST']._serialized_end=1255
-  _globals['_UPDATESTATUSRESPONSE']._serialized_start=1257
-  _globals['_UPDATESTATUSRESPONSE']._serialized_end=1279
-  _globals['_AGENTSERVICE']._serialized_start=1282
-  _globals['_AGENTSERVICE']._serialized_end=1694
+  _globals['_CONNECTREQUEST']._serialized_start=102
+  _globals['_CONNECTREQUEST']._serialized_end=330
+  _globals['_CONNECTRESPONSE']._serialized_start=333
+  _globals['_CONNECTRESPONSE']._serialized_end=512
+  _globals['_REGISTERAGENT']._serialized_start=514
+  _globals['_REGISTERAGENT']._serialized_end=574
+  _globals['_REREGISTERAGENT']._serialized_start=577
+  _globals['_REREGISTERAGENT']._serialized_end=715
+  _globals['_AGENTREGISTERED']._serialized_start=718
+  _globals['_AGENTREGISTERED']._serialized_end=880
+  _globals['_AGENTHEARTBEAT']._serialized_start=882
+  _globals['_AGENTHEARTBEAT']._serialized_end=937
+  _globals['_AGENTSETTINGS']._serialized_start=939
+  _globals['_AGENTSETTINGS']._serialized_end=1062
+  _globals['_STATUSUPDATES']._serialized_start=1064
+  _globals['_STATUSUPDATES']._serialized_end=1124
+  _globals['_STATUSUPDATE']._serialized_start=1126
+  _globals['_STATUSUPDATE']._serialized_end=1251
+  _globals['_AGENTCOMMANDS']._serialized_start=1253
+  _globals['_AGENTCOMMANDS']._serialized_end=1314
+  _globals['_AGENTCOMMAND']._serialized_start=1317
+  _globals['_AGENTCOMMAND']._serialized_end=1522
+  _globals['_LAUNCHTASKSCOMMAND']._serialized_start=1524
+  _globals['_LAUNCHTASKSCOMMAND']._serialized_end=1605
+  _globals['_KILLTASKCOMMAND']._serialized_start=1607
+  _globals['_KILLTASKCOMMAND']._serialized_end=1663
+  _globals['_ACKNOWLEDGESTATUSCOMMAND']._serialized_start=1665
+  _globals['_ACKNOWLEDGESTATUSCOMMAND']._serialized_end=1744
+  _globals['_AGENTSERVICE']._serialized_start=1746
+  _globals['_AGENTSERVICE']._serialized_end=1836
 # @@protoc_insertion_point(module_scope)

@@ -35,30 +35,10 @@ class AgentServiceStub:
         Args:
             channel: A grpc.Channel.
         """
-        self.Register = channel.unary_unary(
-                '/fairshare.v1.AgentService/Register',
-                request_serializer=fairshare_dot_v1_dot_agent__pb2.RegisterRequest.SerializeToString,
-                response_deserializer=fairshare_dot_v1_dot_agent__pb2.RegisterResponse.FromString,
-                _registered_method=True)
-        self.Reregister = channel.unary_unary(
-                '/fairshare.v1.AgentService/Reregister',
-                request_serializer=fairshare_dot_v1_dot_agent__pb2.ReregisterRequest.SerializeToString,
-                response_deserializer=fairshare_dot_v1_dot_agent__pb2.ReregisterResponse.FromString,
-                _registered_method=True)
-        self.Heartbeat = channel.unary_unary(
-                '/fairshare.v1.AgentService/Heartbeat',
-                request_serializer=fairshare_dot_v1_dot_agent__pb2.HeartbeatRequest.SerializeToString,
-                response_deserializer=fairshare_dot_v1_dot_agent__pb2.HeartbeatResponse.FromString,
-                _registered_method=True)
-        self.Commands = channel.unary_stream(
-                '/fairshare.v1.AgentService/Commands',
-                request_serializer=fairshare_dot_v1_dot_agent__pb2.CommandsRequest.SerializeToString,
-                response_deserializer=fairshare_dot_v1_dot_agent__pb2.CommandsResponse.FromString,
-                _registered_method=True)
-        self.UpdateStatus = channel.unary_unary(
-                '/fairshare.v1.AgentService/UpdateStatus',
-                request_serializer=fairshare_dot_v1_dot_agent__pb2.UpdateStatusRequest.SerializeToString,
-                response_deserializer=fairshare_dot_v1_dot_agent__pb2.UpdateStatusResponse.FromString,
+        self.Connect = channel.stream_stream(
+                '/fairshare.v1.AgentService/Connect',
+                request_serializer=fairshare_dot_v1_dot_agent__pb2.ConnectRequest.SerializeToString,
+                response_deserializer=fairshare_dot_v1_dot_agent__pb2.ConnectResponse.FromString,
                 _registered_method=True)
 
 
@@ -66,38 +46,8 @@ class AgentServiceServicer:
     """The master's API for agents.
     """
 
-    def Register(self, request, context):
-        """Admits a new agent and mints its agent_id. Errors: INVALID_ARGUMENT (bad AgentInfo).
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def Reregister(self, request, context):
-        """Re-admits a known agent after a disconnect, an agent restart or a master restart, with the
-        tasks it runs; the master reconciles them (see ReregisterRequest). Errors: INVALID_ARGUMENT,
-        FAILED_PRECONDITION (the agent was removed: register afresh).
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def Heartbeat(self, request, context):
-        """Liveness: an agent unheard for --agent-timeout becomes unreachable.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def Commands(self, request, context):
-        """The master's command stream to the agent (launch, kill, acknowledge).
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def UpdateStatus(self, request, context):
-        """Delivers one task status update; see the acknowledgement protocol above.
+    def Connect(self, request_iterator, context):
+        """One agent session: the agent's messages in, the master's messages out (see above).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -106,30 +56,10 @@ class AgentServiceServicer:
 
 def add_AgentServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
-            'Register': grpc.unary_unary_rpc_method_handler(
-                    servicer.Register,
-                    request_deserializer=fairshare_dot_v1_dot_agent__pb2.RegisterRequest.FromString,
-                    response_serializer=fairshare_dot_v1_dot_agent__pb2.RegisterResponse.SerializeToString,
-            ),
-            'Reregister': grpc.unary_unary_rpc_method_handler(
-                    servicer.Reregister,
-                    request_deserializer=fairshare_dot_v1_dot_agent__pb2.ReregisterRequest.FromString,
-                    response_serializer=fairshare_dot_v1_dot_agent__pb2.ReregisterResponse.SerializeToString,
-            ),
-            'Heartbeat': grpc.unary_unary_rpc_method_handler(
-                    servicer.Heartbeat,
-                    request_deserializer=fairshare_dot_v1_dot_agent__pb2.HeartbeatRequest.FromString,
-                    response_serializer=fairshare_dot_v1_dot_agent__pb2.HeartbeatResponse.SerializeToString,
-            ),
-            'Commands': grpc.unary_stream_rpc_method_handler(
-                    servicer.Commands,
-                    request_deserializer=fairshare_dot_v1_dot_agent__pb2.CommandsRequest.FromString,
-                    response_serializer=fairshare_dot_v1_dot_agent__pb2.CommandsResponse.SerializeToString,
-            ),
-            'UpdateStatus': grpc.unary_unary_rpc_method_handler(
-                    servicer.UpdateStatus,
-                    request_deserializer=fairshare_dot_v1_dot_agent__pb2.UpdateStatusRequest.FromString,
-                    response_serializer=fairshare_dot_v1_dot_agent__pb2.UpdateStatusResponse.SerializeToString,
+            'Connect': grpc.stream_stream_rpc_method_handler(
+                    servicer.Connect,
+                    request_deserializer=fairshare_dot_v1_dot_agent__pb2.ConnectRequest.FromString,
+                    response_serializer=fairshare_dot_v1_dot_agent__pb2.ConnectResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -144,7 +74,7 @@ class AgentService:
     """
 
     @staticmethod
-    def Register(request,
+    def Connect(request_iterator,
             target,
             options=(),
             channel_credentials=None,
@@ -154,120 +84,12 @@ class AgentService:
             wait_for_ready=None,
             timeout=None,
             metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
+        return grpc.experimental.stream_stream(
+            request_iterator,
             target,
-            '/fairshare.v1.AgentService/Register',
-            fairshare_dot_v1_dot_agent__pb2.RegisterRequest.SerializeToString,
-            fairshare_dot_v1_dot_agent__pb2.RegisterResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def Reregister(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/fairshare.v1.AgentService/Reregister',
-            fairshare_dot_v1_dot_agent__pb2.ReregisterRequest.SerializeToString,
-            fairshare_dot_v1_dot_agent__pb2.ReregisterResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def Heartbeat(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/fairshare.v1.AgentService/Heartbeat',
-            fairshare_dot_v1_dot_agent__pb2.HeartbeatRequest.SerializeToString,
-            fairshare_dot_v1_dot_agent__pb2.HeartbeatResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def Commands(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_stream(
-            request,
-            target,
-            '/fairshare.v1.AgentService/Commands',
-            fairshare_dot_v1_dot_agent__pb2.CommandsRequest.SerializeToString,
-            fairshare_dot_v1_dot_agent__pb2.CommandsResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def UpdateStatus(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/fairshare.v1.AgentService/UpdateStatus',
-            fairshare_dot_v1_dot_agent__pb2.UpdateStatusRequest.SerializeToString,
-            fairshare_dot_v1_dot_agent__pb2.UpdateStatusResponse.FromString,
+            '/fairshare.v1.AgentService/Connect',
+            fairshare_dot_v1_dot_agent__pb2.ConnectRequest.SerializeToString,
+            fairshare_dot_v1_dot_agent__pb2.ConnectResponse.FromString,
             options,
             channel_credentials,
             insecure,

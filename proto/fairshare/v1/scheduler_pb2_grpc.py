@@ -140,7 +140,7 @@ class SchedulerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Acknowledge(self, request, context):
-        """Acknowledges a status update that carried a uuid.
+        """Acknowledges status updates that carried a uuid, many per call.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -20,9 +20,9 @@ from agent.backoff import Backoff
 from agent.records import AgentSpec, StatusUpdate, TaskKey
 from agent.state import AgentState, KillDecision, RegisterCall, ReregisterCall
 from agent.wire import (
-    reregister_request,
+    reregister_message,
     task_proto,
-    update_request,
+    updates_message,
 )
 
 R = ResourceVector.parse
@@ -117,7 +117,9 @@ def test_reregistration_payload_carries_live_and_unacknowledged_terminal_tasks()
     assert by_id["t-stage"].state == STAGING
     assert set(by_id) == {"t-run", "t-done", "t-stage"}
     assert call.framework_ids == ("fw-1", "fw-other")
-    request = reregister_request(call.agent_id, call.spec, call.tasks, call.framework_ids)
+    message = reregister_message(call.agent_id, call.spec, call.tasks, call.framework_ids)
+    assert message.WhichOneof("message") == "reregister"
+    request = message.reregister
     assert request.agent_id == "ag-1"
     assert request.agent_info.hostname == "host-a"
     assert [(a.name, a.value) for a in request.agent_info.attributes] == [("rack", "r1")]
@@ -395,21 +397,23 @@ def test_snapshot_holds_tasks_and_unacknowledged_updates() -> None:
     assert list(snapshot.updates) == updates
 
 
-def test_update_request_wire_form() -> None:
+def test_updates_message_wire_form() -> None:
     state = make_state()
     (key,) = launch(state, "t")
     run_to(state, key, STARTING, RUNNING)
     failed = state.handle_task_status(key, FAILED, 0.0, WALL + 0.5, exit_code=2)
     assert failed is not None
-    request = update_request("ag-1", failed, FAILED)
-    assert request.framework_id == FW and request.agent_id == "ag-1"
+    (starting,) = state.pending(key)[:1]
+    message = updates_message("ag-1", [(failed, FAILED), (starting, FAILED)])
+    request, first = message.updates.updates
+    assert request.framework_id == FW and request.status.agent_id == "ag-1"
     assert task_state_from_pb(request.latest_state) is FAILED
     status = request.status
     assert status.source == TS.SOURCE_AGENT and len(status.uuid) == 16
     assert status.HasField("exit_code") and status.exit_code == 2
     assert status.timestamp.ToNanoseconds() == int((WALL + 0.5) * 1e9)
-    (starting,) = state.pending(key)[:1]
-    assert not update_request("ag-1", starting, FAILED).status.HasField("exit_code")
+    assert not first.status.HasField("exit_code")
+    assert first.status.uuid == starting.uuid
     view = state.task(key)
     assert view is not None
     assert task_state_from_pb(task_proto(view, "ag-1").status.state) is FAILED

@@ -193,9 +193,10 @@ def test_applied_recovery_reports_each_state_once_and_keeps_the_uuids() -> None:
 # -- the runtime: checkpoint before externalizing, restore on start ------------------------------
 
 
-def launch_command(*tasks: common_pb2.TaskInfo) -> agent_pb2.CommandsResponse:
+def launch_command(*tasks: common_pb2.TaskInfo) -> agent_pb2.ConnectResponse:
     launch = agent_pb2.LaunchTasksCommand(framework_id=FW, tasks=tasks)
-    return agent_pb2.CommandsResponse(launch_tasks=launch)
+    commands = [agent_pb2.AgentCommand(launch_tasks=launch)]
+    return agent_pb2.ConnectResponse(commands=agent_pb2.AgentCommands(commands=commands))
 
 
 def rows(path: Path, query: str) -> list[tuple[object, ...]]:

@@ -56,7 +56,7 @@ def test_sender_loop_ends_when_cancelled_in_the_same_step_as_a_wake() -> None:
         state.handle_task_status(("fw", "t"), TaskState.STARTING, now, 0.0)
         assert len(state.take_due(now)) == 1  # sent; its retry is due in about a second,
         for _ in range(20):  # so the sender waits with a finite timeout
-            sender = asyncio.ensure_future(runtime._send_updates(stub=None))  # type: ignore[arg-type]
+            sender = asyncio.ensure_future(runtime._send_updates(stream=None))  # type: ignore[arg-type]
             await asyncio.sleep(0)
             runtime._wake.set()
             sender.cancel()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 import grpc
@@ -32,6 +33,7 @@ from framework_sdk import (
     UnauthenticatedError,
     UnavailableError,
     UpdateSource,
+    acknowledgements,
 )
 from framework_sdk.testing import FakeMaster, OfferSpec
 
@@ -200,16 +202,17 @@ def test_implicit_acknowledgement_after_the_event_is_handled() -> None:
             master_update = await fw.next_event()  # asking for the next one completes it
             assert isinstance(master_update, StatusUpdate) and not master_update.uuid
             await master.wait_for(lambda: master.requests("Acknowledge"), what="the ack")
-            (ack,) = master.requests("Acknowledge")
-            assert isinstance(ack, scheduler_pb2.AcknowledgeRequest)
-            assert (ack.framework_id, ack.agent_id, ack.task_id, ack.uuid) == (
+            (call,) = master.requests("Acknowledge")
+            assert isinstance(call, scheduler_pb2.AcknowledgeRequest)
+            (ack,) = call.acknowledgements
+            assert (call.framework_id, ack.agent_id, ack.task_id, ack.uuid) == (
                 fw.framework_id,
                 "ag-1",
                 "t1",
                 uuid,
             )
         # leaving the block cleanly completes the last event; it had no uuid: no ack
-        assert len(master.requests("Acknowledge")) == 1
+        assert len(master.acknowledgements) == 1
 
     run_async(scenario())
 
@@ -221,14 +224,14 @@ def test_the_last_update_is_acknowledged_on_a_clean_exit_only() -> None:
                 await fw.next_event()
                 master.send_update("t1", TaskState.RUNNING, agent_id="ag-1")
                 await update_of(fw)
-            await master.wait_for(lambda: len(master.requests("Acknowledge")) == 1)
+            await master.wait_for(lambda: len(master.acknowledgements) == 1)
             with pytest.raises(RuntimeError):
                 async with Framework.connect(master.address, INFO, options=FAST) as fw:
                     await fw.next_event()
                     master.send_update("t2", TaskState.RUNNING, agent_id="ag-1")
                     await update_of(fw)
                     raise RuntimeError("the handler failed")
-            assert len(master.requests("Acknowledge")) == 1  # t2 stays unacknowledged
+            assert len(master.acknowledgements) == 1  # t2 stays unacknowledged
 
     run_async(scenario())
 
@@ -251,8 +254,8 @@ def test_explicit_acknowledgements_are_sent_only_when_asked() -> None:
             await update_of(fw)
             assert master.requests("Acknowledge") == []
             await fw.acknowledge(second)
-            (ack,) = master.requests("Acknowledge")
-            assert isinstance(ack, scheduler_pb2.AcknowledgeRequest) and ack.task_id == "t2"
+            (ack,) = master.acknowledgements
+            assert ack.task_id == "t2"
             unacked = master.state.frameworks[fw.framework_id].unacked
             assert {s.task_id for s in unacked.values()} == {"t1", "t3"}
 
@@ -346,5 +349,86 @@ def test_teardown_ends_the_events_and_the_framework() -> None:
             assert master.state.frameworks[fid].removed
             await until(lambda: not master.connected(fid))
             assert len(master.requests("Subscribe")) == 1  # no reconnection after teardown
+
+    run_async(scenario())
+
+
+def test_acknowledgements_made_while_calls_are_in_flight_share_one_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(acknowledgements, "MAX_CALLS", 1)  # one call in flight at most
+
+    async def scenario() -> None:
+        async with (
+            FakeMaster() as master,
+            Framework.connect(
+                master.address, INFO, implicit_acknowledgements=False, options=FAST
+            ) as fw,
+        ):
+            await fw.next_event()
+            for task_id in ("t1", "t2", "t3"):
+                master.send_update(task_id, TaskState.RUNNING, agent_id="ag-1")
+            updates = [await update_of(fw) for _ in range(3)]
+            await asyncio.gather(*(fw.acknowledge(update) for update in updates))
+            first, second = master.requests("Acknowledge")  # t1 at once, then t2 and t3
+            assert isinstance(first, scheduler_pb2.AcknowledgeRequest)
+            assert isinstance(second, scheduler_pb2.AcknowledgeRequest)
+            assert first.framework_id == second.framework_id == fw.framework_id
+            sent = [*first.acknowledgements, *second.acknowledgements]
+            assert [len(first.acknowledgements), len(second.acknowledgements)] == [1, 2]
+            assert [(a.task_id, a.uuid) for a in sent] == [(u.task_id, u.uuid) for u in updates]
+            assert not master.state.frameworks[fw.framework_id].unacked
+
+    run_async(scenario())
+
+
+def test_a_refused_batch_is_retried_one_acknowledgement_per_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(acknowledgements, "MAX_CALLS", 1)  # one call in flight at most
+
+    async def scenario() -> None:
+        async with (
+            FakeMaster() as master,
+            Framework.connect(
+                master.address, INFO, implicit_acknowledgements=False, options=FAST
+            ) as fw,
+        ):
+            await fw.next_event()
+            for task_id in ("t1", "t2", "t3"):
+                master.send_update(task_id, TaskState.RUNNING, agent_id="ag-1")
+            updates = [await update_of(fw) for _ in range(3)]
+            for _ in range(3):  # t1's call, then the batch of t2 and t3, then t2's own call
+                master.fail_next("Acknowledge", grpc.StatusCode.NOT_FOUND)
+            outcomes = await asyncio.gather(
+                *(fw.acknowledge(update) for update in updates), return_exceptions=True
+            )
+            assert isinstance(outcomes[0], NotFoundError)
+            assert isinstance(outcomes[1], NotFoundError) and outcomes[2] is None
+            calls = master.requests("Acknowledge")
+            sizes = [len(c.acknowledgements) for c in calls]  # type: ignore[attr-defined]
+            assert sizes == [1, 2, 1, 1]
+            unacked = master.state.frameworks[fw.framework_id].unacked
+            assert sorted(s.task_id for s in unacked.values()) == ["t1", "t2"]
+
+    run_async(scenario())
+
+
+def test_a_quiet_client_acknowledges_each_update_at_once() -> None:
+    async def scenario() -> None:
+        async with (
+            FakeMaster() as master,
+            Framework.connect(
+                master.address, INFO, implicit_acknowledgements=False, options=FAST
+            ) as fw,
+        ):
+            await fw.next_event()
+            for task_id in ("t1", "t2", "t3"):
+                master.send_update(task_id, TaskState.RUNNING, agent_id="ag-1")
+            updates = [await update_of(fw) for _ in range(3)]
+            await asyncio.gather(*(fw.acknowledge(update) for update in updates))
+            calls = master.requests("Acknowledge")  # fewer than MAX_CALLS: none waited
+            assert [len(c.acknowledgements) for c in calls] == [1, 1, 1]  # type: ignore[attr-defined]
+            assert not master.state.frameworks[fw.framework_id].unacked
 
     run_async(scenario())

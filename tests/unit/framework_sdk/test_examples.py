@@ -62,7 +62,7 @@ def test_batch_job_runs_all_tasks_and_exits_0() -> None:
             assert remaining == sorted(remaining, reverse=True) and remaining[-1] == 1
             assert master.requests("Teardown")
             # updates are acknowledged implicitly (3 per task; the last few may race the teardown)
-            assert len(master.requests("Acknowledge")) >= 3 * 7 - 4
+            assert len(master.acknowledgements) >= 3 * 7 - 4
 
     run_async(scenario(), timeout=30)
 

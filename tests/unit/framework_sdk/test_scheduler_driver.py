@@ -147,7 +147,7 @@ def test_offers_launch_tasks_with_leftovers_declined_and_updates_are_acked() -> 
             states = [c[1].state for c in sched.calls if c[0] == "status_update"]
             assert states.count(TaskState.RUNNING) == 2
             # every update carried a uuid and was acknowledged after its callback returned
-            await until(lambda: len(master.requests("Acknowledge")) == len(states))
+            await until(lambda: len(master.acknowledgements) == len(states))
             assert not master.state.frameworks[driver.framework_id].unacked
             assert await stopped(driver) is DriverStatus.STOPPED
 
@@ -169,9 +169,9 @@ def test_a_raising_callback_leaves_the_update_unacknowledged() -> None:
             await until(lambda: sched.names() == ["registered"])
             master.send_update("bad", TaskState.RUNNING, agent_id="ag-1")
             master.send_update("good", TaskState.RUNNING, agent_id="ag-1")
-            await until(lambda: len(master.requests("Acknowledge")) == 1)
-            (ack,) = master.requests("Acknowledge")
-            assert isinstance(ack, scheduler_pb2.AcknowledgeRequest) and ack.task_id == "good"
+            await until(lambda: len(master.acknowledgements) == 1)
+            (ack,) = master.acknowledgements
+            assert ack.task_id == "good"
             unacked = master.state.frameworks[driver.framework_id].unacked
             assert [s.task_id for s in unacked.values()] == ["bad"]
             assert driver.status is DriverStatus.RUNNING  # the driver survives
@@ -314,7 +314,7 @@ def test_explicit_acknowledgement_through_the_driver() -> None:
             assert master.requests("Acknowledge") == []
             update = sched.calls[-1][1]
             await asyncio.to_thread(driver.acknowledge_status_update, update)
-            assert len(master.requests("Acknowledge")) == 1
+            assert len(master.acknowledgements) == 1
             await stopped(driver)
 
     run_async(scenario())

@@ -124,9 +124,16 @@ def test_accept_validation_codes_change_nothing() -> None:
             assert [t.agent_id for t in master.launched_tasks] == ["ag-1", "ag-1"]
             assert await code_of(stub.Accept(accept(fid, [a1], task("t3")))) is not_found  # used
             assert await code_of(stub.Accept(accept(fid, [a2], task("t1")))) is invalid  # live id
-            empty_ack = scheduler_pb2.AcknowledgeRequest(framework_id=fid, task_id="t1")
+            ack = scheduler_pb2.AcknowledgeRequest.Acknowledgement
+            empty_ack = scheduler_pb2.AcknowledgeRequest(
+                framework_id=fid, acknowledgements=[ack(task_id="t1")]
+            )
             assert await code_of(stub.Acknowledge(empty_ack)) is invalid
-            stale = scheduler_pb2.AcknowledgeRequest(framework_id=fid, task_id="t1", uuid=b"x")
+            none = scheduler_pb2.AcknowledgeRequest(framework_id=fid)
+            assert await code_of(stub.Acknowledge(none)) is invalid
+            stale = scheduler_pb2.AcknowledgeRequest(
+                framework_id=fid, acknowledgements=[ack(task_id="t1", uuid=b"x")]
+            )
             await stub.Acknowledge(stale)  # stale acknowledgements succeed
             bad_role = scheduler_pb2.SuppressRequest(framework_id=fid, role="other-role")
             assert await code_of(stub.Suppress(bad_role)) is invalid

@@ -15,6 +15,7 @@ from test_runtime_cycle import (
     drain,
     framework,
     offers_of,
+    report,
     running,
     scenario,
     settle,
@@ -55,7 +56,7 @@ def test_updates_made_while_a_framework_is_away_reach_it_when_it_resubscribes() 
         await settle()
         [offer] = offers_of(events)
         runtime.frameworks.accept(fw, [offer.offer_id], [spec("t", "cpus:1;mem:128")], None)
-        runtime.agents.update_status(agent_id, fw, running("t", agent_id), TaskState.RUNNING)
+        report(runtime, agent_id, fw, running("t", agent_id), TaskState.RUNNING)
         runtime.frameworks.acknowledge(fw, agent_id, "t", running("t", agent_id).uuid)
         runtime.frameworks.unsubscribe(fw, events)  # the framework's process dies
         await asyncio.sleep(0.4)  # the agent is unheard: unreachable, its task LOST

@@ -118,9 +118,10 @@ async def busy_cluster(runtime: MasterRuntime) -> dict[str, str]:
     """Two agents, frameworks web (running one task; one offer outstanding), web again (same
     name) and batch (suppressed); one status update forwarded, retried and acknowledged."""
     ids = {}
+    channels = {}
     for name, resources in (("a1", "cpus:4;mem:8192"), ("a2", "cpus:2;mem:1024;gpus:1")):
-        ids[name], _, _ = runtime.agents.register(AgentSpec(name, 0, R(resources)))
-        runtime.agents.open_commands(ids[name])
+        session = runtime.agents.register(AgentSpec(name, 0, R(resources)))
+        ids[name], channels[name] = session.agent_id, session.channel
     web = runtime.frameworks.subscribe(FrameworkSpec("", "web"), None, False)
     runtime.frameworks.subscribe(FrameworkSpec("", "batch"), None, True)
     await settle()
@@ -129,10 +130,9 @@ async def busy_cluster(runtime: MasterRuntime) -> dict[str, str]:
     task = TaskLaunch("t1", "t1", R("cpus:1;mem:1024"))
     runtime.frameworks.accept(web.framework_id, [on_a1.offer_id], [task], 60.0)
     update = StatusUpdate("t1", ids["a1"], TaskState.RUNNING, uuid=b"u" * 16, source="AGENT")
-    runtime.agents.update_status(ids["a1"], web.framework_id, update, TaskState.RUNNING)
-    runtime.agents.update_status(
-        ids["a1"], web.framework_id, update, TaskState.RUNNING
-    )  # the agent retried
+    reported = [(web.framework_id, update, TaskState.RUNNING)]
+    runtime.agents.update_statuses(ids["a1"], channels["a1"], reported)
+    runtime.agents.update_statuses(ids["a1"], channels["a1"], reported)  # the agent retried
     runtime.frameworks.acknowledge(web.framework_id, ids["a1"], "t1", b"u" * 16)
     runtime.frameworks.subscribe(
         FrameworkSpec("", "web"), None, False
@@ -257,8 +257,11 @@ def test_ended_tasks_are_counted_by_state() -> None:
             for s in ("finished", "failed", "killed", "error", "lost", "dropped", "gone")
         }
         done = StatusUpdate("t1", ids["a1"], TaskState.FINISHED, uuid=b"v" * 16, source="AGENT")
+        channel = runtime.state.agents[ids["a1"]].channel
+        assert channel is not None
         for _ in range(2):  # the agent retries: still one task ended
-            runtime.agents.update_status(ids["a1"], ids["web"], done, TaskState.FINISHED)
+            reported = [(ids["web"], done, TaskState.FINISHED)]
+            runtime.agents.update_statuses(ids["a1"], channel, reported)
         runtime.frameworks.acknowledge(ids["web"], ids["a1"], "t1", b"v" * 16)
         samples = scrape(runtime)
         assert one(samples, "fairshare_tasks_ended_total", state="finished") == 1

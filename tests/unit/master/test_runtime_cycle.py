@@ -77,8 +77,17 @@ def last(channel: Channel[Any]) -> Any:
 
 
 def agent(runtime: MasterRuntime, resources: str = "cpus:4;mem:8192") -> tuple[str, Channel[Any]]:
-    agent_id, _, _ = runtime.agents.register(AgentSpec("h", 0, R(resources)))
-    return agent_id, runtime.agents.open_commands(agent_id)
+    session = runtime.agents.register(AgentSpec("h", 0, R(resources)))
+    return session.agent_id, session.channel
+
+
+def report(
+    runtime: MasterRuntime, agent_id: str, fw: str, status: StatusUpdate, latest: TaskState
+) -> None:
+    """One status update on the agent's open stream."""
+    channel = runtime.state.agents[agent_id].channel
+    assert channel is not None
+    runtime.agents.update_statuses(agent_id, channel, [(fw, status, latest)])
 
 
 def framework(runtime: MasterRuntime, name: str = "fw", **kw: Any) -> tuple[str, Channel[Any]]:
@@ -146,7 +155,7 @@ def test_drf_offers_accept_launch_update_and_ack() -> None:
         assert [t.name for t in launch.tasks] == ["a0", "a1", "a2"]
         assert all(t.details == TaskDetails(duration=1.0) for t in launch.tasks)
 
-        runtime.agents.update_status(agent_id, a, running("a0", agent_id), TaskState.RUNNING)
+        report(runtime, agent_id, a, running("a0", agent_id), TaskState.RUNNING)
         [update] = drain(a_events)
         assert isinstance(update, UpdateEvent) and update.status.uuid == UUID
         runtime.frameworks.acknowledge(a, agent_id, "a0", UUID)
@@ -178,14 +187,22 @@ def test_killing_is_acknowledged_by_the_master_without_the_capability() -> None:
         drain(commands)
         runtime.frameworks.kill(fw, "t")
         assert drain(commands) == [KillTask(agent_id, fw, "t")]
-        runtime.agents.update_status(
-            agent_id, fw, running("t", agent_id, state=TaskState.KILLING), TaskState.KILLING
+        report(
+            runtime,
+            agent_id,
+            fw,
+            running("t", agent_id, state=TaskState.KILLING),
+            TaskState.KILLING,
         )
         assert drain(commands) == [AckCommand(fw, "t", UUID)]  # acked for the framework
         assert drain(events) == []  # not forwarded
         assert runtime.operator.snapshot().tasks[0].status.state == TaskState.KILLING
-        runtime.agents.update_status(
-            agent_id, fw, running("t", agent_id, b"k" * 16, TaskState.KILLED), TaskState.KILLED
+        report(
+            runtime,
+            agent_id,
+            fw,
+            running("t", agent_id, b"k" * 16, TaskState.KILLED),
+            TaskState.KILLED,
         )
         [killed] = drain(events)
         assert killed.status.state == TaskState.KILLED
@@ -207,8 +224,8 @@ def test_updates_of_removed_frameworks_are_acknowledged_by_the_master() -> None:
         runtime.frameworks.teardown(fw)
         assert drain(commands) == [KillTask(agent_id, fw, "t")]
         assert isinstance(drain(events)[-1], ErrorEvent)
-        runtime.agents.update_status(
-            agent_id, fw, running("t", agent_id, state=TaskState.KILLED), TaskState.KILLED
+        report(
+            runtime, agent_id, fw, running("t", agent_id, state=TaskState.KILLED), TaskState.KILLED
         )
         assert drain(commands) == [AckCommand(fw, "t", UUID)]
         with pytest.raises(NotFound, match="removed"):
@@ -285,7 +302,7 @@ def test_unheard_agent_becomes_unreachable() -> None:
         assert [t.status.state for t in view.tasks] == [TaskState.UNREACHABLE]
         assert runtime.state.registry.agents[agent_id].state == "UNREACHABLE"
         with pytest.raises(NotFound):
-            runtime.agents.heartbeat(agent_id)
+            runtime.agents.heard(agent_id, commands)
 
     scenario(test, agent_timeout=0.2)
 
@@ -298,7 +315,7 @@ def test_unreachable_agent_that_comes_back_rejoins_with_its_tasks() -> None:
         [offer] = offers_of(events)
         tasks = [spec("kept", "cpus:1;mem:128"), spec("lost", "cpus:1;mem:128")]
         runtime.frameworks.accept(fw, [offer.offer_id], tasks, None)
-        runtime.agents.update_status(agent_id, fw, running("kept", agent_id), TaskState.RUNNING)
+        report(runtime, agent_id, fw, running("kept", agent_id), TaskState.RUNNING)
         await asyncio.sleep(0.4)
         assert [e.status.state for e in drain(events) if isinstance(e, UpdateEvent)][-2:] == [
             TaskState.UNREACHABLE,
@@ -306,7 +323,7 @@ def test_unreachable_agent_that_comes_back_rejoins_with_its_tasks() -> None:
         ]
         # The agent comes back running "kept" only: it rejoins, "kept" runs again, "lost" is LOST.
         reported = [(fw, tasks[0], running("kept", agent_id))]
-        runtime.agents.reregister(agent_id, AgentSpec("h", 0, R("cpus:2;mem:256")), reported)
+        back = runtime.agents.reregister(agent_id, AgentSpec("h", 0, R("cpus:2;mem:256")), reported)
         updates = [e.status for e in drain(events) if isinstance(e, UpdateEvent)]
         assert [(u.task_id, u.state, u.reason) for u in updates] == [
             ("kept", TaskState.RUNNING, "RECONCILIATION"),
@@ -319,15 +336,16 @@ def test_unreachable_agent_that_comes_back_rejoins_with_its_tasks() -> None:
         ]
         assert runtime.state.core.agents[agent_id].free == R("cpus:1;mem:128")
         assert runtime.state.registry.agents[agent_id].state == "ADMITTED"
-        assert runtime.agents.heartbeat(agent_id) == runtime.state.master_id
+        assert back.master_id == runtime.state.master_id
+        runtime.agents.heard(agent_id, back.channel)  # a live registration again
 
     scenario(test, agent_timeout=0.2)
 
 
 def test_agent_the_registry_does_not_know_must_register_afresh() -> None:
     async def test(runtime: MasterRuntime) -> None:
-        with pytest.raises(NotFound):  # agent.proto: NOT_FOUND sends the agent to Reregister
-            runtime.agents.heartbeat("ag-unknown")
+        with pytest.raises(NotFound):  # agent.proto: NOT_FOUND sends the agent to reregister
+            runtime.agents.heard("ag-unknown", Channel())
         with pytest.raises(FailedPrecondition):
             runtime.agents.reregister("ag-unknown", AgentSpec("h", 0, R("cpus:1")), [])
 
@@ -346,21 +364,22 @@ def test_reregister_reconciles_tasks() -> None:
         [offer] = offers_of(events)
         tasks = [spec("staged", "cpus:1;mem:128"), spec("ran", "cpus:1;mem:128")]
         runtime.frameworks.accept(fw, [offer.offer_id], tasks, None)
-        runtime.agents.update_status(agent_id, fw, running("ran", agent_id), TaskState.RUNNING)
+        report(runtime, agent_id, fw, running("ran", agent_id), TaskState.RUNNING)
         drain(events)
-        runtime.agents.close_commands(agent_id, commands)  # the launch was taken: outbox is empty
+        runtime.agents.disconnect(agent_id, commands)  # the launch was taken: outbox is empty
         reported = [
             (fw, spec("ran", "cpus:1;mem:128"), running("ran", agent_id)),
             ("fw-gone", spec("orphan", "cpus:1"), running("orphan", agent_id)),
         ]
-        runtime.agents.reregister(agent_id, AgentSpec("h", 0, R("cpus:2;mem:256")), reported)
+        reopened = runtime.agents.reregister(
+            agent_id, AgentSpec("h", 0, R("cpus:2;mem:256")), reported
+        ).channel
         [dropped] = [e.status for e in drain(events) if isinstance(e, UpdateEvent)]
         assert (dropped.task_id, dropped.state, dropped.reason) == (
             "staged",
             TaskState.DROPPED,
             "AGENT_DISCONNECTED",
         )
-        reopened = runtime.agents.open_commands(agent_id)
         assert drain(reopened) == [KillTask(agent_id, "fw-gone", "orphan")]
 
     scenario(test)
@@ -373,7 +392,7 @@ def test_calls_need_an_open_stream_and_a_known_id() -> None:
         with pytest.raises(NotFound):
             runtime.frameworks.suppress("fw-nope")
         with pytest.raises(NotFound):
-            runtime.agents.heartbeat("ag-nope")
+            runtime.agents.heard("ag-nope", Channel())
         with pytest.raises(InvalidArgument):
             runtime.agents.register(AgentSpec("h", 0, ResourceVector()))
 
@@ -390,7 +409,7 @@ def test_drain_ends_streams_with_unavailable_and_removes_nothing() -> None:
         assert last(events) == StreamEnd("UNAVAILABLE", "the master is shutting down")
         assert last(commands) == StreamEnd("UNAVAILABLE", "the master is shutting down")
         runtime.frameworks.unsubscribe(fw, events)
-        runtime.agents.close_commands(agent_id, commands)
+        runtime.agents.disconnect(agent_id, commands)
         assert fw in runtime.state.frameworks and agent_id in runtime.state.agents
         with pytest.raises(Unavailable):
             framework(runtime, "late")

@@ -102,9 +102,10 @@ def test_bad_ids_are_refused_and_change_no_agent(
     scenario(test)
 
 
-def test_a_registered_agent_not_yet_in_the_pool_is_not_found() -> None:
+def test_an_agent_out_of_the_pool_is_not_found() -> None:
     async def test(runtime: MasterRuntime) -> None:
-        agent_id, _, _ = runtime.agents.register(AgentSpec("h", 0, R("cpus:1;mem:1")))
+        agent_id = runtime.agents.register(AgentSpec("h", 0, R("cpus:1;mem:1"))).agent_id
+        runtime.loss.unreachable([runtime.state.agents[agent_id]])  # left the pool
         with pytest.raises(NotFound, match="not connected"):
             runtime.operator.deactivate_agents([agent_id])
 

@@ -113,7 +113,7 @@ def test_agent_link_keeps_commands_across_streams() -> None:
         link.send(KillTask("ag", "fw", "queued"))
         second = link.attach()  # replaces the first: unsent commands move over
         assert first.get_nowait() == StreamEnd(
-            "ABORTED", "a newer Commands stream replaced this one"
+            "ABORTED", "a newer stream of this agent replaced this one"
         )
         assert second.get_nowait() == KillTask("ag", "fw", "queued")
         link.send(KillTask("ag", "fw", "late"))

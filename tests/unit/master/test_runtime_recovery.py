@@ -28,6 +28,7 @@ from master.core import CoreConfig
 from master.core.errors import NotFound
 from master.model import DemandSpec
 from master.registry import Registry
+from master.runtime.sessions import Channel
 
 CONFIG = RuntimeConfig(
     core=CoreConfig(validate=True),
@@ -48,8 +49,8 @@ async def first_life(work_dir: Path) -> dict[str, str]:
     a = runtime.frameworks.subscribe(FrameworkSpec("", "A", failover_timeout=60.0), demand, False)
     b = runtime.frameworks.subscribe(FrameworkSpec("", "B", failover_timeout=60.0), None, True)
     ids["A"], ids["B"] = a.framework_id, b.framework_id
-    busy, _, _ = runtime.agents.register(AgentSpec("busy", 1, R("cpus:3;mem:1024")))
-    runtime.agents.open_commands(busy)
+    busy_session = runtime.agents.register(AgentSpec("busy", 1, R("cpus:3;mem:1024")))
+    busy = busy_session.agent_id
     await settle()
     [offer] = offers_of(a.channel)
     runtime.frameworks.accept(
@@ -59,11 +60,12 @@ async def first_life(work_dir: Path) -> dict[str, str]:
         None,
     )
     for task in ("a1", "a2"):
-        runtime.agents.update_status(
-            busy, ids["A"], running(task, busy, bytes(16)), TaskState.RUNNING
+        runtime.agents.update_statuses(
+            busy,
+            busy_session.channel,
+            [(ids["A"], running(task, busy, bytes(16)), TaskState.RUNNING)],
         )
-    idle, _, _ = runtime.agents.register(AgentSpec("idle", 2, R("cpus:4;mem:1024")))
-    runtime.agents.open_commands(idle)
+    idle = runtime.agents.register(AgentSpec("idle", 2, R("cpus:4;mem:1024"))).agent_id
     runtime.frameworks.update_demand(ids["A"], None)
     ids["busy"], ids["idle"] = busy, idle
     await runtime.stop()  # as if killed: nothing below reads its memory again
@@ -91,7 +93,7 @@ def test_restart_recovers_and_offers_in_drf_order_only_once_agents_are_back(
             )
             assert a.resubscribed and b.resubscribed
             with pytest.raises(NotFound):  # a recovering agent must reregister first
-                runtime.agents.open_commands(ids["idle"])
+                runtime.agents.heard(ids["idle"], Channel())
             # The idle agent is back first: nothing is offered while A's tasks are unknown
             # (A would look like it held nothing).
             runtime.agents.reregister(ids["idle"], AgentSpec("idle", 3, R("cpus:4;mem:1024")), [])

@@ -19,6 +19,7 @@ from master.core.errors import InvalidArgument
 from master.core.records import Offer
 from master.model import (
     AckCommand,
+    AgentSettings,
     AgentSpec,
     DemandSpec,
     ErrorEvent,
@@ -344,9 +345,23 @@ def test_commands_to_pb() -> None:
     assert streams.command_to_pb(KillTask("ag", "fw", "t")).kill_task.task_id == "t"
     ack = streams.command_to_pb(AckCommand("fw", "t", b"u" * 16)).acknowledge_status
     assert ack.uuid == b"u" * 16
-    assert isinstance(streams.command_to_pb(KillTask("ag", "f", "t")), agent_pb2.CommandsResponse)
+    assert isinstance(streams.command_to_pb(KillTask("ag", "f", "t")), agent_pb2.AgentCommand)
     with pytest.raises(TypeError):
         streams.command_to_pb(StreamEnd())
+
+
+def test_agent_messages_batch_commands_in_order_around_settings() -> None:
+    kill = KillTask("ag", "fw", "t")
+    ack = AckCommand("fw", "t", b"u" * 16)
+    settings = AgentSettings(20.0, 2.0)
+    messages = streams.agent_messages([kill, ack, settings, kill])
+    assert [m.WhichOneof("message") for m in messages] == ["commands", "settings", "commands"]
+    first = [c.WhichOneof("command") for c in messages[0].commands.commands]
+    assert first == ["kill_task", "acknowledge_status"]
+    assert messages[1].settings.heartbeat_interval.seconds == 20
+    assert messages[1].settings.reconnect_jitter.seconds == 2
+    assert len(messages[2].commands.commands) == 1
+    assert streams.agent_messages([]) == []
 
 
 def test_subscribe_response_types() -> None:

@@ -30,10 +30,10 @@ def build_state() -> operator_pb2.GetStateResponse:
             )
         )
         await runtime.start()
-        agent_id, _, _ = runtime.agents.register(
+        session = runtime.agents.register(
             AgentSpec("h1", 7000, R("cpus:4;mem:4096"), (("rack", "r1"),))
         )
-        runtime.agents.open_commands(agent_id)
+        agent_id = session.agent_id
         shape = DemandSpec(R("cpus:1;mem:1024"), 3)
         web = runtime.frameworks.subscribe(
             FrameworkSpec("", "web", weight=2.0, failover_timeout=60), shape, False
@@ -44,11 +44,16 @@ def build_state() -> operator_pb2.GetStateResponse:
         runtime.frameworks.accept(
             web.framework_id, [offer.offer_id], [TaskLaunch("t1", "t1", R("cpus:1;mem:1024"))], 0
         )
-        runtime.agents.update_status(
+        runtime.agents.update_statuses(
             agent_id,
-            web.framework_id,
-            StatusUpdate("t1", agent_id, TaskState.RUNNING, uuid=b"u" * 16, source="AGENT"),
-            TaskState.RUNNING,
+            session.channel,
+            [
+                (
+                    web.framework_id,
+                    StatusUpdate("t1", agent_id, TaskState.RUNNING, uuid=b"u" * 16, source="AGENT"),
+                    TaskState.RUNNING,
+                )
+            ],
         )
         runtime.frameworks.unsubscribe(
             web.framework_id, web.channel

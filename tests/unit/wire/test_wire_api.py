@@ -31,13 +31,7 @@ EXPECTED_METHODS = {
         "Teardown",
         "UpdateDemand",
     },
-    "fairshare.v1.AgentService": {
-        "Register",
-        "Reregister",
-        "Heartbeat",
-        "Commands",
-        "UpdateStatus",
-    },
+    "fairshare.v1.AgentService": {"Connect"},
     "fairshare.v1.OperatorService": {
         "GetState",
         "SetWeight",
@@ -55,6 +49,15 @@ EXPECTED_METHODS = {
 def test_services_have_every_rpc_of_the_design(service: str) -> None:
     descriptor = descriptor_pool.Default().FindServiceByName(service)
     assert {method.name for method in descriptor.methods} == EXPECTED_METHODS[service]
+
+
+def test_agents_connect_over_one_bidirectional_stream() -> None:
+    method = descriptor_pool.Default().FindMethodByName("fairshare.v1.AgentService.Connect")
+    assert method.server_streaming and method.client_streaming
+    requests = {f.name for f in method.input_type.oneofs_by_name["message"].fields}
+    responses = {f.name for f in method.output_type.oneofs_by_name["message"].fields}
+    assert requests == {"register", "reregister", "heartbeat", "updates"}
+    assert responses == {"registered", "commands", "settings"}
 
 
 def test_subscribe_is_a_server_stream_of_every_event_kind() -> None:
