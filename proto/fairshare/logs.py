@@ -20,9 +20,11 @@ import json
 import logging
 import sys
 import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from typing import Any, TextIO
 
-__all__ = ["EventFormatter", "configure_logging", "log_event"]
+__all__ = ["EventFormatter", "LogLimiter", "configure_logging", "log_event"]
 
 _FIELDS = "fairshare_fields"
 
@@ -92,3 +94,41 @@ def configure_logging(fmt: str = "text", level: str = "INFO", stream: TextIO | N
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
+
+
+class LogLimiter:
+    """A token bucket per key: ``allow(key)`` is the number of lines of ``key`` held back since
+    the last one that got through (0 for none), or None when this one must be held back too.
+
+    At most ``rate`` lines per second per key after a burst of ``burst``; at most ``keys``
+    keys are tracked (the least recently used is forgotten), so memory stays bounded."""
+
+    def __init__(
+        self,
+        rate: float = 1.0,
+        burst: float = 5.0,
+        keys: int = 256,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.rate, self.burst, self.keys, self._clock = rate, burst, keys, clock
+        self._buckets: OrderedDict[Hashable, list[float]] = OrderedDict()  # tokens, at, held
+
+    def allow(self, key: Hashable) -> int | None:
+        """Let one line of ``key`` through? (see the class docstring)"""
+        now = self._clock()
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            bucket = self._buckets[key] = [self.burst, now, 0.0]
+            while len(self._buckets) > self.keys:
+                self._buckets.popitem(last=False)
+        else:
+            self._buckets.move_to_end(key)
+        tokens = min(self.burst, bucket[0] + (now - bucket[1]) * self.rate)
+        bucket[1] = now
+        if tokens < 1.0:
+            bucket[0] = tokens
+            bucket[2] += 1
+            return None
+        bucket[0] = tokens - 1.0
+        held, bucket[2] = int(bucket[2]), 0.0
+        return held

@@ -15,6 +15,17 @@ built, so options (TLS, authentication) are added here once for every daemon.
   adds (the master's dashboard and JSON API); every other path is 404;
 - ``write_metrics_addr``: ``<work-dir>/metrics.addr`` written atomically (tmp + rename).
 
+Security (``HttpSecurity``, one configuration for both daemons, like Prometheus's web config):
+TLS with the daemon's own certificate (client certificates verified against its CA when given),
+and, when the daemon authenticates, every path but ``/health`` needs a principal: a client
+certificate's common name, ``Authorization: Bearer PRINCIPAL:SECRET`` or HTTP basic auth (the
+principal as user, the secret as password), checked by the daemon's ``Authenticator``; then
+``authorize(principal, path)`` (the master: the ACL's ``view_state``). No principal is 401 with
+``WWW-Authenticate: Basic``, a refused one 403. ``/health`` stays open (load balancers and
+probes have no credentials); it then says only whether the daemon serves, no ids. The request's
+principal is ``request[PRINCIPAL]`` for the routes (the master's API shows a redacted view to
+principals the ACL gives one).
+
 Invariants: the server never blocks the loop (handlers are coroutines; formatting runs in a
 thread); idle or slow clients cannot tie it up: each connection is its own coroutine, idle
 keep-alive connections are closed after ``HttpLimits.keepalive_timeout``, request bodies are
@@ -25,20 +36,28 @@ capped, and at most ``HttpLimits.max_concurrent`` requests are handled at once (
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import os
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from aiohttp import web
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from fairshare.rpc_guard import Authenticator, AuthError
+from fairshare.transport import PLAINTEXT, ServerSecurity
+
 __all__ = [
     "METRICS_ADDR_FILE",
+    "PRINCIPAL",
     "HealthCheck",
     "HttpLimits",
+    "HttpSecurity",
     "MetricsServer",
     "build_registry",
     "on_loop",
@@ -99,6 +118,90 @@ class MetricsServer:
 
     address: str
     close: Callable[[], Awaitable[None]]
+    port: int = 0
+
+
+PRINCIPAL: Final = web.RequestKey("fairshare.principal", str)
+"""Key of the authenticated principal in each request (absent or None: anonymous)."""
+Authorize = Callable[[str | None, str], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class HttpSecurity:
+    """TLS and authentication of the HTTP port (module docstring)."""
+
+    server: ServerSecurity = PLAINTEXT
+    authenticator: Authenticator | None = None
+    authorize: Authorize | None = None
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The TLS context of the port (None: plaintext)."""
+        server = self.server
+        if not server.tls:
+            return None
+        assert server.cert is not None and server.key is not None
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(server.cert, server.key)
+        if server.ca is not None:
+            context.load_verify_locations(server.ca)
+            context.verify_mode = (
+                ssl.CERT_REQUIRED if server.require_client_cert else (ssl.CERT_OPTIONAL)
+            )
+        return context
+
+    @property
+    def required(self) -> bool:
+        """True when requests need a principal."""
+        return self.authenticator is not None and self.authenticator.required
+
+
+def _token(header: str) -> str | None:
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    if scheme.lower() == "basic" and value.strip():
+        try:
+            return base64.b64decode(value.strip(), validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+    return None
+
+
+def _certificate_name(request: web.Request) -> str | None:
+    transport = request.transport
+    peer = transport.get_extra_info("peercert") if transport is not None else None
+    for entry in (peer or {}).get("subject", ()):
+        for key, value in entry:
+            if key == "commonName" and value:
+                return str(value)
+    return None
+
+
+def _guard(security: HttpSecurity) -> Any:
+    authenticator = security.authenticator
+
+    @web.middleware
+    async def middleware(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        if request.path == "/health" or authenticator is None or not security.required:
+            return await handler(request)
+        token = _token(request.headers.get("Authorization", ""))
+        try:
+            principal = await authenticator.principal(token, _certificate_name(request))
+        except AuthError as error:
+            return web.json_response(
+                {"error": f"unauthenticated: {error}"},
+                status=401,
+                headers={"WWW-Authenticate": 'Basic realm="fairshare", charset="UTF-8"'},
+            )
+        if security.authorize is not None and not security.authorize(principal, request.path):
+            return web.json_response({"error": "permission denied"}, status=403)
+        if principal is not None:
+            request[PRINCIPAL] = principal
+        return await handler(request)
+
+    return middleware
 
 
 def _limit(limits: HttpLimits) -> Any:
@@ -128,10 +231,12 @@ def _metrics_handler(registry: CollectorRegistry) -> Callable[[web.Request], Awa
     return metrics
 
 
-def _health_handler(health: HealthCheck) -> Callable[[web.Request], Awaitable[Any]]:
+def _health_handler(health: HealthCheck, private: bool) -> Callable[[web.Request], Awaitable[Any]]:
     async def check(request: web.Request) -> web.Response:
         document = health()
         status = 200 if document.get("status") == "SERVING" else 503
+        if private:  # open to anyone: whether it serves, nothing more
+            document = {k: v for k, v in document.items() if k in ("status", "daemon")}
         return web.json_response(document, status=status, headers={"Cache-Control": "no-store"})
 
     return check
@@ -150,13 +255,18 @@ async def serve_http(
     health: HealthCheck,
     add_routes: Callable[[web.Application], None] | None = None,
     limits: HttpLimits | None = None,
+    security: HttpSecurity | None = None,
 ) -> MetricsServer:
     """Serve ``/metrics``, ``/health`` and ``add_routes``' routes on ``host:port`` (0 picks a
-    free port) on the running loop; raises OSError if the port cannot be bound."""
+    free port) on the running loop, with ``security``; raises OSError if the port cannot be
+    bound (``ssl.SSLError`` if the certificate cannot be used)."""
     limits = limits or HttpLimits()
-    app = web.Application(middlewares=[_limit(limits)], client_max_size=limits.max_body_bytes)
+    security = security or HttpSecurity()
+    app = web.Application(
+        middlewares=[_limit(limits), _guard(security)], client_max_size=limits.max_body_bytes
+    )
     app.router.add_get("/metrics", _metrics_handler(registry))
-    app.router.add_get("/health", _health_handler(health))
+    app.router.add_get("/health", _health_handler(health, security.required))
     if add_routes is not None:
         add_routes(app)
     runner = web.AppRunner(
@@ -167,14 +277,15 @@ async def serve_http(
         handle_signals=False,
     )
     await runner.setup()
-    site = web.TCPSite(runner, host or "0.0.0.0", port, reuse_port=False)
     try:
+        context = security.ssl_context()
+        site = web.TCPSite(runner, host or "0.0.0.0", port, reuse_port=False, ssl_context=context)
         await site.start()
     except BaseException:
         await runner.cleanup()
         raise
     bound = int(runner.addresses[0][1])  # the port actually bound when port was 0
-    return MetricsServer(_shown(host, bound), runner.cleanup)
+    return MetricsServer(_shown(host, bound), runner.cleanup, bound)
 
 
 def write_metrics_addr(work_dir: Path, address: str) -> Path:

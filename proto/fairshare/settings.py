@@ -23,7 +23,13 @@ Invariants:
   are ignored, and so are top-level shared settings the command does not have (``master`` for
   the master daemon).
 
-Durations everywhere accept plain seconds or a unit suffix: ``500ms``, ``15s``, ``2m``, ``1h``.
+Durations everywhere accept plain seconds or a unit suffix: ``500ms``, ``15s``, ``2m``, ``1h``,
+``7d``, ``2w``.
+
+Every client command (``status``, ``run``, the operator commands) also has the shared
+``CLIENT_SECURITY_SETTINGS`` (``--tls-ca``, ``--tls-cert``/``--tls-key``, ``--token-file``,
+``--tls-server-name``; ``FAIRSHARE_TLS_CA`` and so on, or top-level keys of the file), turned into
+one ``fairshare.transport.ClientSecurity`` by ``client_security``.
 """
 
 from __future__ import annotations
@@ -35,9 +41,14 @@ import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:  # the transport imports grpc: only commands that talk to a master need it
+    from fairshare.transport import ClientSecurity
 
 __all__ = [
+    "CLIENT_SECURITY_SETTINGS",
+    "CLIENT_SETTINGS",
     "ENV_PREFIX",
     "LOG_FORMATS",
     "LOG_LEVELS",
@@ -47,8 +58,11 @@ __all__ = [
     "add_setting_flags",
     "boolean",
     "choice",
+    "client_security",
     "duration",
     "env_name",
+    "existing_file",
+    "file_path",
     "log_level",
     "master_address",
     "non_empty_text",
@@ -66,8 +80,16 @@ ENV_PREFIX: Final = "FAIRSHARE_"
 LOG_FORMATS: Final = ("text", "json")
 LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR")
 DEFAULT_MASTER: Final = "127.0.0.1:5050"
-_DURATION_RE: Final = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_UNIT_SECONDS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+_DURATION_RE: Final = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
+_UNIT_SECONDS: Final = {
+    "ms": 0.001,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+    "d": 86400.0,
+    "w": 604800.0,
+    None: 1.0,
+}
 
 
 class SettingsError(ValueError):
@@ -114,11 +136,13 @@ def env_name(command: str, setting: Setting) -> str:
 
 
 def parse_duration(text: str) -> float:
-    """Seconds in ``text``: plain seconds or a unit suffix (``500ms``, ``15s``, ``2m``, ``1h``)."""
+    """Seconds in ``text``: plain seconds or a unit suffix (``500ms``, ``15s``, ``2m``, ``1h``,
+    ``7d``, ``2w``)."""
     match = _DURATION_RE.match(text) if isinstance(text, str) else None
     if not match:
         raise ValueError(
-            f"{text!r} is not a duration (plain seconds or with ms, s, m, h: '500ms', '15s', '2m')"
+            f"{text!r} is not a duration (plain seconds or with ms, s, m, h, d, w: '500ms', '15s',"
+            " '2m')"
         )
     return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
 
@@ -199,6 +223,25 @@ def non_empty_text(raw: Any) -> str:
     return raw.strip()
 
 
+def file_path(raw: Any) -> Path:
+    """A path to a file, checked when the file is used (daemons read theirs before serving and
+    name the flag if it cannot be used)."""
+    return Path(non_empty_text(raw)).expanduser()
+
+
+def existing_file(raw: Any) -> Path:
+    """A path to a readable file."""
+    path = Path(non_empty_text(raw)).expanduser()
+    if not path.is_file():
+        raise ValueError(f"{str(path)!r} is not a file")
+    try:
+        with path.open("rb"):
+            pass
+    except OSError as error:
+        raise ValueError(f"{str(path)!r} cannot be read: {error.strerror}") from None
+    return path
+
+
 def boolean(raw: Any) -> bool:
     """``true/false``, ``yes/no``, ``on/off``, ``1/0``."""
     if isinstance(raw, bool):
@@ -266,6 +309,71 @@ SHARED_SETTINGS: Final = (
 )
 """Settings every command has: where the master is and how to log."""
 
+CLIENT_SECURITY_SETTINGS: Final = (
+    Setting(
+        "tls_ca",
+        existing_file,
+        None,
+        "CA bundle (PEM) that signed the master's certificate: talk to it over TLS",
+        shared=True,
+        metavar="FILE",
+    ),
+    Setting(
+        "tls_cert",
+        existing_file,
+        None,
+        "this client's certificate (PEM) for mutual TLS; its common name is the principal",
+        shared=True,
+        metavar="FILE",
+    ),
+    Setting("tls_key", existing_file, None, "the key of --tls-cert", shared=True, metavar="FILE"),
+    Setting(
+        "token_file",
+        existing_file,
+        None,
+        "file holding this client's token, one line PRINCIPAL:SECRET (the master's credentials"
+        " file holds its salted hash)",
+        shared=True,
+        metavar="FILE",
+    ),
+    Setting(
+        "tls_server_name",
+        non_empty_text,
+        None,
+        "name to check in the master's certificate (default: the host of --master)",
+        shared=True,
+        metavar="NAME",
+    ),
+)
+"""How a client command authenticates to the master and verifies it (``client_security``)."""
+
+CLIENT_SETTINGS: Final = (*SHARED_SETTINGS, *CLIENT_SECURITY_SETTINGS)
+"""The settings of a command that only talks to the master (the operator commands)."""
+
+
+def client_security(values: Mapping[str, Any]) -> ClientSecurity:
+    """The ``ClientSecurity`` of resolved ``CLIENT_SECURITY_SETTINGS`` values; raises
+    ``SettingsError`` naming the flag when they do not fit together or a file is unusable."""
+    from fairshare.transport import ClientSecurity, SecurityError, read_token
+
+    token = None
+    if values.get("token_file") is not None:
+        try:
+            token = read_token(values["token_file"])
+        except SecurityError as error:
+            raise SettingsError(f"--token-file: {error}") from None
+    try:
+        return ClientSecurity(
+            ca=values.get("tls_ca"),
+            cert=values.get("tls_cert"),
+            key=values.get("tls_key"),
+            token=token,
+            server_name=values.get("tls_server_name"),
+        )
+    except SecurityError as error:
+        flag = "--tls-ca" if values.get("tls_ca") is None else "--tls-cert/--tls-key"
+        raise SettingsError(f"{flag}: {error}") from None
+
 
 # -- flags and resolution --------------------------------------------------------------------------
 
@@ -315,7 +423,7 @@ def _load_toml(
         raise SettingsError(f"{source}: cannot read it: {error.strerror}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise SettingsError(f"{source}: not valid TOML: {error}") from None
-    shared = {setting.name for setting in SHARED_SETTINGS}
+    shared = {setting.name for setting in (*SHARED_SETTINGS, *CLIENT_SECURITY_SETTINGS)}
     shared |= {name for name, setting in known.items() if setting.shared}
     table = document.get(command, {})
     if not isinstance(table, dict):
@@ -333,7 +441,7 @@ def _load_toml(
                 f" settings {', '.join(sorted(shared))}; put {key!r} in a command's table,"
                 f" e.g. [{command}])"
             )
-        if name in known:
+        if name in known and known[name].shared:  # a daemon's own tls_cert is in its table
             values[name] = value
     for key, value in table.items():
         name = key.replace("-", "_")
