@@ -10,6 +10,14 @@ Invariants: the table and ``MasterConfig`` have the same names and defaults (a t
 ``load_config`` with no flag, variable or file gives ``MasterConfig()``; ``load_config`` returns a
 fully checked config or raises ``SettingsError`` naming the flag, variable or key and the reason.
 ``fault_drop_acks`` (tests only: a share of acknowledgements to drop) has no flag.
+
+Security (DESIGN.md §3a): ``--tls-cert``/``--tls-key`` put TLS on both ports, ``--tls-ca`` makes
+client certificates identities (required unless ``--credentials`` also accepts tokens),
+``--credentials`` accepts bearer tokens, ``--acls`` says who may do what; without TLS and
+authentication the master refuses a ``--host`` other than loopback unless ``--allow-insecure``
+(``check_exposure``). Limits: connections, streams per connection, idle connections, frameworks
+and agents per principal, registration rate per principal, and the registry's age and count
+bounds for unreachable agents and removed frameworks.
 """
 
 from __future__ import annotations
@@ -17,22 +25,27 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final
 
 from fairshare.settings import (
     SHARED_SETTINGS,
     Setting,
+    SettingsError,
     boolean,
     choice,
     duration,
+    file_path,
     non_empty_text,
     optional_positive_duration,
     port,
     positive_duration,
     positive_int,
+    positive_number,
     resolve_settings,
     share,
 )
+from fairshare.transport import is_loopback
 
 from master.core.fairness import FAIRNESS_POLICIES
 from master.core.placement import DEFAULT_SAMPLE_SIZE, PLACEMENT_POLICIES
@@ -65,8 +78,162 @@ class MasterConfig:
     log_format: str = "text"
     log_level: str = "INFO"
     validate: bool = False
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_ca: Path | None = None
+    credentials: Path | None = None
+    acls: Path | None = None
+    allow_insecure: bool = False
+    max_connections: int | None = None  # None: the file descriptor limit minus a reserve
+    max_streams_per_connection: int = 100
+    idle_timeout: float = 300.0
+    max_frameworks_per_principal: int = 1000
+    max_agents_per_principal: int = 20_000
+    registration_rate: float = 100.0
+    registration_burst: int = 1000
+    registry_max_agent_age: float = 14 * 86400.0
+    registry_max_agent_count: int = 10_000
+    registry_max_framework_age: float = 14 * 86400.0
+    registry_max_framework_count: int = 10_000
     fault_drop_acks: float = 0.0  # tests only (no flag): share of acknowledgements to drop
 
+    @property
+    def authenticated(self) -> bool:
+        """True when every call must come from a known principal."""
+        return self.tls_ca is not None or self.credentials is not None
+
+
+def _optional_count(raw: object) -> int | None:
+    if raw is None or (isinstance(raw, str) and raw.strip().lower() in ("", "auto")):
+        return None
+    return positive_int(raw)
+
+
+SECURITY_SETTINGS: Final = (
+    Setting(
+        "tls_cert",
+        file_path,
+        None,
+        "the master's certificate (PEM): the gRPC and the HTTP port serve TLS",
+        metavar="FILE",
+    ),
+    Setting("tls_key", file_path, None, "the key of --tls-cert (PEM)", metavar="FILE"),
+    Setting(
+        "tls_ca",
+        file_path,
+        None,
+        "CA bundle (PEM) that signs client certificates: mutual TLS, a certificate's common name"
+        " is its principal (required of every client unless --credentials also accepts tokens)",
+        metavar="FILE",
+    ),
+    Setting(
+        "credentials",
+        file_path,
+        None,
+        "credentials file (TOML or JSON: principals and salted hashes of their secrets, made by"
+        " 'fairshare credential'): bearer tokens and HTTP basic auth are accepted; needs TLS",
+        metavar="FILE",
+    ),
+    Setting(
+        "acls",
+        file_path,
+        None,
+        "ACL file (TOML or JSON, docs/security.md): who may register frameworks (roles, weight"
+        " cap) and agents, tear down, kill, set weights, maintain agents, view state",
+        metavar="FILE",
+    ),
+    Setting(
+        "allow_insecure",
+        boolean,
+        False,
+        "serve a --host other than loopback without TLS and authentication (anyone who reaches"
+        " the ports then controls the cluster)",
+        switch=True,
+    ),
+)
+"""TLS, authentication and authorization of the master."""
+
+LIMIT_SETTINGS: Final = (
+    Setting(
+        "max_connections",
+        _optional_count,
+        None,
+        "gRPC connections at most (default: the file descriptor limit minus a reserve)",
+        metavar="N",
+    ),
+    Setting(
+        "max_streams_per_connection",
+        positive_int,
+        100,
+        "concurrent calls per gRPC connection",
+        metavar="N",
+    ),
+    Setting(
+        "idle_timeout",
+        positive_duration,
+        "5m",
+        "close a gRPC connection without calls for this long",
+        metavar="DURATION",
+    ),
+    Setting(
+        "max_frameworks_per_principal",
+        positive_int,
+        1000,
+        "registered frameworks per principal (RESOURCE_EXHAUSTED beyond)",
+        metavar="N",
+    ),
+    Setting(
+        "max_agents_per_principal",
+        positive_int,
+        20_000,
+        "registered agents per principal (RESOURCE_EXHAUSTED beyond)",
+        metavar="N",
+    ),
+    Setting(
+        "registration_rate",
+        positive_number,
+        100,
+        "new frameworks and agents per second per principal, after --registration-burst",
+        metavar="PER_SECOND",
+    ),
+    Setting(
+        "registration_burst",
+        positive_int,
+        1000,
+        "new frameworks and agents a principal may register at once",
+        metavar="N",
+    ),
+    Setting(
+        "registry_max_agent_age",
+        positive_duration,
+        "2w",
+        "forget unreachable and removed agents this long after they left (Mesos's"
+        " registry_max_agent_age); they must register afresh",
+        metavar="DURATION",
+    ),
+    Setting(
+        "registry_max_agent_count",
+        positive_int,
+        10_000,
+        "unreachable and removed agents the registry keeps at most (oldest forgotten first)",
+        metavar="N",
+    ),
+    Setting(
+        "registry_max_framework_age",
+        positive_duration,
+        "2w",
+        "forget removed frameworks this long after their removal",
+        metavar="DURATION",
+    ),
+    Setting(
+        "registry_max_framework_count",
+        positive_int,
+        10_000,
+        "removed frameworks the registry keeps at most (oldest forgotten first)",
+        metavar="N",
+    ),
+)
+"""Limits that keep the master serving whatever its clients do."""
 
 MASTER_SETTINGS: Final = (
     Setting("host", non_empty_text, "127.0.0.1", "address to bind"),
@@ -154,6 +321,8 @@ MASTER_SETTINGS: Final = (
         "check the allocation core's invariants after every change (tests, debugging)",
         switch=True,
     ),
+    *SECURITY_SETTINGS,
+    *LIMIT_SETTINGS,
     Setting(
         "fault_drop_acks",
         share,
@@ -166,5 +335,30 @@ MASTER_SETTINGS: Final = (
 
 
 def load_config(args: argparse.Namespace, environ: Mapping[str, str]) -> MasterConfig:
-    """Resolve the settings: flags > environment > TOML file > defaults."""
-    return MasterConfig(**resolve_settings("master", MASTER_SETTINGS, args, environ))
+    """Resolve the settings: flags > environment > TOML file > defaults; then check that the
+    security settings fit together (``SettingsError`` naming the flag)."""
+    config = MasterConfig(**resolve_settings("master", MASTER_SETTINGS, args, environ))
+    check_security(config)
+    return config
+
+
+def check_security(config: MasterConfig) -> None:
+    """TLS files come in pairs; tokens need TLS; an exposed port needs TLS and authentication
+    (or ``--allow-insecure``)."""
+    if (config.tls_cert is None) != (config.tls_key is None):
+        raise SettingsError("--tls-cert and --tls-key: give both (the certificate and its key)")
+    if config.tls_cert is None and config.tls_ca is not None:
+        raise SettingsError(
+            "--tls-ca: verifies client certificates over TLS; add --tls-cert/--tls-key"
+        )
+    if config.tls_cert is None and config.credentials is not None:
+        raise SettingsError(
+            "--credentials: bearer tokens would travel in plaintext; add --tls-cert/--tls-key"
+        )
+    secured = config.tls_cert is not None and config.authenticated
+    if not secured and not is_loopback(config.host) and not config.allow_insecure:
+        raise SettingsError(
+            f"--host {config.host}: without TLS (--tls-cert/--tls-key) and authentication"
+            " (--tls-ca or --credentials) anyone who reaches the port controls the cluster;"
+            " bind 127.0.0.1, secure it, or add --allow-insecure"
+        )

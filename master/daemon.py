@@ -13,8 +13,20 @@ Invariants:
 - shutdown drains in order: health NOT_SERVING, the runtime stops offering and ends every stream
   (UNAVAILABLE, so agents and SDKs reconnect elsewhere; nothing is removed), the server stops
   with ``shutdown_grace`` for calls in flight; then the process exits 0;
-- keepalive is set for long streams (pings every 20 s, dead peers dropped after 10 s more) and
-  clients may ping as often as every 5 s.
+- keepalive is set for long streams (pings every 20 s, dead peers dropped after 10 s more);
+  clients may ping as often as every 5 s, more often is a strike and two strikes close the
+  connection (``fairshare.transport.server_options``);
+- security (``master.security``, DESIGN.md §3a): both ports serve TLS with ``--tls-cert``; every
+  call passes ``RpcGuard`` (undecodable requests are INVALID_ARGUMENT, callers are
+  authenticated, refusals logged a few times a second at most) before the servicers, which
+  hand the caller's principal to the runtime (``Authority``: ACL, owners, limits). Without TLS
+  and authentication the master serves loopback only unless ``--allow-insecure``; one line,
+  ``security.exposure``, says where each port listens (the address bound, truly) and how it is
+  protected;
+- limits: gRPC connections at most the file descriptor limit minus a reserve (the soft limit is
+  raised to the hard one first; ``fds.high`` warns as it fills), streams per connection, idle
+  connections closed, handshakes bounded; the registry forgets agents and frameworks that left
+  long ago (``Housekeeping``, every ``GC_PERIOD``).
 
 The durable registry (``master.registry``: SQLite under the work dir) is opened before anything
 is served; a missing, corrupt or newer-schema registry stops the master (exit 1, one message
@@ -28,15 +40,27 @@ import asyncio
 import logging
 import os
 import signal
+import ssl
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import grpc
+from fairshare.fd_watch import connection_cap, watch_fds
 from fairshare.health import NOT_SERVING, SERVING, HealthServicer
 from fairshare.logs import configure_logging, log_event
+from fairshare.metrics_server import HttpSecurity
 from fairshare.ports import port_problem
+from fairshare.rpc_guard import RpcGuard
 from fairshare.settings import add_setting_flags
+from fairshare.transport import (
+    SecurityError,
+    ServerLimits,
+    add_port,
+    raise_fd_limit,
+    server_options,
+)
 from fairshare.v1 import agent_pb2_grpc, operator_pb2_grpc, scheduler_pb2_grpc
 
 from master.config import MASTER_SETTINGS, MasterConfig, load_config
@@ -52,6 +76,8 @@ from master.metrics import (
 )
 from master.registry import Registry, RegistryError
 from master.runtime import MasterRuntime, RuntimeConfig
+from master.runtime.authority import RuntimeLimits
+from master.security import MasterSecurity, exposure, load_security
 from master.service.agent import AgentServicer
 from master.service.operator import OperatorServicer
 from master.service.rpc_metrics import RpcMetricsInterceptor
@@ -60,7 +86,7 @@ from master.web.events import RecentEvents
 from master.web.history import ShareHistory
 from master.web.routes import WebApi
 
-__all__ = ["ADDR_FILE", "SERVER_OPTIONS", "add_arguments", "main", "serve"]
+__all__ = ["ADDR_FILE", "GC_PERIOD", "add_arguments", "main", "serve"]
 
 log = logging.getLogger("fairshare.master")
 
@@ -70,20 +96,26 @@ SERVICES = (
     "fairshare.v1.AgentService",
     "fairshare.v1.OperatorService",
 )
-SERVER_OPTIONS: list[tuple[str, int]] = [
-    ("grpc.keepalive_time_ms", 20_000),
-    ("grpc.keepalive_timeout_ms", 10_000),
-    ("grpc.keepalive_permit_without_calls", 1),
-    ("grpc.http2.min_recv_ping_interval_without_data_ms", 5_000),
-    ("grpc.http2.max_ping_strikes", 0),
-    ("grpc.max_receive_message_length", 16 * 1024 * 1024),
-    ("grpc.so_reuseport", 0),  # a second master on a busy port must fail, not share it
-]
+GC_PERIOD = 60.0
+"""Seconds between two garbage collections of the registry."""
 EXIT_BAD_CONFIG = 2
 EXIT_FAILED = 1
 
 
-def _runtime_config(config: MasterConfig) -> RuntimeConfig:
+def _limits(config: MasterConfig) -> RuntimeLimits:
+    return RuntimeLimits(
+        max_frameworks_per_principal=config.max_frameworks_per_principal,
+        max_agents_per_principal=config.max_agents_per_principal,
+        registration_rate=config.registration_rate,
+        registration_burst=config.registration_burst,
+        registry_max_agent_age=config.registry_max_agent_age,
+        registry_max_agent_count=config.registry_max_agent_count,
+        registry_max_framework_age=config.registry_max_framework_age,
+        registry_max_framework_count=config.registry_max_framework_count,
+    )
+
+
+def _runtime_config(config: MasterConfig, security: MasterSecurity) -> RuntimeConfig:
     core = CoreConfig(
         policy=config.policy,
         placement=config.placement,
@@ -98,6 +130,9 @@ def _runtime_config(config: MasterConfig) -> RuntimeConfig:
         reregistration_timeout=config.reregistration_timeout,
         fault_drop_acks=config.fault_drop_acks,
         heartbeat_interval=config.heartbeat_interval,
+        acl=security.acl,
+        authenticated=security.authenticator.required,
+        limits=_limits(config),
     )
 
 
@@ -131,8 +166,26 @@ def _open_registry(config: MasterConfig) -> Registry | None:
     return None
 
 
+def _http_security(security: MasterSecurity) -> HttpSecurity:
+    """The HTTP port: the same TLS and principals; a principal needs ``view_state``."""
+
+    def may_view(principal: str | None, path: str) -> bool:
+        return security.acl.decide("view_state", principal).allowed
+
+    return HttpSecurity(security.server, security.authenticator, may_view)
+
+
+def _view_level(security: MasterSecurity) -> Callable[[str | None], str]:
+    def level(principal: str | None) -> str:
+        decision = security.acl.decide("view_state", principal)
+        return decision.rule.level if decision.allowed else "none"
+
+    return level
+
+
 async def _start_http(
     config: MasterConfig,
+    security: MasterSecurity,
     runtime: MasterRuntime,
     rpc: RpcMetricsInterceptor,
     health: HealthServicer,
@@ -159,8 +212,9 @@ async def _start_http(
             config.metrics_port,
             healthy,
             web.add_routes,
+            security=_http_security(security),
         )
-    except OSError as error:
+    except (OSError, ssl.SSLError) as error:
         log_event(
             log,
             "metrics.listen.failed",
@@ -191,22 +245,37 @@ def _ports_taken(config: MasterConfig) -> bool:
     return False
 
 
-async def serve(config: MasterConfig, stop: asyncio.Event | None = None) -> int:
+async def serve(
+    config: MasterConfig, security: MasterSecurity | None = None, stop: asyncio.Event | None = None
+) -> int:
     """Run the master until ``stop`` is set (or SIGTERM/SIGINT); returns the exit code."""
+    security = security or load_security(config)
     registry = _open_registry(config)
     if registry is None:
         return EXIT_FAILED
-    runtime = MasterRuntime(_runtime_config(config), registry=registry)
+    runtime = MasterRuntime(_runtime_config(config, security), registry=registry)
     events = RecentEvents()
     log.addHandler(events)
     try:
-        return await _serve_runtime(config, registry, runtime, events, stop)
+        return await _serve_runtime(config, security, registry, runtime, events, stop)
     finally:
         log.removeHandler(events)
 
 
+def _server(config: MasterConfig, guard: RpcGuard, rpc: RpcMetricsInterceptor) -> grpc.aio.Server:
+    """The gRPC server with its limits; interceptors: metrics outside, the guard inside."""
+    limit = raise_fd_limit()
+    limits = ServerLimits(
+        max_connections=config.max_connections or connection_cap(limit),
+        streams_per_connection=config.max_streams_per_connection,
+        idle_timeout=config.idle_timeout,
+    )
+    return grpc.aio.server(options=server_options(limits), interceptors=[rpc, guard])
+
+
 async def _serve_runtime(
     config: MasterConfig,
+    security: MasterSecurity,
     registry: Registry,
     runtime: MasterRuntime,
     events: RecentEvents,
@@ -216,7 +285,8 @@ async def _serve_runtime(
     runtime.recovery.recover()
     health = HealthServicer(SERVICES)
     rpc_metrics = RpcMetricsInterceptor()
-    server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=[rpc_metrics])
+    guard = RpcGuard(security.authenticator)
+    server = _server(config, guard, rpc_metrics)
     scheduler = SchedulerServicer(runtime.frameworks)
     scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(scheduler, server)
     agent_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(runtime.agents), server)
@@ -226,25 +296,34 @@ async def _serve_runtime(
     if _ports_taken(config):
         return EXIT_FAILED
     try:
-        port = server.add_insecure_port(f"{config.host}:{config.port}")
-    except RuntimeError as error:
+        port = add_port(server, f"{config.host}:{config.port}", security.server)
+    except (RuntimeError, SecurityError) as error:
         log_event(
             log, "listen.failed", logging.ERROR, host=config.host, port=config.port, error=error
         )
         return EXIT_FAILED
     history = ShareHistory()
-    web = WebApi(runtime.operator.snapshot, events, history)
-    metrics = await _start_http(config, runtime, rpc_metrics, health, web)
+    web = WebApi(runtime.operator.view, events, history, _view_level(security))
+    metrics = await _start_http(config, security, runtime, rpc_metrics, health, web)
     if metrics is None:
         return EXIT_FAILED
     await server.start()
     await runtime.start()
-    sampling = asyncio.create_task(history.run(runtime.operator.snapshot))
+    limit = raise_fd_limit()
+    background = [
+        asyncio.create_task(history.run(runtime.operator.snapshot)),
+        asyncio.create_task(watch_fds(limit, config.max_connections or connection_cap(limit), log)),
+        asyncio.create_task(runtime.housekeeping(GC_PERIOD)),
+    ]
     metrics_path = write_metrics_addr(work_dir, metrics.address)
-    log_event(log, "metrics.listening", address=metrics.address)
+    level, fields = exposure(config, security, port, metrics.port)
+    log_event(log, "security.exposure", level, **fields)
+    log_event(log, "metrics.listening", address=metrics.address, bind=fields["http"])
     address = f"{_connect_host(config.host)}:{port}"
     addr_path = write_addr(work_dir, address)
-    log_event(log, "listening", address=address, master_id=runtime.state.master_id)
+    log_event(
+        log, "listening", address=address, bind=fields["grpc"], master_id=runtime.state.master_id
+    )
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -256,7 +335,8 @@ async def _serve_runtime(
     health.close()
     await server.stop(config.shutdown_grace)
     await runtime.stop()
-    sampling.cancel()
+    for task in background:
+        task.cancel()
     registry.close()
     await metrics.close()
     addr_path.unlink(missing_ok=True)
@@ -274,6 +354,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     """``fairshare master``: resolve the settings, run the daemon, return the exit code."""
     config = load_config(args, os.environ)  # SettingsError: the command line says why, exit 2
+    security = load_security(config)  # a file that cannot be used: exit 2 too, naming the flag
     configure_logging(config.log_format, config.log_level)
     try:
         Path(config.work_dir).mkdir(parents=True, exist_ok=True)
@@ -282,4 +363,4 @@ def main(args: argparse.Namespace) -> int:
             f"fairshare master: cannot create work dir {config.work_dir}: {error}", file=sys.stderr
         )
         return EXIT_BAD_CONFIG
-    return asyncio.run(serve(config))
+    return asyncio.run(serve(config, security))

@@ -22,19 +22,22 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable, Sequence
-from typing import Final, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
 
 import grpc
 from fairshare.cli import Command, command_settings
 from fairshare.resources import ResourceVector
-from fairshare.settings import SHARED_SETTINGS, add_setting_flags
+from fairshare.settings import CLIENT_SETTINGS, add_setting_flags, client_security
 from fairshare.task_states import TaskState
+from fairshare.transport import INSECURE, ClientSecurity, client_channel_sync
 from fairshare.v1 import common_pb2, operator_pb2, operator_pb2_grpc
-from fairshare.wire import resources_from_pb
+from fairshare.wire import WireRangeError, resources_from_pb, seconds_from_timestamp
 
 __all__ = [
     "CALL_TIMEOUT",
+    "MasterAddress",
     "call_master",
     "frameworks_command",
     "master_failure",
@@ -52,6 +55,22 @@ State = operator_pb2.GetStateResponse
 Stub = operator_pb2_grpc.OperatorServiceStub
 
 
+@dataclass(frozen=True, slots=True)
+class MasterAddress:
+    """The master a command talks to, and how (``str`` of it is the address, for messages)."""
+
+    address: str
+    security: ClientSecurity = INSECURE
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any]) -> MasterAddress:
+        """From resolved ``CLIENT_SETTINGS`` (``SettingsError`` naming a bad security flag)."""
+        return cls(values["master"], client_security(values))
+
+    def __str__(self) -> str:
+        return self.address
+
+
 class CommandFailed(Exception):
     """The command cannot go on: ``str`` is the message, ``code`` the exit code."""
 
@@ -60,22 +79,27 @@ class CommandFailed(Exception):
         self.code = code
 
 
-def master_failure(master: str, error: grpc.RpcError) -> str:
+def master_failure(master: MasterAddress | str, error: grpc.RpcError) -> str:
     """One line saying why the master at ``master`` did not answer as a master."""
     code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
     details = error.details() if isinstance(error, grpc.Call) else str(error)
     if code == grpc.StatusCode.UNIMPLEMENTED:
         return f"{master} is not a fairshare master (it does not serve the operator API; an agent?)"
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-        return f"no master answers at {master} ({code.name})"
+        return f"no master answers at {master} ({code.name}: {details})"
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        return (
+            f"the master at {master} does not know who this is ({details}): give --token-file"
+            " or --tls-cert/--tls-key"
+        )
     return f"the master at {master} refused: {code.name}: {details}"
 
 
-def call_master(master: str, call: Callable[[Stub], T]) -> T:
+def call_master(master: MasterAddress, call: Callable[[Stub], T]) -> T:
     """Run ``call`` with an Operator API stub; raises ``CommandFailed`` with one line on errors
     (exit 2 when the master says the input is invalid)."""
     try:
-        with grpc.insecure_channel(master) as channel:
+        with client_channel_sync(master.address, master.security) as channel:
             return call(Stub(channel))
     except grpc.RpcError as error:
         code = error.code() if isinstance(error, grpc.Call) else None
@@ -83,7 +107,7 @@ def call_master(master: str, call: Callable[[Stub], T]) -> T:
         raise CommandFailed(master_failure(master, error), exit_code) from None
 
 
-def _state(master: str) -> State:
+def _state(master: MasterAddress) -> State:
     return call_master(master, lambda s: s.GetState(operator_pb2.GetStateRequest(), timeout=10))
 
 
@@ -108,8 +132,8 @@ def _task_state(value: int) -> str:
     return common_pb2.TaskState.Name(value).removeprefix("TASK_STATE_")  # type: ignore[arg-type]
 
 
-def _run(name: str, args: argparse.Namespace, body: Callable[[str], int]) -> int:
-    master: str = command_settings(name, SHARED_SETTINGS, args)["master"]
+def _run(name: str, args: argparse.Namespace, body: Callable[[MasterAddress], int]) -> int:
+    master = MasterAddress.of(command_settings(name, CLIENT_SETTINGS, args))
     try:
         return body(master)
     except CommandFailed as failure:
@@ -123,7 +147,11 @@ def _run(name: str, args: argparse.Namespace, body: Callable[[str], int]) -> int
 def _deadline(framework: State.Framework) -> str:
     if not framework.HasField("failover_deadline"):
         return "-"
-    left = framework.failover_deadline.ToDatetime().timestamp() - time.time()
+    try:
+        deadline = seconds_from_timestamp(framework.failover_deadline, "failover_deadline")
+    except WireRangeError:
+        return "?"
+    left = deadline - time.time()
     return f"in {max(0.0, left):.0f}s"
 
 
@@ -161,7 +189,7 @@ def add_frameworks_arguments(parser: argparse.ArgumentParser) -> None:
         " offers rescinded, and its id can never subscribe again."
     )
     parser.add_argument("--teardown", metavar="FRAMEWORK_ID", help="the framework to remove")
-    add_setting_flags(parser, SHARED_SETTINGS)
+    add_setting_flags(parser, CLIENT_SETTINGS)
 
 
 def run_frameworks(args: argparse.Namespace) -> int:
@@ -170,7 +198,7 @@ def run_frameworks(args: argparse.Namespace) -> int:
         print("fairshare frameworks: --teardown: the framework id is empty", file=sys.stderr)
         return EXIT_BAD_INPUT
 
-    def body(master: str) -> int:
+    def body(master: MasterAddress) -> int:
         if args.teardown is not None:
             framework_id = args.teardown.strip()
             request = operator_pb2.TeardownFrameworkRequest(framework_id=framework_id)
@@ -222,10 +250,10 @@ def add_tasks_arguments(parser: argparse.ArgumentParser) -> None:
         help="only tasks in this state (RUNNING, STAGING, KILLING, ...)",
     )
     parser.add_argument("--kill", metavar="TASK_ID", help="kill this task")
-    add_setting_flags(parser, SHARED_SETTINGS)
+    add_setting_flags(parser, CLIENT_SETTINGS)
 
 
-def _kill(master: str, state: State, task_id: str, framework: str | None) -> int:
+def _kill(master: MasterAddress, state: State, task_id: str, framework: str | None) -> int:
     owners = sorted(
         t.framework_id
         for t in state.tasks
@@ -254,7 +282,7 @@ def run_tasks(args: argparse.Namespace) -> int:
             print(f"fairshare tasks: {flag}: the value is empty", file=sys.stderr)
             return EXIT_BAD_INPUT
 
-    def body(master: str) -> int:
+    def body(master: MasterAddress) -> int:
         state = _state(master)
         framework = args.framework.strip() if args.framework is not None else None
         if args.kill is not None:
@@ -295,7 +323,7 @@ def add_stop_arguments(parser: argparse.ArgumentParser) -> None:
         " its tasks are killed and it is removed for good."
     )
     parser.add_argument("name", metavar="NAME", help="the framework's name")
-    add_setting_flags(parser, SHARED_SETTINGS)
+    add_setting_flags(parser, CLIENT_SETTINGS)
 
 
 def run_stop(args: argparse.Namespace) -> int:
@@ -305,7 +333,7 @@ def run_stop(args: argparse.Namespace) -> int:
         print("fairshare stop: NAME: the name is empty", file=sys.stderr)
         return EXIT_BAD_INPUT
 
-    def body(master: str) -> int:
+    def body(master: MasterAddress) -> int:
         ids = sorted(
             f.framework_info.framework_id
             for f in _state(master).frameworks

@@ -33,12 +33,14 @@ from typing import Final
 
 import grpc
 from fairshare.cli import Command, command_settings
-from fairshare.settings import SHARED_SETTINGS, add_setting_flags
+from fairshare.settings import CLIENT_SETTINGS, add_setting_flags
+from fairshare.transport import client_channel_sync
 from fairshare.v1 import common_pb2, operator_pb2, operator_pb2_grpc
-from fairshare.wire import resources_from_pb
+from fairshare.wire import WireRangeError, resources_from_pb, seconds_from_timestamp
 
 from master.commands.cluster import (
     CommandFailed,
+    MasterAddress,
     call_master,
     master_failure,
     render_rows,
@@ -50,8 +52,9 @@ EXIT_OK: Final = 0
 EXIT_FAILURE: Final = 1
 EXIT_BAD_INPUT: Final = 2
 CALL_TIMEOUT: Final = 10.0
-OPERATOR_SETTINGS: Final = SHARED_SETTINGS
-"""``--master`` and the log flags: all the settings of ``agents`` and ``weights``."""
+OPERATOR_SETTINGS: Final = CLIENT_SETTINGS
+"""``--master``, the log flags and the client's TLS and identity: all the settings of ``agents``
+and ``weights``."""
 
 
 def _bad_input(args: argparse.Namespace) -> str | None:
@@ -75,7 +78,10 @@ def agent_rows(state: operator_pb2.GetStateResponse) -> list[list[str]]:
     rows = []
     for agent in state.agents:
         info = agent.agent_info
-        heard = now - agent.last_heartbeat_at.ToDatetime().timestamp()
+        try:
+            heard = now - seconds_from_timestamp(agent.last_heartbeat_at, "last_heartbeat_at")
+        except WireRangeError:
+            heard = math.nan
         rows.append(
             [
                 agent.agent_id,
@@ -85,13 +91,15 @@ def agent_rows(state: operator_pb2.GetStateResponse) -> list[list[str]]:
                 _text(info.resources),
                 _text(agent.used),
                 _text(agent.free),
-                f"{max(0.0, heard):.0f}s ago" if agent.HasField("last_heartbeat_at") else "-",
+                f"{max(0.0, heard):.0f}s ago"
+                if agent.HasField("last_heartbeat_at") and not math.isnan(heard)
+                else "-",
             ]
         )
     return rows
 
 
-def _list_agents(master: str) -> int:
+def _list_agents(master: MasterAddress) -> int:
     state = call_master(
         master, lambda s: s.GetState(operator_pb2.GetStateRequest(), timeout=CALL_TIMEOUT)
     )
@@ -100,16 +108,16 @@ def _list_agents(master: str) -> int:
     return EXIT_OK
 
 
-def _remove_agent(master: str, agent_id: str) -> int:
+def _remove_agent(master: MasterAddress, agent_id: str) -> int:
     request = operator_pb2.RemoveAgentRequest(agent_id=agent_id)
     call_master(master, lambda s: s.RemoveAgent(request, timeout=CALL_TIMEOUT))
     print(f"removed agent {agent_id}: its tasks are GONE; it is no longer listed")
     return EXIT_OK
 
 
-def _call(master: str, deactivate: bool, agent_ids: list[str]) -> None:
+def _call(master: MasterAddress, deactivate: bool, agent_ids: list[str]) -> None:
     """One DeactivateAgents or ReactivateAgents call (raises ``grpc.RpcError``)."""
-    with grpc.insecure_channel(master) as channel:
+    with client_channel_sync(master.address, master.security) as channel:
         stub = operator_pb2_grpc.OperatorServiceStub(channel)
         if deactivate:
             stub.DeactivateAgents(
@@ -139,7 +147,7 @@ def add_agents_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_agents(args: argparse.Namespace) -> int:
     """``fairshare agents``: list, deactivate, reactivate or remove agents; the exit code."""
-    master: str = command_settings("agents", OPERATOR_SETTINGS, args)["master"]
+    master = MasterAddress.of(command_settings("agents", OPERATOR_SETTINGS, args))
     if args.deactivate is None and args.reactivate is None:
         try:
             if args.remove is None:
@@ -220,7 +228,7 @@ def add_weights_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_weights(args: argparse.Namespace) -> int:
     """``fairshare weights``: list, set or clear operator weights; returns the exit code."""
-    master: str = command_settings("weights", OPERATOR_SETTINGS, args)["master"]
+    master = MasterAddress.of(command_settings("weights", OPERATOR_SETTINGS, args))
     problem = _bad_weights(args)
     if problem is None and args.action == "list" and (args.set is not None or args.clear):
         problem = "list: lists only; drop --set/--clear (or drop list)"
@@ -228,7 +236,7 @@ def run_weights(args: argparse.Namespace) -> int:
         print(f"fairshare weights: {problem}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        with grpc.insecure_channel(master) as channel:
+        with client_channel_sync(master.address, master.security) as channel:
             stub = operator_pb2_grpc.OperatorServiceStub(channel)
             if args.set is None and not args.clear:
                 listed = stub.GetWeights(operator_pb2.GetWeightsRequest(), timeout=CALL_TIMEOUT)

@@ -11,11 +11,12 @@ from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 from fairshare.resources import ResourceVector
 
-from master.core.errors import AlreadyExists, InvalidArgument, NotFound
+from master.core.errors import AlreadyExists, InvalidArgument, NotFound, PermissionDenied
 from master.core.messages import RunningTask, TaskLaunch
 
 __all__ = [
     "MAX_WEIGHT",
+    "MIN_WEIGHT",
     "check_launches",
     "check_refuse",
     "check_running",
@@ -26,6 +27,9 @@ __all__ = [
 EMPTY = ResourceVector()
 MAX_WEIGHT = 1e6
 """The largest weight (a million times another framework's share is plenty)."""
+MIN_WEIGHT = 1e-6
+"""The smallest weight: shares divided by weights stay finite and comparable (5e-324 is not a
+weight, it is a way to overflow every comparison)."""
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -58,14 +62,21 @@ def checked(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P
     return wrapper
 
 
-def check_weight(weight: float, what: str) -> float:
-    """A weight as a float: finite, in (0, ``MAX_WEIGHT``] (the one weight rule: frameworks'
-    subscribed weights and the operator's role and framework weights alike)."""
+def check_weight(weight: float, what: str, cap: float = MAX_WEIGHT) -> float:
+    """A weight as a float: finite, in [``MIN_WEIGHT``, ``MAX_WEIGHT``] (the one weight rule:
+    frameworks' subscribed weights and the operator's role and framework weights alike), and at
+    most ``cap``, the policy's cap of what the caller may ask for (a subscribed weight above
+    its principal's cap is PERMISSION_DENIED, not malformed)."""
     if isinstance(weight, bool) or not isinstance(weight, (int, float)):
         raise InvalidArgument(f"{what}: weight {weight!r} is not a number")
-    if not math.isfinite(weight) or not 0 < weight <= MAX_WEIGHT:
+    if not math.isfinite(weight) or not MIN_WEIGHT <= weight <= MAX_WEIGHT:
         raise InvalidArgument(
-            f"{what}: weight must be finite and in (0, {MAX_WEIGHT:g}], got {weight!r}"
+            f"{what}: weight must be finite and in [{MIN_WEIGHT:g}, {MAX_WEIGHT:g}], got {weight!r}"
+        )
+    if weight > cap:
+        raise PermissionDenied(
+            f"{what}: weight {weight:g} is above the {cap:g} this principal may ask for (an"
+            " operator may set a larger one: fairshare weights)"
         )
     return float(weight)
 

@@ -13,6 +13,7 @@ __all__ = [
     "InvalidArgument",
     "NotFound",
     "PermissionDenied",
+    "ResourceExhausted",
 ]
 
 
@@ -54,3 +55,9 @@ class PermissionDenied(CoreError):
     """The caller asks to act on something it does not own."""
 
     code = "PERMISSION_DENIED"
+
+
+class ResourceExhausted(CoreError):
+    """The caller is over one of its limits (a count, a rate): nothing changed, retry later."""
+
+    code = "RESOURCE_EXHAUSTED"

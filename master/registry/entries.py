@@ -47,22 +47,30 @@ class RegistryWriteError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class AgentEntry:
-    """An agent the master admitted; ``state`` is ADMITTED, UNREACHABLE or GONE."""
+    """An agent the master admitted; ``state`` is ADMITTED, UNREACHABLE or GONE; ``principal``
+    the principal that registered it (only that principal may reregister it: the node
+    restriction; ``""`` when authentication was off); ``changed_at`` when its state last
+    changed (wall clock; the registry forgets unreachable and gone agents by that age)."""
 
     agent_id: str
     spec: AgentSpec
     registered_at: float  # wall clock
     state: str = ADMITTED
     active: bool = True  # False while the operator has it deactivated
+    principal: str = ""
+    changed_at: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
 class FrameworkEntry:
-    """A framework the master registered; ``removed`` once torn down or failed over for good."""
+    """A framework the master registered; ``removed`` once torn down or failed over for good
+    (``removed_at``, wall clock: the registry forgets removed frameworks by that age). Its
+    owner is ``spec.principal``."""
 
     spec: FrameworkSpec
     registered_at: float  # wall clock
     removed: bool = False
+    removed_at: float = 0.0
 
 
 def agent_spec_to_json(spec: AgentSpec) -> str:

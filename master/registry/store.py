@@ -16,7 +16,15 @@ Invariants:
   registry was created there fails with ``RegistryError`` when ``registry.sqlite`` is missing,
   unreadable, corrupt, of another cluster, or written by a newer schema;
 - the in-memory mirror (``agents``, ``frameworks``, ``role_weights``, ``framework_weights``)
-  equals the file's content after every successful call.
+  equals the file's content after every successful call;
+- before each commit the file is checked to be the one opened (same device and inode, and the
+  marker still there): a registry deleted or replaced under a running master fails the write
+  (``RegistryWriteError`` saying so) instead of acknowledging changes that would be lost;
+- opening checks that the work dir can be written (a read-only disk stops the master before
+  it serves); a registry of schema 1 is upgraded in place, in one transaction;
+- ``collect_garbage`` forgets unreachable and gone agents, and removed frameworks, older than a
+  maximum age or beyond a maximum count (oldest first), as Mesos's registry_max_agent_age and
+  registry_max_agent_count do; a forgotten agent must register afresh.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import os
 import sqlite3
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -50,7 +59,7 @@ __all__ = ["MARKER_FILE", "REGISTRY_FILE", "SCHEMA_VERSION", "Registry"]
 
 REGISTRY_FILE: Final = "registry.sqlite"
 MARKER_FILE: Final = "cluster.id"
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 
 _SCHEMA: Final = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -59,13 +68,16 @@ CREATE TABLE agents (
     spec TEXT NOT NULL,
     registered_at REAL NOT NULL,
     state TEXT NOT NULL,
-    active INTEGER NOT NULL
+    active INTEGER NOT NULL,
+    principal TEXT NOT NULL DEFAULT '',
+    changed_at REAL NOT NULL DEFAULT 0
 );
 CREATE TABLE frameworks (
     framework_id TEXT PRIMARY KEY,
     spec TEXT NOT NULL,
     registered_at REAL NOT NULL,
-    removed INTEGER NOT NULL
+    removed INTEGER NOT NULL,
+    removed_at REAL NOT NULL DEFAULT 0
 );
 CREATE TABLE weights (
     kind TEXT NOT NULL,
@@ -74,6 +86,13 @@ CREATE TABLE weights (
     PRIMARY KEY (kind, target)
 );
 """
+_UPGRADE_1_TO_2: Final = (
+    "ALTER TABLE agents ADD COLUMN principal TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE agents ADD COLUMN changed_at REAL NOT NULL DEFAULT 0",
+    "ALTER TABLE frameworks ADD COLUMN removed_at REAL NOT NULL DEFAULT 0",
+)
+LEFT: Final = ("UNREACHABLE", "GONE")
+"""Registry states of agents that left: what garbage collection may forget."""
 
 
 class Registry:
@@ -95,6 +114,10 @@ class Registry:
         self.role_weights: dict[str, float] = {}
         self.framework_weights: dict[str, float] = {}
         self.writes = 0
+        self.clock: Callable[[], float] = time.time
+        self.agents_of: Counter[str] = Counter()  # principal -> agents not GONE
+        self.frameworks_of: Counter[str] = Counter()  # principal -> frameworks not removed
+        self._identity = self._file_identity()
         self._load()
 
     # -- opening ----------------------------------------------------------------------------------
@@ -130,6 +153,8 @@ class Registry:
         connection = cls._connect(path, synchronous)
         try:
             cluster_id = cls._check(connection, path)
+            cls._probe_writable(connection, path)
+            cls._upgrade(connection, path)
             if expected is not None and expected != cluster_id:
                 raise RegistryError(
                     f"registry {path} belongs to cluster {cluster_id}, but {marker} names"
@@ -144,6 +169,44 @@ class Registry:
         except sqlite3.DatabaseError as error:
             connection.close()
             raise RegistryError(f"registry {path} is corrupt or unreadable: {error}") from None
+
+    @staticmethod
+    def _probe_writable(connection: sqlite3.Connection, path: Path) -> None:
+        """Take the write lock and let it go: a read-only disk or file fails here, before the
+        master serves anything."""
+        probe = path.with_name(path.name + ".probe")
+        try:
+            probe.write_bytes(b"")
+            probe.unlink()
+            connection.execute("BEGIN IMMEDIATE")
+            connection.execute("ROLLBACK")
+        except (OSError, sqlite3.Error) as error:
+            raise RegistryError(
+                f"registry {path} cannot be written ({error}): the work dir must be writable"
+            ) from None
+
+    @staticmethod
+    def _upgrade(connection: sqlite3.Connection, path: Path) -> None:
+        """Bring a registry of an older schema to ``SCHEMA_VERSION``, in one transaction."""
+        (version,) = connection.execute(
+            "SELECT value FROM meta WHERE key = 'schema_version'"
+        ).fetchone()
+        if int(version) >= SCHEMA_VERSION:
+            return
+        now = time.time()
+        try:
+            with transaction(connection):
+                for statement in _UPGRADE_1_TO_2:
+                    connection.execute(statement)
+                connection.execute(
+                    "UPDATE agents SET changed_at = ? WHERE state != 'ADMITTED'", (now,)
+                )
+                connection.execute("UPDATE frameworks SET removed_at = ? WHERE removed = 1", (now,))
+                connection.execute(
+                    "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
+                )
+        except sqlite3.Error as error:
+            raise RegistryError(f"cannot upgrade registry {path}: {error}") from None
 
     @staticmethod
     def _read_marker(marker: Path) -> str | None:
@@ -238,29 +301,58 @@ class Registry:
 
     def _load(self) -> None:
         try:
-            for agent_id, spec, registered_at, state, active in self._db.execute(
-                "SELECT agent_id, spec, registered_at, state, active FROM agents"
+            for (
+                agent_id,
+                spec,
+                registered_at,
+                state,
+                active,
+                principal,
+                changed,
+            ) in self._db.execute(
+                "SELECT agent_id, spec, registered_at, state, active, principal, changed_at"
+                " FROM agents"
             ):
                 if state not in AGENT_STATES:
                     raise ValueError(f"agent {agent_id} has unknown state {state!r}")
                 entry = AgentEntry(
-                    agent_id, agent_spec_from_json(spec), registered_at, state, bool(active)
+                    agent_id,
+                    agent_spec_from_json(spec),
+                    registered_at,
+                    state,
+                    bool(active),
+                    str(principal),
+                    float(changed),
                 )
                 self.agents[agent_id] = entry
-            for framework_id, spec, registered_at, removed in self._db.execute(
-                "SELECT framework_id, spec, registered_at, removed FROM frameworks"
+            for framework_id, spec, registered_at, removed, removed_at in self._db.execute(
+                "SELECT framework_id, spec, registered_at, removed, removed_at FROM frameworks"
             ):
                 parsed = framework_spec_from_json(spec)
                 if parsed.framework_id != framework_id:
                     raise ValueError(f"framework row {framework_id} holds {parsed.framework_id}")
-                self.frameworks[framework_id] = FrameworkEntry(parsed, registered_at, bool(removed))
+                self.frameworks[framework_id] = FrameworkEntry(
+                    parsed, registered_at, bool(removed), float(removed_at)
+                )
             for kind, target, weight in self._db.execute(
                 "SELECT kind, target, weight FROM weights"
             ):
                 self._weights(kind)[target] = float(weight)
+            for entry in self.agents.values():
+                self._count_agent(entry, 1)
+            for framework in self.frameworks.values():
+                self._count_framework(framework, 1)
         except (ValueError, KeyError, TypeError) as error:
             where = self.path or "(memory)"
             raise RegistryError(f"registry {where} holds an invalid row: {error}") from None
+
+    def _count_agent(self, entry: AgentEntry | None, sign: int) -> None:
+        if entry is not None and entry.state != "GONE":
+            self.agents_of[entry.principal] += sign
+
+    def _count_framework(self, entry: FrameworkEntry | None, sign: int) -> None:
+        if entry is not None and not entry.removed:
+            self.frameworks_of[entry.spec.principal] += sign
 
     def close(self) -> None:
         """Close the file (the WAL is checkpointed by SQLite)."""
@@ -268,9 +360,33 @@ class Registry:
 
     # -- writes -----------------------------------------------------------------------------------
 
+    def _file_identity(self) -> tuple[int, int, int, int] | None:
+        """(device, inode) of the registry file and of its marker, as opened."""
+        if self.path is None:
+            return None
+        try:
+            file, marker = self.path.stat(), (self.path.parent / MARKER_FILE).stat()
+        except OSError:
+            return None
+        return (file.st_dev, file.st_ino, marker.st_dev, marker.st_ino)
+
+    def _check_file(self) -> None:
+        """Raise ``RegistryWriteError`` if the file or its marker vanished or was replaced."""
+        if self.path is None or self._identity is None:
+            return
+        now = self._file_identity()
+        if now == self._identity:
+            return
+        what = "vanished" if now is None else "was replaced"
+        raise RegistryWriteError(
+            f"registry file {self.path} (or its marker {MARKER_FILE}) {what} since the master"
+            " opened it: a write now would be lost; restore the file and restart the master"
+        )
+
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         started = time.perf_counter()
+        self._check_file()
         try:
             with transaction(self._db):
                 yield self._db
@@ -284,28 +400,27 @@ class Registry:
         """Record an agent admitted (or readmitted with a new spec)."""
         with self._write() as db:
             db.execute(
-                "INSERT OR REPLACE INTO agents (agent_id, spec, registered_at, state, active)"
-                " VALUES (?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO agents (agent_id, spec, registered_at, state, active,"
+                " principal, changed_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (
                     entry.agent_id,
                     agent_spec_to_json(entry.spec),
                     entry.registered_at,
                     entry.state,
                     int(entry.active),
+                    entry.principal,
+                    entry.changed_at,
                 ),
             )
+        self._count_agent(self.agents.get(entry.agent_id), -1)
         self.agents[entry.agent_id] = entry
+        self._count_agent(entry, 1)
 
     def set_agent_state(self, agent_id: str, state: str) -> None:
         """Mark an admitted agent ADMITTED, UNREACHABLE or GONE."""
         if state not in AGENT_STATES:
             raise ValueError(f"unknown agent state {state!r}")
-        entry = self.agents[agent_id]
-        if entry.state == state:
-            return
-        with self._write() as db:
-            db.execute("UPDATE agents SET state = ? WHERE agent_id = ?", (state, agent_id))
-        self.agents[agent_id] = dataclasses.replace(entry, state=state)
+        self.set_agents_state([agent_id], state)
 
     def set_agents_state(self, agent_ids: list[str], state: str) -> None:
         """``set_agent_state`` for several agents, in one transaction."""
@@ -314,13 +429,17 @@ class Registry:
         changed = [a for a in agent_ids if self.agents[a].state != state]
         if not changed:
             return
+        now = self.clock()
         with self._write() as db:
             db.executemany(
-                "UPDATE agents SET state = ? WHERE agent_id = ?",
-                [(state, agent_id) for agent_id in changed],
+                "UPDATE agents SET state = ?, changed_at = ? WHERE agent_id = ?",
+                [(state, now, agent_id) for agent_id in changed],
             )
         for agent_id in changed:
-            self.agents[agent_id] = dataclasses.replace(self.agents[agent_id], state=state)
+            entry = self.agents[agent_id]
+            self._count_agent(entry, -1)
+            self.agents[agent_id] = dataclasses.replace(entry, state=state, changed_at=now)
+            self._count_agent(self.agents[agent_id], 1)
 
     def set_agents_active(self, agent_ids: list[str], active: bool) -> None:
         """Record operator (de)activation of several agents in one transaction."""
@@ -343,20 +462,54 @@ class Registry:
                 " VALUES (?, ?, ?, 0)",
                 (spec.framework_id, framework_spec_to_json(spec), registered_at),
             )
+        self._count_framework(self.frameworks.get(spec.framework_id), -1)
         self.frameworks[spec.framework_id] = FrameworkEntry(spec, registered_at)
+        self._count_framework(self.frameworks[spec.framework_id], 1)
 
     def remove_framework(self, framework_id: str) -> None:
         """Record a framework removed for good (its id is refused from now on)."""
         entry = self.frameworks.get(framework_id)
         if entry is None or entry.removed:
             return
+        now = self.clock()
         with self._write() as db:
-            db.execute("UPDATE frameworks SET removed = 1 WHERE framework_id = ?", (framework_id,))
+            db.execute(
+                "UPDATE frameworks SET removed = 1, removed_at = ? WHERE framework_id = ?",
+                (now, framework_id),
+            )
             db.execute(
                 "DELETE FROM weights WHERE kind = 'framework' AND target = ?", (framework_id,)
             )
-        self.frameworks[framework_id] = dataclasses.replace(entry, removed=True)
+        self._count_framework(entry, -1)
+        self.frameworks[framework_id] = dataclasses.replace(entry, removed=True, removed_at=now)
         self.framework_weights.pop(framework_id, None)
+
+    def collect_garbage(
+        self,
+        now: float,
+        agent_age: float,
+        agent_count: int,
+        framework_age: float,
+        framework_count: int,
+    ) -> tuple[list[str], list[str]]:
+        """Forget agents that left (unreachable, gone) and removed frameworks older than the
+        ages or beyond the counts (oldest first), in one transaction; the ids forgotten."""
+        left = sorted((e.changed_at, e.agent_id) for e in self.agents.values() if e.state in LEFT)
+        agents = _expired(left, now - agent_age, agent_count)
+        removed = sorted((e.removed_at, i) for i, e in self.frameworks.items() if e.removed)
+        frameworks = _expired(removed, now - framework_age, framework_count)
+        if not agents and not frameworks:
+            return [], []
+        with self._write() as db:
+            db.executemany("DELETE FROM agents WHERE agent_id = ?", [(a,) for a in agents])
+            db.executemany(
+                "DELETE FROM frameworks WHERE framework_id = ?", [(f,) for f in frameworks]
+            )
+        for agent_id in agents:
+            self._count_agent(self.agents.pop(agent_id), -1)
+        for framework_id in frameworks:
+            del self.frameworks[framework_id]
+        return agents, frameworks
 
     def _weights(self, kind: str) -> dict[str, float]:
         if kind == "role":
@@ -380,3 +533,9 @@ class Registry:
             weights.pop(target, None)
         else:
             weights[target] = weight
+
+
+def _expired(entries: list[tuple[float, str]], oldest: float, most: int) -> list[str]:
+    """Ids of ``entries`` (sorted oldest first) older than ``oldest`` or beyond ``most``."""
+    beyond = max(0, len(entries) - most)
+    return [key for index, (at, key) in enumerate(entries) if index < beyond or at < oldest]

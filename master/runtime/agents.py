@@ -14,6 +14,14 @@ registry does not know or marked GONE are refused (FAILED_PRECONDITION: register
 master restart the agents of the registry are ``recovering`` until they reregister the same way;
 each that does calls ``on_rejoined`` with its id (wired to ``Recovery.agent_back``).
 
+Node restriction (the Kubernetes node authorizer's rule): an agent belongs to the principal that
+registered it (``AgentEntry.principal``, durable); only that principal may reregister it (a
+second stream claiming a live agent's id from anyone else is PERMISSION_DENIED and the live
+session is untouched), and a session's messages act only on that agent: its updates must be
+about tasks on it (another agent's task: INVALID_ARGUMENT), and an update that would make a
+task the master does not know live is not forwarded: the task is killed on the agent instead.
+Registering needs the ACL's ``register_agents`` and room in the principal's count and rate.
+
 Liveness: every session start and every message marks the agent heard (``Liveness``); a
 registration that grows the cluster past what the heartbeat interval was sized for tells every
 connected agent the longer interval (``AgentSettings``).
@@ -32,7 +40,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from fairshare.logs import log_event
+from fairshare.logs import LogLimiter, log_event
 from fairshare.resources import ResourceVector
 from fairshare.task_states import TaskState
 
@@ -65,6 +73,7 @@ from master.runtime.taskbook import UpdateOutcome
 __all__ = ["AgentCalls", "AgentSession", "ReportedTask", "ReportedUpdate"]
 
 log = logging.getLogger("fairshare.master")
+_UNKNOWN_TASKS = LogLimiter()  # one agent sending many such updates logs a few lines a second
 
 ReportedTask = tuple[str, TaskLaunch, StatusUpdate]
 """A task a reregistering agent reports: (framework id, how it was launched, its status)."""
@@ -108,16 +117,21 @@ class AgentCalls:
         self.state.liveness.heard(agent_id, now)
         return link
 
-    def register(self, spec: AgentSpec) -> AgentSession:
+    def register(self, spec: AgentSpec, principal: str | None = None) -> AgentSession:
         """Admit a new agent, put it in the pool and open its stream."""
-        state = self.state
+        state, authority = self.state, self.state.authority
         state.refuse_if_draining()
         if not spec.resources:
             raise InvalidArgument("agent_info.resources is empty")
+        authority.allow("register_agents", principal)
+        owner = authority.owner_of(principal)
+        limit = state.config.limits.max_agents_per_principal
+        authority.admit(principal, "agent", state.registry.agents_of[owner], limit)
         agent_id = f"ag-{uuid.uuid4().hex}"
         registered_at = time.time()
+        entry = AgentEntry(agent_id, spec, registered_at, principal=owner)
         with state.durably():
-            state.registry.admit_agent(AgentEntry(agent_id, spec, registered_at))
+            state.registry.admit_agent(entry)
         link = AgentLink(agent_id, spec, registered_at, state.now())
         state.agents[agent_id] = link
         state.core.handle_add_agent(
@@ -177,7 +191,11 @@ class AgentCalls:
     # -- reregistration ---------------------------------------------------------------------------
 
     def reregister(
-        self, agent_id: str, spec: AgentSpec, tasks: Sequence[ReportedTask]
+        self,
+        agent_id: str,
+        spec: AgentSpec,
+        tasks: Sequence[ReportedTask],
+        principal: str | None = None,
     ) -> AgentSession:
         """Re-admit an agent with its tasks and open its stream (a stream still open ends).
 
@@ -191,6 +209,7 @@ class AgentCalls:
         require_id(agent_id, "agent_id")
         if not spec.resources:
             raise InvalidArgument("agent_info.resources is empty")
+        self._check_owner(agent_id, principal)
         reported = {(fid, launch.task_id): (launch, status) for fid, launch, status in tasks}
         link = state.agents.get(agent_id)
         if link is None:
@@ -220,6 +239,17 @@ class AgentCalls:
             self._rejoin(link, reported)
         log_event(log, "agent.reregistered", agent_id=agent_id, tasks=len(tasks))
         return self._open_session(link)
+
+    def _check_owner(self, agent_id: str, principal: str | None) -> None:
+        """Only the principal that registered an agent may reregister it (and only while the
+        ACL lets it register agents); an entry of unknown or removed agents is left to the
+        caller's FAILED_PRECONDITION."""
+        authority = self.state.authority
+        entry = self.state.registry.agents.get(agent_id)
+        if entry is None or entry.state == GONE:
+            return
+        authority.allow("register_agents", principal)
+        authority.check_owner(principal, entry.principal, f"agent {agent_id!r}")
 
     def _readmit(self, agent_id: str, spec: AgentSpec) -> AgentLink:
         """An agent marked unreachable is back: admitted again (not in the pool yet)."""
@@ -326,7 +356,7 @@ class AgentCalls:
         """Record a batch of the agent's status updates and forward each to its framework;
         every update is checked before any is applied."""
         agent = self._session_link(agent_id, channel)
-        tasks = self.state.core.tasks
+        tasks, book = self.state.core.tasks, self.state.tasks
         for framework_id, status, _ in updates:
             require_id(framework_id, "framework_id")
             if status.agent_id and status.agent_id != agent_id:
@@ -334,9 +364,11 @@ class AgentCalls:
                     f"status.agent_id {status.agent_id!r} is not the caller {agent_id!r}"
                 )
             task = tasks.get((framework_id, status.task_id))
-            if task is not None and task.agent_id != agent_id:
+            entry = book.get(framework_id, status.task_id)
+            where = task.agent_id if task is not None else entry.agent_id if entry else agent_id
+            if where != agent_id:
                 raise InvalidArgument(
-                    f"task {status.task_id!r} runs on agent {task.agent_id!r}, not {agent_id!r}"
+                    f"task {status.task_id!r} runs on agent {where!r}, not {agent_id!r}"
                 )
         for framework_id, status, latest in updates:
             self._update(agent, framework_id, status, latest or status.state)
@@ -353,6 +385,22 @@ class AgentCalls:
             )
             if latest.is_terminal:
                 self.dispatcher.request_allocation()
+        elif not latest.is_terminal and state.tasks.get(framework_id, status.task_id) is None:
+            # A live task the master never launched here (or forgot): not the framework's news.
+            agent.send(AckCommand(framework_id, status.task_id, status.uuid))
+            agent.send(KillTask(agent_id, framework_id, status.task_id))
+            held = _UNKNOWN_TASKS.allow(agent_id)
+            if held is not None:
+                log_event(
+                    log,
+                    "agent.update.unknown_task",
+                    logging.WARNING,
+                    agent_id=agent_id,
+                    framework_id=framework_id,
+                    task_id=status.task_id,
+                    suppressed=held,
+                )
+            return
         state.counters.status_updates += 1
         link = state.frameworks.get(framework_id)
         ack = AckCommand(framework_id, status.task_id, status.uuid)

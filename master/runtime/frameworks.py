@@ -4,6 +4,13 @@ Every method runs synchronously on the runtime's loop, checks everything before 
 anything (a ``CoreError`` means nothing changed), and calls from a framework whose Subscribe
 stream is not open fail with FAILED_PRECONDITION (unknown or removed ids: NOT_FOUND).
 
+Every call names the caller's ``principal`` (``None``: anonymous, authentication off). A
+framework belongs to the principal that registered it (``spec.principal``, durable): calls on
+its id by anyone else are PERMISSION_DENIED (``Authority.check_owner``), checked before whether
+it is connected, so a stranger learns nothing of its state. Registering needs the ACL's
+``register_frameworks`` for the role, a weight within the rule's cap, and room in the
+principal's count and registration rate (RESOURCE_EXHAUSTED).
+
 Invariants:
 - a framework is registered durably (its registry row is committed before SUBSCRIBED is sent)
   and removed durably (torn down, or its failover timeout expired with no new subscription);
@@ -28,7 +35,7 @@ from dataclasses import dataclass, field
 from fairshare.logs import log_event
 from fairshare.task_states import TaskState
 
-from master.core import AlreadyExists, InvalidArgument, NotFound, TaskLaunch
+from master.core import AlreadyExists, InvalidArgument, NotFound, PermissionDenied, TaskLaunch
 from master.core.checks import check_weight
 from master.model import (
     AckCommand,
@@ -75,18 +82,39 @@ class FrameworkCalls:
         self.state = state
         self.dispatcher = dispatcher
 
+    def _mine(
+        self, framework_id: str, principal: str | None, connected: bool = True
+    ) -> FrameworkLink:
+        """The caller's own framework: NOT_FOUND if unknown, PERMISSION_DENIED if another
+        principal's, then FAILED_PRECONDITION if ``connected`` and its stream is not open."""
+        link = self.state.framework(framework_id)
+        self.state.authority.check_owner(
+            principal, link.spec.principal, f"framework {framework_id!r}"
+        )
+        return self.state.connected(framework_id) if connected else link
+
     # -- subscription -----------------------------------------------------------------------------
 
     def subscribe(
-        self, spec: FrameworkSpec, demand: DemandSpec | None, suppressed: bool
+        self,
+        spec: FrameworkSpec,
+        demand: DemandSpec | None,
+        suppressed: bool,
+        principal: str | None = None,
     ) -> SubscribeResult:
         """Register or re-register a framework and open its event stream."""
         state = self.state
         state.refuse_if_draining()
+        authority = state.authority
+        if authority.authenticated and spec.principal not in ("", principal):
+            raise PermissionDenied(
+                f"framework_info.principal {spec.principal!r} is not the authenticated principal"
+            )
+        cap = authority.allow("register_frameworks", principal, spec.role or "*").max_weight
         if spec.framework_id:
-            link, resubscribed = self._resubscribe(spec), True
+            link, resubscribed = self._resubscribe(spec, principal, cap), True
         else:
-            link, resubscribed = self._register(spec), False
+            link, resubscribed = self._register(spec, principal, cap), False
         framework_id = link.framework_id
         now = state.now()
         if demand is not None:
@@ -114,12 +142,15 @@ class FrameworkCalls:
             channel,
         )
 
-    def _register(self, spec: FrameworkSpec) -> FrameworkLink:
-        state = self.state
+    def _register(self, spec: FrameworkSpec, principal: str | None, cap: float) -> FrameworkLink:
+        state, authority = self.state, self.state.authority
         framework_id = f"fw-{uuid.uuid4().hex}"
         role = spec.role or "*"
-        weight = check_weight(1.0 if spec.weight is None else spec.weight, "framework_info")
-        spec = dataclasses.replace(spec, framework_id=framework_id, role=role)
+        weight = check_weight(1.0 if spec.weight is None else spec.weight, "framework_info", cap)
+        owner = authority.owner_of(principal) if authority.authenticated else spec.principal
+        limit = state.config.limits.max_frameworks_per_principal
+        authority.admit(principal, "framework", state.registry.frameworks_of[owner], limit)
+        spec = dataclasses.replace(spec, framework_id=framework_id, role=role, principal=owner)
         registered_at = time.time()
         with state.durably():
             state.registry.put_framework(spec, registered_at)
@@ -131,9 +162,9 @@ class FrameworkCalls:
         state.frameworks[framework_id] = link
         return link
 
-    def _resubscribe(self, spec: FrameworkSpec) -> FrameworkLink:
+    def _resubscribe(self, spec: FrameworkSpec, principal: str | None, cap: float) -> FrameworkLink:
         state = self.state
-        link = state.framework(spec.framework_id)
+        link = self._mine(spec.framework_id, principal, connected=False)
         role = spec.role or "*"
         if spec.name != link.spec.name or role != link.spec.role:
             raise InvalidArgument(
@@ -141,7 +172,9 @@ class FrameworkCalls:
                 f" role={link.spec.role!r}; name and role cannot change on resubscription"
             )
         if spec.weight is not None:
-            check_weight(spec.weight, "framework_info")
+            check_weight(spec.weight, "framework_info", cap)
+        if state.authority.authenticated:
+            spec = dataclasses.replace(spec, principal=link.spec.principal)
         spec = dataclasses.replace(spec, role=role)
         if spec != link.spec:
             with state.durably():
@@ -210,9 +243,9 @@ class FrameworkCalls:
         self.dispatcher.request_allocation()
         log_event(log, "framework.removed", framework_id=framework_id, reason=why)
 
-    def teardown(self, framework_id: str) -> None:
+    def teardown(self, framework_id: str, principal: str | None = None) -> None:
         """Remove the framework for good: kill its tasks, drop its offers, end its stream."""
-        self.remove(self.state.connected(framework_id), "torn down")
+        self.remove(self._mine(framework_id, principal), "torn down")
 
     def heartbeat(self) -> None:
         """Send every connected framework a heartbeat."""
@@ -231,13 +264,17 @@ class FrameworkCalls:
             core.handle_update_demand(link.framework_id, demand.task_resources, wanted, now)
         link.demand = demand
 
-    def update_demand(self, framework_id: str, demand: DemandSpec | None) -> None:
+    def update_demand(
+        self, framework_id: str, demand: DemandSpec | None, principal: str | None = None
+    ) -> None:
         """Declare, change or clear the framework's demand."""
-        self._set_demand(self.state.connected(framework_id), demand, self.state.now())
+        self._set_demand(self._mine(framework_id, principal), demand, self.state.now())
         self.dispatcher.request_allocation()
 
-    def _connected_in_role(self, framework_id: str, role: str) -> FrameworkLink:
-        link = self.state.connected(framework_id)
+    def _connected_in_role(
+        self, framework_id: str, role: str, principal: str | None
+    ) -> FrameworkLink:
+        link = self._mine(framework_id, principal)
         if role and role != link.spec.role:
             raise InvalidArgument(
                 f"role {role!r} is not the framework's role {link.spec.role!r}"
@@ -245,23 +282,27 @@ class FrameworkCalls:
             )
         return link
 
-    def revive(self, framework_id: str, role: str = "") -> None:
+    def revive(self, framework_id: str, role: str = "", principal: str | None = None) -> None:
         """Clear the framework's filters and resume offers."""
-        self._connected_in_role(framework_id, role)
+        self._connected_in_role(framework_id, role, principal)
         self.state.core.handle_revive(framework_id, self.state.now())
         self.dispatcher.request_allocation()
 
-    def suppress(self, framework_id: str, role: str = "") -> None:
+    def suppress(self, framework_id: str, role: str = "", principal: str | None = None) -> None:
         """Stop offers to the framework until it revives."""
-        self._connected_in_role(framework_id, role)
+        self._connected_in_role(framework_id, role, principal)
         self.state.core.handle_suppress(framework_id, self.state.now())
 
     def decline(
-        self, framework_id: str, offer_ids: Sequence[str], refuse_seconds: float | None
+        self,
+        framework_id: str,
+        offer_ids: Sequence[str],
+        refuse_seconds: float | None,
+        principal: str | None = None,
     ) -> None:
         """Decline offers (ids no longer outstanding are ignored), installing a filter."""
         state = self.state
-        state.connected(framework_id)
+        self._mine(framework_id, principal)
         outstanding = [i for i in dict.fromkeys(offer_ids) if i in state.core.offers]
         if outstanding:
             state.core.handle_decline(framework_id, outstanding, state.now(), refuse_seconds)
@@ -274,10 +315,11 @@ class FrameworkCalls:
         offer_ids: Sequence[str],
         launches: Sequence[TaskLaunch],
         refuse_seconds: float | None,
+        principal: str | None = None,
     ) -> None:
         """Launch tasks on the offers' agent; unused offered resources are declined."""
         state = self.state
-        state.connected(framework_id)
+        self._mine(framework_id, principal)
         try:
             messages = state.core.handle_accept(
                 framework_id, offer_ids, launches, state.now(), refuse_seconds
@@ -290,10 +332,12 @@ class FrameworkCalls:
 
     # -- tasks ------------------------------------------------------------------------------------
 
-    def kill(self, framework_id: str, task_id: str, agent_id: str = "") -> None:
+    def kill(
+        self, framework_id: str, task_id: str, agent_id: str = "", principal: str | None = None
+    ) -> None:
         """Ask the task's agent to kill it."""
         state = self.state
-        state.connected(framework_id)
+        self._mine(framework_id, principal)
         require_id(task_id, "task_id")
         task = state.core.tasks.get((framework_id, task_id))
         if task is not None and agent_id and agent_id != task.agent_id:
@@ -307,13 +351,18 @@ class FrameworkCalls:
         """Apply one acknowledgement (``acknowledge_many`` of one)."""
         self.acknowledge_many(framework_id, [(agent_id, task_id, uuid_)])
 
-    def acknowledge_many(self, framework_id: str, acks: Sequence[tuple[str, str, bytes]]) -> None:
+    def acknowledge_many(
+        self,
+        framework_id: str,
+        acks: Sequence[tuple[str, str, bytes]],
+        principal: str | None = None,
+    ) -> None:
         """Apply acknowledgements ``(agent_id, task_id, uuid)``, all checked before any is
         applied; each of a pending update goes back to its agent. A registered framework whose
         stream just ended may still acknowledge (an acknowledgement that crossed the end of its
         stream counts: the update is not sent again when it resubscribes)."""
         state = self.state
-        state.framework(framework_id)
+        self._mine(framework_id, principal, connected=False)
         if not acks:
             raise InvalidArgument("no acknowledgements")
         for agent_id, task_id, uuid_ in acks:
@@ -337,10 +386,12 @@ class FrameworkCalls:
             if agent is not None and not self.dispatcher.drop_ack():
                 agent.send(AckCommand(framework_id, task_id, uuid_))
 
-    def reconcile(self, framework_id: str, refs: Sequence[tuple[str, str]]) -> None:
+    def reconcile(
+        self, framework_id: str, refs: Sequence[tuple[str, str]], principal: str | None = None
+    ) -> None:
         """Resend the latest state of tasks (all non-terminal ones when ``refs`` is empty)."""
         state = self.state
-        link = state.connected(framework_id)
+        link = self._mine(framework_id, principal)
         for task_id, _ in refs:
             require_id(task_id, "task_id")
         answers: list[tuple[str, str, TaskState]] = []

@@ -19,19 +19,23 @@ another and none imports one above it: ``dispatcher`` < ``loss`` < ``agents``; `
 Invariants (DESIGN.md §3, §8): every call runs synchronously on the runtime's event loop, so each
 is one atomic step over the state (no locks); timers run the periodic allocation, framework
 heartbeats and the liveness check; ``drain`` (SIGTERM) stops offering and ends every stream with
-UNAVAILABLE, removing nothing.
+UNAVAILABLE, removing nothing. ``collect_garbage`` (at the start and every ``housekeeping``
+period) makes the registry forget agents and frameworks that left long ago
+(``RuntimeLimits``: age and count, as Mesos's registry_max_agent_age/_count), and the runtime
+forget them with it (a forgotten agent that comes back must register afresh).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 
 from fairshare.logs import log_event
 
 from master.model import StreamEnd
-from master.registry import Registry
+from master.registry import Registry, RegistryWriteError
 from master.runtime.agent_loss import AgentLoss
 from master.runtime.agents import AgentCalls
 from master.runtime.dispatch import Dispatcher
@@ -103,6 +107,31 @@ class MasterRuntime:
         """Drain and wait for the timers to end."""
         self.drain()
         await asyncio.gather(*self._timers, return_exceptions=True)
+
+    def collect_garbage(self) -> None:
+        """Forget what left the cluster long ago (registry first; a failed write is logged)."""
+        state, limits = self.state, self.state.config.limits
+        try:
+            agents, frameworks = state.registry.collect_garbage(
+                time.time(),
+                limits.registry_max_agent_age,
+                limits.registry_max_agent_count,
+                limits.registry_max_framework_age,
+                limits.registry_max_framework_count,
+            )
+        except RegistryWriteError as error:
+            log_event(log, "registry.gc.failed", logging.ERROR, error=error)
+            return
+        for agent_id in agents:
+            state.departed.pop(agent_id, None)
+        state.removed_frameworks.difference_update(frameworks)
+        if agents or frameworks:
+            log_event(log, "registry.gc", agents=len(agents), frameworks=len(frameworks))
+
+    async def housekeeping(self, period: float) -> None:
+        """``collect_garbage`` now and every ``period`` seconds, until cancelled."""
+        self.collect_garbage()
+        await _every(period, self.collect_garbage)
 
 
 async def _every(period: float, action: Callable[[], None]) -> None:

@@ -14,7 +14,13 @@ Invariants:
   departed) can be removed; once removed (GONE) it is no longer listed and never readmitted;
 - an operator's teardown or kill acts as the framework's own would (the same core calls), whether
   the framework is connected or within its failover timeout;
-- ``snapshot`` is taken in one step of the loop, so it is consistent.
+- ``snapshot`` is taken in one step of the loop, so it is consistent; ``view`` is what a
+  principal may see of it: the whole snapshot, or (ACL ``view_state`` level ``redacted``) the
+  caller's own frameworks, tasks and offers, the others' shares and resources without their
+  ids or names, agents without ids or addresses (``views.redact``);
+- every call is authorized first (``Authority.allow``): ``set_weights`` for the target's role,
+  ``maintain_agents``, ``teardown_frameworks`` and ``kill_tasks`` for the framework's owner
+  (``"SELF"``: one's own frameworks), ``view_state`` for the state and the weights.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from master.registry import GONE
 from master.runtime.dispatch import Dispatcher
 from master.runtime.frameworks import FrameworkCalls
 from master.runtime.state import RuntimeState, require_id
-from master.runtime.views import ClusterSnapshot, build_snapshot
+from master.runtime.views import ClusterSnapshot, build_snapshot, redact
 
 __all__ = ["OperatorCalls"]
 
@@ -53,23 +59,35 @@ class OperatorCalls:
         self.frameworks = frameworks
 
     def snapshot(self) -> ClusterSnapshot:
-        """The whole cluster state, in one step of the loop."""
+        """The whole cluster state, in one step of the loop (for the master's own use)."""
         return build_snapshot(self.state)
 
+    def view(self, principal: str | None = None) -> ClusterSnapshot:
+        """What ``principal`` may see of the cluster (PERMISSION_DENIED: nothing)."""
+        rule = self.state.authority.allow("view_state", principal)
+        snapshot = build_snapshot(self.state)
+        return redact(snapshot, principal) if rule.level == "redacted" else snapshot
+
     def set_weight(
-        self, role: str | None, framework_id: str | None, weight: float, clear: bool
+        self,
+        role: str | None,
+        framework_id: str | None,
+        weight: float,
+        clear: bool,
+        principal: str | None = None,
     ) -> tuple[str, str, float] | None:
         """Set (or, with ``clear``, remove) the operator weight of a role or of one framework;
         returns the stored (kind, target, weight), None when cleared. Durable before it applies.
         """
         state = self.state
         if framework_id is not None:
-            state.framework(framework_id)
-            kind, target = "framework", framework_id
+            link = state.framework(framework_id)
+            kind, target, target_role = "framework", framework_id, link.spec.role
         elif role:
-            kind, target = "role", role
+            kind, target, target_role = "role", role, role
         else:
             raise InvalidArgument("set role or framework_id")
+        state.authority.allow("set_weights", principal, target_role)
         value = None if clear else check_weight(weight, f"{kind} {target!r}")
         with state.durably():
             state.registry.set_weight(kind, target, value)
@@ -81,16 +99,26 @@ class OperatorCalls:
         log_event(log, "weight.set", kind=kind, target=target, weight=value)
         return None if value is None else (kind, target, value)
 
-    def weights(self) -> list[tuple[str, str, float]]:
-        """Operator-set weights as (kind, target, weight): roles, then frameworks, sorted."""
-        registry = self.state.registry
+    def weights(self, principal: str | None = None) -> list[tuple[str, str, float]]:
+        """Operator-set weights as (kind, target, weight): roles, then frameworks, sorted (a
+        redacted view leaves out the frameworks of others)."""
+        state, registry = self.state, self.state.registry
+        rule = state.authority.allow("view_state", principal)
         roles = [("role", role, w) for role, w in sorted(registry.role_weights.items())]
         frameworks = sorted(registry.framework_weights.items())
+        if rule.level == "redacted":
+            mine = principal or ""
+            frameworks = [
+                (fid, w)
+                for fid, w in frameworks
+                if fid in state.frameworks and state.frameworks[fid].spec.principal == mine
+            ]
         return roles + [("framework", fid, w) for fid, w in frameworks]
 
-    def deactivate_agents(self, agent_ids: Sequence[str]) -> None:
+    def deactivate_agents(self, agent_ids: Sequence[str], principal: str | None = None) -> None:
         """Maintenance: rescind the agents' offers and offer nothing of them; all or none."""
         state = self.state
+        state.authority.allow("maintain_agents", principal)
         self._pooled_agents(agent_ids)
         with state.durably():
             state.registry.set_agents_active(list(agent_ids), False)
@@ -101,9 +129,10 @@ class OperatorCalls:
                 log_event(log, "agent.deactivated", agent_id=agent_id)
         self.dispatcher.request_allocation()  # frameworks that lost offers may be due others
 
-    def reactivate_agents(self, agent_ids: Sequence[str]) -> None:
+    def reactivate_agents(self, agent_ids: Sequence[str], principal: str | None = None) -> None:
         """Offer the agents again; all or none, and one allocation run sees them all."""
         state = self.state
+        state.authority.allow("maintain_agents", principal)
         self._pooled_agents(agent_ids)
         with state.durably():
             state.registry.set_agents_active(list(agent_ids), True)
@@ -114,15 +143,18 @@ class OperatorCalls:
                 log_event(log, "agent.reactivated", agent_id=agent_id)
         self.dispatcher.request_allocation()
 
-    def teardown_framework(self, framework_id: str) -> None:
+    def teardown_framework(self, framework_id: str, principal: str | None = None) -> None:
         """Remove the framework for good (connected or not): its tasks killed, offers dropped."""
-        self.frameworks.remove(self.state.framework(framework_id), "torn down by the operator")
+        link = self.state.framework(framework_id)
+        self.state.authority.allow("teardown_frameworks", principal, link.spec.principal)
+        self.frameworks.remove(link, "torn down by the operator")
 
-    def kill_task(self, framework_id: str, task_id: str) -> None:
+    def kill_task(self, framework_id: str, task_id: str, principal: str | None = None) -> None:
         """Kill one task of a framework (connected or not), as its own Kill would."""
         state = self.state
-        state.framework(framework_id)
+        link = state.framework(framework_id)
         require_id(task_id, "task_id")
+        state.authority.allow("kill_tasks", principal, link.spec.principal)
         entry = state.tasks.get(framework_id, task_id)
         if entry is None:
             raise NotFound(f"framework {framework_id!r} has no task {task_id!r}")
@@ -132,10 +164,11 @@ class OperatorCalls:
         state.tasks.mark_killing(framework_id, task_id)
         log_event(log, "task.killed.by.operator", framework_id=framework_id, task_id=task_id)
 
-    def remove_agent(self, agent_id: str) -> None:
+    def remove_agent(self, agent_id: str, principal: str | None = None) -> None:
         """Mark an unreachable agent GONE for good: its tasks GONE, no longer listed."""
         state = self.state
         require_id(agent_id, "agent_id")
+        state.authority.allow("maintain_agents", principal)
         link = state.agents.get(agent_id)
         if link is not None:
             what = "still recovering" if link.recovering else "connected"

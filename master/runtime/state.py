@@ -13,6 +13,8 @@ Invariants:
   that leave the runtime (``wall()`` converts);
 - a registry write comes before the change it records (``durably``): a failed write is
   UNAVAILABLE and nothing changed;
+- ``authority`` decides who may do what (the ACL, owners, limits per principal) before any
+  call changes anything;
 - ``frameworks`` holds the registered frameworks (connected or within their failover timeout),
   ``removed_frameworks`` the ids that may never come back; ``agents`` the agents with a live or
   recovering registration, ``departed`` the last ``DEPARTED_MEMORY`` unreachable or gone ones
@@ -33,6 +35,7 @@ from dataclasses import dataclass, field
 
 from fairshare.logs import log_event
 
+from master.acl import OPEN, Acl
 from master.core import (
     CoreConfig,
     CoreError,
@@ -42,6 +45,7 @@ from master.core import (
     NotFound,
 )
 from master.registry import Registry, RegistryWriteError
+from master.runtime.authority import Authority, RuntimeLimits
 from master.runtime.counters import RuntimeCounters
 from master.runtime.liveness import Liveness, base_interval
 from master.runtime.sessions import AgentLink, DepartedAgent, FrameworkLink
@@ -85,6 +89,9 @@ class RuntimeConfig:
     reregistration_timeout: float = 20.0  # after a restart: how long agents have to reregister
     fault_drop_acks: float = 0.0  # fault injection (tests): drop this share of acks to agents
     version: str = "0.1.0"
+    acl: Acl = OPEN  # who may do what (``master.acl``); OPEN: everything, weights capped
+    authenticated: bool = False  # every caller has a principal: ownership is enforced
+    limits: RuntimeLimits = field(default_factory=RuntimeLimits)
 
     @property
     def agent_heartbeat(self) -> float:
@@ -128,6 +135,7 @@ class RuntimeState:
         self.registry = registry or Registry.in_memory()
         self.registry.on_write = self.counters.registry_write_durations.observe
         self.liveness = Liveness(self.config.agent_timeout, self.config.agent_heartbeat)
+        self.authority = Authority(self.config.acl, self.config.authenticated, self.config.limits)
         self.recovering = False  # after a restart, until recovered agents are back or time is up
         self.awaited: set[str] = set()  # while recovering: the agents not back yet
         self.draining = False
@@ -141,6 +149,7 @@ class RuntimeState:
         """The event loop the runtime runs on (bound on first use)."""
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
+            self.authority.bind_clock(self._loop.time)
         return self._loop
 
     def now(self) -> float:

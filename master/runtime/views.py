@@ -7,11 +7,14 @@ of immutable values and shares nothing mutable with the runtime.
 
 Invariants: agents sorted by id (those in the pool, then those that departed: unreachable or
 gone, kept for display only), frameworks by id, tasks by (framework id, task id), offers by id;
-times are wall clock.
+times are wall clock. ``redact`` keeps every figure (shares, resources, pool sums) but no id,
+name or address that is not the caller's: its own frameworks (owner = the caller's principal)
+with their tasks and offers stay whole.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from fairshare.resources import ResourceVector
@@ -24,15 +27,18 @@ from master.runtime.state import RuntimeState
 
 __all__ = [
     "POOL_STATES",
+    "REDACTED",
     "AgentView",
     "ClusterSnapshot",
     "FrameworkView",
     "OfferView",
     "TaskView",
     "build_snapshot",
+    "redact",
 ]
 
 EMPTY = ResourceVector()
+REDACTED = "(redacted)"
 POOL_STATES = frozenset({"ACTIVE", "DEACTIVATED"})
 """States of the agents whose resources are in the pool (the master hears from them)."""
 
@@ -250,4 +256,34 @@ def build_snapshot(runtime: RuntimeState) -> ClusterSnapshot:
         used,
         offered,
         sum((a.free for a in active), EMPTY),
+    )
+
+
+def redact(snapshot: ClusterSnapshot, principal: str | None) -> ClusterSnapshot:
+    """``snapshot`` as a principal with a redacted view sees it (module docstring)."""
+    mine = principal or ""
+    own = {v.spec.framework_id for v in snapshot.frameworks if v.spec.principal == mine}
+    frameworks = tuple(
+        view
+        if view.spec.framework_id in own
+        else dataclasses.replace(
+            view,
+            spec=FrameworkSpec("", REDACTED, view.spec.role, view.spec.weight),
+            demand=None,
+            failover_deadline=None,
+        )
+        for view in snapshot.frameworks
+    )
+    agents = tuple(
+        dataclasses.replace(
+            view, agent_id="", spec=dataclasses.replace(view.spec, hostname=REDACTED, port=0)
+        )
+        for view in snapshot.agents
+    )
+    return dataclasses.replace(
+        snapshot,
+        agents=agents,
+        frameworks=frameworks,
+        tasks=tuple(t for t in snapshot.tasks if t.framework_id in own),
+        offers=tuple(o for o in snapshot.offers if o.offer.framework_id in own),
     )

@@ -9,7 +9,9 @@ agent's channel, everything queued at once into one ``commands`` message. Whatev
 session (the agent ends or breaks its stream, a message the runtime refuses, the runtime closing
 the channel), the runtime hears it through ``disconnect``, and the stream ends with the code of
 the ``StreamEnd`` that closed the channel: a refused message ends it with its error's code and
-nothing of that message was applied.
+nothing of that message was applied (an undecodable one: INVALID_ARGUMENT). The session belongs
+to the principal that opened it (``caller()``): register and reregister name it to the runtime,
+which binds the agent to it (the node restriction).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import logging
 from collections.abc import AsyncIterator
 
 from fairshare.logs import log_event
+from fairshare.rpc_guard import UndecodableRequest, caller
 from fairshare.v1 import agent_pb2 as pb
 from fairshare.v1 import agent_pb2_grpc
 from grpc import aio
@@ -78,12 +81,12 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     def _open(self, first: pb.ConnectRequest) -> AgentSession:
         kind = first.WhichOneof("message")
         if kind == "register":
-            return self.agents.register(convert.agent_spec(first.register.agent_info))
+            return self.agents.register(convert.agent_spec(first.register.agent_info), caller())
         if kind == "reregister":
             message = first.reregister
             spec = convert.agent_spec(message.agent_info)
             tasks = convert.reported_tasks(message.tasks)
-            return self.agents.reregister(message.agent_id, spec, tasks)
+            return self.agents.reregister(message.agent_id, spec, tasks, caller())
         raise InvalidArgument(
             f"the first message must be register or reregister, not {kind or 'an empty one'}"
         )
@@ -108,7 +111,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                     raise InvalidArgument(
                         f"{kind or 'an empty message'} is not allowed after the first message"
                     )
-        except CoreError as error:
+        except (CoreError, UndecodableRequest) as error:
             log_event(log, "rpc.refused", logging.DEBUG, method="Connect", code=error.code)
             end = StreamEnd(error.code, error.message)
         except aio.AbortError:

@@ -1,8 +1,10 @@
 """Mapping of runtime errors to gRPC status codes, shared by the servicers.
 
 Invariant: a ``CoreError`` raised by conversion or by the runtime (which then changed nothing)
-ends the call with the status code its class names and its message; any other exception is a bug:
-it is logged with its traceback and the call ends with INTERNAL, and the daemon keeps serving.
+ends the call with the status code its class names and its message (logged at DEBUG, a few
+lines a second at most: ``LogLimiter``), and so does an undecodable request stream message
+(INVALID_ARGUMENT); any other exception is a bug: it is logged with its traceback and the call
+ends with INTERNAL, and the daemon keeps serving.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn, TypeVar
 
 import grpc
-from fairshare.logs import log_event
+from fairshare.logs import LogLimiter, log_event
+from fairshare.rpc_guard import UndecodableRequest
 from grpc import aio
 
 from master.core.errors import CoreError
@@ -26,6 +29,7 @@ S = TypeVar("S")
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 Context = aio.ServicerContext[Any, Any]
+_REFUSED = LogLimiter()
 
 
 def grpc_code(name: str) -> grpc.StatusCode:
@@ -36,8 +40,19 @@ def grpc_code(name: str) -> grpc.StatusCode:
 
 async def abort_with(context: Context, error: BaseException, method: str) -> NoReturn:
     """End the call for ``error``: its own code for a ``CoreError``, INTERNAL otherwise."""
-    if isinstance(error, CoreError):
-        log_event(log, "rpc.refused", logging.DEBUG, method=method, code=error.code, error=error)
+    if isinstance(error, (CoreError, UndecodableRequest)):
+        if log.isEnabledFor(logging.DEBUG):
+            held = _REFUSED.allow((method, error.code))
+            if held is not None:
+                log_event(
+                    log,
+                    "rpc.refused",
+                    logging.DEBUG,
+                    method=method,
+                    code=error.code,
+                    error=error,
+                    suppressed=held,
+                )
         await context.abort(grpc_code(error.code), error.message)
     log_event(log, "rpc.failed", logging.ERROR, exc_info=error, method=method)
     await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method}: {error}")

@@ -11,13 +11,15 @@
 - ``GET /api/v1/events?since=N``: recent noteworthy events (``events.RecentEvents``);
 - ``GET /api/v1/history``: shares over the last hour (``history.ShareHistory``).
 
-Invariants: every API answer is built from exactly one ``ClusterSnapshot`` taken synchronously
-on the runtime's loop (``OperatorCalls.snapshot``: the same snapshot gRPC ``GetState`` and the
-metrics read; aiohttp's handlers run on that loop, so it is one step of it); the snapshot is
-immutable, so turning it into JSON happens in a worker thread, off the loop (a big cluster's
-document does not delay allocation runs); nothing here keeps a copy of the state; a bad query
-parameter is 400 with ``{"error": ...}`` naming it; every other path is 404 (aiohttp's router);
-answers are never cached by the browser.
+Invariants: every API answer is built from exactly one ``ClusterSnapshot`` taken synchronously on
+the runtime's loop (``OperatorCalls.view``: the same snapshot gRPC ``GetState`` and the metrics
+read, as much of it as the request's principal may see: ``fairshare.metrics_server`` authenticated
+it, and a principal with a redacted view gets redacted documents and no events or history, which
+name frameworks and agents; aiohttp's handlers run on that loop, so it is one step of it); the
+snapshot is immutable, so turning it into JSON happens in a worker thread, off the loop (a big
+cluster's document does not delay allocation runs); nothing here keeps a copy of the state; a bad
+query parameter is 400 with ``{"error": ...}`` naming it; every other path is 404 (aiohttp's
+router); answers are never cached by the browser.
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ from importlib import resources
 from typing import Any
 
 from aiohttp import web
+from fairshare.metrics_server import PRINCIPAL
 from fairshare.task_states import TaskState
 
+from master.core import CoreError
 from master.runtime.views import ClusterSnapshot
 from master.web.documents import (
     MAX_PAGE,
@@ -85,19 +89,34 @@ async def _json_off_loop(build: Callable[[], dict[str, Any]]) -> web.Response:
     return web.Response(body=body, content_type="application/json", headers=NO_STORE)
 
 
+View = Callable[[str | None], ClusterSnapshot]
+Level = Callable[[str | None], str]
+
+
 class WebApi:
-    """The dashboard and the ``/api/v1`` handlers over one snapshot source."""
+    """The dashboard and the ``/api/v1`` handlers over one view source (``view(principal)``;
+    ``level(principal)`` is ``"full"`` or ``"redacted"``)."""
 
     def __init__(
         self,
-        snapshot: Callable[[], ClusterSnapshot],
+        view: View,
         events: RecentEvents,
         history: ShareHistory,
+        level: Level = lambda principal: "full",
     ) -> None:
-        self.snapshot = snapshot
+        self.view = view
+        self.level = level
         self.events = events
         self.history = history
         self._page = dashboard_page().encode("utf-8")
+
+    def snapshot(self, request: web.Request) -> ClusterSnapshot:
+        """What the request's principal may see (``CoreError`` when nothing)."""
+        return self.view(request.get(PRINCIPAL))
+
+    def full(self, request: web.Request) -> bool:
+        """True when the request's principal sees the whole state."""
+        return self.level(request.get(PRINCIPAL)) == "full"
 
     def add_routes(self, app: web.Application) -> None:
         """Add the dashboard and the API to ``app``."""
@@ -120,6 +139,8 @@ class WebApi:
                 return await handler(request)
             except BadQuery as error:
                 return web.json_response({"error": str(error)}, status=400, headers=NO_STORE)
+            except CoreError as error:  # the view was refused
+                return web.json_response({"error": error.message}, status=403, headers=NO_STORE)
 
         return wrapped
 
@@ -131,12 +152,12 @@ class WebApi:
 
     async def state(self, request: web.Request) -> web.Response:
         """``/api/v1/state``: the whole cluster."""
-        snapshot = self.snapshot()
+        snapshot = self.snapshot(request)
         return await _json_off_loop(lambda: state_document(snapshot))
 
     async def frameworks(self, request: web.Request) -> web.Response:
         """``/api/v1/frameworks``: the pool summary and every framework."""
-        snapshot = self.snapshot()
+        snapshot = self.snapshot(request)
 
         def build() -> dict[str, Any]:
             document = summary_document(snapshot)
@@ -147,7 +168,7 @@ class WebApi:
 
     async def agents(self, request: web.Request) -> web.Response:
         """``/api/v1/agents``: the pool summary and every agent."""
-        snapshot = self.snapshot()
+        snapshot = self.snapshot(request)
 
         def build() -> dict[str, Any]:
             document = summary_document(snapshot)
@@ -166,7 +187,7 @@ class WebApi:
             if state not in TaskState.__members__:
                 raise BadQuery(f"state: {state!r} is not a task state")
         framework_id = request.query.get("framework_id") or None
-        tasks = self.snapshot().tasks
+        tasks = self.snapshot(request).tasks
         return await _json_off_loop(
             lambda: page_of_tasks(tasks, offset, limit, framework_id, state)
         )
@@ -174,8 +195,10 @@ class WebApi:
     async def recent_events(self, request: web.Request) -> web.Response:
         """``/api/v1/events?since=N``: the recent noteworthy events after sequence ``N``."""
         since = _int_param(request, "since", 0, 2**62)
-        return _json({"events": self.events.since(since)})
+        return _json({"events": self.events.since(since) if self.full(request) else []})
 
     async def share_history(self, request: web.Request) -> web.Response:
         """``/api/v1/history``: shares and utilization over the last hour."""
+        if not self.full(request):
+            return _json({"interval": self.history.interval, "window": 0, "points": []})
         return _json(self.history.document())

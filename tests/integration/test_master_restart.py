@@ -18,6 +18,8 @@ import pytest
 from daemons import DEFAULT_MASTER_FLAGS, ROOT, Daemon, daemon_env, wait_for
 from faults import FrameworkProcess, agent_states, cluster_state, restart_master, running_tasks
 
+from master.registry import SCHEMA_VERSION
+
 SETTLE = 45.0
 MASTER_FLAGS = (*DEFAULT_MASTER_FLAGS, "--agent-timeout", "5s", "--reregistration-timeout", "20s")
 
@@ -162,4 +164,4 @@ def test_newer_schema_registry_stops_the_master(master_factory: Callable[..., Da
         db.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     done = run_master(work_dir)
     assert done.returncode == 1
-    assert "schema version 99, newer than this master's 1" in done.stderr
+    assert f"schema version 99, newer than this master's {SCHEMA_VERSION}" in done.stderr

@@ -13,6 +13,7 @@ from master.model import AgentSpec, FrameworkSpec
 from master.registry import (
     MARKER_FILE,
     REGISTRY_FILE,
+    SCHEMA_VERSION,
     UNREACHABLE,
     AgentEntry,
     Registry,
@@ -86,9 +87,12 @@ def test_a_corrupt_registry_is_refused(tmp_path: Path) -> None:
 
 def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
     filled(tmp_path).close()
+    newer = SCHEMA_VERSION + 1
     with sqlite3.connect(tmp_path / REGISTRY_FILE) as db:
-        db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
-    with pytest.raises(RegistryError, match="schema version 2, newer than this master's 1"):
+        db.execute(f"UPDATE meta SET value = '{newer}' WHERE key = 'schema_version'")
+    with pytest.raises(
+        RegistryError, match=f"schema version {newer}, newer than this master's {SCHEMA_VERSION}"
+    ):
         Registry.open(tmp_path)
 
 

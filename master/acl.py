@@ -1,0 +1,253 @@
+"""``Acl``: who may do what on the master, from an ACL file like Mesos's ``--acls`` (DESIGN.md §3a).
+
+The file (TOML, or JSON when it ends in ``.json``) lists rules per action; see
+``docs/security.md`` for examples::
+
+    permissive = false                  # an action no rule allows is refused (the default)
+
+    [[register_frameworks]]             # Subscribe: with which roles, and the weight cap
+    principals = ["batch"]
+    roles = ["batch", "*"]
+    max_weight = 4
+
+    [[register_agents]]                 # Connect (register; reregister of its own agents)
+    principals = ["agent-1", "agent-2"]
+
+    [[teardown_frameworks]]             # OperatorService.TeardownFramework
+    principals = ["ops"]
+    framework_principals = "ANY"        # whose frameworks: "ANY", "SELF", or a list
+
+    [[kill_tasks]]                      # OperatorService.KillTask
+    principals = ["alice"]
+    framework_principals = "SELF"
+
+    [[set_weights]]                     # OperatorService.SetWeight (roles of the targets)
+    principals = ["ops"]
+    roles = "ANY"
+
+    [[maintain_agents]]                 # Deactivate/ReactivateAgents, RemoveAgent
+    principals = ["ops"]
+
+    [[view_state]]                      # GetState, GetWeights, the dashboard, API and /metrics
+    principals = "ANY"
+    level = "redacted"                  # "full" (default) or "redacted"
+
+Matching, as in Mesos: the rules of an action are tried in order; the first whose ``principals``
+match the caller decides if its object (``roles``, ``framework_principals``) matches too: a
+rule whose object is ``"NONE"`` refuses, a rule whose object matches allows (with its
+``max_weight`` or ``level``), otherwise the next rule is tried. When no rule decides,
+``permissive`` does. Values are a list of names, ``"ANY"`` or ``"NONE"`` (Mesos's
+``{"values": [...]}`` and ``{"type": "ANY"}`` forms are accepted too); ``"ANY"`` principals
+match anonymous callers as well (a master without authentication).
+
+Invariants: an ``Acl`` is immutable and validated when loaded (``AclError`` names the file,
+the action and the rule); ``decide`` is pure. Without an ACL file the master uses ``OPEN``:
+every action allowed, subscribed weights capped at ``DEFAULT_MAX_WEIGHT``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from master.core.checks import MAX_WEIGHT, MIN_WEIGHT
+
+__all__ = [
+    "ACTIONS",
+    "DEFAULT_MAX_WEIGHT",
+    "OPEN",
+    "Acl",
+    "AclError",
+    "Decision",
+    "Rule",
+    "Values",
+]
+
+DEFAULT_MAX_WEIGHT: Final = 100.0
+"""The largest weight a framework may ask for when no rule says otherwise (an operator may set
+larger ones, up to the core's ``MAX_WEIGHT``)."""
+OBJECTS: Final[Mapping[str, str | None]] = {
+    "register_frameworks": "roles",
+    "register_agents": None,
+    "teardown_frameworks": "framework_principals",
+    "kill_tasks": "framework_principals",
+    "set_weights": "roles",
+    "maintain_agents": None,
+    "view_state": None,
+}
+ACTIONS: Final = tuple(OBJECTS)
+LEVELS: Final = ("full", "redacted")
+
+
+class AclError(ValueError):
+    """An ACL file that cannot be used (the message names the file, action and rule)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Values:
+    """A set of names, or everything (``ANY``), or nothing (``NONE``); ``SELF`` (framework
+    principals only) is the caller itself."""
+
+    names: frozenset[str] = frozenset()
+    any: bool = False
+    self_: bool = False
+
+    @property
+    def none(self) -> bool:
+        """True for ``NONE``."""
+        return not (self.names or self.any or self.self_)
+
+    def matches(self, value: str | None, caller: str | None = None) -> bool:
+        """True if ``value`` is in the set (``caller``: who ``SELF`` is)."""
+        if self.any:
+            return True
+        if self.self_ and value is not None and value == (caller or ""):
+            return True
+        return value is not None and value in self.names
+
+
+ANY: Final = Values(any=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One rule of an action."""
+
+    principals: Values
+    objects: Values = ANY
+    max_weight: float = DEFAULT_MAX_WEIGHT
+    level: str = "full"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What ``decide`` answers: allowed or not, with the rule that said so."""
+
+    allowed: bool
+    rule: Rule
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Acl:
+    """The rules of every action and what no rule decides (``permissive``)."""
+
+    rules: Mapping[str, tuple[Rule, ...]] = field(default_factory=dict)
+    permissive: bool = True
+    source: str = "(none)"
+
+    def decide(self, action: str, principal: str | None, target: str | None = None) -> Decision:
+        """May ``principal`` (None: anonymous) do ``action`` on ``target`` (a role, or the
+        principal of a framework)? The first rule whose principals match and whose object
+        matches (or is NONE) decides; else ``permissive``."""
+        for rule in self.rules.get(action, ()):
+            if not rule.principals.matches(principal):
+                continue
+            if rule.objects.none:
+                return Decision(False, rule, f"a rule of {self.source} refuses {action}")
+            if OBJECTS[action] is None or rule.objects.matches(target, principal):
+                return Decision(True, rule, "allowed by a rule")
+        if self.permissive:
+            return Decision(True, Rule(ANY), "no rule: permissive")
+        who = principal if principal is not None else "anonymous callers"
+        return Decision(False, Rule(ANY), f"no rule of {self.source} lets {who} {action}")
+
+    @classmethod
+    def load(cls, path: Path) -> Acl:
+        """Read and check an ACL file (``AclError`` naming what is wrong)."""
+        try:
+            text = path.read_text(encoding="utf-8")
+            document: Any = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+        except (OSError, UnicodeDecodeError) as error:
+            raise AclError(f"ACL file {path}: cannot read it: {error}") from None
+        except (json.JSONDecodeError, tomllib.TOMLDecodeError) as error:
+            raise AclError(f"ACL file {path}: not valid: {error}") from None
+        if not isinstance(document, dict):
+            raise AclError(f"ACL file {path}: expected a table of actions")
+        return parse(document, str(path))
+
+
+def parse(document: Mapping[str, Any], source: str) -> Acl:
+    """An ``Acl`` from a parsed document (``AclError`` naming what is wrong)."""
+    permissive = document.get("permissive", False)
+    if not isinstance(permissive, bool):
+        raise AclError(f"ACL file {source}: permissive must be true or false")
+    rules: dict[str, tuple[Rule, ...]] = {}
+    for action, raw in document.items():
+        if action == "permissive":
+            continue
+        if action not in OBJECTS:
+            raise AclError(
+                f"ACL file {source}: unknown action {action!r} (known: {', '.join(ACTIONS)})"
+            )
+        if not isinstance(raw, list):
+            raise AclError(f"ACL file {source}: {action} must be a list of rules")
+        rules[action] = tuple(
+            _rule(action, item, f"ACL file {source}, {action} rule {number}")
+            for number, item in enumerate(raw, start=1)
+        )
+    return Acl(rules, permissive, source)
+
+
+def _rule(action: str, item: Any, where: str) -> Rule:
+    if not isinstance(item, dict):
+        raise AclError(f"{where}: expected a table")
+    object_key = OBJECTS[action]
+    allowed = {"principals", *([object_key] if object_key else [])}
+    if action == "register_frameworks":
+        allowed.add("max_weight")
+    if action == "view_state":
+        allowed.add("level")
+    unknown = set(item) - allowed
+    if unknown:
+        raise AclError(f"{where}: unknown keys {sorted(unknown)} (allowed: {sorted(allowed)})")
+    if "principals" not in item:
+        raise AclError(f"{where}: principals is missing")
+    principals = _values(item["principals"], f"{where}: principals", self_allowed=False)
+    objects = ANY
+    if object_key is not None and object_key in item:
+        self_allowed = object_key == "framework_principals"
+        objects = _values(item[object_key], f"{where}: {object_key}", self_allowed)
+    max_weight = item.get("max_weight", DEFAULT_MAX_WEIGHT)
+    if (
+        isinstance(max_weight, bool)
+        or not isinstance(max_weight, (int, float))
+        or not math.isfinite(max_weight)
+        or not MIN_WEIGHT <= max_weight <= MAX_WEIGHT
+    ):
+        raise AclError(f"{where}: max_weight must be a number in [{MIN_WEIGHT:g}, {MAX_WEIGHT:g}]")
+    level = item.get("level", "full")
+    if level not in LEVELS:
+        raise AclError(f"{where}: level must be one of {', '.join(LEVELS)}")
+    return Rule(principals, objects, float(max_weight), level)
+
+
+def _values(raw: Any, where: str, self_allowed: bool) -> Values:
+    if isinstance(raw, dict):  # Mesos's form: {"values": [...]} or {"type": "ANY"}
+        if "values" in raw:
+            raw = raw["values"]
+        elif "type" in raw:
+            raw = raw["type"]
+    if isinstance(raw, str):
+        word = raw.upper()
+        if word == "ANY":
+            return ANY
+        if word == "NONE":
+            return Values()
+        if word == "SELF" and self_allowed:
+            return Values(self_=True)
+        raw = [raw]
+    if not isinstance(raw, list) or not raw or not all(isinstance(v, str) and v for v in raw):
+        choices = '"ANY", "NONE", "SELF"' if self_allowed else '"ANY", "NONE"'
+        raise AclError(f"{where}: expected a non-empty list of names, or {choices}")
+    names = frozenset(v for v in raw if v.upper() != "SELF")
+    return Values(names=names, self_=self_allowed and len(names) != len(set(raw)))
+
+
+OPEN: Final = Acl()
+"""No ACL file: everything allowed, subscribed weights capped at ``DEFAULT_MAX_WEIGHT``."""

@@ -1,0 +1,117 @@
+"""``Authority``: who may do what in the runtime (DESIGN.md §3a): the ACL, ownership, and the
+limits per principal.
+
+The gRPC adapters hand every runtime call the caller's principal (``None``: anonymous, when
+authentication is off); the call classes ask the authority before they change anything:
+
+- ``allow(action, principal, target)``: the ACL's decision (``master.acl``); PERMISSION_DENIED
+  when it refuses;
+- ``check_owner(principal, owner, what)``: a framework acts on its own framework id only, an
+  agent on its own registration only (the Kubernetes node authorizer's rule); the owner is the
+  principal that registered it, kept in the registry. With authentication off there are no
+  owners (everyone is anonymous) and the check passes;
+- ``admit(principal, kind, registered, most)``: a new framework or agent, within its
+  principal's count (``most``) and registration rate (a token bucket per principal:
+  ``RuntimeLimits.registration_rate`` per second after a burst of ``registration_burst``);
+  RESOURCE_EXHAUSTED otherwise (called once every other check of the registration passed).
+
+Invariants: pure bookkeeping on the runtime's loop (no I/O); the rate buckets of at most
+``MAX_BUCKETS`` principals are kept (least recently used forgotten: a forgotten principal
+starts with a full burst again, which only ever errs towards admitting).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from master.acl import OPEN, Acl, Rule
+from master.core.errors import PermissionDenied, ResourceExhausted
+
+__all__ = ["MAX_BUCKETS", "Authority", "RuntimeLimits"]
+
+MAX_BUCKETS: Final = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeLimits:
+    """Limits per principal and the registry's bounds on what left the cluster."""
+
+    max_frameworks_per_principal: int = 1000
+    max_agents_per_principal: int = 20_000
+    registration_rate: float = 100.0
+    registration_burst: int = 1000
+    registry_max_agent_age: float = 14 * 86400.0
+    registry_max_agent_count: int = 10_000
+    registry_max_framework_age: float = 14 * 86400.0
+    registry_max_framework_count: int = 10_000
+
+
+class Authority:
+    """The ACL, the ownership rule and the registration limits of one master."""
+
+    def __init__(
+        self,
+        acl: Acl = OPEN,
+        authenticated: bool = False,
+        limits: RuntimeLimits | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.acl = acl
+        self.authenticated = authenticated
+        self.limits = limits or RuntimeLimits()
+        self._clock = clock
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
+        self.denied = 0
+        self.exhausted = 0
+
+    def bind_clock(self, clock: Callable[[], float]) -> None:
+        """Use ``clock`` (the runtime's monotonic clock) for the rate buckets."""
+        self._clock = clock
+
+    def allow(self, action: str, principal: str | None, target: str | None = None) -> Rule:
+        """The rule allowing ``principal`` to do ``action`` on ``target``; PERMISSION_DENIED if
+        the ACL refuses."""
+        decision = self.acl.decide(action, principal, target)
+        if not decision.allowed:
+            self.denied += 1
+            raise PermissionDenied(decision.why)
+        return decision.rule
+
+    def owner_of(self, principal: str | None) -> str:
+        """The owner a new framework or agent of ``principal`` gets (``""`` when anonymous)."""
+        return (principal or "") if self.authenticated else ""
+
+    def check_owner(self, principal: str | None, owner: str, what: str) -> None:
+        """PERMISSION_DENIED unless ``principal`` owns ``what`` (always passes without
+        authentication)."""
+        if self.authenticated and (principal or "") != owner:
+            self.denied += 1
+            raise PermissionDenied(f"{what} was registered by another principal")
+
+    def admit(self, principal: str | None, kind: str, registered: int, most: int) -> None:
+        """Charge one registration of ``kind`` to ``principal``, who has ``registered`` of them
+        (at most ``most``); RESOURCE_EXHAUSTED when over the count or the rate."""
+        key = principal or ""
+        who = f"principal {key!r}" if key else "anonymous callers"
+        if registered >= most:
+            self.exhausted += 1
+            raise ResourceExhausted(f"{who} registered {registered} {kind}s, the most allowed")
+        now = self._clock() if self._clock is not None else 0.0
+        limits = self.limits
+        tokens, at = self._buckets.pop(key, (float(limits.registration_burst), now))
+        burst, rate = float(limits.registration_burst), limits.registration_rate
+        tokens = min(burst, tokens + (now - at) * rate)
+        if tokens < 1.0:
+            self._buckets[key] = (tokens, now)
+            self.exhausted += 1
+            wait = (1.0 - tokens) / limits.registration_rate
+            raise ResourceExhausted(
+                f"{who} registers {kind}s faster than {limits.registration_rate:g}/s: retry in"
+                f" {wait:.2f}s"
+            )
+        self._buckets[key] = (tokens - 1.0, now)
+        while len(self._buckets) > MAX_BUCKETS:
+            self._buckets.popitem(last=False)

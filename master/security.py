@@ -1,0 +1,104 @@
+"""The master's security, built once from its settings (DESIGN.md §3a): TLS of its ports, who
+its callers are, what they may do, and one log line saying what it exposes.
+
+- ``load_security(config)``: the ``ServerSecurity`` of both ports (client certificates verified
+  when ``--tls-ca`` is given, and required unless ``--credentials`` also accepts tokens), the
+  ``Authenticator`` (certificates and/or the credentials file) and the ``Acl`` (``--acls``, or
+  ``OPEN``); a file that cannot be used raises ``SettingsError`` naming its flag, before
+  anything is served;
+- ``exposure(...)``: the fields and level of the one ``security.exposure`` line the master logs
+  when it serves: where each port listens (the address bound, truly: ``0.0.0.0`` is all
+  interfaces), TLS, authentication and ACL; WARNING when a port other than loopback is served
+  without TLS and authentication (``--allow-insecure``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from fairshare.credentials import Credentials, CredentialsError
+from fairshare.rpc_guard import Authenticator
+from fairshare.settings import SettingsError
+from fairshare.transport import SecurityError, ServerSecurity, is_loopback
+
+from master.acl import OPEN, Acl, AclError
+from master.config import MasterConfig
+
+__all__ = ["MasterSecurity", "exposure", "load_security"]
+
+
+@dataclass(frozen=True, slots=True)
+class MasterSecurity:
+    """TLS of the ports, the authenticator, the ACL."""
+
+    server: ServerSecurity
+    authenticator: Authenticator
+    acl: Acl
+
+
+def load_security(config: MasterConfig) -> MasterSecurity:
+    """The master's security from its settings (``SettingsError`` naming a flag if a file
+    cannot be used)."""
+    try:
+        server = ServerSecurity(
+            config.tls_cert,
+            config.tls_key,
+            config.tls_ca,
+            require_client_cert=config.tls_ca is not None and config.credentials is None,
+        )
+        server.credentials() if server.tls else None  # read the files now: fail before serving
+    except SecurityError as error:
+        raise SettingsError(f"--tls-cert/--tls-key/--tls-ca: {error}") from None
+    credentials = None
+    if config.credentials is not None:
+        try:
+            credentials = Credentials.load(config.credentials)
+        except CredentialsError as error:
+            raise SettingsError(f"--credentials: {error}") from None
+    acl = OPEN
+    if config.acls is not None:
+        try:
+            acl = Acl.load(config.acls)
+        except AclError as error:
+            raise SettingsError(f"--acls: {error}") from None
+    authenticator = Authenticator(credentials, certificates=config.tls_ca is not None)
+    return MasterSecurity(server, authenticator, acl)
+
+
+def _where(host: str, port: int) -> str:
+    shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    return f"{shown}:{port}"
+
+
+def exposure(
+    config: MasterConfig, security: MasterSecurity, grpc_port: int, http_port: int
+) -> tuple[int, dict[str, Any]]:
+    """The level and fields of the ``security.exposure`` line (module docstring)."""
+    loopback = is_loopback(config.host)
+    secured = security.server.tls and security.authenticator.required
+    reach = (
+        "loopback only"
+        if loopback
+        else "all interfaces"
+        if config.host
+        in (
+            "0.0.0.0",
+            "::",
+            "[::]",
+        )
+        else f"interface {config.host}"
+    )
+    fields: dict[str, Any] = {
+        "grpc": _where(config.host, grpc_port),
+        "http": _where(config.host, http_port),
+        "reachable": reach,
+        "tls": security.server.mode,
+        "authentication": security.authenticator.mode,
+        "acl": str(config.acls) if config.acls is not None else "none (everything allowed)",
+    }
+    if not secured and not loopback:
+        fields["warning"] = "anyone who reaches these ports controls the cluster (--allow-insecure)"
+        return logging.WARNING, fields
+    return logging.INFO, fields
