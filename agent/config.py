@@ -11,6 +11,14 @@ Invariants: ``resolve`` either returns fully validated ``AgentSettings`` or rais
 ``SettingsError`` whose message names where the bad value came from (``--resources``,
 ``FAIRSHARE_AGENT_RESOURCES`` or ``resources in FILE``) and what is wrong with it. Resource and
 attribute names follow the wire alphabet (lower case ``[a-z0-9_.-]``, starting with a letter).
+
+Security (DESIGN.md §3a): ``--tls-ca`` is the CA that signed the master's certificate (the agent
+talks TLS to it) and, with ``--tls-cert``, the CA whose client certificates its own ports
+require; ``--tls-cert``/``--tls-key`` are the agent's identity to the master (the certificate's
+common name is its principal) and its ports' certificate; ``--token-file`` is the other way to
+say who it is. ``--credentials`` lets its HTTP port accept tokens and basic auth. Its ports
+(health, metrics) bind loopback unless they serve TLS with authentication, or
+``--allow-insecure``.
 """
 
 from __future__ import annotations
@@ -19,21 +27,43 @@ import argparse
 import re
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from fairshare.credentials import Credentials, CredentialsError
 from fairshare.resources import ResourceError, ResourceVector
+from fairshare.rpc_guard import Authenticator
 from fairshare.settings import (
     SHARED_SETTINGS,
     Setting,
+    SettingsError,
+    boolean,
+    file_path,
     non_empty_text,
     port,
     positive_duration,
     resolve_settings,
 )
+from fairshare.transport import (
+    INSECURE,
+    PLAINTEXT,
+    ClientSecurity,
+    SecurityError,
+    ServerSecurity,
+    is_loopback,
+    read_token,
+)
 
-__all__ = ["AGENT_SETTINGS", "AgentSettings", "parse_attributes", "parse_resources", "resolve"]
+__all__ = [
+    "AGENT_SETTINGS",
+    "AgentSecurity",
+    "AgentSettings",
+    "load_security",
+    "parse_attributes",
+    "parse_resources",
+    "resolve",
+]
 
 _WIRE_NAME: Final = re.compile(r"^[a-z][a-z0-9_.\-]*$")
 
@@ -53,6 +83,22 @@ class AgentSettings:
     log_format: str
     log_level: str
     status_update_retry: float
+    tls_ca: Path | None = None
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    token_file: Path | None = None
+    tls_server_name: str | None = None
+    credentials: Path | None = None
+    allow_insecure: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSecurity:
+    """How the agent reaches the master, how its ports serve, who may call them."""
+
+    master: ClientSecurity = INSECURE
+    server: ServerSecurity = PLAINTEXT
+    authenticator: Authenticator = field(default_factory=Authenticator)
 
 
 def parse_resources(text: str) -> ResourceVector:
@@ -131,6 +177,52 @@ AGENT_SETTINGS: Final = (
         "first retry of an unacknowledged status update, doubling up to 60s",
         metavar="DURATION",
     ),
+    Setting(
+        "tls_ca",
+        file_path,
+        None,
+        "CA bundle (PEM) that signed the master's certificate (TLS to the master); with"
+        " --tls-cert also the CA of the client certificates this agent's ports require",
+        metavar="FILE",
+    ),
+    Setting(
+        "tls_cert",
+        file_path,
+        None,
+        "this agent's certificate (PEM): its identity to the master (the common name is its"
+        " principal) and the certificate of its own ports",
+        metavar="FILE",
+    ),
+    Setting("tls_key", file_path, None, "the key of --tls-cert (PEM)", metavar="FILE"),
+    Setting(
+        "token_file",
+        file_path,
+        None,
+        "file holding this agent's token PRINCIPAL:SECRET for the master (instead of a"
+        " certificate)",
+        metavar="FILE",
+    ),
+    Setting(
+        "tls_server_name",
+        non_empty_text,
+        None,
+        "name to check in the master's certificate (default: the host of --master)",
+        metavar="NAME",
+    ),
+    Setting(
+        "credentials",
+        file_path,
+        None,
+        "credentials file: this agent's HTTP port accepts the tokens (and basic auth) it lists",
+        metavar="FILE",
+    ),
+    Setting(
+        "allow_insecure",
+        boolean,
+        False,
+        "serve a --host other than loopback without TLS and authentication",
+        switch=True,
+    ),
 )
 """The settings of ``fairshare agent``, in the order ``--help`` shows them."""
 
@@ -140,4 +232,70 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> AgentSettings:
     values = resolve_settings("agent", AGENT_SETTINGS, args, env)
     values["hostname"] = values["hostname"] or socket.gethostname()
     values["work_dir"] = Path(values["work_dir"])
-    return AgentSettings(**values)
+    settings = AgentSettings(**values)
+    _server_security(settings)  # the flags fit together (the files are read by load_security)
+    return settings
+
+
+def load_security(settings: AgentSettings) -> AgentSecurity:
+    """Read the security files of ``settings`` (``SettingsError`` naming the flag when one
+    cannot be used): before the agent serves or registers anything."""
+    server = _server_security(settings)
+    try:
+        if server.tls:
+            server.credentials()
+    except SecurityError as error:
+        raise SettingsError(f"--tls-cert/--tls-key/--tls-ca: {error}") from None
+    credentials = None
+    if settings.credentials is not None:
+        try:
+            credentials = Credentials.load(settings.credentials)
+        except CredentialsError as error:
+            raise SettingsError(f"--credentials: {error}") from None
+    certificates = server.tls and settings.tls_ca is not None
+    return AgentSecurity(
+        _master_security(settings), server, Authenticator(credentials, certificates)
+    )
+
+
+def _master_security(settings: AgentSettings) -> ClientSecurity:
+    """How the agent reaches the master (``SettingsError`` naming the flag)."""
+    token = None
+    if settings.token_file is not None:
+        try:
+            token = read_token(settings.token_file)
+        except SecurityError as error:
+            raise SettingsError(f"--token-file: {error}") from None
+    try:
+        security = ClientSecurity(
+            settings.tls_ca, settings.tls_cert, settings.tls_key, token, settings.tls_server_name
+        )
+        if security.tls:
+            security.credentials()  # read the files now: a bad one stops the agent here
+    except SecurityError as error:
+        raise SettingsError(f"--tls-ca/--tls-cert/--tls-key: {error}") from None
+    return security
+
+
+def _server_security(settings: AgentSettings) -> ServerSecurity:
+    """The agent's own ports: TLS with its certificate; client certificates required when a CA
+    is given and no credentials file (``SettingsError`` naming the flag)."""
+    if settings.tls_cert is None:
+        if settings.credentials is not None:
+            raise SettingsError("--credentials: tokens would travel in plaintext; add --tls-cert")
+        security = PLAINTEXT
+    else:
+        security = ServerSecurity(
+            settings.tls_cert,
+            settings.tls_key,
+            settings.tls_ca,
+            require_client_cert=settings.tls_ca is not None and settings.credentials is None,
+        )
+    secured = security.tls and (settings.tls_ca is not None or settings.credentials is not None)
+    if not secured and not is_loopback(settings.host) and not settings.allow_insecure:
+        raise SettingsError(
+            f"--host {settings.host}: without TLS (--tls-cert/--tls-key) and authentication"
+            " (--tls-ca or --credentials) anyone who reaches the agent's ports may read them;"
+            " bind 127.0.0.1, secure it, or add --allow-insecure"
+        )
+    return security

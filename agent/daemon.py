@@ -9,6 +9,13 @@ to ``<work-dir>/agent.addr`` (``HOST:PORT\\n``), serve Prometheus metrics (``age
 ``--metrics-port`` with their address in ``<work-dir>/metrics.addr``, then run ``AgentRuntime``
 against ``--master``.
 
+Security (``agent.config``): the agent reaches the master with its ``ClientSecurity`` (TLS,
+its certificate or token); its own gRPC port serves TLS with ``--tls-cert`` (client certificates
+of ``--tls-ca`` required unless ``--credentials``), every call passing ``RpcGuard``
+(undecodable requests refused; callers authenticated when the port authenticates); its HTTP
+port uses the same TLS and principals (``/health`` open). One ``security.exposure`` line says
+where its ports listen and how they are protected.
+
 Invariants: SIGTERM and SIGINT drain (health NOT_SERVING, tasks killed and their updates given
 a bounded chance to reach the master, server stopped, address file removed) and exit 0; a
 failure to bind or to create the work dir exits 1 with one log line; a master that rejects the
@@ -26,6 +33,7 @@ import dataclasses
 import logging
 import os
 import signal
+import ssl
 import sys
 from collections.abc import Callable
 from importlib import metadata
@@ -35,11 +43,22 @@ from typing import Any
 import grpc
 from fairshare.health import NOT_SERVING, SERVING, HealthServicer
 from fairshare.logs import configure_logging, log_event
+from fairshare.metrics_server import HttpSecurity
 from fairshare.ports import port_problem
+from fairshare.rpc_guard import RpcGuard
 from fairshare.settings import add_setting_flags
+from fairshare.transport import (
+    SecurityError,
+    ServerLimits,
+    ServerSecurity,
+    add_port,
+    is_loopback,
+    raise_fd_limit,
+    server_options,
+)
 
 from agent.checkpoint import CHECKPOINT_FILE, CheckpointError, CheckpointStore
-from agent.config import AGENT_SETTINGS, AgentSettings, resolve
+from agent.config import AGENT_SETTINGS, AgentSecurity, AgentSettings, load_security, resolve
 from agent.metrics import (
     AgentCollector,
     MetricsServer,
@@ -71,9 +90,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     """Run the agent daemon until SIGTERM; returns the process exit code."""
     settings = resolve(args, os.environ)  # SettingsError: the command line says why, exit 2
+    security = load_security(settings)  # an unusable TLS or credentials file: exit 2 as well
     configure_logging(settings.log_format, settings.log_level)
     try:
-        return asyncio.run(serve(settings))
+        return asyncio.run(serve(settings, security))
     except AgentFatalError as error:
         log_event(_LOG, "agent.failed", logging.ERROR, error=str(error))
         return EXIT_FAILURE
@@ -112,8 +132,10 @@ def _make_work_dir(work_dir: Path) -> bool:
     return True
 
 
-def _bind(server: grpc.aio.Server, host: str, port: int) -> int | None:
-    """Bind ``host:port`` (0 picks a free port); the bound port, or None after logging why."""
+def _bind(server: grpc.aio.Server, settings: AgentSettings, tls: ServerSecurity) -> int | None:
+    """Bind ``--host:--port`` (0 picks a free port) with the agent's TLS; the bound port, or None
+    after logging why."""
+    host, port = settings.host, settings.port
     address = _address(host, port)
     problem = port_problem(host, port)  # before gRPC tries: a clear line, not a core log line
     if problem is not None:
@@ -123,15 +145,16 @@ def _bind(server: grpc.aio.Server, host: str, port: int) -> int | None:
         )
         return None
     try:
-        bound = server.add_insecure_port(address)
-    except RuntimeError as error:
+        bound = add_port(server, address, tls)
+    except (RuntimeError, SecurityError) as error:
         log_event(_LOG, "listen.failed", logging.ERROR, address=address, error=str(error))
         return None
     return bound
 
 
-async def serve(settings: AgentSettings) -> int:
+async def serve(settings: AgentSettings, security: AgentSecurity | None = None) -> int:
     """Serve health, run the runtime until a signal, drain; returns the exit code."""
+    security = security or load_security(settings)
     if not _make_work_dir(settings.work_dir):
         return EXIT_FAILURE
     resources = settings.resources or host_resources(settings.work_dir)
@@ -142,25 +165,32 @@ async def serve(settings: AgentSettings) -> int:
         log_event(_LOG, "checkpoint.failed", logging.ERROR, error=str(error))
         return EXIT_FAILURE
     try:
-        return await _serve_with(settings, spec, checkpoint)
+        return await _serve_with(settings, security, spec, checkpoint)
     finally:
         checkpoint.close()
 
 
 async def _serve_with(
-    settings: AgentSettings, unbound: AgentSpec, checkpoint: CheckpointStore
+    settings: AgentSettings,
+    security: AgentSecurity,
+    unbound: AgentSpec,
+    checkpoint: CheckpointStore,
 ) -> int:
     resources = unbound.resources
     health = HealthServicer(())
     health.set_all(NOT_SERVING)  # SERVING once the runtime starts
-    server = grpc.aio.server()
+    raise_fd_limit()
+    options = server_options(ServerLimits(max_connections=1000))
+    server = grpc.aio.server(options=options, interceptors=[RpcGuard(security.authenticator)])
     server.add_generic_rpc_handlers((health.handler(),))
-    port = _bind(server, settings.host, settings.port)
+    port = _bind(server, settings, security.server)
     if port is None:
         return EXIT_FAILURE
     spec = dataclasses.replace(unbound, port=port)
     config = RuntimeConfig(
-        master=settings.master, status_retry_initial=settings.status_update_retry
+        master=settings.master,
+        security=security.master,
+        status_retry_initial=settings.status_update_retry,
     )
     try:
         runtime = AgentRuntime(config, spec, checkpoint=checkpoint)
@@ -168,7 +198,7 @@ async def _serve_with(
         log_event(_LOG, "checkpoint.failed", logging.ERROR, error=str(error))
         return EXIT_FAILURE
     await server.start()
-    metrics = await _start_metrics(settings, runtime, health)
+    metrics = await _start_metrics(settings, security, runtime, health)
     if metrics is None:
         await server.stop(grace=None)
         return EXIT_FAILURE
@@ -178,6 +208,7 @@ async def _serve_with(
     _write_address(address_file, address)
     log_event(_LOG, "listening", address=address)
     log_event(_LOG, "metrics.listening", address=metrics.address)
+    _log_exposure(settings, security, port, metrics.port)
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, _stopper(runtime, signum))
@@ -201,8 +232,31 @@ async def _serve_with(
     return 0
 
 
+def _log_exposure(
+    settings: AgentSettings, security: AgentSecurity, port: int, http_port: int
+) -> None:
+    """One line: where the agent's ports listen, how they are protected, how it reaches the
+    master (WARNING when exposed beyond loopback without TLS and authentication)."""
+    server, authenticator = security.server, security.authenticator
+    exposed = not is_loopback(settings.host) and not (server.tls and authenticator.required)
+    log_event(
+        _LOG,
+        "security.exposure",
+        logging.WARNING if exposed else logging.INFO,
+        grpc=_address(settings.host, port),
+        http=_address(settings.host, http_port),
+        tls=server.mode,
+        authentication=authenticator.mode,
+        master_tls="on" if security.master.tls else "off",
+        identity=security.master.principal_hint,
+    )
+
+
 async def _start_metrics(
-    settings: AgentSettings, runtime: AgentRuntime, health: HealthServicer
+    settings: AgentSettings,
+    security: AgentSecurity,
+    runtime: AgentRuntime,
+    health: HealthServicer,
 ) -> MetricsServer | None:
     """Serve /metrics and /health on ``--metrics-port``; None (after logging why) if it cannot
     bind."""
@@ -214,9 +268,13 @@ async def _start_metrics(
 
     try:
         return await serve_http(
-            build_registry(collector), settings.host, settings.metrics_port, healthy
+            build_registry(collector),
+            settings.host,
+            settings.metrics_port,
+            healthy,
+            security=HttpSecurity(security.server, security.authenticator),
         )
-    except OSError as error:
+    except (OSError, ssl.SSLError) as error:
         log_event(
             _LOG,
             "metrics.listen.failed",

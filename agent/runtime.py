@@ -53,7 +53,9 @@ from typing import TypeVar
 import grpc
 from fairshare.logs import log_event
 from fairshare.task_states import TaskState
+from fairshare.transport import INSECURE, ClientSecurity
 from fairshare.v1 import agent_pb2, common_pb2
+from fairshare.wire import WireRangeError, seconds_from_duration
 from google.protobuf.duration_pb2 import Duration
 
 from agent.backoff import Backoff
@@ -72,6 +74,10 @@ _LOG = logging.getLogger("fairshare.agent")
 _TS = common_pb2.TaskStatus
 _MAX_UPDATES_PER_MESSAGE = 1000
 RECONNECT_CAP_ONCE_CONNECTED = 2.0
+MAX_HEARTBEAT_INTERVAL = 3600.0
+"""The longest heartbeat interval the agent accepts from a master (longer ones are clamped)."""
+MAX_RECONNECT_JITTER = 600.0
+"""The longest reconnect jitter the agent accepts from a master (longer ones are clamped)."""
 """Seconds between reconnection attempts at most, once a session was established (or the
 master's reconnect jitter, if longer): a restarted master finds its agents back quickly."""
 
@@ -81,6 +87,7 @@ class RuntimeConfig:
     """Timing and retry settings of the runtime (seconds)."""
 
     master: str
+    security: ClientSecurity = INSECURE  # TLS and the agent's identity to the master
     status_retry_initial: float = 1.0
     status_retry_max: float = 60.0
     reconnect_initial: float = 0.25
@@ -89,6 +96,14 @@ class RuntimeConfig:
     drain_timeout: float = 3.0
     default_heartbeat_interval: float = 5.0
     kill_tasks_on_shutdown: bool = True
+
+
+def _seconds(message: Duration, most: float) -> float:
+    """A duration the master sent, in [0, ``most``] (malformed ones count as 0)."""
+    try:
+        return min(seconds_from_duration(message, "duration"), most)
+    except WireRangeError:
+        return 0.0
 
 
 class AgentFatalError(Exception):
@@ -232,7 +247,7 @@ class AgentRuntime:
 
     async def _session(self) -> Outcome:
         self._healthy = False
-        stream = MasterStream(self.config.master)
+        stream = MasterStream(self.config.master, self.config.security)
         try:
             await self._open(stream)
             self.state.on_connected(self._now())
@@ -316,9 +331,9 @@ class AgentRuntime:
         )
 
     def _apply_settings(self, heartbeat: Duration, jitter: Duration) -> None:
-        seconds = heartbeat.ToTimedelta().total_seconds()
+        seconds = _seconds(heartbeat, MAX_HEARTBEAT_INTERVAL)
         self.heartbeat_interval = seconds if seconds > 0 else self.config.default_heartbeat_interval
-        self.reconnect_jitter = max(0.0, jitter.ToTimedelta().total_seconds())
+        self.reconnect_jitter = _seconds(jitter, MAX_RECONNECT_JITTER)
 
     async def _serve(self, stream: MasterStream) -> Outcome:
         """Run the reader, the update sender and heartbeats until one ends the session."""

@@ -28,16 +28,11 @@ from enum import Enum
 from typing import Any, Final
 
 import grpc
+from fairshare.transport import INSECURE, ClientSecurity, client_channel
 from fairshare.v1 import agent_pb2, agent_pb2_grpc
 
-__all__ = ["CHANNEL_OPTIONS", "MasterStream", "Outcome", "RefusedError", "classify"]
+__all__ = ["MasterStream", "Outcome", "RefusedError", "classify"]
 
-CHANNEL_OPTIONS: Final = [
-    ("grpc.keepalive_time_ms", 30_000),
-    ("grpc.keepalive_timeout_ms", 10_000),
-    ("grpc.keepalive_permit_without_calls", 1),
-    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
-]
 _HALF_CLOSE: Final = object()
 
 
@@ -79,10 +74,11 @@ def classify(code: grpc.StatusCode) -> Outcome:
 
 
 class MasterStream:
-    """One ``Connect`` call over its own channel."""
+    """One ``Connect`` call over its own channel (``fairshare.transport``: keepalive, message
+    sizes, TLS and the agent's identity)."""
 
-    def __init__(self, master: str) -> None:
-        self._channel = grpc.aio.insecure_channel(master, options=CHANNEL_OPTIONS)
+    def __init__(self, master: str, security: ClientSecurity = INSECURE) -> None:
+        self._channel = client_channel(master, security)
         stub: agent_pb2_grpc.AgentServiceAsyncStub = agent_pb2_grpc.AgentServiceStub(self._channel)
         # No request iterator: messages are written with ``write`` (the stubs do not know that).
         self._call: Any = stub.Connect()  # type: ignore[call-arg]

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from fairshare.resources import ResourceVector
 from fairshare.task_states import TaskState
 from fairshare.v1 import agent_pb2, common_pb2
-from fairshare.wire import resources_to_pb, task_state_to_pb
+from fairshare.wire import resources_to_pb, seconds_from_duration, task_state_to_pb
 from google.protobuf import duration_pb2, timestamp_pb2
 
 from agent.records import AgentSpec, CommandSpec, StatusUpdate, TaskView
@@ -32,10 +32,9 @@ __all__ = [
 
 
 def duration_seconds(message: duration_pb2.Duration) -> float:
-    """Seconds of a ``Duration``; raises ``ValueError`` if it is negative."""
-    if message.seconds < 0 or message.nanos < 0:
-        raise ValueError(f"duration {message.seconds}s{message.nanos}ns is negative")
-    return message.seconds + message.nanos / 1e9
+    """Seconds of a ``Duration``; raises ``ValueError`` (the kernel's ``WireRangeError``) unless
+    it is a well-formed duration in [0, ``fairshare.wire.MAX_SECONDS``]."""
+    return seconds_from_duration(message, "duration")
 
 
 def command_spec(command: common_pb2.CommandInfo) -> CommandSpec:

@@ -9,6 +9,7 @@ commands) are imported explicitly by those who need them.
 from __future__ import annotations
 
 from fairshare.resources import MILLI, ResourceError, ResourceVector
+from fairshare.transport import ClientSecurity, read_token
 
 from framework_sdk.client import SchedulerClient
 from framework_sdk.errors import (
@@ -62,6 +63,7 @@ __all__ = [
     "CallError",
     "Capability",
     "ClientOptions",
+    "ClientSecurity",
     "DeadlineExceededError",
     "Demand",
     "Disconnected",
@@ -96,4 +98,5 @@ __all__ = [
     "UnauthenticatedError",
     "UnavailableError",
     "UpdateSource",
+    "read_token",
 ]

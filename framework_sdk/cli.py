@@ -46,10 +46,11 @@ from fairshare.cli import Command, command_settings
 from fairshare.logs import log_event
 from fairshare.resources import ResourceError, ResourceVector
 from fairshare.settings import (
-    SHARED_SETTINGS,
+    CLIENT_SETTINGS,
     Setting,
     SettingsError,
     add_setting_flags,
+    client_security,
     duration,
     non_empty_text,
     optional_positive_duration,
@@ -57,6 +58,7 @@ from fairshare.settings import (
     positive_int,
     positive_number,
 )
+from fairshare.transport import INSECURE, ClientSecurity, client_channel_sync
 from fairshare.v1 import operator_pb2, operator_pb2_grpc
 
 from framework_sdk.cluster_state import render_share_bars, render_table, state_to_dict
@@ -70,6 +72,7 @@ from framework_sdk.events import (
     Subscribed,
 )
 from framework_sdk.framework import Framework
+from framework_sdk.options import ClientOptions
 from framework_sdk.types import Capability, Demand, FrameworkInfo, Offer, TaskSpec, TaskState
 
 __all__ = [
@@ -110,7 +113,7 @@ _LOG = logging.getLogger("fairshare.run")
 
 
 RUN_SETTINGS: Final = (
-    *SHARED_SETTINGS,
+    *CLIENT_SETTINGS,
     Setting("count", positive_int, 1, "how many tasks to keep running", metavar="N"),
     Setting(
         "duration",
@@ -133,7 +136,7 @@ RUN_SETTINGS: Final = (
 """The settings of ``fairshare run`` (``--name`` and ``--task`` are its arguments)."""
 
 STATUS_SETTINGS: Final = (
-    *SHARED_SETTINGS,
+    *CLIENT_SETTINGS,
     Setting(
         "interval", positive_duration, "2s", "--watch: time between frames", metavar="DURATION"
     ),
@@ -156,6 +159,7 @@ class RunConfig:
     detach: bool = False
     failover_timeout: float | None = None
     detach_wait: float = DETACH_WAIT
+    security: ClientSecurity = INSECURE
 
     @property
     def effective_failover_timeout(self) -> float:
@@ -187,6 +191,7 @@ def run_config(args: argparse.Namespace) -> RunConfig:
         duration=values["duration"],
         detach=bool(getattr(args, "detach", False)),
         failover_timeout=values["failover_timeout"],
+        security=client_security(values),
     )
 
 
@@ -391,7 +396,11 @@ async def run_framework(config: RunConfig, stop: asyncio.Event | None = None) ->
     demand = Demand(task_resources=config.shape, max_tasks=config.count)
     try:
         async with Framework.connect(
-            config.master, info, demand=demand, connect_timeout=config.connect_timeout
+            config.master,
+            info,
+            demand=demand,
+            connect_timeout=config.connect_timeout,
+            options=ClientOptions(security=config.security),
         ) as fw:
             keeper = TaskKeeper(fw, config)
             return await _keep_running(fw, keeper, stop, config.detach, config.detach_wait)
@@ -411,9 +420,11 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
 
 
-def fetch_state(master: str, timeout: float = STATUS_TIMEOUT) -> operator_pb2.GetStateResponse:
+def fetch_state(
+    master: str, timeout: float = STATUS_TIMEOUT, security: ClientSecurity = INSECURE
+) -> operator_pb2.GetStateResponse:
     """The master's cluster state (raises ``grpc.RpcError`` if unreachable)."""
-    with grpc.insecure_channel(master) as channel:
+    with client_channel_sync(master, security) as channel:
         stub = operator_pb2_grpc.OperatorServiceStub(channel)
         response: operator_pb2.GetStateResponse = stub.GetState(
             operator_pb2.GetStateRequest(), timeout=timeout
@@ -432,11 +443,13 @@ def _rpc_failure(master: str, error: grpc.RpcError) -> str:
     return f"cannot get the cluster state from the master at {master}: {code.name}: {details}"
 
 
-def watch_frame(master: str, interval: float, ascii_only: bool = False) -> str:
+def watch_frame(
+    master: str, interval: float, ascii_only: bool = False, security: ClientSecurity = INSECURE
+) -> str:
     """One frame of ``status --watch``: a header, the share bars and the status table."""
     header = f"fairshare status --watch  {master}  every {interval:g}s  {time.strftime('%X')}"
     try:
-        document = state_to_dict(fetch_state(master))
+        document = state_to_dict(fetch_state(master, security=security))
     except grpc.RpcError as error:
         return f"{header}\n\n{_rpc_failure(master, error)}\n"
     bars = render_share_bars(document, ascii_only=ascii_only)
@@ -449,6 +462,7 @@ def watch(
     out: TextIO | None = None,
     frames: int | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    security: ClientSecurity = INSECURE,
 ) -> int:
     """Redraw ``watch_frame`` every ``interval`` seconds (``frames`` times, or until Ctrl-C)."""
     out = out or sys.stdout
@@ -459,7 +473,7 @@ def watch(
         while frames is None or shown < frames:
             if shown:
                 sleep(interval)
-            frame = watch_frame(master, interval, ascii_only)
+            frame = watch_frame(master, interval, ascii_only, security)
             out.write(CLEAR_SCREEN + frame if terminal else ("\n" if shown else "") + frame)
             out.flush()
             shown += 1
@@ -473,12 +487,13 @@ def status(args: argparse.Namespace) -> int:
     """``fairshare status``: the state as a table, one JSON object with --json, or --watch."""
     values = command_settings("status", STATUS_SETTINGS, args)
     master: str = values["master"]
+    security = client_security(values)
     if args.watch and args.json:
         raise SettingsError("--watch: draws a table; it cannot be combined with --json")
     if args.watch:
-        return watch(master, values["interval"])
+        return watch(master, values["interval"], security=security)
     try:
-        state = fetch_state(master)
+        state = fetch_state(master, security=security)
     except grpc.RpcError as error:
         print(f"fairshare status: {_rpc_failure(master, error)}", file=sys.stderr)
         return EXIT_FAILURE

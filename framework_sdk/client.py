@@ -54,6 +54,7 @@ from typing import Any, Final
 
 import grpc
 from fairshare.logs import log_event
+from fairshare.transport import client_channel
 from fairshare.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from framework_sdk import wire
@@ -90,10 +91,7 @@ _FATAL_SUBSCRIBE_CODES: Final = frozenset(
         grpc.StatusCode.UNIMPLEMENTED,
     }
 )
-_CHANNEL_OPTIONS: Final = [
-    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
-    ("grpc.primary_user_agent", "fairshare-sdk/0.1"),
-]
+_CHANNEL_OPTIONS: Final = [("grpc.primary_user_agent", "fairshare-sdk/0.1")]
 _CLOSE_GRACE: Final = 2.0  # seconds close() lets in-flight acknowledgements finish
 
 OfferLike = Offer | str
@@ -324,7 +322,7 @@ class SchedulerClient:
         return request
 
     async def _session(self) -> _Outcome:
-        channel = grpc.aio.insecure_channel(self._master, options=_CHANNEL_OPTIONS)
+        channel = client_channel(self._master, self._options.security, _CHANNEL_OPTIONS)
         stub: scheduler_pb2_grpc.SchedulerServiceAsyncStub = (
             scheduler_pb2_grpc.SchedulerServiceStub(channel)
         )

@@ -1,4 +1,5 @@
-"""Tuning of the SDK's connection: reconnection backoff, deadlines, heartbeat watchdog.
+"""Tuning of the SDK's connection: reconnection backoff, deadlines, heartbeat watchdog, and how
+it authenticates (``security``: the kernel's ``ClientSecurity``, TLS and a certificate or token).
 
 Invariants: frozen value types without I/O; the defaults suit production, tests shorten them.
 """
@@ -7,6 +8,8 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+
+from fairshare.transport import INSECURE, ClientSecurity
 
 from framework_sdk.delivery import DEFAULT_DELIVERY_MEMORY
 
@@ -29,7 +32,8 @@ class Backoff:
 
 @dataclass(frozen=True, slots=True)
 class ClientOptions:
-    """Tuning of a ``SchedulerClient``; the defaults suit production."""
+    """Tuning of a ``SchedulerClient``; the defaults suit production (``security`` aside: a
+    secured master needs ``ClientSecurity(ca=..., token=...)`` or a certificate)."""
 
     implicit_acknowledgements: bool = True
     call_timeout: float = 10.0
@@ -49,3 +53,6 @@ class ClientOptions:
     """How long a client that never subscribed keeps trying before it gives up with an error
     (``ErrorEvent`` UNAVAILABLE: the driver's ``error`` callback); None: forever. Once it has
     subscribed, it reconnects forever."""
+    security: ClientSecurity = INSECURE
+    """TLS (the CA bundle that signed the master's certificate), and this framework's identity:
+    a client certificate or a token ``PRINCIPAL:SECRET`` (``fairshare.transport.read_token``)."""

@@ -21,6 +21,7 @@ from fairshare.wire import (
     resources_from_pb,
     resources_to_pb,
     seconds_from_duration,
+    seconds_from_timestamp,
     task_state_from_pb,
 )
 from google.protobuf import timestamp_pb2
@@ -58,7 +59,8 @@ __all__ = [
 
 
 def _datetime(stamp: timestamp_pb2.Timestamp) -> datetime:
-    return stamp.ToDatetime(tzinfo=UTC)
+    """A timestamp the master sent, range-checked (``WireRangeError``, a ``ValueError``)."""
+    return datetime.fromtimestamp(seconds_from_timestamp(stamp, "timestamp"), tz=UTC)
 
 
 def framework_info_to_pb(info: FrameworkInfo) -> common_pb2.FrameworkInfo:
