@@ -291,6 +291,8 @@ class AgentState:
             return f"invalid resources: {error}", empty, default
         if not resources:
             return "task has no resources", empty, default
+        if info.WhichOneof("kind") == "process":
+            return "this agent does not run command tasks", empty, default
         try:
             spec = command_spec(info.command)
         except ValueError as error:
