@@ -10,8 +10,9 @@ API. A task is addressed by ``TaskKey = (framework_id, task_id)``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
+from fairshare.command import Command, ResourceUsage
 from fairshare.resources import ResourceVector
 from fairshare.task_states import TaskState
 from fairshare.v1 import common_pb2
@@ -19,7 +20,9 @@ from fairshare.v1 import common_pb2
 __all__ = [
     "AgentMetrics",
     "AgentSpec",
-    "CommandSpec",
+    "CommandTask",
+    "LaunchSpec",
+    "PlaceholderSpec",
     "Reason",
     "StatusUpdate",
     "TaskKey",
@@ -44,13 +47,33 @@ class AgentSpec:
 
 
 @dataclass(frozen=True, slots=True)
-class CommandSpec:
+class PlaceholderSpec:
     """What a placeholder task does (``CommandInfo`` in seconds)."""
 
     duration: float | None = None  # None: until killed
     exit_code: int = 0
     startup_delay: float = 0.0
     fail_on_start: bool = False
+
+    def log_fields(self) -> dict[str, Any]:
+        """What a log line about launching it says."""
+        return {"kind": "placeholder", "duration": self.duration}
+
+
+@dataclass(frozen=True, slots=True)
+class CommandTask:
+    """What a command task runs (``ProcessInfo``), with the resources its limits come from."""
+
+    command: Command
+    resources: ResourceVector
+
+    def log_fields(self) -> dict[str, Any]:
+        """What a log line about launching it says (the command line cut short; no env)."""
+        return {"kind": "command", "command": self.command.describe(), "user": self.command.user}
+
+
+LaunchSpec: TypeAlias = PlaceholderSpec | CommandTask
+"""What the executors start for a task: its kind decides which executor runs it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +88,7 @@ class StatusUpdate:
     reason: Reason = common_pb2.TaskStatus.REASON_UNSPECIFIED
     message: str = ""
     exit_code: int | None = None
+    usage: ResourceUsage | None = None  # a command task's, on its terminal update
 
     @property
     def key(self) -> TaskKey:

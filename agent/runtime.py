@@ -49,7 +49,8 @@ from fairshare.wire import resources_to_pb
 
 from agent.backoff import Backoff
 from agent.checkpoint import CheckpointError, CheckpointStore
-from agent.executor import PlaceholderExecutor, TaskEvent
+from agent.executors.base import Report, TaskEvent
+from agent.executors.router import TaskExecutors
 from agent.records import AgentMetrics, AgentSpec, TaskKey
 from agent.recovery import recover
 from agent.state import AgentState, KillDecision, Outgoing, ReregisterCall
@@ -127,8 +128,10 @@ class AgentRuntime:
         rng: random.Random | None = None,
         new_uuid: Callable[[], bytes] | None = None,
         checkpoint: CheckpointStore | None = None,
+        executors: Callable[[Report], TaskExecutors] = TaskExecutors,
     ) -> None:
-        """``checkpoint``: restore the state from it (raises ``CheckpointError``) and keep it."""
+        """``checkpoint``: restore the state from it (raises ``CheckpointError``) and keep it;
+        ``executors`` builds the task executors (default: placeholder tasks only)."""
         self.config = config
         rng = rng or random.Random()
         retry = Backoff(config.status_retry_initial, config.status_retry_max, rng)
@@ -140,7 +143,7 @@ class AgentRuntime:
         else:
             snapshot = checkpoint.load()
             self.state = AgentState.restore(spec, snapshot, retry=retry, new_uuid=minter)
-        self.executor = PlaceholderExecutor(self._on_task_event)
+        self.executor = executors(self._on_task_event)
         self.heartbeat_interval = config.default_heartbeat_interval
         self._reconnect = Backoff(config.reconnect_initial, config.reconnect_max, rng)
         self._stop = asyncio.Event()
@@ -503,9 +506,8 @@ class AgentRuntime:
             return
         for key, spec in result.accepted:
             self.executor.launch(key, spec)
-            log_event(
-                _LOG, "task.launched", framework_id=key[0], task_id=key[1], duration=spec.duration
-            )
+            fields = spec.log_fields()
+            log_event(_LOG, "task.launched", framework_id=key[0], task_id=key[1], **fields)
         for key, problem in result.rejected:
             log_event(
                 _LOG,
@@ -537,10 +539,11 @@ class AgentRuntime:
             event.key,
             event.state,
             self._now(),
-            time.time(),
+            time.time() if event.timestamp is None else event.timestamp,
             reason=event.reason,
             message=event.message,
             exit_code=event.exit_code,
+            usage=event.usage,
         )
         self._persist()
         if update is not None:

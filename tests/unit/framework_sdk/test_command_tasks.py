@@ -40,7 +40,9 @@ def test_usage_and_new_reasons_reach_the_application() -> None:
         task_id="c1",
         state=common_pb2.TASK_STATE_FAILED,
         reason=common_pb2.TaskStatus.REASON_MEMORY_LIMIT,
-        usage=common_pb2.ResourceUsage(cpu_time=Duration(nanos=500_000_000), memory_peak_bytes=1 << 26),
+        usage=common_pb2.ResourceUsage(
+            cpu_time=Duration(nanos=500_000_000), memory_peak_bytes=1 << 26
+        ),
     )
     update = status_from_pb(status)
     assert update.state is TaskState.FAILED and update.reason is TaskReason.MEMORY_LIMIT

@@ -15,40 +15,31 @@ Invariants:
   runs one loop step later, and Python 3.13 orders it after the observer's wake-up).
 - Every run reports exactly one terminal state, unless it was killed with ``silent=True``.
 - Reports go through the ``report`` callback on the event loop, never from inside ``launch`` or
-  ``kill`` (no re-entrancy into the caller). No subprocesses: the executor is only timers.
+  ``kill`` (no re-entrancy into the caller). No subprocesses: the executor is only timers, and
+  every run ends with the agent (``aclose`` stops them silently).
+- It keeps the contract of ``agent.executors.base``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from fairshare.task_states import TaskState
 from fairshare.v1 import common_pb2
 
-from agent.records import CommandSpec, Reason, TaskKey
+from agent.executors.base import Report, TaskEvent
+from agent.records import PlaceholderSpec, Reason, TaskKey
 
-__all__ = ["PlaceholderExecutor", "TaskEvent"]
+__all__ = ["PlaceholderExecutor"]
 
 _TS = common_pb2.TaskStatus
-
-
-@dataclass(frozen=True, slots=True)
-class TaskEvent:
-    """A placeholder task changed state."""
-
-    key: TaskKey
-    state: TaskState
-    reason: Reason = _TS.REASON_UNSPECIFIED
-    message: str = ""
-    exit_code: int | None = None
 
 
 @dataclass(slots=True)
 class _Run:
     key: TaskKey
-    spec: CommandSpec
+    spec: PlaceholderSpec
     task: asyncio.Task[None] | None = None
     running: bool = False
     resumed: bool = False
@@ -59,12 +50,12 @@ class _Run:
 class PlaceholderExecutor:
     """Starts, times and kills placeholder tasks; reports their states through ``report``."""
 
-    def __init__(self, report: Callable[[TaskEvent], None]) -> None:
+    def __init__(self, report: Report) -> None:
         self._report = report
         self._runs: dict[TaskKey, _Run] = {}
         self._unfinished: set[asyncio.Task[None]] = set()  # includes killed runs still ending
 
-    def launch(self, key: TaskKey, spec: CommandSpec, *, resume: bool = False) -> None:
+    def launch(self, key: TaskKey, spec: PlaceholderSpec, *, resume: bool = False) -> None:
         """Start a placeholder task (needs a running event loop); a live key is an error.
 
         ``resume``: the task is already RUNNING (recovered): run ``spec.duration`` silently.
