@@ -2,7 +2,9 @@
 
 Startup: resolve settings (flags > ``FAIRSHARE_*`` > TOML > defaults; a bad value exits 2 with
 a message naming its flag, variable or key), create the work dir, probe this host's resources
-unless ``--resources`` is given, open the checkpoint ``<work-dir>/agent.sqlite``
+unless ``--resources`` is given, choose how command tasks are confined (``--isolation``, default
+the strongest available, logged once as ``isolation.selected``; ``cgroups`` asked for where
+there are none exits 1), open the checkpoint ``<work-dir>/agent.sqlite``
 (``agent.checkpoint``; the runtime restores and recovers what it holds), bind the agent's own
 gRPC server (the standard health service) on ``--host:--port`` and write its address atomically
 to ``<work-dir>/agent.addr`` (``HOST:PORT\\n``), serve Prometheus metrics (``agent.metrics``) on
@@ -37,6 +39,10 @@ from fairshare.settings import add_setting_flags
 
 from agent.checkpoint import CHECKPOINT_FILE, CheckpointError, CheckpointStore
 from agent.config import AGENT_SETTINGS, AgentSettings, resolve
+from agent.executors.base import Report
+from agent.executors.command import CommandConfig, CommandExecutor
+from agent.executors.router import TaskExecutors
+from agent.isolation.modes import Isolation, IsolationError, choose
 from agent.metrics import (
     AgentCollector,
     MetricsServer,
@@ -126,20 +132,54 @@ async def serve(settings: AgentSettings) -> int:
         return EXIT_FAILURE
     resources = settings.resources or host_resources(settings.work_dir)
     spec = AgentSpec(settings.hostname, 0, resources, settings.attributes, _version())
+    chosen = _isolation(settings)
+    if chosen is None:
+        return EXIT_FAILURE
     try:
         checkpoint = CheckpointStore.open(settings.work_dir / CHECKPOINT_FILE, spec)
     except CheckpointError as error:
         log_event(_LOG, "checkpoint.failed", logging.ERROR, error=str(error))
         return EXIT_FAILURE
     try:
-        return await _serve_with(settings, spec, checkpoint)
+        return await _serve_with(settings, spec, checkpoint, chosen)
     finally:
         checkpoint.close()
 
 
+def _isolation(settings: AgentSettings) -> tuple[Isolation, str] | None:
+    """The isolation of command tasks and why (None after logging why it cannot be had)."""
+    try:
+        return choose(settings.isolation, settings.work_dir)
+    except IsolationError as error:
+        log_event(_LOG, "isolation.unavailable", logging.ERROR, error=str(error))
+        return None
+
+
+def _log_isolation(settings: AgentSettings, isolation: Isolation, why: str) -> None:
+    """Say once what confines command tasks (a warning when cgroups were wanted but absent)."""
+    degraded = settings.isolation is None and isolation.mode != "cgroups"
+    level = logging.WARNING if degraded else logging.INFO
+    detail = isolation.describe()
+    log_event(_LOG, "isolation.selected", level, mode=isolation.mode, detail=detail, why=why)
+
+
+def _executors(settings: AgentSettings, isolation: Isolation) -> Callable[[Report], TaskExecutors]:
+    """The agent's task executors: placeholders, and command tasks under ``isolation``."""
+    config = CommandConfig(settings.work_dir, isolation, settings.kill_grace_period)
+
+    def build(report: Report) -> TaskExecutors:
+        return TaskExecutors(report, CommandExecutor(report, config))
+
+    return build
+
+
 async def _serve_with(
-    settings: AgentSettings, unbound: AgentSpec, checkpoint: CheckpointStore
+    settings: AgentSettings,
+    unbound: AgentSpec,
+    checkpoint: CheckpointStore,
+    chosen: tuple[Isolation, str],
 ) -> int:
+    isolation, why = chosen
     resources = unbound.resources
     health = HealthServicer(())
     health.set_all(NOT_SERVING)  # SERVING once the runtime starts
@@ -153,7 +193,8 @@ async def _serve_with(
         master=settings.master, status_retry_initial=settings.status_update_retry
     )
     try:
-        runtime = AgentRuntime(config, spec, checkpoint=checkpoint)
+        executors = _executors(settings, isolation)
+        runtime = AgentRuntime(config, spec, checkpoint=checkpoint, executors=executors)
     except CheckpointError as error:
         log_event(_LOG, "checkpoint.failed", logging.ERROR, error=str(error))
         return EXIT_FAILURE
@@ -179,6 +220,7 @@ async def _serve_with(
         resources=str(resources),
         attributes=";".join(f"{n}:{v}" for n, v in settings.attributes),
     )
+    _log_isolation(settings, isolation, why)
     try:
         await runtime.run()
     finally:
