@@ -6,7 +6,8 @@ unless ``--resources`` is given, choose how command tasks are confined (``--isol
 the strongest available, logged once as ``isolation.selected``; ``cgroups`` asked for where
 there are none exits 1), open the checkpoint ``<work-dir>/agent.sqlite``
 (``agent.checkpoint``; the runtime restores and recovers what it holds), bind the agent's own
-gRPC server (the standard health service) on ``--host:--port`` and write its address atomically
+gRPC server (the standard health service and ``TaskLogService``, the output of its command
+tasks: ``agent.logs_service``) on ``--host:--port`` and write its address atomically
 to ``<work-dir>/agent.addr`` (``HOST:PORT\\n``), serve Prometheus metrics (``agent.metrics``) on
 ``--metrics-port`` with their address in ``<work-dir>/metrics.addr``, then run ``AgentRuntime``
 against ``--master``.
@@ -36,6 +37,7 @@ import grpc
 from fairshare.health import NOT_SERVING, SERVING, HealthServicer
 from fairshare.logs import configure_logging, log_event
 from fairshare.settings import add_setting_flags
+from fairshare.v1 import task_logs_pb2_grpc
 
 from agent.checkpoint import CHECKPOINT_FILE, CheckpointError, CheckpointStore
 from agent.config import AGENT_SETTINGS, AgentSettings, resolve
@@ -43,6 +45,7 @@ from agent.executors.base import Report
 from agent.executors.command import CommandConfig, CommandExecutor
 from agent.executors.router import TaskExecutors
 from agent.isolation.modes import Isolation, IsolationError, choose
+from agent.logs_service import TaskLogServicer
 from agent.metrics import (
     AgentCollector,
     MetricsServer,
@@ -54,6 +57,7 @@ from agent.metrics import (
 from agent.records import AgentSpec
 from agent.resources_probe import host_resources
 from agent.runtime import AgentFatalError, AgentRuntime, RuntimeConfig
+from agent.sandbox import Sandboxes
 
 __all__ = ["ADDRESS_FILE", "add_arguments", "main", "serve"]
 
@@ -198,6 +202,9 @@ async def _serve_with(
     except CheckpointError as error:
         log_event(_LOG, "checkpoint.failed", logging.ERROR, error=str(error))
         return EXIT_FAILURE
+    running = runtime.executor.running
+    logs = TaskLogServicer(Sandboxes(settings.work_dir), lambda key: key in running())
+    task_logs_pb2_grpc.add_TaskLogServiceServicer_to_server(logs, server)
     await server.start()
     metrics = _start_metrics(settings, runtime)
     if metrics is None:

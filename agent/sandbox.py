@@ -28,6 +28,7 @@ Invariants:
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import shutil
@@ -84,6 +85,8 @@ def open_log(sandbox: Path, name: str) -> int:
     except FileNotFoundError:
         raise SandboxError(f"the sandbox has no {name} file") from None
     except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise SandboxError(f"{name} in the sandbox is not a regular file (a link)") from None
         raise SandboxError(f"{name} in the sandbox cannot be read: {error.strerror}") from None
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
@@ -121,6 +124,7 @@ class Sandboxes:
     """The sandboxes and run directories of one agent's work dir."""
 
     def __init__(self, work_dir: Path) -> None:
+        work_dir = work_dir.absolute()  # paths handed to supervisors must not depend on a cwd
         self.root = work_dir / "sandboxes"
         self.runs = work_dir / "runs"
 
@@ -184,9 +188,10 @@ class Sandboxes:
         try:
             fd = os.open(path, flags, 0o644)
         except OSError as error:
-            raise SandboxError(
-                f"{name} in the sandbox cannot be written: {error.strerror}"
-            ) from None
+            problem = f"{name} in the sandbox cannot be written: {error.strerror}"
+            if error.errno == errno.ELOOP:
+                problem = f"{name} in the sandbox is not a regular file (a link)"
+            raise SandboxError(problem) from None
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise SandboxError(f"{name} in the sandbox is not a regular file")

@@ -104,9 +104,13 @@ def test_a_killed_sleep_is_killed_within_grace_plus_1s(
     work_dir: Path, with_cgroups: Isolation, ignores_sigterm: bool
 ) -> None:
     async def body(h: Harness) -> None:
-        shell = ('trap "" TERM; ' if ignores_sigterm else "") + "sleep 1000"
+        shell = ('trap "" TERM; ' if ignores_sigterm else "") + "echo ready; sleep 1000"
         key = h.launch("sleeper", task(shell=shell))
         await h.wait(lambda: RUNNING in h.states(key), "RUNNING")
+        deadline = time.monotonic() + 10  # RUNNING: the shell runs; "ready": its trap is set
+        while h.stdout(key) != "ready\n":
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
         killed_at = time.monotonic()
         assert h.executor.kill(key, TS.REASON_FRAMEWORK_REMOVED)
         assert h.executor.running() == [key]  # until its processes are gone

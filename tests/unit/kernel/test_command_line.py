@@ -17,7 +17,7 @@ from fairshare import cli
 from fairshare.settings import Setting, resolve_settings
 
 ROOT = Path(__file__).resolve().parents[3]
-CLIENTS = ("agent", "status", "run", "agents", "weights")  # they talk to a master
+CLIENTS = ("agent", "status", "run", "agents", "weights", "logs")  # they talk to a master
 
 
 def run_cli(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -213,9 +213,11 @@ def client_settings(name: str) -> tuple[Setting, ...]:
     """The settings table of client command ``name``."""
     from agent.config import AGENT_SETTINGS
     from framework_sdk.cli import RUN_SETTINGS, STATUS_SETTINGS
+    from framework_sdk.logs import LOGS_SETTINGS
     from master.commands.operator import OPERATOR_SETTINGS
 
     tables = {"agent": AGENT_SETTINGS, "run": RUN_SETTINGS, "status": STATUS_SETTINGS}
+    tables["logs"] = LOGS_SETTINGS
     return {**tables, "agents": OPERATOR_SETTINGS, "weights": OPERATOR_SETTINGS}[name]
 
 
