@@ -54,7 +54,7 @@ from agent.metrics import (
     serve_metrics,
     write_metrics_addr,
 )
-from agent.records import AgentSpec
+from agent.records import AgentMetrics, AgentSpec
 from agent.resources_probe import host_resources
 from agent.runtime import AgentFatalError, AgentRuntime, RuntimeConfig
 from agent.sandbox import Sandboxes
@@ -228,9 +228,11 @@ async def _serve_with(
         attributes=";".join(f"{n}:{v}" for n, v in settings.attributes),
     )
     _log_isolation(settings, isolation, why)
+    collector = asyncio.ensure_future(_collect_sandboxes(settings, runtime))
     try:
         await runtime.run()
     finally:
+        collector.cancel()
         health.set_all(NOT_SERVING)
         await server.stop(grace=1.0)
         await asyncio.to_thread(metrics.close)
@@ -240,9 +242,35 @@ async def _serve_with(
     return 0
 
 
+async def _collect_sandboxes(settings: AgentSettings, runtime: AgentRuntime) -> None:
+    """Remove finished tasks' sandboxes past ``--sandbox-gc-delay`` or over the disk budget,
+    every minute (sooner for a shorter delay); never one the agent still tracks or runs."""
+    sandboxes = Sandboxes(settings.work_dir)
+    budget = settings.sandbox_disk_budget << 20
+    interval = min(60.0, settings.sandbox_gc_delay)
+    while True:
+        keep = [task.key for task in runtime.state.tasks()] + runtime.executor.running()
+        delay = settings.sandbox_gc_delay
+        spare = min(5.0, delay)  # a run directory this young may be a launch under way
+        try:
+            removed = await asyncio.to_thread(sandboxes.collect, keep, delay, budget, spare)
+        except OSError as error:
+            log_event(_LOG, "sandboxes.collect.failed", logging.WARNING, error=str(error))
+        else:
+            if removed:
+                log_event(_LOG, "sandboxes.collected", removed=len(removed))
+        await asyncio.sleep(interval)
+
+
 def _start_metrics(settings: AgentSettings, runtime: AgentRuntime) -> MetricsServer | None:
     """Serve /metrics on ``--metrics-port``; None (after logging why) if it cannot bind."""
-    collector = AgentCollector(on_loop(asyncio.get_running_loop(), runtime.metrics), _version())
+
+    def snapshot() -> AgentMetrics:
+        command = runtime.executor.command
+        usage = None if command is None else command.usage()
+        return dataclasses.replace(runtime.metrics(), command=usage)
+
+    collector = AgentCollector(on_loop(asyncio.get_running_loop(), snapshot), _version())
     try:
         return serve_metrics(build_registry(collector), settings.host, settings.metrics_port)
     except OSError as error:

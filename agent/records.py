@@ -10,7 +10,7 @@ API. A task is addressed by ``TaskKey = (framework_id, task_id)``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 from fairshare.command import Command, ResourceUsage
 from fairshare.resources import ResourceVector
@@ -18,9 +18,11 @@ from fairshare.task_states import TaskState
 from fairshare.v1 import common_pb2
 
 __all__ = [
+    "MEMORY_PEAK_BUCKETS",
     "AgentMetrics",
     "AgentSpec",
     "CommandTask",
+    "CommandUsage",
     "LaunchSpec",
     "PlaceholderSpec",
     "Reason",
@@ -113,6 +115,26 @@ class TaskView:
         return (self.framework_id, self.info.task_id)
 
 
+MEMORY_PEAK_BUCKETS: Final = tuple(16 << 20 << (2 * i) for i in range(6))
+"""Upper bounds (bytes) of the peak-memory histogram of ended command tasks: 16 MiB .. 16 GiB."""
+
+
+@dataclass(frozen=True, slots=True)
+class CommandUsage:
+    """What the agent's command tasks use: now (live tasks) and in all (since the agent started).
+
+    ``memory_peaks`` counts ended tasks per ``MEMORY_PEAK_BUCKETS`` bound (not cumulative; the
+    last entry counts those above every bound).
+    """
+
+    isolation: str
+    live_tasks: int
+    live_memory_bytes: int
+    cpu_seconds_total: float
+    memory_peaks: tuple[int, ...]
+    memory_peak_sum: int
+
+
 @dataclass(frozen=True, slots=True)
 class AgentMetrics:
     """A snapshot of the agent's counters and gauges (issue 4 exports them to Prometheus)."""
@@ -133,3 +155,4 @@ class AgentMetrics:
     heartbeat_failures_total: int
     resources_total_millis: dict[str, int]
     resources_used_millis: dict[str, int]
+    command: CommandUsage | None = None  # None: the agent runs no command tasks

@@ -218,11 +218,17 @@ class Sandboxes:
         return found
 
     def collect(
-        self, tracked: Iterable[TaskKey], max_age: float, budget_bytes: int | None
+        self,
+        tracked: Iterable[TaskKey],
+        max_age: float,
+        budget_bytes: int | None,
+        min_age: float = 5.0,
     ) -> list[Path]:
         """Remove the sandboxes (and run directories) that may go; returns the sandboxes removed.
 
-        Blocking (it walks the directories): run it in a thread.
+        A run directory changed in the last ``min_age`` seconds is spared whatever the budget
+        (a launch may be preparing it right now). Blocking (it walks the directories): run it
+        in a thread.
         """
         keep = {self.sandbox(key) for key in tracked}
         candidates = []  # (ended_at, size, sandbox, run_dir)
@@ -232,6 +238,8 @@ class Sandboxes:
             size = _disk_usage(sandbox)
             total += size
             if sandbox in keep or record_alive(read_json(run_dir / SUPERVISOR_FILE)):
+                continue
+            if now - _mtime(run_dir) < min_age:
                 continue
             candidates.append((_ended_at(sandbox, run_dir), size, sandbox, run_dir))
         removed = []
@@ -268,6 +276,13 @@ def _ended_at(sandbox: Path, run_dir: Path) -> float:
         return float(record["ended_at"])
     try:
         return sandbox.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
     except OSError:
         return 0.0
 

@@ -22,7 +22,7 @@ from fairshare.command import ResourceUsage
 from fairshare.task_states import TaskState
 from fairshare.v1 import common_pb2
 
-from agent.records import CommandTask, Reason, TaskKey
+from agent.records import CommandTask, CommandUsage, Reason, TaskKey
 
 __all__ = ["CommandRunner", "Executor", "Report", "TaskEvent"]
 
@@ -85,4 +85,8 @@ class CommandRunner(Executor, Protocol):
 
     def reattach(self, key: TaskKey, task: CommandTask, state: TaskState) -> None:
         """Take over the task's run after an agent restart; ``state`` is its checkpointed one."""
+        ...
+
+    def usage(self) -> CommandUsage:
+        """What the command tasks use now and used in all (for the agent's metrics)."""
         ...

@@ -51,16 +51,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from fairshare.command import ResourceUsage
 from fairshare.task_states import TaskState
 from fairshare.v1 import common_pb2
 
 from agent.executors import supervisor as records
 from agent.executors.base import Report, TaskEvent
+from agent.executors.outcome import UsageTally, exit_event, live_usage
 from agent.isolation import cgroups
 from agent.isolation.modes import Isolation, TaskLimits
-from agent.records import CommandTask, Reason, TaskKey
-from agent.sandbox import SandboxError, Sandboxes, read_tail
+from agent.records import CommandTask, CommandUsage, Reason, TaskKey
+from agent.sandbox import SandboxError, Sandboxes
 
 __all__ = ["CommandConfig", "CommandExecutor"]
 
@@ -102,6 +102,7 @@ class _Run:
     output: int | None = None  # the supervisor's stdout
     buffer: bytes = b""
     running: bool = False
+    task_pid: int | None = None  # the task's main process, once it runs
     limits: TaskLimits = field(default_factory=TaskLimits)
     kill_requested: bool = False
     kill_reason: Reason = _TS.REASON_UNSPECIFIED
@@ -118,8 +119,7 @@ class CommandExecutor:
         self._runs: dict[TaskKey, _Run] = {}
         self._idle = asyncio.Event()
         self._idle.set()
-        self.ended_cpu_seconds = 0.0  # of every run that ended (metrics)
-        self.ended_peaks: list[int] = []  # peak memory of runs ended since the last scrape
+        self.tally = UsageTally()  # what ended runs used (metrics)
 
     # -- the executor interface ------------------------------------------------------------------
 
@@ -165,6 +165,19 @@ class CommandExecutor:
     def running(self) -> list[TaskKey]:
         """Keys of the runs whose supervisor has not exited yet."""
         return list(self._runs)
+
+    def usage(self) -> CommandUsage:
+        """What the live runs use now (cgroup or /proc) and what all runs used in all."""
+        live = [live_usage(run.limits, run.task_pid) for run in self._runs.values() if run.running]
+        tally = self.tally
+        return CommandUsage(
+            isolation=self.config.isolation.mode,
+            live_tasks=len(self._runs),
+            live_memory_bytes=sum(memory for _, memory in live),
+            cpu_seconds_total=tally.cpu_seconds + sum(cpu for cpu, _ in live),
+            memory_peaks=tuple(tally.peaks),
+            memory_peak_sum=tally.peak_sum,
+        )
 
     async def wait_idle(self, timeout: float) -> bool:
         """Wait until every run has ended and reported; False on timeout."""
@@ -327,6 +340,8 @@ class CommandExecutor:
         while b"\n" in run.buffer:
             line, run.buffer = run.buffer.split(b"\n", 1)
             if line.startswith(b"running ") and not run.running:
+                with contextlib.suppress(ValueError):
+                    run.task_pid = int(line.split()[1])
                 self._now_running(run)
         return True
 
@@ -384,64 +399,9 @@ class CommandExecutor:
                 TaskEvent(key, TaskState.FAILED, _TS.REASON_LAUNCH_FAILED, message, timestamp=when),
             )
             return
-        self._end(run, self._exit_event(run, record, when))
-
-    def _exit_event(self, run: _Run, record: dict[str, Any], when: float | None) -> TaskEvent:
-        key = run.key
-        usage = _usage(record)
-        if usage is not None:
-            self.ended_cpu_seconds += usage.cpu_seconds
-            self.ended_peaks.append(usage.memory_peak_bytes)
-        code, signum = record.get("exit_code"), record.get("signal")
-        if record.get("killed") or run.kill_requested:
-            how = "SIGKILL after the grace period" if record.get("hard_killed") else "SIGTERM"
-            return TaskEvent(
-                key,
-                TaskState.KILLED,
-                run.kill_reason,
-                f"killed ({how})",
-                timestamp=when,
-                usage=usage,
-            )
-        if record.get("oom"):
-            limit = run.task.resources.millis("mem") // 1000
-            message = (
-                f"out of memory: the task needed more than its mem ({limit} MiB) and was killed"
-            )
-            return TaskEvent(
-                key, TaskState.FAILED, _TS.REASON_MEMORY_LIMIT, message, timestamp=when, usage=usage
-            )
-        if code == 0:
-            return TaskEvent(
-                key,
-                TaskState.FINISHED,
-                message="exited 0",
-                exit_code=0,
-                timestamp=when,
-                usage=usage,
-            )
-        tail = read_tail(run.sandbox, "stderr")
-        if isinstance(code, int):
-            message = f"exited {code}" + (f"; stderr:\n{tail}" if tail else "")
-            return TaskEvent(
-                key,
-                TaskState.FAILED,
-                _TS.REASON_COMMAND_FAILED,
-                message,
-                exit_code=code,
-                timestamp=when,
-                usage=usage,
-            )
-        name = _signal_name(signum)
-        message = f"killed by signal {name}" + (f"; stderr:\n{tail}" if tail else "")
-        return TaskEvent(
-            key,
-            TaskState.FAILED,
-            _TS.REASON_EXECUTOR_TERMINATED,
-            message,
-            timestamp=when,
-            usage=usage,
-        )
+        event = exit_event(key, run.task, run.sandbox, record, self._kill_reason(run))
+        self.tally.add(event.usage)
+        self._end(run, event)
 
     @staticmethod
     def _log_tail(run: _Run) -> str:
@@ -453,6 +413,10 @@ class CommandExecutor:
         except OSError:
             return ""
         return f": {text}" if text else ""
+
+    @staticmethod
+    def _kill_reason(run: _Run) -> Reason | None:
+        return run.kill_reason if run.kill_requested else None
 
     def _killed_before_start(self, run: _Run) -> None:
         reason = run.kill_reason
@@ -514,8 +478,14 @@ class CommandExecutor:
             return
         run.pid, run.pidfd = supervisor["pid"], pidfd
         self._watch(run)
-        if not run.running and records.read_json(run.run_dir / records.TASK_FILE) is not None:
-            self._now_running(run)
+        launch = records.read_json(run.run_dir / records.LAUNCH_FILE) or {}
+        if launch.get("cgroup"):
+            run.limits = TaskLimits(cgroup=cgroups.TaskCgroup.from_json(launch["cgroup"]))
+        task = records.read_json(run.run_dir / records.TASK_FILE)
+        if task is not None and isinstance(task.get("pid"), int):
+            run.task_pid = task["pid"]
+            if not run.running:
+                self._now_running(run)
         if run.kill_requested:
             self._signal(run)
 
@@ -550,20 +520,3 @@ def _open_pidfd(record: dict[str, Any]) -> int | None:
         os.close(pidfd)
         return None
     return pidfd
-
-
-def _usage(record: dict[str, Any]) -> ResourceUsage | None:
-    cpu, peak = record.get("cpu_seconds"), record.get("memory_peak_bytes")
-    if not isinstance(cpu, int | float) or not isinstance(peak, int):
-        return None
-    with contextlib.suppress(ValueError):
-        return ResourceUsage(cpu_seconds=float(cpu), memory_peak_bytes=peak)
-    return None
-
-
-def _signal_name(signum: object) -> str:
-    if isinstance(signum, int):
-        with contextlib.suppress(ValueError):
-            return f"{signum} ({signal.Signals(signum).name})"
-        return str(signum)
-    return "unknown"

@@ -11,6 +11,9 @@
   not launched again, each is reported once with its real exit code, one of them having ended
   while the agent was down.
 
+A finished task's sandbox is garbage-collected after ``--sandbox-gc-delay``; the agent's
+/metrics shows command tasks' usage (totals and a histogram, no series per task).
+
 Bad shapes (empty command, too long argv, working dirs escaping with ``..`` or absolute) are
 INVALID_ARGUMENT at Accept: ``test_master_bad_requests.py``. The CPU share and the sandbox's
 symbolic links: ``tests/unit/agent/test_command_executor.py``.
@@ -26,12 +29,21 @@ import contextlib
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
 from command_reaper import reap
-from daemons import DEFAULT_MASTER_FLAGS, ROOT, Daemon, daemon_env, health_status, restart_agent
+from daemons import (
+    DEFAULT_MASTER_FLAGS,
+    ROOT,
+    Daemon,
+    daemon_env,
+    health_status,
+    restart_agent,
+    wait_for,
+)
 
 from framework_sdk import (
     Command,
@@ -95,6 +107,18 @@ def test_run_command_and_logs_from_the_command_line(
                   "cpus:0.2;mem:64", "--command", "echo no >&2; exit 3")  # fmt: skip
     assert failing.returncode == 1
     assert failing.stdout == "bad-1 FAILED: exited 3; stderr:\nno  (fairshare logs bad-1)\n"
+
+
+def test_a_finished_tasks_sandbox_is_collected_after_the_gc_delay(
+    reaped: list[Daemon], master: Daemon, agent_factory: Callable[..., list[Daemon]]
+) -> None:
+    (agent,) = agent_factory(master, 1, AGENT_RESOURCES, "--sandbox-gc-delay", "1s")
+    run = cli("run", "--master", master.address, "--name", "gc", "--task", "cpus:0.2;mem:64",
+              "--command", "echo bye")  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    sandboxes, runs = agent.work_dir / "sandboxes", agent.work_dir / "runs"
+    wait_for(lambda: not list(sandboxes.glob("*/gc-1")), 20, "the sandbox to be collected")
+    assert not list(runs.glob("*/gc-1")) and "sandboxes.collected" in agent.log()
 
 
 class Recorder:
@@ -215,6 +239,24 @@ def test_command_task_outcomes_through_the_sdk(
     asyncio.run(scenario())
     assert agent.proc.poll() is None and health_status(agent.address) == 1  # unaffected
     assert "Traceback" not in agent.log()
+    metrics = scrape(agent)  # usage as agent metrics, without a series per task
+    assert metrics['fairshare_agent_isolation_info{mode="cgroups"}'] == 1
+    assert metrics["fairshare_agent_command_task_cpu_seconds_total"] > 0
+    assert metrics["fairshare_agent_command_task_memory_peak_bytes_count"] == 4  # ran and ended
+    assert metrics["fairshare_agent_command_tasks"] == 0
+    assert not any("task_id" in name for name in metrics)
+
+
+def scrape(daemon: Daemon) -> dict[str, float]:
+    """The daemon's /metrics as {sample with labels: value}."""
+    url = f"http://{daemon.metrics_address}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as page:
+        lines = page.read().decode().splitlines()
+    return {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in lines
+        if line and not line.startswith("#")
+    }
 
 
 def test_kill9_agent_while_commands_run_and_restart_reports_real_exit_codes_once(

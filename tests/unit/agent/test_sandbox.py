@@ -114,7 +114,7 @@ def test_gc_removes_old_sandboxes_but_never_tracked_or_running_ones(tmp_path: Pa
     running = ended(sandboxes, "running", ago=3600)
     write_json(sandboxes.run_dir((FW, "running")) / SUPERVISOR_FILE, process_record(os.getpid()))
     young = ended(sandboxes, "young", ago=10)
-    removed = sandboxes.collect([(FW, "tracked")], max_age=600, budget_bytes=None)
+    removed = sandboxes.collect([(FW, "tracked")], max_age=600, budget_bytes=None, min_age=0)
     assert removed == [old]
     assert not old.exists() and not sandboxes.run_dir((FW, "old")).exists()
     assert tracked.exists() and running.exists() and young.exists()
@@ -125,6 +125,7 @@ def test_gc_keeps_sandboxes_within_the_disk_budget_oldest_first(tmp_path: Path) 
     first = ended(sandboxes, "first", ago=300, size=64 << 10)
     second = ended(sandboxes, "second", ago=200, size=64 << 10)
     third = ended(sandboxes, "third", ago=100, size=64 << 10)
-    removed = sandboxes.collect([], max_age=3600, budget_bytes=150 << 10)
+    assert sandboxes.collect([], max_age=3600, budget_bytes=150 << 10) == []  # all just ended
+    removed = sandboxes.collect([], max_age=3600, budget_bytes=150 << 10, min_age=0)
     assert removed == [first] and second.exists() and third.exists()
-    assert sandboxes.collect([(FW, "second")], max_age=3600, budget_bytes=1) == [third]
+    assert sandboxes.collect([(FW, "second")], 3600, budget_bytes=1, min_age=0) == [third]
