@@ -26,23 +26,23 @@ without cpuacct), peak memory (v1 ``memory.max_usage_in_bytes``, v2 ``memory.pea
 ``memory.current`` on kernels without it), and whether the OOM killer killed in it (v1
 ``memory.oom_control``, v2 ``memory.events``: ``oom_kill``).
 
-Invariants: standard library only; every function works on the paths it is given (no global
+Invariants: standard library only, and only its cheapest modules at import (no dataclasses,
+pathlib, typing, re or hashlib: the supervisor of every command task loads this module, and its
+start time is part of every launch); every function works on the paths it is given (no global
 state), so tests can point them at a fake tree; a ``TaskCgroup`` survives a JSON round trip
 (the supervisor and a restarted agent read it from the task's run directory).
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
-import hashlib
 import os
-import re
 import signal
 import time
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Final
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs the supervisor's start time; annotations are not evaluated
+    from typing import Any, Final
 
 __all__ = [
     "CPU_PERIOD_US",
@@ -65,17 +65,45 @@ __all__ = [
 
 ROOT_NAME: Final = "fairshare"
 CPU_PERIOD_US: Final = 100_000
-_UNSAFE: Final = re.compile(r"[^A-Za-z0-9_.-]")
 
 
-@dataclass(frozen=True, slots=True)
-class Hierarchies:
-    """Where this host's memory and cpu controllers are mounted (v2: all the same mount)."""
+class _Value:
+    """A small immutable value: equal, hashable and printed by its fields (``_fields``)."""
 
+    __slots__ = ()
+    _fields: tuple[str, ...] = ()
+
+    def _key(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self._fields)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields)
+        return f"{type(self).__name__}({shown})"
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+
+class Hierarchies(_Value):
+    """Where this host's memory and cpu controllers are mounted (v2: all the same mount);
+    ``cpuacct``: v1's cpuacct mount (None: CPU time is unknown)."""
+
+    __slots__ = ("cpu", "cpuacct", "memory", "version")
+    _fields = ("version", "memory", "cpu", "cpuacct")
     version: int
     memory: str
     cpu: str
-    cpuacct: str | None = None  # v1: where cpuacct is mounted (None: CPU time is unknown)
+    cpuacct: str | None
+
+    def __init__(self, version: int, memory: str, cpu: str, cpuacct: str | None = None) -> None:
+        for name, value in zip(self._fields, (version, memory, cpu, cpuacct), strict=True):
+            object.__setattr__(self, name, value)
 
     def describe(self) -> str:
         """``cgroups v1 (memory /sys/fs/cgroup/memory, cpu ...)`` for the log."""
@@ -85,14 +113,19 @@ class Hierarchies:
         return f"cgroups v1 (memory {self.memory}, cpu {self.cpu}{acct})"
 
 
-@dataclass(frozen=True, slots=True)
-class TaskCgroup:
+class TaskCgroup(_Value):
     """One task's cgroup directories (v1: one per hierarchy; v2: ``memory`` is the one)."""
 
+    __slots__ = ("cpu", "cpuacct", "memory", "version")
+    _fields = ("version", "memory", "cpu", "cpuacct")
     version: int
     memory: str
     cpu: str
-    cpuacct: str | None = None
+    cpuacct: str | None
+
+    def __init__(self, version: int, memory: str, cpu: str, cpuacct: str | None = None) -> None:
+        for name, value in zip(self._fields, (version, memory, cpu, cpuacct), strict=True):
+            object.__setattr__(self, name, value)
 
     @property
     def dirs(self) -> list[str]:
@@ -133,12 +166,16 @@ def _mounts(text: str) -> list[tuple[str, str, set[str]]]:
     return out
 
 
-def _read(path: str | Path) -> str:
+def _join(*parts: str) -> str:
+    return os.path.join(*parts)
+
+
+def _read(path: str) -> str:
     with open(path, encoding="ascii", errors="replace") as file:
         return file.read()
 
 
-def _write(path: str | Path, text: str) -> None:
+def _write(path: str, text: str) -> None:
     with open(path, "w", encoding="ascii") as file:
         file.write(text)
 
@@ -148,7 +185,7 @@ def _v2_mount(mounts: list[tuple[str, str, set[str]]]) -> str | None:
         if fstype != "cgroup2":
             continue
         try:
-            controllers = set(_read(Path(mount_point) / "cgroup.controllers").split())
+            controllers = set(_read(_join(mount_point, "cgroup.controllers")).split())
         except OSError:
             continue
         if {"memory", "cpu"} <= controllers:
@@ -182,46 +219,50 @@ def detect(mounts_text: str | None = None) -> Hierarchies | None:
         return None
     try:
         for mount_point in {m for m in (found.memory, found.cpu, found.cpuacct) if m}:
-            root = Path(mount_point) / ROOT_NAME
-            root.mkdir(exist_ok=True)
+            root = _join(mount_point, ROOT_NAME)
+            os.makedirs(root, exist_ok=True)
             if found.version == 2:
-                _enable_controllers(Path(mount_point), root)
+                _enable_controllers(mount_point, root)
     except OSError:
         return None
     return found
 
 
-def _enable_controllers(mount: Path, directory: Path) -> None:
+def _enable_controllers(mount: str, directory: str) -> None:
     """v2: let ``memory`` and ``cpu`` reach the children of every level down to ``directory``."""
+    level = mount
     levels = [mount]
-    for part in directory.relative_to(mount).parts:
-        levels.append(levels[-1] / part)
-    for level in levels:
-        _write(level / "cgroup.subtree_control", "+memory +cpu")
+    for part in os.path.relpath(directory, mount).split(os.sep):
+        if part not in ("", "."):
+            level = _join(level, part)
+            levels.append(level)
+    for path in levels:
+        _write(_join(path, "cgroup.subtree_control"), "+memory +cpu")
 
 
-def _component(text: str, limit: int) -> str:
-    cleaned = _UNSAFE.sub("_", text).lstrip(".") or "_"
-    return cleaned[:limit]
-
-
-def scope_name(work_dir: str | Path) -> str:
+def scope_name(work_dir: str | os.PathLike[str]) -> str:
     """The agent's scope: ``agent-<hash of its work dir's real path>``."""
+    import hashlib  # the agent's only (the supervisor never names cgroups)
+
     digest = hashlib.sha256(os.path.realpath(work_dir).encode("utf-8", "surrogatepass"))
     return f"agent-{digest.hexdigest()[:16]}"
 
 
 def task_name(framework_id: str, task_id: str) -> str:
     """A task's cgroup name: its id made safe, then a hash of both ids (unique per task)."""
+    import hashlib  # the agent's only (the supervisor never names cgroups)
+
+    safe = "".join(c if c.isascii() and (c.isalnum() or c in "_.-") else "_" for c in task_id)
+    safe = safe.lstrip(".")[:64] or "_"
     both = f"{framework_id}\0{task_id}".encode("utf-8", "surrogatepass")
-    return f"{_component(task_id, 64)}-{hashlib.sha256(both).hexdigest()[:12]}"
+    return f"{safe}-{hashlib.sha256(both).hexdigest()[:12]}"
 
 
 def task_cgroup(hierarchies: Hierarchies, scope: str, name: str) -> TaskCgroup:
     """The directories of task ``name``'s cgroup in the agent ``scope``."""
 
     def under(mount: str) -> str:
-        return str(Path(mount) / ROOT_NAME / scope / name)
+        return _join(mount, ROOT_NAME, scope, name)
 
     cpuacct = under(hierarchies.cpuacct) if hierarchies.cpuacct else None
     if hierarchies.version == 2:
@@ -235,12 +276,11 @@ def create(cgroup: TaskCgroup, memory_bytes: int | None, cpus: float | None) -> 
     A directory left from an earlier run of the same task is reused after ending what is in it.
     """
     if cgroup.version == 2:
-        leaf = Path(cgroup.memory)
-        leaf.parent.mkdir(parents=True, exist_ok=True)
-        mount = leaf.parents[2]  # <mount>/fairshare/<scope>/<task>
-        _enable_controllers(mount, leaf.parent)
+        scope = os.path.dirname(cgroup.memory)  # <mount>/fairshare/<scope>/<task>
+        os.makedirs(scope, exist_ok=True)
+        _enable_controllers(os.path.dirname(os.path.dirname(scope)), scope)
     for directory in cgroup.dirs:
-        Path(directory).mkdir(parents=True, exist_ok=True)
+        os.makedirs(directory, exist_ok=True)
     kill_all(cgroup)
     if memory_bytes is not None:
         _limit_memory(cgroup, memory_bytes)
@@ -249,38 +289,40 @@ def create(cgroup: TaskCgroup, memory_bytes: int | None, cpus: float | None) -> 
 
 
 def _limit_memory(cgroup: TaskCgroup, limit: int) -> None:
-    memory = Path(cgroup.memory)
+    memory = cgroup.memory
     if cgroup.version == 2:
-        _write(memory / "memory.max", str(limit))
-        with contextlib.suppress(FileNotFoundError):  # no swap accounting on this kernel
-            _write(memory / "memory.swap.max", "0")
+        _write(_join(memory, "memory.max"), str(limit))
+        try:  # noqa: SIM105 - contextlib would cost the supervisor's start time
+            _write(_join(memory, "memory.swap.max"), "0")
+        except FileNotFoundError:  # no swap accounting on this kernel
+            pass
         return
-    swap = memory / "memory.memsw.limit_in_bytes"
-    if swap.exists() and int(_read(swap)) < limit:  # memsw must stay >= the memory limit
+    swap = _join(memory, "memory.memsw.limit_in_bytes")
+    if os.path.exists(swap) and int(_read(swap)) < limit:  # memsw must stay >= the limit
         _write(swap, str(limit))
-        _write(memory / "memory.limit_in_bytes", str(limit))
+        _write(_join(memory, "memory.limit_in_bytes"), str(limit))
         return
-    _write(memory / "memory.limit_in_bytes", str(limit))
-    if swap.exists():
+    _write(_join(memory, "memory.limit_in_bytes"), str(limit))
+    if os.path.exists(swap):
         _write(swap, str(limit))
 
 
 def _limit_cpu(cgroup: TaskCgroup, cpus: float) -> None:
-    cpu = Path(cgroup.cpu)
+    cpu = cgroup.cpu
     quota = max(1000, round(cpus * CPU_PERIOD_US))
     if cgroup.version == 2:
-        _write(cpu / "cpu.weight", str(min(10_000, max(1, round(cpus * 100)))))
-        _write(cpu / "cpu.max", f"{quota} {CPU_PERIOD_US}")
+        _write(_join(cpu, "cpu.weight"), str(min(10_000, max(1, round(cpus * 100)))))
+        _write(_join(cpu, "cpu.max"), f"{quota} {CPU_PERIOD_US}")
         return
-    _write(cpu / "cpu.shares", str(max(2, round(cpus * 1024))))
-    _write(cpu / "cpu.cfs_period_us", str(CPU_PERIOD_US))
-    _write(cpu / "cpu.cfs_quota_us", str(quota))
+    _write(_join(cpu, "cpu.shares"), str(max(2, round(cpus * 1024))))
+    _write(_join(cpu, "cpu.cfs_period_us"), str(CPU_PERIOD_US))
+    _write(_join(cpu, "cpu.cfs_quota_us"), str(quota))
 
 
 def join(cgroup: TaskCgroup, pid: int) -> None:
     """Move process ``pid`` into the cgroup (every hierarchy of it)."""
     for directory in cgroup.dirs:
-        _write(Path(directory) / "cgroup.procs", str(pid))
+        _write(_join(directory, "cgroup.procs"), str(pid))
 
 
 def procs(cgroup: TaskCgroup) -> set[int]:
@@ -288,7 +330,7 @@ def procs(cgroup: TaskCgroup) -> set[int]:
     found: set[int] = set()
     for directory in cgroup.dirs:
         try:
-            found.update(int(line) for line in _read(Path(directory) / "cgroup.procs").split())
+            found.update(int(line) for line in _read(_join(directory, "cgroup.procs")).split())
         except FileNotFoundError:
             continue
     return found
@@ -298,10 +340,12 @@ def kill_all(cgroup: TaskCgroup, timeout: float = 2.0) -> bool:
     """SIGKILL every process in the cgroup until it is empty; False if some remain after
     ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
-    kill_file = Path(cgroup.memory) / "cgroup.kill"
-    if cgroup.version == 2 and kill_file.exists():
-        with contextlib.suppress(OSError):
+    kill_file = _join(cgroup.memory, "cgroup.kill")
+    if cgroup.version == 2 and os.path.exists(kill_file):
+        try:  # noqa: SIM105 - contextlib would cost the supervisor's start time
             _write(kill_file, "1")
+        except OSError:
+            pass
     while True:
         remaining = procs(cgroup)
         if not remaining:
@@ -309,8 +353,10 @@ def kill_all(cgroup: TaskCgroup, timeout: float = 2.0) -> bool:
         if time.monotonic() > deadline:
             return False
         for pid in remaining:
-            with contextlib.suppress(ProcessLookupError):
+            try:  # noqa: SIM105 - contextlib would cost the supervisor's start time
                 os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         time.sleep(0.005)
 
 
@@ -326,17 +372,19 @@ def usage(cgroup: TaskCgroup) -> tuple[float | None, int | None]:
     """(CPU seconds, peak memory bytes) of the cgroup so far; None for what is unknown."""
     cpu: float | None = None
     peak: int | None = None
-    memory = Path(cgroup.memory)
+    memory = cgroup.memory
     try:
         if cgroup.version == 2:
-            micros = _field(_read(Path(cgroup.cpu) / "cpu.stat"), "usage_usec")
+            micros = _field(_read(_join(cgroup.cpu, "cpu.stat")), "usage_usec")
             cpu = None if micros is None else micros / 1e6
-            name = "memory.peak" if (memory / "memory.peak").exists() else "memory.current"
-            peak = int(_read(memory / name))
+            name = (
+                "memory.peak" if os.path.exists(_join(memory, "memory.peak")) else "memory.current"
+            )
+            peak = int(_read(_join(memory, name)))
         else:
             if cgroup.cpuacct:
-                cpu = int(_read(Path(cgroup.cpuacct) / "cpuacct.usage")) / 1e9
-            peak = int(_read(memory / "memory.max_usage_in_bytes"))
+                cpu = int(_read(_join(cgroup.cpuacct, "cpuacct.usage"))) / 1e9
+            peak = int(_read(_join(memory, "memory.max_usage_in_bytes")))
     except (OSError, ValueError):
         pass
     return cpu, peak
@@ -346,7 +394,7 @@ def memory_now(cgroup: TaskCgroup) -> int | None:
     """Memory the cgroup uses now, in bytes (None if unreadable)."""
     name = "memory.current" if cgroup.version == 2 else "memory.usage_in_bytes"
     try:
-        return int(_read(Path(cgroup.memory) / name))
+        return int(_read(_join(cgroup.memory, name)))
     except (OSError, ValueError):
         return None
 
@@ -355,7 +403,7 @@ def oom_killed(cgroup: TaskCgroup) -> bool:
     """True if the kernel's OOM killer killed a process of the cgroup."""
     name = "memory.events" if cgroup.version == 2 else "memory.oom_control"
     try:
-        count = _field(_read(Path(cgroup.memory) / name), "oom_kill")
+        count = _field(_read(_join(cgroup.memory, name)), "oom_kill")
     except (OSError, ValueError):
         return False
     return bool(count)
