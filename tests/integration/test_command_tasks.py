@@ -117,8 +117,8 @@ def test_a_finished_tasks_sandbox_is_collected_after_the_gc_delay(
               "--command", "echo bye")  # fmt: skip
     assert run.returncode == 0, run.stderr
     sandboxes, runs = agent.work_dir / "sandboxes", agent.work_dir / "runs"
-    wait_for(lambda: not list(sandboxes.glob("*/gc-1")), 20, "the sandbox to be collected")
-    assert not list(runs.glob("*/gc-1")) and "sandboxes.collected" in agent.log()
+    wait_for(lambda: "sandboxes.collected" in agent.log(), 20, "the sandbox to be collected")
+    assert not list(sandboxes.glob("*/gc-1")) and not list(runs.glob("*/gc-1"))
 
 
 class Recorder:
