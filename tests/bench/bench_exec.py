@@ -2,13 +2,13 @@
 per second, in the same run (issue 14).
 
 A real master and one real agent (separate processes on 127.0.0.1, the agent with its default
-isolation: cgroups where it can) and a framework in this process (the SDK). Each phase runs
-``--tasks`` tasks of one kind, keeping ``--in-flight`` of them live: a task counts once its
-terminal update (FINISHED) reached the framework and was acknowledged (implicitly, by the SDK).
-Placeholder tasks have duration 0; command tasks run ``true``. Printed: tasks per second over the
-phase, the latency from the Accept to FINISHED (p50, p99), the agent's CPU seconds per task,
-and the memory one idle supervisor costs (its proportional set size, from
-``/proc/PID/smaps_rollup``).
+isolation, cgroups where it can, or ``--isolation``) and a framework in this process (the SDK).
+Each phase runs ``--tasks`` tasks of one kind, keeping ``--in-flight`` of them live: a task
+counts once its terminal update (FINISHED) reached the framework and was acknowledged
+(implicitly, by the SDK). Placeholder tasks have duration 0; command tasks run ``true``.
+Printed: tasks per second over the phase, the latency from the Accept to FINISHED (p50, p99),
+the agent's CPU seconds per task, and the memory one idle supervisor costs (its proportional
+set size, from ``/proc/PID/smaps_rollup``).
 
 Run: ``.venv/bin/python tests/bench/bench_exec.py`` (about a minute); ``--quick`` for a smoke
 pass. Figures are printed, never asserted (DESIGN.md §7). Every process is stopped at the end.
@@ -150,7 +150,8 @@ async def main(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="fairshare-bench-exec-") as tmp:
         root = Path(tmp)
         master = start_master(root / "master", "--allocation-interval", "50ms")
-        agent = start_agent(master.address, root / "agent", resources=AGENT_RESOURCES)
+        flags = ("--isolation", args.isolation) if args.isolation else ()
+        agent = start_agent(master.address, root / "agent", *flags, resources=AGENT_RESOURCES)
         try:
             isolation = "unknown"
             for line in agent.log().splitlines():
@@ -183,4 +184,7 @@ if __name__ == "__main__":
     parser.add_argument("--tasks", type=int, default=300, help="tasks per phase")
     parser.add_argument("--in-flight", type=int, default=16, help="live tasks at most")
     parser.add_argument("--quick", action="store_true", help="20 tasks per phase (smoke)")
+    parser.add_argument(
+        "--isolation", choices=("none", "rlimits", "cgroups"), help="the agent's (default: its own)"
+    )
     sys.exit(asyncio.run(main(parser.parse_args())))
