@@ -27,8 +27,8 @@ Invariants:
   the WAL file, i.e. in the operating system's page cache, before ``write`` returns, so it
   survives the agent process dying in any way (kill -9 included); only an operating-system crash
   or power cut can lose the last transactions (never corrupt the file). That is the failure the
-  agent recovers from: its placeholder tasks die with the process anyway, and ``FULL`` would add
-  an fsync to every status update.
+  agent recovers from (an operating-system crash ends every task anyway: placeholders with the
+  agent, command tasks with the host), and ``FULL`` would add an fsync to every status update.
 - The file is never silently reset. A file that is not a readable checkpoint (not SQLite, fails
   ``quick_check``, unknown tables, undecodable rows), a newer ``schema_version``, or resources or
   attributes other than the ones the agent is started with raise ``CheckpointError``, whose

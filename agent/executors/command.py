@@ -124,9 +124,16 @@ class CommandExecutor:
     # -- the executor interface ------------------------------------------------------------------
 
     def launch(self, key: TaskKey, task: CommandTask) -> None:
-        """Start the task on the next loop step; a live key is an error."""
+        """Start the task on the next loop step. A key whose earlier run is still ending (killed
+        silently, e.g. when the master removed the agent) is FAILED at once instead."""
+        loop = asyncio.get_running_loop()
+        if key in self._runs:
+            message = "an earlier run of this task id is still ending on this agent"
+            event = TaskEvent(key, TaskState.FAILED, _TS.REASON_LAUNCH_FAILED, message)
+            loop.call_soon(self._report, event)
+            return
         run = self._new_run(key, task)
-        run.start = asyncio.get_running_loop().call_soon(self._start, run)
+        run.start = loop.call_soon(self._start, run)
 
     def reattach(self, key: TaskKey, task: CommandTask, state: TaskState) -> None:
         """Take over the run of a recovered task (see the module docstring)."""

@@ -840,7 +840,7 @@ class AgentInfo(_message.Message):
     hostname: _builtins.str
     """Hostname (or IP) the agent runs on."""
     port: _builtins.int
-    """Port the agent's own gRPC server listens on (health); 0 if it serves none."""
+    """Port the agent's own gRPC server listens on (health, TaskLogService); 0 if it serves none."""
     version: _builtins.str
     """fairshare version of the agent software (e.g. "0.1.0")."""
     @_builtins.property

@@ -326,3 +326,27 @@ def test_a_killed_supervisor_is_reported_and_its_task_ended(
         assert (end.state, end.reason) == (FAILED, TS.REASON_EXECUTOR_TERMINATED)
 
     run(work_dir, with_cgroups, body)
+
+
+def test_a_relaunch_while_the_silently_killed_run_still_ends_fails_at_once(
+    work_dir: Path, with_cgroups: Isolation
+) -> None:
+    async def body(h: Harness) -> None:
+        key = h.launch("again", task(shell='trap "" TERM; echo ready; sleep 1000'))
+        deadline = time.monotonic() + 10
+        while RUNNING not in h.states(key) or h.stdout(key) != "ready\n":
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        assert h.executor.kill(key, silent=True)  # the master removed the agent
+        h.events.clear()
+        h.launch("again", task(shell="echo fresh"))
+        end = await h.ended(key)
+        assert (end.state, end.reason) == (FAILED, TS.REASON_LAUNCH_FAILED)
+        assert "still ending" in end.message
+        assert await h.executor.wait_idle(GRACE + 5)  # the old run ends, unreported
+        assert h.states(key) == [FAILED]
+        h.events.clear()
+        h.launch("again", task(shell="echo fresh"))
+        assert (await h.ended(key)).state == FINISHED and h.stdout(key) == "fresh\n"
+
+    run(work_dir, with_cgroups, body)
