@@ -1,8 +1,9 @@
 """What a command task's end means, and what command tasks use.
 
 ``exit_event`` turns a supervisor's ``exited`` record (``agent.executors.supervisor``) into the
-task's terminal ``TaskEvent``, in this order: a run that was asked to stop is KILLED (with the
-kill's reason, whatever its exit status); the OOM killer in its cgroup is FAILED,
+task's terminal ``TaskEvent``, in this order: a run whose supervisor got the kill before the
+task's process ended is KILLED (with the kill's reason, whatever its exit status; a kill that
+came after the end changes nothing: the task is reported as it ended); the OOM killer in its cgroup is FAILED,
 REASON_MEMORY_LIMIT; exit 0 is FINISHED; another exit code FAILED, REASON_COMMAND_FAILED, with
 the code and the last lines of stderr; death by a signal FAILED, REASON_EXECUTOR_TERMINATED.
 The event carries the record's usage and is stamped with the record's end time.
@@ -55,7 +56,8 @@ def exit_event(
     record: dict[str, Any],
     kill: Reason | None,
 ) -> TaskEvent:
-    """The terminal event of an ``exited`` record; ``kill``: the reason of a requested kill."""
+    """The terminal event of an ``exited`` record; ``kill``: the reason of a kill the agent
+    asked for (None: none was)."""
     stamp = record.get("ended_at")
     when = float(stamp) if isinstance(stamp, int | float) else None
     usage = record_usage(record)
@@ -66,7 +68,7 @@ def exit_event(
     ) -> TaskEvent:
         return TaskEvent(key, state, reason, message, exit_code, timestamp=when, usage=usage)
 
-    if kill is not None or record.get("killed"):
+    if record.get("killed"):
         how = "SIGKILL after the grace period" if record.get("hard_killed") else "SIGTERM"
         return event(TaskState.KILLED, kill or _TS.REASON_UNSPECIFIED, f"killed ({how})")
     if record.get("oom"):
