@@ -128,7 +128,7 @@ AGENT_SETTINGS: Final = (
         "work_dir",
         non_empty_text,
         "./fairshare-agent",
-        "state directory, holds the checkpoint (agent.sqlite)",
+        "state directory: the checkpoint (agent.sqlite), command tasks' sandboxes and runs",
         metavar="DIR",
     ),
     Setting("hostname", non_empty_text, None, "name reported to the master (default: this host's)"),

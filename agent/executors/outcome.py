@@ -3,9 +3,10 @@
 ``exit_event`` turns a supervisor's ``exited`` record (``agent.executors.supervisor``) into the
 task's terminal ``TaskEvent``, in this order: a run whose supervisor got the kill before the
 task's process ended is KILLED (with the kill's reason, whatever its exit status; a kill that
-came after the end changes nothing: the task is reported as it ended); the OOM killer in its cgroup is FAILED,
-REASON_MEMORY_LIMIT; exit 0 is FINISHED; another exit code FAILED, REASON_COMMAND_FAILED, with
-the code and the last lines of stderr; death by a signal FAILED, REASON_EXECUTOR_TERMINATED.
+came after the end changes nothing: the task is reported as it ended); the OOM killer in its
+cgroup is FAILED, REASON_MEMORY_LIMIT; exit 0 is FINISHED; another exit code FAILED,
+REASON_COMMAND_FAILED, with the code and the last lines of stderr; death by a signal FAILED,
+REASON_EXECUTOR_TERMINATED.
 The event carries the record's usage and is stamped with the record's end time.
 
 ``UsageTally`` keeps what ended command tasks used (CPU seconds, a histogram of peak memory:
