@@ -95,7 +95,6 @@ class _Run:
     sandbox: Path
     run_dir: Path
     start: asyncio.Handle | None = None  # a launch not started yet (a kill cancels it)
-    reattaching: bool = False  # a reattach not done yet (a kill is applied when it is)
     pid: int | None = None  # the supervisor's
     pidfd: int | None = None
     child: subprocess.Popen[bytes] | None = None  # when the supervisor is our child
@@ -137,8 +136,7 @@ class CommandExecutor:
 
     def reattach(self, key: TaskKey, task: CommandTask, state: TaskState) -> None:
         """Take over the run of a recovered task (see the module docstring)."""
-        run = self._new_run(key, task)
-        run.reattaching = True
+        run = self._new_run(key, task)  # a kill before _reattach runs is applied by it
         asyncio.get_running_loop().call_soon(self._reattach, run, state)
 
     def kill(
@@ -455,7 +453,6 @@ class CommandExecutor:
     # -- after an agent restart ------------------------------------------------------------------
 
     def _reattach(self, run: _Run, state: TaskState) -> None:
-        run.reattaching = False
         if self._runs.get(run.key) is not run:
             return  # closed meanwhile
         supervisor = records.read_json(run.run_dir / records.SUPERVISOR_FILE)
