@@ -13,7 +13,8 @@ to ``<work-dir>/agent.addr`` (``HOST:PORT\\n``), serve Prometheus metrics (``age
 against ``--master``.
 
 Invariants: SIGTERM and SIGINT drain (health NOT_SERVING, tasks killed and their updates given
-a bounded chance to reach the master, server stopped, address file removed) and exit 0; a
+a bounded chance to reach the master, server stopped, address file removed) and exit 0, also
+when they come right after the address file appeared (the handlers are installed first); a
 failure to bind or to create the work dir exits 1 with one log line; a master that rejects the
 agent for good (INVALID_ARGUMENT) exits 1. A checkpoint that cannot be used (corrupt, newer
 schema, other resources or attributes, held by another agent) exits 1 before anything is served
@@ -210,15 +211,15 @@ async def _serve_with(
     if metrics is None:
         await server.stop(grace=None)
         return EXIT_FAILURE
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):  # before the address says "ready"
+        loop.add_signal_handler(signum, _stopper(runtime, signum))
     metrics_file = write_metrics_addr(settings.work_dir, metrics.address)
     address_file = settings.work_dir / ADDRESS_FILE  # last: readers may rely on metrics.addr
     address = _address(settings.host, port)
     _write_address(address_file, address)
     log_event(_LOG, "listening", address=address)
     log_event(_LOG, "metrics.listening", address=metrics.address)
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, _stopper(runtime, signum))
     health.set_all(SERVING)
     log_event(
         _LOG,
