@@ -39,10 +39,13 @@ from fairshare.settings import (
     Setting,
     SettingsError,
     boolean,
+    choice,
+    duration,
     file_path,
     non_empty_text,
     port,
     positive_duration,
+    positive_int,
     resolve_settings,
 )
 from fairshare.transport import (
@@ -54,6 +57,8 @@ from fairshare.transport import (
     is_loopback,
     read_token,
 )
+
+from agent.isolation.modes import MODES
 
 __all__ = [
     "AGENT_SETTINGS",
@@ -83,6 +88,10 @@ class AgentSettings:
     log_format: str
     log_level: str
     status_update_retry: float
+    isolation: str | None  # None: the strongest available
+    kill_grace_period: float
+    sandbox_gc_delay: float
+    sandbox_disk_budget: int  # MiB
     tls_ca: Path | None = None
     tls_cert: Path | None = None
     tls_key: Path | None = None
@@ -166,7 +175,7 @@ AGENT_SETTINGS: Final = (
         "work_dir",
         non_empty_text,
         "./fairshare-agent",
-        "state directory, holds the checkpoint (agent.sqlite)",
+        "state directory: the checkpoint (agent.sqlite), command tasks' sandboxes and runs",
         metavar="DIR",
     ),
     Setting("hostname", non_empty_text, None, "name reported to the master (default: this host's)"),
@@ -176,6 +185,35 @@ AGENT_SETTINGS: Final = (
         "1s",
         "first retry of an unacknowledged status update, doubling up to 60s",
         metavar="DURATION",
+    ),
+    Setting(
+        "isolation",
+        choice(*MODES),
+        None,
+        "how command tasks are confined: cgroups (memory and CPU limits), rlimits (address"
+        " space only) or none (default: the strongest available)",
+        choices=MODES,
+    ),
+    Setting(
+        "kill_grace_period",
+        duration,
+        "3s",
+        "time between SIGTERM and SIGKILL when a command task is killed (unless it sets one)",
+        metavar="DURATION",
+    ),
+    Setting(
+        "sandbox_gc_delay",
+        positive_duration,
+        "168h",
+        "remove a finished command task's sandbox this long after it ended",
+        metavar="DURATION",
+    ),
+    Setting(
+        "sandbox_disk_budget",
+        positive_int,
+        10240,
+        "MiB the sandboxes of finished tasks may take; the oldest go first when over",
+        metavar="MIB",
     ),
     Setting(
         "tls_ca",
