@@ -28,7 +28,8 @@ from typing import Any, Final
 
 import grpc
 from fairshare.cli import Command, command_settings
-from fairshare.settings import SHARED_SETTINGS, SettingsError, add_setting_flags
+from fairshare.settings import CLIENT_SETTINGS, SettingsError, add_setting_flags, client_security
+from fairshare.transport import INSECURE, ClientSecurity, client_channel
 from fairshare.v1 import operator_pb2, operator_pb2_grpc, task_logs_pb2, task_logs_pb2_grpc
 
 from framework_sdk.errors import CallError, NotFoundError, call_error
@@ -39,8 +40,9 @@ SEARCH_BATCH: Final = 16
 TIMEOUT: Final = 10.0
 MAX_TAIL: Final = 10_000
 _REQUEST = task_logs_pb2.StreamLogRequest
-LOGS_SETTINGS: Final = SHARED_SETTINGS
-"""The settings of ``fairshare logs`` (``TASK_ID`` and the others are its arguments)."""
+LOGS_SETTINGS: Final = CLIENT_SETTINGS
+"""The settings of ``fairshare logs`` (``TASK_ID`` and the others are its arguments); its TLS
+and identity settings are used for the master and the agents alike (one cluster CA)."""
 
 
 def _host_port(address: str) -> tuple[str, str]:
@@ -58,12 +60,14 @@ async def _reachable(hostname: str, port: int, master: str) -> str:
     return f"[{hostname}]:{port}" if ":" in hostname else f"{hostname}:{port}"
 
 
-async def find_agents(master: str, task_id: str, framework_id: str = "") -> list[str]:
+async def find_agents(
+    master: str, task_id: str, framework_id: str = "", security: ClientSecurity = INSECURE
+) -> list[str]:
     """Addresses of the agents that may have the task's sandbox: its agent if the master
     tracks the task, else every reachable agent. ``UnavailableError`` if the master cannot be
     asked."""
     try:
-        async with grpc.aio.insecure_channel(master) as channel:
+        async with client_channel(master, security) as channel:
             stub = operator_pb2_grpc.OperatorServiceStub(channel)
             state = await stub.GetState(operator_pb2.GetStateRequest(), timeout=TIMEOUT)
     except grpc.aio.AioRpcError as error:
@@ -123,6 +127,7 @@ async def stream_logs(
     follow: bool = False,
     tail: int | None = None,
     agent: str | None = None,
+    security: ClientSecurity = INSECURE,
 ) -> AsyncIterator[bytes]:
     """The bytes of a command task's stdout (``stderr``: its stderr), page by page: from the
     start, or the last ``tail`` lines; ``follow`` goes on until the task ends.
@@ -131,8 +136,8 @@ async def stream_logs(
     agent's or the master's refusal.
     """
     request = _request(task_id, framework_id, stderr, follow, tail)
-    addresses = [agent] if agent else await find_agents(master, task_id, framework_id)
-    channels = {address: grpc.aio.insecure_channel(address) for address in addresses}
+    addresses = [agent] if agent else await find_agents(master, task_id, framework_id, security)
+    channels = {address: client_channel(address, security) for address in addresses}
     try:
         call, first = await _search(channels, request)
         if call is None or first is None:
@@ -218,7 +223,9 @@ def _tail(text: str | None) -> int | None:
     return int(text)
 
 
-async def _print(master: str, args: argparse.Namespace, tail: int | None) -> None:
+async def _print(
+    master: str, args: argparse.Namespace, tail: int | None, security: ClientSecurity
+) -> None:
     out = sys.stdout.buffer
     async for data in stream_logs(
         master,
@@ -228,6 +235,7 @@ async def _print(master: str, args: argparse.Namespace, tail: int | None) -> Non
         follow=args.follow,
         tail=tail,
         agent=args.agent,
+        security=security,
     ):
         out.write(data)
         out.flush()
@@ -240,7 +248,7 @@ def logs(args: argparse.Namespace) -> int:
     if not args.task_id:
         raise SettingsError("TASK_ID: must not be empty")
     try:
-        asyncio.run(_print(values["master"], args, tail))
+        asyncio.run(_print(values["master"], args, tail, client_security(values)))
     except KeyboardInterrupt:
         return 0
     except CallError as error:

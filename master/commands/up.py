@@ -17,6 +17,12 @@ stop and 1 when a daemon failed to start or died. A daemon that fails is named w
 lines of its log, and the logs are kept (a temporary base directory is removed only after a
 clean stop). A default port that is taken (5050, or 9100: node_exporter's too) is replaced by
 a free one, with a note; a port given explicitly that is taken is an error naming its flag.
+
+``--tls`` makes the secure path the easy one: a throwaway CA (``fairshare.local_ca``) under
+``<base>/tls`` issues a certificate to the master, to each agent (``agent-N``) and to one
+client, ``operator``, used by the demo frameworks and the status lines; every daemon then
+serves mutual TLS (client certificates required: their common names are the principals) and
+the command to reach the cluster is printed with its ``--tls-*`` flags.
 """
 
 from __future__ import annotations
@@ -36,12 +42,14 @@ from types import FrameType
 from typing import Any, Final
 
 from fairshare.cli import command_settings
+from fairshare.local_ca import LocalCa, LocalCaError
 from fairshare.ports import port_problem
 from fairshare.resources import ResourceError, ResourceVector
 from fairshare.settings import (
     SHARED_SETTINGS,
     Setting,
     add_setting_flags,
+    boolean,
     choice,
     non_empty_text,
     optional_positive_duration,
@@ -116,6 +124,14 @@ UP_SETTINGS: Final = (
         "stop everything after this long (default: until Ctrl-C or SIGTERM)",
         metavar="DURATION",
     ),
+    Setting(
+        "tls",
+        boolean,
+        False,
+        "mutual TLS everywhere with a throwaway CA under the base directory (certificates for"
+        " the master, each agent and an 'operator' client)",
+        switch=True,
+    ),
     *(setting for setting in SHARED_SETTINGS if setting.name != "master"),
 )
 """The settings of ``fairshare up``, in the order ``--help`` shows them."""
@@ -174,6 +190,18 @@ class LocalCluster:
     address: str = ""
     agents: list[subprocess.Popen[bytes]] = field(default_factory=list)
     frameworks: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    ca: LocalCa | None = None  # --tls: every daemon serves mutual TLS with this CA's certificates
+
+    def tls_flags(self, name: str) -> tuple[str, ...]:
+        """``--tls-ca/--tls-cert/--tls-key`` of ``name``'s certificate (issued on first use;
+        nothing without ``--tls``)."""
+        if self.ca is None:
+            return ()
+        cert, key = self.ca.directory / f"{name}.pem", self.ca.directory / f"{name}.key"
+        if not cert.exists():
+            issued = self.ca.issue(name)
+            cert, key = issued.cert, issued.key
+        return ("--tls-ca", str(self.ca.cert), "--tls-cert", str(cert), "--tls-key", str(key))
 
     def start_master(self) -> str:
         """Start the master and return its ``HOST:PORT`` once it serves."""
@@ -184,7 +212,7 @@ class LocalCluster:
             _fairshare(
                 "master", "--port", str(self.port), "--metrics-port", str(self.metrics_port),
                 "--work-dir", str(work), "--policy", self.policy, "--placement", self.placement,
-                *self.log_flags,
+                *self.log_flags, *self.tls_flags("master"),
             ),
             work / "master.log",
         )  # fmt: skip
@@ -205,6 +233,7 @@ class LocalCluster:
             args = ["agent", "--master", self.address, "--port", "0"]
             args += ["--metrics-port", str(metrics)]
             args += ["--work-dir", str(work), "--hostname", f"agent-{index + 1}"]
+            args += self.tls_flags(f"agent-{index + 1}")
             if resources:
                 args += ["--resources", resources]
             process = _spawn(_fairshare(*args, *self.log_flags), work / "agent.log")
@@ -214,7 +243,7 @@ class LocalCluster:
     def start_framework(self, name: str, task: str, count: int) -> None:
         """Start a built-in framework keeping up to ``count`` tasks of ``task`` running."""
         args = ["run", "--master", self.address, "--name", name, "--task", task]
-        args += ["--count", str(count), *self.log_flags]
+        args += ["--count", str(count), *self.log_flags, *self.tls_flags("operator")]
         log = self.base / f"framework-{name}.log"
         self.frameworks.append(_spawn(_fairshare(*args), log))
 
@@ -255,8 +284,9 @@ def _stop_on_signals() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _show_status(address: str) -> None:
-    subprocess.run(_fairshare("status", "--master", address), check=False)
+def _show_status(cluster: LocalCluster) -> None:
+    flags = cluster.tls_flags("operator")
+    subprocess.run(_fairshare("status", "--master", cluster.address, *flags), check=False)
 
 
 def _watch(cluster: LocalCluster, demo: bool, seconds: float | None) -> int:
@@ -268,11 +298,11 @@ def _watch(cluster: LocalCluster, demo: bool, seconds: float | None) -> int:
             print(f"fairshare up: {problem}", file=sys.stderr)
             return 1
         if demo and time.monotonic() >= next_status:
-            _show_status(cluster.address)
+            _show_status(cluster)
             next_status = time.monotonic() + 5.0
         time.sleep(0.2)
     if demo:
-        _show_status(cluster.address)
+        _show_status(cluster)
     return 0
 
 
@@ -342,18 +372,24 @@ def _run_cluster(
         stack.callback(cluster.stop)
         resources = values["resources"] or (DEMO_AGENT if args.demo else None)
         try:
+            if values["tls"]:
+                cluster.ca = LocalCa.create(base / "tls")
             address = cluster.start_master()
             if args.demo:  # frameworks first: offers are not preempted, so arrival order matters
                 for name, task in DEMO_FRAMEWORKS:
                     cluster.start_framework(name, task, 20)
             cluster.start_agents(values["agents"], resources)
             dashboard = (cluster.base / "master" / "metrics.addr").read_text().strip()
+            scheme = "https" if cluster.ca is not None else "http"
             print(
                 f"fairshare up: master at {address}, {values['agents']} agent(s), logs in {base};"
-                f" dashboard http://{dashboard}/ ; Ctrl-C stops everything"
+                f" dashboard {scheme}://{dashboard}/ ; Ctrl-C stops everything"
             )
+            if cluster.ca is not None:
+                flags = " ".join(cluster.tls_flags("operator"))
+                print(f"fairshare up: mutual TLS; try: fairshare status --master {address} {flags}")
             return _watch(cluster, args.demo, values["for"])
-        except (ClusterError, OSError) as error:  # OSError: a work dir that cannot be made
+        except (ClusterError, OSError, LocalCaError) as error:  # OSError: a work dir
             print(f"fairshare up: {error}", file=sys.stderr)
             return 1
         except KeyboardInterrupt:

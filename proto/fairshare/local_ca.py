@@ -1,0 +1,125 @@
+"""A throwaway certificate authority for a local cluster (``fairshare up --tls``, the tests).
+
+``LocalCa.create(directory)`` makes a CA (``ca.pem``, ``ca.key``) and ``issue(name)`` a
+certificate signed by it for ``name`` (``NAME.pem``, ``NAME.key``): the common name is
+``name`` (the principal the master sees when the certificate is presented as a client
+certificate), the subject alternative names are ``localhost``, ``127.0.0.1`` and ``::1``, and
+the extended key usage both server and client authentication, so one certificate serves a
+daemon's ports and identifies it to the master.
+
+The work is done by the ``openssl`` command-line tool (OpenSSL 1.1.1 or newer), not by a
+Python library: the daemons' dependencies stay grpcio, protobuf and the stdlib (the Python
+``cryptography`` package is not among them), and every Linux distribution ships ``openssl``.
+
+Invariants: keys are ECDSA P-256, written with mode 0600; certificates are valid for
+``DAYS`` days; nothing is ever sent anywhere; a failure of ``openssl`` (missing, refusing)
+raises ``LocalCaError`` with its message. This CA is for one machine's test or demo cluster:
+a real cluster's certificates come from its own PKI.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+__all__ = ["DAYS", "IssuedCertificate", "LocalCa", "LocalCaError"]
+
+DAYS: Final = 30
+_CURVE: Final = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+_LEAF_EXTENSIONS: Final = (
+    "basicConstraints=critical,CA:FALSE\n"
+    "keyUsage=critical,digitalSignature,keyEncipherment\n"
+    "extendedKeyUsage=serverAuth,clientAuth\n"
+    "subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1\n"
+)
+_TIMEOUT: Final = 30.0
+
+
+class LocalCaError(RuntimeError):
+    """``openssl`` is missing or refused (the message says which step and why)."""
+
+
+@dataclass(frozen=True, slots=True)
+class IssuedCertificate:
+    """A certificate and its key, signed by the local CA."""
+
+    name: str
+    cert: Path
+    key: Path
+
+
+def _openssl(*args: str) -> None:
+    binary = shutil.which("openssl")
+    if binary is None:
+        raise LocalCaError("the openssl command is not installed (apt-get install openssl)")
+    try:
+        done = subprocess.run(
+            [binary, *args], capture_output=True, text=True, timeout=_TIMEOUT, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise LocalCaError(f"openssl {args[0]}: {error}") from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["(no message)"])[-1]
+        raise LocalCaError(f"openssl {args[0]} failed: {last}")
+
+
+def _private(path: Path) -> None:
+    os.chmod(path, 0o600)
+
+
+@dataclass(frozen=True, slots=True)
+class LocalCa:
+    """A CA whose files are in ``directory``."""
+
+    directory: Path
+
+    @property
+    def cert(self) -> Path:
+        """The CA bundle every client and daemon of the cluster trusts."""
+        return self.directory / "ca.pem"
+
+    @property
+    def key(self) -> Path:
+        """The CA's signing key (keep it, or delete it once everything is issued)."""
+        return self.directory / "ca.key"
+
+    @classmethod
+    def create(cls, directory: Path, subject: str = "fairshare local CA") -> LocalCa:
+        """A new CA in ``directory`` (created with mode 0700)."""
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        ca = cls(directory)
+        _openssl(
+            "req", "-x509", *_CURVE, "-keyout", str(ca.key), "-out", str(ca.cert),
+            "-days", str(DAYS), "-subj", f"/CN={subject}",
+            "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+        )  # fmt: skip
+        _private(ca.key)
+        return ca
+
+    def issue(self, name: str) -> IssuedCertificate:
+        """A certificate for ``name`` (its common name: the principal), signed by this CA."""
+        if not name or "/" in name or name.startswith("."):
+            raise LocalCaError(f"certificate name {name!r}: must be a plain name")
+        cert, key = self.directory / f"{name}.pem", self.directory / f"{name}.key"
+        request, extensions = self.directory / f"{name}.csr", self.directory / f"{name}.ext"
+        extensions.write_text(_LEAF_EXTENSIONS, encoding="ascii")
+        try:
+            _openssl(
+                "req", "-new", *_CURVE, "-keyout", str(key), "-out", str(request),
+                "-subj", f"/CN={name}",
+            )  # fmt: skip
+            _private(key)
+            _openssl(
+                "x509", "-req", "-in", str(request), "-CA", str(self.cert),
+                "-CAkey", str(self.key), "-set_serial", str(int.from_bytes(os.urandom(8), "big")),
+                "-days", str(DAYS), "-out", str(cert), "-extfile", str(extensions),
+            )  # fmt: skip
+        finally:
+            request.unlink(missing_ok=True)
+            extensions.unlink(missing_ok=True)
+        return IssuedCertificate(name, cert, key)

@@ -1,0 +1,137 @@
+"""TLS on every port (issue 13): a real master, agent and ``fairshare run`` over mutual TLS, and
+every handshake that must fail failing (wrong CA either way, no client certificate,
+plaintext), with nothing registered by the refused clients."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import grpc
+import pytest
+from daemons import ROOT, Client, Daemon, daemon_env, wait_for
+from fairshare.transport import INSECURE, ClientSecurity
+from secure import Pki, fairshare_cli, get_state, start_secure_master
+
+
+@pytest.fixture
+def pki(tmp_path: Path) -> Pki:
+    return Pki(tmp_path / "pki")
+
+
+def _status(address: str, pki: Pki) -> dict[str, object]:
+    done = fairshare_cli("status", "--master", address, "--json", *pki.flags("operator"))
+    assert done.returncode == 0, done.stderr
+    document: dict[str, object] = json.loads(done.stdout)
+    return document
+
+
+def test_master_agent_and_run_over_mutual_tls(tmp_path: Path, pki: Pki) -> None:
+    master = start_secure_master(tmp_path / "master", pki)
+    argv = ["--master", master.address, "--resources", "cpus:4;mem:8192", "--port", "0"]
+    argv += ["--metrics-port", "0", "--work-dir", str(tmp_path / "agent"), *pki.flags("agent-1")]
+    agent = Daemon("agent", argv, tmp_path / "agent", "agent.addr")
+    agent.wait_ready()
+    run = Client(
+        ["-m", "fairshare.cli", "run", "--master", master.address, "--name", "web",
+         "--task", "cpus:1;mem:128", "--count", "2", *pki.flags("batch")],
+        tmp_path / "run.log",
+    )  # fmt: skip
+
+    def two_running() -> bool:
+        tasks = _status(master.address, pki)["frameworks"]
+        return any(f["tasks"].get("RUNNING") == 2 for f in tasks)  # type: ignore[attr-defined]
+
+    wait_for(two_running, 30, "two tasks RUNNING over mutual TLS")
+    log = master.log()
+    assert "tls=mutual" in log and "authentication=certificate" in log
+    assert 'reachable="loopback only"' in log
+    # The agent's own port serves TLS too: its health answers over TLS only.
+    agent_health = fairshare_cli(
+        "status", "--master", agent.address, "--json", *pki.flags("operator")
+    )
+    assert agent_health.returncode == 1 and "not a fairshare master" in agent_health.stderr
+    plain = fairshare_cli("status", "--master", agent.address, "--json")
+    assert plain.returncode == 1 and "UNAVAILABLE" in plain.stderr
+    run.proc.send_signal(signal.SIGTERM)
+    assert run.proc.wait(20) == 0, run.log()
+    assert agent.stop() == 0
+    assert master.stop() == 0
+
+
+def test_wrong_ca_no_certificate_and_plaintext_refused_at_handshake(
+    tmp_path: Path, pki: Pki
+) -> None:
+    master = start_secure_master(tmp_path / "master", pki)
+    other = Pki(tmp_path / "other-pki")  # another CA, with certificates of the very same names
+    refused = {
+        "client trusts another CA": other.security("operator"),
+        "client certificate of another CA": ClientSecurity(
+            ca=pki.ca.cert, cert=other.files("operator")[0], key=other.files("operator")[1]
+        ),
+        "no client certificate": pki.security(None),
+        "plaintext": INSECURE,
+    }
+    for why, security in refused.items():
+        with pytest.raises(grpc.RpcError) as caught:
+            get_state(master.address, security)
+        assert caught.value.code() == grpc.StatusCode.UNAVAILABLE, why  # type: ignore[attr-defined]
+    # An agent whose certificate another CA signed never registers: the master knows no agent.
+    argv = ["--master", master.address, "--resources", "cpus:1;mem:512", "--port", "0"]
+    argv += ["--metrics-port", "0", "--work-dir", str(tmp_path / "agent")]
+    intruder = Daemon("agent", [*argv, *other.flags("agent-1")], tmp_path / "agent", "agent.addr")
+    intruder.wait_ready()
+    wait_for(lambda: "UNAVAILABLE" in intruder.log(), 20, "the intruder's refused connection")
+    state = get_state(master.address, pki.security("operator"))
+    assert not state.agents and not state.frameworks
+    assert intruder.stop() == 0
+    assert master.stop() == 0
+
+
+def test_flags_that_do_not_fit_are_refused_naming_them(tmp_path: Path, pki: Pki) -> None:
+    cert, key = pki.files("master")
+    for flags, named in (
+        (["--tls-cert", str(cert)], "--tls-cert and --tls-key"),
+        (["--tls-ca", str(pki.ca.cert)], "--tls-ca"),
+        (["--host", "0.0.0.0"], "--allow-insecure"),
+        (["--tls-cert", str(tmp_path / "missing.pem"), "--tls-key", str(key)], "--tls-cert"),
+    ):
+        done = fairshare_cli("master", "--port", "0", "--work-dir", str(tmp_path / "m"), *flags)
+        assert done.returncode == 2, (flags, done.stderr)
+        assert named in done.stderr, (flags, done.stderr)
+    done = fairshare_cli("status", "--master", "127.0.0.1:1", "--tls-cert", str(cert))
+    assert done.returncode == 2 and "--tls-ca" in done.stderr, done.stderr
+
+
+def test_up_tls_runs_a_mutual_tls_cluster(tmp_path: Path) -> None:
+    up = subprocess.Popen(
+        [sys.executable, "-m", "fairshare.cli", "up", "--tls", "--agents", "1",
+         "--resources", "cpus:2;mem:2048", "--port", "0", "--metrics-port", "0",
+         "--work-dir", str(tmp_path)],
+        cwd=ROOT, env=daemon_env(), stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        addr = tmp_path / "master" / "master.addr"
+        address = wait_for(lambda: addr.exists() and addr.read_text().strip(), 30, "the master")
+        ca = tmp_path / "tls"
+        flags = ["--tls-ca", str(ca / "ca.pem"), "--tls-cert", str(ca / "operator.pem")]
+        flags += ["--tls-key", str(ca / "operator.key")]
+
+        def one_agent() -> bool:
+            done = fairshare_cli("status", "--master", address, "--json", *flags)
+            return done.returncode == 0 and len(json.loads(done.stdout)["agents"]) == 1
+
+        wait_for(one_agent, 30, "the agent registered over mutual TLS")
+        assert fairshare_cli("status", "--master", address).returncode == 1  # plaintext: refused
+        up.send_signal(signal.SIGTERM)
+        output, _ = up.communicate(timeout=60)
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.communicate()
+    assert up.returncode == 0, output
+    assert "mutual TLS; try: fairshare status" in output
