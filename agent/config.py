@@ -317,7 +317,7 @@ def _master_security(settings: AgentSettings) -> ClientSecurity:
 
 def _server_security(settings: AgentSettings) -> ServerSecurity:
     """The agent's own ports: TLS with its certificate; client certificates required when a CA
-    is given and no credentials file (``SettingsError`` naming the flag)."""
+    is given (``SettingsError`` naming the flag)."""
     if settings.tls_cert is None:
         if settings.credentials is not None:
             raise SettingsError("--credentials: tokens would travel in plaintext; add --tls-cert")
@@ -327,7 +327,7 @@ def _server_security(settings: AgentSettings) -> ServerSecurity:
             settings.tls_cert,
             settings.tls_key,
             settings.tls_ca,
-            require_client_cert=settings.tls_ca is not None and settings.credentials is None,
+            require_client_cert=settings.tls_ca is not None,
         )
     secured = security.tls and (settings.tls_ca is not None or settings.credentials is not None)
     if not secured and not is_loopback(settings.host) and not settings.allow_insecure:

@@ -14,7 +14,7 @@ against ``--master``.
 
 Security (``agent.config``): the agent reaches the master with its ``ClientSecurity`` (TLS,
 its certificate or token); its own gRPC port serves TLS with ``--tls-cert`` (client certificates
-of ``--tls-ca`` required unless ``--credentials``), every call passing ``RpcGuard``
+of ``--tls-ca`` required), every call passing ``RpcGuard``
 (undecodable requests refused; callers authenticated when the port authenticates); its HTTP
 port uses the same TLS and principals (``/health`` open). One ``security.exposure`` line says
 where its ports listen and how they are protected.

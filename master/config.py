@@ -12,7 +12,8 @@ fully checked config or raises ``SettingsError`` naming the flag, variable or ke
 ``fault_drop_acks`` (tests only: a share of acknowledgements to drop) has no flag.
 
 Security (DESIGN.md §3a): ``--tls-cert``/``--tls-key`` put TLS on both ports, ``--tls-ca`` makes
-client certificates identities (required unless ``--credentials`` also accepts tokens),
+client certificates required and identities (gRPC cannot ask for an optional one; a bearer
+token, when ``--credentials`` accepts them, names the principal instead of the certificate),
 ``--credentials`` accepts bearer tokens, ``--acls`` says who may do what; without TLS and
 authentication the master refuses a ``--host`` other than loopback unless ``--allow-insecure``
 (``check_exposure``). Limits: connections, streams per connection, idle connections, frameworks
@@ -123,7 +124,8 @@ SECURITY_SETTINGS: Final = (
         file_path,
         None,
         "CA bundle (PEM) that signs client certificates: mutual TLS, a certificate's common name"
-        " is its principal (required of every client unless --credentials also accepts tokens)",
+        " is its principal (every client must present one; with --credentials a token may name the"
+        " principal instead)",
         metavar="FILE",
     ),
     Setting(

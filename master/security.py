@@ -2,7 +2,7 @@
 its callers are, what they may do, and one log line saying what it exposes.
 
 - ``load_security(config)``: the ``ServerSecurity`` of both ports (client certificates verified
-  when ``--tls-ca`` is given, and required unless ``--credentials`` also accepts tokens), the
+  and required when ``--tls-ca`` is given: gRPC has no optional client certificate), the
   ``Authenticator`` (certificates and/or the credentials file) and the ``Acl`` (``--acls``, or
   ``OPEN``); a file that cannot be used raises ``SettingsError`` naming its flag, before
   anything is served;
@@ -46,7 +46,7 @@ def load_security(config: MasterConfig) -> MasterSecurity:
             config.tls_cert,
             config.tls_key,
             config.tls_ca,
-            require_client_cert=config.tls_ca is not None and config.credentials is None,
+            require_client_cert=config.tls_ca is not None,
         )
         server.credentials() if server.tls else None  # read the files now: fail before serving
     except SecurityError as error:

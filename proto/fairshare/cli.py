@@ -58,6 +58,10 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
         "framework_sdk.logs:logs_command",
     ),
     "up": ("run a master and N agents as local processes", "master.commands.up"),
+    "credential": (
+        "mint a principal's secret: its token file, and its hash in a credentials file",
+        "master.commands.credential",
+    ),
     "agents": (
         "list agents; deactivate, reactivate (maintenance) or remove unreachable ones",
         "master.commands.operator:agents_command",

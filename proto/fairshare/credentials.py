@@ -130,6 +130,10 @@ class Credentials:
         """Every principal of the file."""
         return frozenset(self._hashes)
 
+    def hashes(self) -> dict[str, str]:
+        """Principal -> salted hash, as in the file (no secret: the file holds none)."""
+        return dict(self._hashes)
+
     @classmethod
     def load(cls, path: Path) -> Credentials:
         """Read a credentials file (``CredentialsError`` naming the file and entry if bad)."""

@@ -7,9 +7,10 @@ reused: a call costs one dictionary lookup) so that, before the servicer sees a 
   protobuf of its type ends the call with INVALID_ARGUMENT (``UndecodableRequest`` inside a
   request stream), never UNKNOWN with a traceback;
 - **the caller is known** (``Authenticator``), when authentication is on: its principal is the
-  common name of its client certificate (mutual TLS) or the principal of its bearer token
-  (``authorization: Bearer PRINCIPAL:SECRET``, checked against the credentials file); a call
-  with neither, or with a token that does not check, ends with UNAUTHENTICATED. Methods of
+  principal of its bearer token (``authorization: Bearer PRINCIPAL:SECRET``, checked against the
+  credentials file) or, without a token, the common name of its client certificate (mutual TLS:
+  the certificate then only admits the connection when a token names someone); a call with
+  neither, or with a token that does not check, ends with UNAUTHENTICATED. Methods of
   ``open_services`` (the standard health service, for probes) need no principal. The principal
   is then ``caller()`` for the servicer (a context variable of the call's own task);
 - **each refusal is logged at most a few times a second** per kind (``LogLimiter``), with
@@ -110,15 +111,10 @@ class Authenticator:
         ``certificate``; None when authentication is off; ``AuthError`` when it fails."""
         if not self.required:
             return None
-        found = await self._from_token(token) if token is not None else None
+        if token is not None:  # a token names the principal; a certificate only admits
+            return await self._from_token(token)
         if certificate is not None and self.certificates:
-            if found is not None and found != certificate:
-                raise AuthError(
-                    f"the certificate names {certificate!r} but the token {found!r}: use one"
-                )
             return certificate
-        if found is not None:
-            return found
         raise AuthError("no credentials: present a client certificate or a bearer token")
 
     async def _from_token(self, token: str) -> str:

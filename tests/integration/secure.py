@@ -70,23 +70,34 @@ def get_state(address: str, security: ClientSecurity) -> operator_pb2.GetStateRe
         return state
 
 
-def start_secure_master(work_dir: Path, pki: Pki, *flags: str) -> Daemon:
-    """A master with the ``master`` certificate and mutual TLS (plus ``flags``), serving."""
+def health(address: str, security: ClientSecurity) -> int:
+    """``grpc.health.v1.Health/Check`` over ``security``: 1 is SERVING (0 if unreachable)."""
+    from fairshare.health import HealthCheckRequest, HealthCheckResponse
+
+    with channel(address, security) as open_channel:
+        check = open_channel.unary_unary(
+            "/grpc.health.v1.Health/Check",
+            request_serializer=HealthCheckRequest.SerializeToString,
+            response_deserializer=HealthCheckResponse.FromString,
+        )
+        try:
+            status: int = check(HealthCheckRequest(), timeout=5).status  # type: ignore[attr-defined]
+        except grpc.RpcError:
+            return 0
+        return status
+
+
+def start_secure_master(work_dir: Path, pki: Pki, *flags: str, mutual: bool = True) -> Daemon:
+    """A master with the ``master`` certificate (plus ``flags``), serving: mutual TLS (client
+    certificates of ``pki`` required) unless not ``mutual`` (TLS only)."""
     argv = ["--port", "0", "--metrics-port", "0", "--work-dir", str(work_dir)]
     argv += ["--allocation-interval", "200ms", "--validate", "--shutdown-grace", "2s"]
-    master = Daemon("master", [*argv, *pki.flags("master"), *flags], work_dir, "master.addr")
+    tls = pki.flags("master") if mutual else pki.flags("master")[2:]  # no --tls-ca
+    master = Daemon("master", [*argv, *tls, *flags], work_dir, "master.addr")
     try:
         master.wait_ready()
         operator = pki.security("operator")
-
-        def serving() -> bool:
-            try:
-                get_state(master.address, operator)
-            except grpc.RpcError as error:
-                return error.code() == grpc.StatusCode.PERMISSION_DENIED  # an ACL: it serves
-            return True
-
-        wait_for(serving, what="the secure master answering over TLS")
+        wait_for(lambda: health(master.address, operator) == 1, what="health SERVING over TLS")
     except BaseException:
         master.kill()
         raise
