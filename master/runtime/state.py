@@ -107,10 +107,16 @@ class Aborted(CoreError):
     code = "ABORTED"
 
 
+MAX_ID = 256
+"""Characters of an id at most (the service's ``MAX_NAME``)."""
+
+
 def require_id(value: str, what: str) -> None:
-    """Raise INVALID_ARGUMENT when a required id is empty."""
+    """Raise INVALID_ARGUMENT when a required id is empty or longer than ``MAX_ID`` characters."""
     if not value:
         raise InvalidArgument(f"{what} is empty")
+    if len(value) > MAX_ID:
+        raise InvalidArgument(f"{what} has {len(value)} characters; at most {MAX_ID}")
 
 
 class RuntimeState:

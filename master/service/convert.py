@@ -72,6 +72,7 @@ __all__ = [
     "task_info",
     "task_launch",
     "task_state",
+    "text",
     "timestamp",
 ]
 
@@ -79,9 +80,22 @@ NAME_RE = re.compile(r"^[a-z][a-z0-9_.\-]*$")
 ROLE_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 MAX_REFUSE_SECONDS = 31_536_000.0
 UUID_BYTES = 16
+MAX_NAME = 256
+"""Characters of an id, a name, a role, a principal or a hostname at most (a 100k-character
+name is not a name: it is a way to make every GetState large)."""
+MAX_MESSAGE = 4096
+"""Characters of a status message kept (longer ones are cut: an agent's update is not refused
+for its prose)."""
 
 
 # -- scalars --------------------------------------------------------------------------------------
+
+
+def text(value: str, what: str, most: int = MAX_NAME) -> str:
+    """``value`` if it has at most ``most`` characters (INVALID_ARGUMENT naming it if not)."""
+    if len(value) > most:
+        raise InvalidArgument(f"{what} has {len(value)} characters; at most {most}")
+    return value
 
 
 def resources(message: common_pb2.Resources, what: str) -> ResourceVector:
@@ -149,6 +163,7 @@ def check_role(role: str, what: str = "role") -> str:
     """A role name, ``"*"`` for empty."""
     if role in ("", "*"):
         return "*"
+    text(role, what)
     if not ROLE_RE.match(role):
         raise InvalidArgument(f"{what} {role!r} is malformed (letters, digits, '_', '.', '-')")
     return role
@@ -182,6 +197,8 @@ def agent_spec(info: common_pb2.AgentInfo) -> AgentSpec:
         raise InvalidArgument("agent_info.resources is empty")
     if not 0 <= info.port <= 65535:
         raise InvalidArgument(f"agent_info.port {info.port} is not a port number")
+    text(info.hostname, "agent_info.hostname")
+    text(info.version, "agent_info.version")
     return AgentSpec(info.hostname, info.port, total, _attributes(info.attributes), info.version)
 
 
@@ -200,6 +217,8 @@ def framework_spec(info: common_pb2.FrameworkInfo) -> FrameworkSpec:
     """``FrameworkInfo`` as a ``FrameworkSpec``; name non-empty, weight and timeout in range."""
     if not info.name.strip():
         raise InvalidArgument("framework_info.name is empty")
+    for field in ("framework_id", "name", "principal", "user", "hostname"):
+        text(getattr(info, field), f"framework_info.{field}")
     weight = info.weight if info.HasField("weight") else None  # its range: the core's rule
     failover = duration_seconds(info.failover_timeout, "framework_info.failover_timeout")
     capabilities = set()
@@ -283,7 +302,9 @@ def task_launch(info: common_pb2.TaskInfo) -> TaskLaunch:
     """``TaskInfo`` as the core's ``TaskLaunch``, its command and labels as ``TaskDetails``
     (the core checks ids, emptiness and fit); an empty name is the task id. A command task's
     shape is checked here (``fairshare.command``): a bad one is INVALID_ARGUMENT at Accept."""
+    text(info.task_id, "task_info.task_id")
     what = f"task {info.task_id!r}"
+    text(info.name, f"{what}: name")
     process = _process(info, what)
     command = info.command
     duration_ = None
@@ -356,6 +377,7 @@ def status_from_pb(status: common_pb2.TaskStatus, agent_update: bool) -> StatusU
     """A ``TaskStatus``; an agent update needs a task id, an agent state and a 16-byte uuid."""
     if not status.task_id:
         raise InvalidArgument("status.task_id is empty")
+    text(status.task_id, "status.task_id")
     state = task_state(status.state, "status.state")
     if agent_update:
         if state not in AGENT_REPORTED:
@@ -369,7 +391,7 @@ def status_from_pb(status: common_pb2.TaskStatus, agent_update: bool) -> StatusU
         status.agent_id,
         state,
         "" if reason == "UNSPECIFIED" else reason,
-        status.message,
+        status.message[:MAX_MESSAGE],
         timestamp_seconds(status.timestamp, "status.timestamp"),
         status.uuid,
         "AGENT" if agent_update else "MASTER",

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -135,3 +136,16 @@ def test_up_tls_runs_a_mutual_tls_cluster(tmp_path: Path) -> None:
             up.communicate()
     assert up.returncode == 0, output
     assert "mutual TLS; try: fairshare status" in output
+
+
+def test_an_exposed_master_says_so_in_one_line_with_its_true_bind_address(
+    master_factory: Any,
+) -> None:
+    master = master_factory("--host", "0.0.0.0", "--allow-insecure")
+    line = wait_for(
+        lambda: next((x for x in master.log().splitlines() if "security.exposure" in x), ""),
+        what="the exposure line",
+    )
+    assert "WARNING" in line and 'reachable="all interfaces"' in line, line
+    assert "grpc=0.0.0.0:" in line and "tls=off" in line and "authentication=off" in line, line
+    assert "bind=0.0.0.0:" in master.log()
