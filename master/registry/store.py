@@ -140,6 +140,7 @@ class Registry:
             work_dir.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise RegistryError(f"cannot create work dir {work_dir}: {error.strerror}") from None
+        cls._probe_dir(work_dir)
         expected = cls._read_marker(marker)
         if not path.exists():
             if expected is not None:
@@ -169,6 +170,20 @@ class Registry:
         except sqlite3.DatabaseError as error:
             connection.close()
             raise RegistryError(f"registry {path} is corrupt or unreadable: {error}") from None
+
+    @staticmethod
+    def _probe_dir(work_dir: Path) -> None:
+        """Create and remove a file in ``work_dir``: a read-only disk stops the master here, with
+        a message that says so (SQLite would only say it cannot open the file)."""
+        probe = work_dir / ".write-probe"
+        try:
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as error:
+            raise RegistryError(
+                f"work dir {work_dir} cannot be written ({error.strerror}): the master keeps its"
+                " registry there; give a writable --work-dir"
+            ) from None
 
     @staticmethod
     def _probe_writable(connection: sqlite3.Connection, path: Path) -> None:
