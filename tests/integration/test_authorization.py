@@ -8,6 +8,11 @@ frameworks and agents are the raw-protocol fakes of ``wire_fakes`` over token ch
 
 from __future__ import annotations
 
+import base64
+import json
+import ssl
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -341,3 +346,33 @@ def test_clients_use_a_token_file_made_by_fairshare_credential(
     assert done.returncode == 0, done.stderr
     done = fairshare_cli("status", "--master", secured.master.address, "--tls-ca", ca)
     assert done.returncode == 1 and "UNAUTHENTICATED" in done.stderr, done.stderr
+
+
+def test_the_http_port_serves_tls_and_asks_for_a_principal(secured: Secured) -> None:
+    context = ssl.create_default_context(cafile=str(secured.pki.ca.cert))
+    base = f"https://{secured.master.metrics_address}"
+
+    def get(path: str, authorization: str | None = None) -> tuple[int, bytes]:
+        request = urllib.request.Request(base + path)
+        if authorization is not None:
+            request.add_header("Authorization", authorization)
+        try:
+            with urllib.request.urlopen(request, context=context, timeout=10) as answer:
+                return answer.status, answer.read()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read()
+
+    def basic(token: str) -> str:
+        return "Basic " + base64.b64encode(token.encode()).decode()
+
+    status, body = get("/health")  # open to probes: whether it serves, no ids
+    assert status == 200 and set(json.loads(body)) <= {"status", "daemon"}
+    assert get("/metrics")[0] == 401
+    assert get("/metrics", basic("ops:wrong"))[0] == 401
+    assert get("/metrics", basic(secured.tokens["nobody"]))[0] == 403
+    status, body = get("/metrics", basic(secured.tokens["ops"]))
+    assert status == 200 and b"fairshare_" in body
+    assert get("/api/v1/state", "Bearer " + secured.tokens["ops"])[0] == 200
+    plain = urllib.request.Request(f"http://{secured.master.metrics_address}/health")
+    with pytest.raises((urllib.error.URLError, ConnectionError)):
+        urllib.request.urlopen(plain, timeout=10)  # plaintext to a TLS port: refused
