@@ -86,7 +86,7 @@ class MasterConfig:
     acls: Path | None = None
     allow_insecure: bool = False
     max_connections: int | None = None  # None: the file descriptor limit minus a reserve
-    max_streams_per_connection: int = 100
+    max_streams_per_connection: int = 1000
     idle_timeout: float = 300.0
     max_frameworks_per_principal: int = 1000
     max_agents_per_principal: int = 20_000
@@ -166,8 +166,9 @@ LIMIT_SETTINGS: Final = (
     Setting(
         "max_streams_per_connection",
         positive_int,
-        100,
-        "concurrent calls per gRPC connection",
+        1000,
+        "concurrent calls per gRPC connection (each agent session and framework subscription is"
+        " one long-lived call; clients that share a connection need room)",
         metavar="N",
     ),
     Setting(

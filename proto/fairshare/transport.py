@@ -233,7 +233,7 @@ class ServerLimits:
     """Connection limits of a daemon's gRPC server."""
 
     max_connections: int = 10_000
-    streams_per_connection: int = 100
+    streams_per_connection: int = 1000
     idle_timeout: float = 300.0
     handshake_timeout: float = 10.0
 

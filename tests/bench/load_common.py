@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -56,14 +58,29 @@ def resources_pb(text: str) -> common_pb2.Resources:
     )
 
 
+BENCH_TLS_CA = "BENCH_TLS_CA"
+BENCH_TOKEN = "BENCH_TOKEN"
+"""Environment of the load processes when the master is secured (``bench_security.py``): the
+CA bundle to trust, the bearer token ``PRINCIPAL:SECRET`` to present."""
+
+
 def channel(target: str, index: int) -> grpc.aio.Channel:
-    """A channel with its own TCP connection (``index`` keeps gRPC from sharing subchannels)."""
+    """A channel with its own TCP connection (``index`` keeps gRPC from sharing subchannels);
+    TLS with a bearer token when ``BENCH_TLS_CA`` (and ``BENCH_TOKEN``) are set."""
     options: list[tuple[str, Any]] = [
         ("grpc.use_local_subchannel_pool", 1),
         ("fairshare.bench.channel", index),
         ("grpc.max_receive_message_length", 64 * 1024 * 1024),
     ]
-    return grpc.aio.insecure_channel(target, options=options)
+    ca, token = os.environ.get(BENCH_TLS_CA), os.environ.get(BENCH_TOKEN)
+    if ca is None:
+        return grpc.aio.insecure_channel(target, options=options)
+    credentials = grpc.ssl_channel_credentials(Path(ca).read_bytes())
+    if token is not None:
+        credentials = grpc.composite_channel_credentials(
+            credentials, grpc.access_token_call_credentials(token)
+        )
+    return grpc.aio.secure_channel(target, credentials, options=options)
 
 
 async def serve_control(handlers: Mapping[str, Handler], stop: asyncio.Event) -> None:
