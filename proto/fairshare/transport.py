@@ -51,6 +51,7 @@ __all__ = [
     "ServerLimits",
     "ServerSecurity",
     "add_port",
+    "bearer_interceptors",
     "client_channel",
     "client_channel_sync",
     "fd_limit",
@@ -135,13 +136,14 @@ class ClientSecurity:
             return self.token.partition(":")[0]
         return "(certificate)" if self.cert is not None else "(anonymous)"
 
-    def credentials(self) -> grpc.ChannelCredentials:
-        """The channel credentials (TLS, plus the token as call credentials)."""
+    def credentials(self, call_credentials: bool = True) -> grpc.ChannelCredentials:
+        """The channel credentials (TLS, plus the token as call credentials unless
+        ``call_credentials`` is False: the asyncio channels add it with ``BearerToken``)."""
         assert self.ca is not None
         key = _read(self.key, "TLS key") if self.key is not None else None
         cert = _read(self.cert, "TLS certificate") if self.cert is not None else None
         channel = grpc.ssl_channel_credentials(_read(self.ca, "TLS CA bundle"), key, cert)
-        if self.token is None:
+        if self.token is None or not call_credentials:
             return channel
         return grpc.composite_channel_credentials(
             channel, grpc.access_token_call_credentials(self.token)
@@ -159,14 +161,63 @@ INSECURE: Final = ClientSecurity()
 """Plaintext, no identity (a master without TLS on loopback)."""
 
 
+class _Bearer:
+    """Adds ``authorization: Bearer TOKEN`` to every call of an asyncio channel.
+
+    What gRPC's ``access_token_call_credentials`` does, without its cost: those run a Python
+    metadata plugin on another thread for every call, which halved the unary calls per second
+    of a busy client here (1,400/s against 2,500/s with this interceptor, as without a token).
+    Only ever on a TLS channel (``ClientSecurity`` refuses a token without a CA). gRPC files an
+    interceptor under the first kind it is an instance of, so each kind is its own class."""
+
+    def __init__(self, token: str) -> None:
+        self._metadata = (("authorization", f"Bearer {token}"),)
+
+    def _details(self, details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
+        metadata = grpc.aio.Metadata(*(details.metadata or ()), *self._metadata)
+        return grpc.aio.ClientCallDetails(
+            details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
+        )
+
+
+class _BearerUnaryUnary(_Bearer, grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[type-arg]
+    async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        return await continuation(self._details(details), request)
+
+
+class _BearerUnaryStream(_Bearer, grpc.aio.UnaryStreamClientInterceptor):  # type: ignore[type-arg]
+    async def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
+        return await continuation(self._details(details), request)
+
+
+class _BearerStreamUnary(_Bearer, grpc.aio.StreamUnaryClientInterceptor):  # type: ignore[type-arg]
+    async def intercept_stream_unary(self, continuation: Any, details: Any, requests: Any) -> Any:
+        return await continuation(self._details(details), requests)
+
+
+class _BearerStreamStream(_Bearer, grpc.aio.StreamStreamClientInterceptor):  # type: ignore[type-arg]
+    async def intercept_stream_stream(self, continuation: Any, details: Any, requests: Any) -> Any:
+        return await continuation(self._details(details), requests)
+
+
+def bearer_interceptors(token: str) -> list[Any]:
+    """Interceptors adding ``token`` to every kind of call of an asyncio channel."""
+    kinds = (_BearerUnaryUnary, _BearerUnaryStream, _BearerStreamUnary, _BearerStreamStream)
+    return [kind(token) for kind in kinds]
+
+
 def client_channel(
     address: str, security: ClientSecurity = INSECURE, options: Sequence[tuple[str, Any]] = ()
 ) -> grpc.aio.Channel:
-    """An asyncio channel to ``address`` (``HOST:PORT``) with ``security``."""
+    """An asyncio channel to ``address`` (``HOST:PORT``) with ``security`` (its token, if any,
+    added to each call by ``bearer_interceptors``)."""
     if not security.tls:
         return grpc.aio.insecure_channel(address, options=security.options(options))
-    credentials = security.credentials()
-    return grpc.aio.secure_channel(address, credentials, options=security.options(options))
+    credentials = security.credentials(call_credentials=False)
+    interceptors = bearer_interceptors(security.token) if security.token is not None else None
+    return grpc.aio.secure_channel(
+        address, credentials, options=security.options(options), interceptors=interceptors
+    )
 
 
 def client_channel_sync(

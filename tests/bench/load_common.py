@@ -27,6 +27,7 @@ from typing import Any
 
 import grpc
 from fairshare.resources import ResourceVector
+from fairshare.transport import ClientSecurity, client_channel
 from fairshare.v1 import common_pb2
 
 __all__ = [
@@ -75,12 +76,8 @@ def channel(target: str, index: int) -> grpc.aio.Channel:
     ca, token = os.environ.get(BENCH_TLS_CA), os.environ.get(BENCH_TOKEN)
     if ca is None:
         return grpc.aio.insecure_channel(target, options=options)
-    credentials = grpc.ssl_channel_credentials(Path(ca).read_bytes())
-    if token is not None:
-        credentials = grpc.composite_channel_credentials(
-            credentials, grpc.access_token_call_credentials(token)
-        )
-    return grpc.aio.secure_channel(target, credentials, options=options)
+    security = ClientSecurity(ca=Path(ca), token=token)
+    return client_channel(target, security, options)
 
 
 async def serve_control(handlers: Mapping[str, Handler], stop: asyncio.Event) -> None:

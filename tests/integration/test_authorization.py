@@ -21,7 +21,7 @@ from typing import Any
 
 import grpc
 import pytest
-from daemons import Daemon
+from daemons import Client, Daemon, wait_for
 from fairshare.credentials import entry_toml, hash_secret, new_secret
 from fairshare.health import HealthCheckRequest, HealthCheckResponse
 from fairshare.transport import ClientSecurity
@@ -376,3 +376,35 @@ def test_the_http_port_serves_tls_and_asks_for_a_principal(secured: Secured) -> 
     plain = urllib.request.Request(f"http://{secured.master.metrics_address}/health")
     with pytest.raises((urllib.error.URLError, ConnectionError)):
         urllib.request.urlopen(plain, timeout=10)  # plaintext to a TLS port: refused
+
+
+def test_a_real_agent_and_run_with_tokens(secured: Secured, tmp_path: Path) -> None:
+    tokens = {}
+    for who in ("agent-2", "alice"):
+        tokens[who] = tmp_path / f"{who}.token"
+        tokens[who].write_text(secured.tokens[who] + "\n")
+    ca = str(secured.pki.ca.cert)
+    secured.alice.call_unary("Suppress")  # alice's fake framework would hold the new offers
+    argv = ["--master", secured.master.address, "--resources", "cpus:2;mem:8192", "--port", "0"]
+    argv += ["--metrics-port", "0", "--work-dir", str(tmp_path / "agent"), "--tls-ca", ca]
+    agent = Daemon("agent", [*argv, "--token-file", str(tokens["agent-2"])], tmp_path / "agent",
+                   "agent.addr")  # fmt: skip
+    agent.wait_ready()
+    run = Client(
+        ["-m", "fairshare.cli", "run", "--master", secured.master.address, "--name", "by-token",
+         "--role", "a", "--task", "cpus:1;mem:4000", "--count", "2", "--tls-ca", ca,
+         "--token-file", str(tokens["alice"])],
+        tmp_path / "run.log",
+    )  # fmt: skip
+
+    def two_running() -> bool:  # on the real agent: the fake one has not the memory
+        state = secured.state()
+        named = [f for f in state.frameworks if f.framework_info.name == "by-token"]
+        return bool(named) and task_counts(named[0]).get("RUNNING") == 2
+
+    wait_for(two_running, 30, "two tasks of a token framework RUNNING on a token agent")
+    state = secured.state()
+    assert len(state.agents) == 2  # agent-1's fake and agent-2's real agent
+    run.proc.terminate()
+    assert run.proc.wait(20) == 0, run.log()
+    assert agent.stop() == 0
