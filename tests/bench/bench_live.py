@@ -511,8 +511,10 @@ def run(args: argparse.Namespace, log_dir: Path, command: str) -> Results:
     results = Results()
     profile_prefix = str(log_dir / "master-profile") if args.profile else None
     work_dir = log_dir / "master"
+    # The fleet registers at full speed (one anonymous principal): above the registration limits.
+    generous = ("--registration-rate", "100000", "--registration-burst", "100000")
     with Master(
-        work_dir, args.allocation_interval, args.master_log_level, profile_prefix
+        work_dir, args.allocation_interval, args.master_log_level, profile_prefix, extra=generous
     ) as master:
         bench = Bench(args, master, log_dir, results)
         try:
