@@ -58,6 +58,7 @@ class TaskLaunch:
     resources: ResourceVector
     agent_id: str | None = None  # as the framework named it; must match the offers' agent
     details: object = None
+    preemptible: bool = False  # the rebalancer may kill it (``master.core.rebalance``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +71,7 @@ class RunningTask:
     name: str
     resources: ResourceVector
     state: TaskState  # non-terminal: STAGING, STARTING, RUNNING or KILLING
+    preemptible: bool = False
 
 
 @dataclass(frozen=True, slots=True)

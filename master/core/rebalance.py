@@ -135,10 +135,13 @@ class RebalanceDecision:
     target: Placement = field(default_factory=dict)
 
 
-def view_of(state: MasterState, preemptible: Callable[[str, str], bool]) -> ClusterView:
+def view_of(
+    state: MasterState, preemptible: Callable[[str, str], bool] | None = None
+) -> ClusterView:
     """The view of a ``MasterState``: its active agents, its active frameworks with their
     demands, and the live tasks on active agents; ``preemptible(framework_id, task_id)`` says
-    which tasks their frameworks declared preemptible."""
+    which tasks their frameworks declared preemptible (``None``: each task's own
+    ``TaskRecord.preemptible``, what its ``TaskInfo`` said)."""
     agents = tuple(sorted((agent.id, agent.total) for agent in state.agent_list))
     active = {agent_id for agent_id, _ in agents}
     frameworks = tuple(
@@ -148,7 +151,13 @@ def view_of(state: MasterState, preemptible: Callable[[str, str], bool]) -> Clus
     )
     known = {fw.id for fw in frameworks}
     tasks = tuple(
-        LiveTask(task.framework_id, task.id, task.agent_id, task.resources, preemptible(*key))
+        LiveTask(
+            task.framework_id,
+            task.id,
+            task.agent_id,
+            task.resources,
+            task.preemptible if preemptible is None else preemptible(*key),
+        )
         for key, task in sorted(state.tasks.items())
         if task.agent_id in active and task.framework_id in known
     )
