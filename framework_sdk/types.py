@@ -68,6 +68,7 @@ class TaskReason(enum.Enum):
     MEMORY_LIMIT = "MEMORY_LIMIT"
     LAUNCH_FAILED = "LAUNCH_FAILED"
     COMMAND_INVALID = "COMMAND_INVALID"
+    PREEMPTED = "PREEMPTED"
 
 
 class UpdateSource(enum.Enum):

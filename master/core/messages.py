@@ -85,11 +85,14 @@ class LaunchTasks:
 
 @dataclass(frozen=True, slots=True)
 class KillTask:
-    """Ask an agent to kill one task."""
+    """Ask an agent to kill one task; ``reason`` (a ``TaskStatus.Reason`` name, empty: none)
+    is what its KILLED update says, ``grace_period`` replaces the task's own (None: keep it)."""
 
     agent_id: str
     framework_id: str
     task_id: str
+    reason: str = ""
+    grace_period: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
