@@ -333,6 +333,7 @@ class TaskKeeper:
             "task.ended",
             task_id=update.task_id,
             state=update.state.value,
+            reason=update.reason.value,
             message=update.message,
         )
         if self._config.command is not None:

@@ -202,6 +202,8 @@ def test_rebalance_moves_long_running_tasks_to_drfh(
     if first != {"u1": {"s1": 10}, "u2": {"s2": 10}}:
         assert kills >= 1  # tasks that never end moved only by preemption
         assert "rebalance.preempted" in cluster.master.log()
+        agents = [p for p in cluster.processes if isinstance(p, Daemon)]
+        assert any("reason=REASON_PREEMPTED" in agent.log() for agent in agents)
     # No thrash: at DRFH nothing more is killed and the tasks stay.
     time.sleep(4)
     assert preempted(cluster.master) == kills
