@@ -18,10 +18,13 @@ What it never does (the planner's rules, ``docs/fairness-guarantees.md``, plus t
 - kill a task its framework did not declare preemptible (``TaskInfo.preemptible``) or one that
   is not RUNNING (being killed already, or still starting);
 - act while the master recovers from a restart or drains;
-- block the loop for long: taking the view is O(agents + tasks) on the loop; the check (the
-  target is a whole allocation run, each candidate move one more) runs in a worker thread on
-  that immutable view, one check at a time (a tick whose previous check has not returned is
-  skipped); a victim that changed meanwhile (ended, moved, being killed) is left alone.
+- block the loop for long: the loop only copies the view (``raw_view_of``: one pass over
+  agents, frameworks and tasks, nothing sorted: about 65 ms at 10,000 agents and 70,000 tasks);
+  ordering it and the check (the target is a whole allocation run, each candidate move one
+  more: about 3 s there) run in a worker thread on that copy, which shares only immutable
+  values with the live state, one check at a time (a tick whose previous check has not
+  returned is skipped); a victim that changed meanwhile (ended, moved, being killed) is left
+  alone.
 
 Counted in ``RuntimeCounters.tasks_preempted`` per framework (the metric
 ``fairshare_tasks_preempted_total``); each round is one ``rebalance.preempted`` log event, and
@@ -40,11 +43,11 @@ from fairshare.task_states import TaskState
 
 from master.core import KillTask
 from master.core.rebalance import (
-    ClusterView,
     LiveTask,
+    RawView,
     RebalanceDecision,
     Rebalancer,
-    view_of,
+    raw_view_of,
 )
 from master.runtime.dispatch import Dispatcher
 from master.runtime.rebalance_settings import RebalanceSettings
@@ -85,28 +88,32 @@ class RebalanceTimer:
             except Exception:  # a bug in one check must not end the timer; the log shows it
                 log.exception("rebalance.failed")
 
-    def view(self) -> ClusterView:
-        """The live cluster as the planner sees it: only RUNNING preemptible tasks can go."""
+    def view(self) -> RawView:
+        """The live cluster as the planner sees it (only RUNNING preemptible tasks can go),
+        unsorted: one pass on the loop; ``RawView.ordered()`` is left to the worker."""
         tasks = self.state.core.tasks
 
         def preemptible(framework_id: str, task_id: str) -> bool:
             record = tasks[(framework_id, task_id)]
             return record.preemptible and record.state is TaskState.RUNNING
 
-        return view_of(self.state.core, preemptible)
+        return raw_view_of(self.state.core, preemptible)
+
+    def _check(self, raw: RawView) -> RebalanceDecision:
+        return self.rebalancer.check(raw.ordered())
 
     async def tick(self) -> list[LiveTask]:
         """One check; returns the tasks killed (maybe none)."""
         state = self.state
         if self._checking or state.draining or state.recovering:
             return []
-        view = self.view()
+        raw = self.view()
         self._checking = True
         try:
             if self.offload:
-                decision = await asyncio.to_thread(self.rebalancer.check, view)
+                decision = await asyncio.to_thread(self._check, raw)
             else:
-                decision = self.rebalancer.check(view)
+                decision = self._check(raw)
         finally:
             self._checking = False
         if state.draining:

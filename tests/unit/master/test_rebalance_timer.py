@@ -218,7 +218,7 @@ def test_tasks_not_declared_preemptible_are_never_killed() -> None:
 def test_a_victim_that_changed_since_the_check_is_left_alone() -> None:
     async def test(cluster: Cluster) -> None:
         rebalancer = timer(cluster, hysteresis=0.0)
-        view = rebalancer.view()
+        view = rebalancer.view().ordered()
         victim = next(t for t in view.tasks if t.agent_id == cluster.agents["s1"][0])
         fid = victim.framework_id
         cluster.runtime.frameworks.kill(fid, victim.task_id)  # its framework kills it first
