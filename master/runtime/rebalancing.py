@@ -24,7 +24,8 @@ What it never does (the planner's rules, ``docs/fairness-guarantees.md``, plus t
   more: about 3 s there) run in a worker thread on that copy, which shares only immutable
   values with the live state, one check at a time (a tick whose previous check has not
   returned is skipped); a victim that changed meanwhile (ended, moved, being killed) is left
-  alone.
+  alone. The worker shares the GIL with the loop: on large clusters the interval should be
+  well above a check's cost (the README's Performance section has figures).
 
 Counted in ``RuntimeCounters.tasks_preempted`` per framework (the metric
 ``fairshare_tasks_preempted_total``); each round is one ``rebalance.preempted`` log event, and
