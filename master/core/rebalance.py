@@ -163,10 +163,22 @@ class RawView:
 
 
 def raw_view_of(
-    state: MasterState, preemptible: Callable[[str, str], bool] | None = None
+    state: MasterState,
+    preemptible: Callable[[str, str], bool] | None = None,
+    running_only: bool = False,
 ) -> RawView:
     """The ``RawView`` of a ``MasterState`` (see ``view_of``): one pass over its agents,
-    frameworks and tasks, nothing sorted."""
+    frameworks and tasks, nothing sorted. ``running_only``: a task that is not RUNNING (still
+    starting, or being killed) is listed as not preemptible."""
+    records = state.tasks
+    if preemptible is not None:
+        flags = [preemptible(*key) for key in records]
+    else:
+        flags = [task.preemptible for task in records.values()]
+    if running_only:
+        running = TaskState.RUNNING
+        tasks = records.values()
+        flags = [f and task.state is running for f, task in zip(flags, tasks, strict=True)]
     return RawView(
         [(agent.id, agent.total) for agent in state.agent_list],
         [
@@ -175,14 +187,8 @@ def raw_view_of(
             if fw.active
         ],
         [
-            (
-                task.framework_id,
-                task.id,
-                task.agent_id,
-                task.resources,
-                task.preemptible if preemptible is None else preemptible(*key),
-            )
-            for key, task in state.tasks.items()
+            (task.framework_id, task.id, task.agent_id, task.resources, flag)
+            for task, flag in zip(records.values(), flags, strict=True)
         ],
     )
 
