@@ -60,11 +60,17 @@ from agent.backoff import Backoff
 from agent.checkpoint import CheckpointError, CheckpointStore
 from agent.executors.base import Report, TaskEvent
 from agent.executors.router import TaskExecutors
-from agent.records import AgentMetrics, AgentSpec, LaunchSpec, TaskKey
+from agent.records import AgentMetrics, AgentSpec, LaunchSpec, Reason, TaskKey
 from agent.recovery import recover
 from agent.session import MasterStream, Outcome, RefusedError, classify
 from agent.state import AgentState, KillDecision, Outgoing, ReregisterCall
-from agent.wire import heartbeat_message, register_message, reregister_message, updates_message
+from agent.wire import (
+    duration_seconds,
+    heartbeat_message,
+    register_message,
+    reregister_message,
+    updates_message,
+)
 
 __all__ = ["AgentFatalError", "AgentMetrics", "AgentRuntime", "RuntimeConfig"]
 
@@ -462,7 +468,7 @@ class AgentRuntime:
                 return
             starting = []
             if kind == "kill_task":
-                self._kill(command.kill_task.framework_id, command.kill_task.task_id)
+                self._kill_command(command.kill_task)
             elif kind == "acknowledge_status":
                 ack = command.acknowledge_status
                 applied = self.state.handle_ack(
@@ -511,7 +517,23 @@ class AgentRuntime:
             log_event(_LOG, "task.launched", framework_id=key[0], task_id=key[1], **fields)
         return True
 
-    def _kill(self, framework_id: str, task_id: str) -> None:
+    def _kill_command(self, kill: agent_pb2.KillTaskCommand) -> None:
+        """A master's kill: its reason (one this agent does not know: none) and grace period
+        (a negative one: the task's own)."""
+        reason = kill.reason if kill.reason in _TS.Reason.values() else _TS.REASON_UNSPECIFIED
+        grace = None
+        if kill.HasField("grace_period"):
+            with contextlib.suppress(ValueError):
+                grace = duration_seconds(kill.grace_period)
+        self._kill(kill.framework_id, kill.task_id, reason, grace)
+
+    def _kill(
+        self,
+        framework_id: str,
+        task_id: str,
+        reason: Reason = _TS.REASON_UNSPECIFIED,
+        grace: float | None = None,
+    ) -> None:
         key = (framework_id, task_id)
         decision = self.state.handle_kill(framework_id, task_id, self._now(), time.time())
         log_event(
@@ -520,8 +542,9 @@ class AgentRuntime:
             framework_id=framework_id,
             task_id=task_id,
             decision=decision.value,
+            reason=_TS.Reason.Name(reason),
         )
-        if decision is KillDecision.KILL and not self.executor.kill(key):
+        if decision is KillDecision.KILL and not self.executor.kill(key, reason, grace=grace):
             # Admitted but not running in the executor (cannot normally happen): report it.
             self._on_task_event(TaskEvent(key, TaskState.KILLED, message="killed"))
 

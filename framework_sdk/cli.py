@@ -168,6 +168,7 @@ class RunConfig:
     failover_timeout: float | None = None
     detach_wait: float = DETACH_WAIT
     command: str | None = None  # a command task's shell line; None: placeholder tasks
+    preemptible: bool = True  # its tasks' TaskInfo.preemptible
 
     @property
     def effective_failover_timeout(self) -> float:
@@ -208,7 +209,14 @@ def run_config(args: argparse.Namespace) -> RunConfig:
         detach=bool(getattr(args, "detach", False)),
         failover_timeout=values["failover_timeout"],
         command=command,
+        preemptible=_preemptible(args, command),
     )
+
+
+def _preemptible(args: argparse.Namespace, command: str | None) -> bool:
+    """``--preemptible``/``--no-preemptible``; unset: placeholder tasks are, command tasks not."""
+    chosen = getattr(args, "preemptible", None)
+    return command is None if chosen is None else bool(chosen)
 
 
 class TaskKeeper:
@@ -267,9 +275,17 @@ class TaskKeeper:
         task_id = f"{self._config.name}-{self._launched}"
         if self._config.command is not None:
             command = TaskCommand(shell=self._config.command)
-            return TaskSpec(task_id=task_id, resources=self._config.shape, command=command)
+            return TaskSpec(
+                task_id=task_id,
+                resources=self._config.shape,
+                command=command,
+                preemptible=self._config.preemptible,
+            )
         return TaskSpec(
-            task_id=task_id, resources=self._config.shape, duration=self._config.duration
+            task_id=task_id,
+            resources=self._config.shape,
+            duration=self._config.duration,
+            preemptible=self._config.preemptible,
         )
 
     async def _use(self, offer: Offer) -> None:
@@ -317,6 +333,7 @@ class TaskKeeper:
             "task.ended",
             task_id=update.task_id,
             state=update.state.value,
+            reason=update.reason.value,
             message=update.message,
         )
         if self._config.command is not None:
@@ -563,6 +580,15 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="CMD",
         help="run CMD (with /bin/sh -c) in --count command tasks once and exit when all have"
         " ended (0 if all finished); their output: fairshare logs TASK_ID",
+    )
+    parser.add_argument(
+        "--preemptible",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="let a master started with --rebalance kill these tasks (after its grace period,"
+        " reason PREEMPTED) to move the cluster toward its fair allocation; placeholder tasks"
+        " are replaced as any that end. Default: placeholder tasks are preemptible, --command"
+        " tasks are not",
     )
     add_setting_flags(parser, RUN_SETTINGS)
 

@@ -10,7 +10,8 @@ The JSON document (``fairshare status --json``, DESIGN.md §4) is one object::
                      "tasks": {STATE: count}, "demand": {"task", "max_tasks"} | null,
                      "capabilities": [NAME, ...]}],
      "offers": [{"id", "framework_id", "agent_id", "resources"}],
-     "tasks": [{"framework_id", "task_id", "name", "agent_id", "state", "resources"}],
+     "tasks": [{"framework_id", "task_id", "name", "agent_id", "state", "resources",
+                "preemptible"}],
      "total", "used", "offered", "free"}
 
 Invariants:
@@ -120,6 +121,7 @@ def state_to_dict(state: operator_pb2.GetStateResponse) -> dict[str, Any]:
                 "agent_id": task.info.agent_id,
                 "state": _task_state(task.status.state),
                 "resources": _resources(task.info.resources),
+                "preemptible": task.info.preemptible,
             }
             for task in state.tasks
         ],

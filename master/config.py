@@ -22,6 +22,7 @@ from typing import Final
 from fairshare.settings import (
     SHARED_SETTINGS,
     Setting,
+    SettingsError,
     boolean,
     choice,
     duration,
@@ -34,8 +35,9 @@ from fairshare.settings import (
     share,
 )
 
-from master.core.fairness import FAIRNESS_POLICIES
+from master.core.fairness import FAIRNESS_POLICIES, make_fairness_policy
 from master.core.placement import DEFAULT_SAMPLE_SIZE, PLACEMENT_POLICIES
+from master.runtime.rebalance_settings import REBALANCE_SETTINGS
 
 __all__ = ["MASTER_SETTINGS", "MasterConfig", "load_config"]
 
@@ -66,6 +68,12 @@ class MasterConfig:
     log_level: str = "INFO"
     validate: bool = False
     fault_drop_acks: float = 0.0  # tests only (no flag): share of acknowledgements to drop
+    rebalance: bool = False  # REBALANCE_SETTINGS (master.runtime.rebalance_settings)
+    rebalance_interval: float = 5.0
+    rebalance_threshold: float = 0.1
+    rebalance_hysteresis: float = 15.0
+    rebalance_max_kills: int = 4
+    rebalance_grace: float = 3.0
 
 
 MASTER_SETTINGS: Final = (
@@ -161,10 +169,17 @@ MASTER_SETTINGS: Final = (
         "tests only: the share of acknowledgements to drop",
         flag=False,
     ),
+    *REBALANCE_SETTINGS,
 )
 """The settings of ``fairshare master``, in the order ``--help`` shows them."""
 
 
 def load_config(args: argparse.Namespace, environ: Mapping[str, str]) -> MasterConfig:
     """Resolve the settings: flags > environment > TOML file > defaults."""
-    return MasterConfig(**resolve_settings("master", MASTER_SETTINGS, args, environ))
+    config = MasterConfig(**resolve_settings("master", MASTER_SETTINGS, args, environ))
+    if config.rebalance and not make_fairness_policy(config.policy).dominant_shares:
+        raise SettingsError(
+            f"--rebalance: moves toward DRFH's allocation, which needs --policy drf"
+            f" (or another that equalizes dominant shares), not {config.policy!r}"
+        )
+    return config

@@ -52,6 +52,7 @@ from master.metrics import (
 )
 from master.registry import Registry, RegistryError
 from master.runtime import MasterRuntime, RuntimeConfig
+from master.runtime.rebalance_settings import RebalanceSettings
 from master.service.agent import AgentServicer
 from master.service.operator import OperatorServicer
 from master.service.rpc_metrics import RpcMetricsInterceptor
@@ -98,6 +99,20 @@ def _runtime_config(config: MasterConfig) -> RuntimeConfig:
         reregistration_timeout=config.reregistration_timeout,
         fault_drop_acks=config.fault_drop_acks,
         heartbeat_interval=config.heartbeat_interval,
+        rebalance=rebalance_settings(config),
+    )
+
+
+def rebalance_settings(config: MasterConfig) -> RebalanceSettings | None:
+    """The rebalancer's knobs; None without ``--rebalance``."""
+    if not config.rebalance:
+        return None
+    return RebalanceSettings(
+        interval=config.rebalance_interval,
+        threshold=config.rebalance_threshold,
+        hysteresis=config.rebalance_hysteresis,
+        max_kills=config.rebalance_max_kills,
+        grace=config.rebalance_grace,
     )
 
 

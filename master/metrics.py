@@ -25,7 +25,9 @@ Invariants:
   offer or agent ids;
 - ``fairshare_tasks`` counts the tasks the master tracks now (a task that ended is dropped once its
   framework acknowledged it, so terminal states are mostly 0); ``fairshare_tasks_ended_total``
-  counts every task that reached a terminal state, by that state, since the master started.
+  counts every task that reached a terminal state, by that state, since the master started;
+  ``fairshare_tasks_preempted_total`` the tasks the rebalancer (``--rebalance``) killed, by
+  framework id (the ``MAX_FRAMEWORK_SERIES`` frameworks with the most).
 """
 
 from __future__ import annotations
@@ -276,6 +278,15 @@ class MasterCollector(Collector):
         ):
             updates.add_metric([event], n)
         yield updates
+        preempted = CounterMetricFamily(
+            "fairshare_tasks_preempted",
+            "Tasks the rebalancer (--rebalance) killed since the master started, by framework.",
+            labels=["framework_id"],
+        )
+        most = sorted(counters.tasks_preempted.items(), key=lambda item: (-item[1], item[0]))
+        for framework_id, n in sorted(most[:MAX_FRAMEWORK_SERIES]):
+            preempted.add_metric([framework_id], n)
+        yield preempted
         yield _histogram(
             "fairshare_registry_write_duration_seconds",
             "Duration of one durable registry write.",

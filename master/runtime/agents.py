@@ -252,7 +252,14 @@ class AgentCalls:
                 continue
             if framework_id in state.frameworks and (framework_id, task_id) not in state.core.tasks:
                 adopt.append(
-                    RunningTask(framework_id, task_id, launch.name, launch.resources, status.state)
+                    RunningTask(
+                        framework_id,
+                        task_id,
+                        launch.name,
+                        launch.resources,
+                        status.state,
+                        launch.preemptible,
+                    )
                 )
             else:
                 kill.append((framework_id, task_id))

@@ -9,7 +9,8 @@ uses:
 - ``frameworks`` (``FrameworkCalls``): the Scheduler API, failover timers, heartbeats;
 - ``operator`` (``OperatorCalls``): the Operator API (state, weights, maintenance, teardown,
   kills and agent removal on the operator's behalf);
-- ``recovery`` (``Recovery``): the restart from the registry.
+- ``recovery`` (``Recovery``): the restart from the registry;
+- ``rebalancer`` (``RebalanceTimer``, only with ``--rebalance``): preemptions toward DRFH.
 
 The gRPC adapters (``master.service``) each take the part they serve. No part inherits from
 another and none imports one above it: ``dispatcher`` < ``loss`` < ``agents``; ``frameworks`` <
@@ -37,6 +38,7 @@ from master.runtime.agents import AgentCalls
 from master.runtime.dispatch import Dispatcher
 from master.runtime.frameworks import FrameworkCalls
 from master.runtime.operator import OperatorCalls
+from master.runtime.rebalancing import RebalanceTimer
 from master.runtime.recovery import Recovery
 from master.runtime.state import RuntimeConfig, RuntimeState
 
@@ -62,6 +64,10 @@ class MasterRuntime:
         self.operator = OperatorCalls(self.state, self.dispatcher, self.frameworks)
         self.recovery = Recovery(self.state, self.dispatcher, self.loss, self.frameworks)
         self.agents.on_rejoined = self.recovery.agent_back
+        settings = self.state.config.rebalance
+        self.rebalancer = (
+            None if settings is None else RebalanceTimer(self.state, self.dispatcher, settings)
+        )
         self._timers: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -77,6 +83,8 @@ class MasterRuntime:
             asyncio.create_task(_every(config.heartbeat_interval, self.frameworks.heartbeat)),
             asyncio.create_task(_every(liveness, self.loss.check_liveness)),
         ]
+        if self.rebalancer is not None:
+            self._timers.append(asyncio.create_task(self.rebalancer.run()))
         log_event(log, "master.started", master_id=state.master_id, policy=config.core.policy)
 
     def drain(self) -> None:

@@ -44,6 +44,7 @@ from master.core import (
 from master.registry import Registry, RegistryWriteError
 from master.runtime.counters import RuntimeCounters
 from master.runtime.liveness import Liveness, base_interval
+from master.runtime.rebalance_settings import RebalanceSettings
 from master.runtime.sessions import AgentLink, DepartedAgent, FrameworkLink
 from master.runtime.taskbook import TaskBook
 
@@ -84,6 +85,7 @@ class RuntimeConfig:
     # with the cluster either way (``master.runtime.liveness``)
     reregistration_timeout: float = 20.0  # after a restart: how long agents have to reregister
     fault_drop_acks: float = 0.0  # fault injection (tests): drop this share of acks to agents
+    rebalance: RebalanceSettings | None = None  # None: no rebalancer (``--rebalance`` off)
     version: str = "0.1.0"
 
     @property

@@ -126,6 +126,10 @@ def command_to_pb(command: AgentCommand) -> agent_pb2.AgentCommand:
         return pb.AgentCommand(launch_tasks=launch)
     if isinstance(command, KillTask):
         kill = pb.KillTaskCommand(framework_id=command.framework_id, task_id=command.task_id)
+        if command.reason:
+            kill.reason = common_pb2.TaskStatus.Reason.Value(f"REASON_{command.reason}")
+        if command.grace_period is not None:
+            kill.grace_period.CopyFrom(duration(command.grace_period))
         return pb.AgentCommand(kill_task=kill)
     if isinstance(command, AckCommand):
         ack = pb.AcknowledgeStatusCommand(

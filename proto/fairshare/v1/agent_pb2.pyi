@@ -487,19 +487,33 @@ class KillTaskCommand(_message.Message):
 
     FRAMEWORK_ID_FIELD_NUMBER: _builtins.int
     TASK_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    GRACE_PERIOD_FIELD_NUMBER: _builtins.int
     framework_id: _builtins.str
     """Framework that owns the task."""
     task_id: _builtins.str
     """The task to kill."""
+    reason: _common_pb2.TaskStatus.Reason.ValueType
+    """Why the master kills it: the agent reports KILLED with this reason (REASON_PREEMPTED for the
+    rebalancer's kills); REASON_UNSPECIFIED for a kill the framework or the operator asked for.
+    """
+    @_builtins.property
+    def grace_period(self) -> _duration_pb2.Duration:
+        """When set, replaces the task's kill grace period (a command task's time between SIGTERM and
+        SIGKILL): the master's --rebalance-grace for a preemption. Unset: the task's own.
+        """
+
     def __init__(
         self,
         *,
         framework_id: _builtins.str = ...,
         task_id: _builtins.str = ...,
+        reason: _common_pb2.TaskStatus.Reason.ValueType = ...,
+        grace_period: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["grace_period", b"grace_period"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["framework_id", b"framework_id", "task_id", b"task_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["framework_id", b"framework_id", "grace_period", b"grace_period", "reason", b"reason", "task_id", b"task_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
