@@ -16,6 +16,10 @@ Invariants:
 - keepalive is set for long streams (pings every 20 s, dead peers dropped after 10 s more) and
   clients may ping as often as every 5 s.
 
+One master per work dir: ``<work-dir>/master.lock`` (``fairshare.work_dir_lock``) is taken
+before anything else; a second master on the same work dir exits 1 with one line naming the
+holder and touches nothing of it (not its registry, not its address files).
+
 The durable registry (``master.registry``: SQLite under the work dir) is opened before anything
 is served; a missing, corrupt or newer-schema registry stops the master (exit 1, one message
 saying why), it is never reset. The runtime then recovers from it (``Recovery.recover``).
@@ -38,6 +42,7 @@ from fairshare.logs import configure_logging, log_event
 from fairshare.ports import port_problem
 from fairshare.settings import add_setting_flags
 from fairshare.v1 import agent_pb2_grpc, operator_pb2_grpc, scheduler_pb2_grpc
+from fairshare.work_dir_lock import WorkDirLock, WorkDirLocked
 
 from master.config import MASTER_SETTINGS, MasterConfig, load_config
 from master.core import CoreConfig
@@ -191,18 +196,38 @@ def _ports_taken(config: MasterConfig) -> bool:
     return False
 
 
+def _lock_work_dir(config: MasterConfig) -> WorkDirLock | None:
+    """The work dir's lock; None (after one line on stderr saying who holds it) if another
+    master has it."""
+    try:
+        Path(config.work_dir).mkdir(parents=True, exist_ok=True)
+        return WorkDirLock.acquire(
+            Path(config.work_dir), "master", f"pid {os.getpid()}, fairshare master (starting)"
+        )
+    except (WorkDirLocked, OSError) as error:
+        message = str(error) if isinstance(error, WorkDirLocked) else f"cannot lock: {error}"
+    print(f"fairshare master: {message}", file=sys.stderr)
+    return None
+
+
 async def serve(config: MasterConfig, stop: asyncio.Event | None = None) -> int:
     """Run the master until ``stop`` is set (or SIGTERM/SIGINT); returns the exit code."""
-    registry = _open_registry(config)
-    if registry is None:
+    lock = _lock_work_dir(config)
+    if lock is None:
         return EXIT_FAILED
-    runtime = MasterRuntime(_runtime_config(config), registry=registry)
-    events = RecentEvents()
-    log.addHandler(events)
     try:
-        return await _serve_runtime(config, registry, runtime, events, stop)
+        registry = _open_registry(config)
+        if registry is None:
+            return EXIT_FAILED
+        runtime = MasterRuntime(_runtime_config(config), registry=registry)
+        events = RecentEvents()
+        log.addHandler(events)
+        try:
+            return await _serve_runtime(config, registry, runtime, events, stop, lock)
+        finally:
+            log.removeHandler(events)
     finally:
-        log.removeHandler(events)
+        lock.release()
 
 
 async def _serve_runtime(
@@ -211,6 +236,7 @@ async def _serve_runtime(
     runtime: MasterRuntime,
     events: RecentEvents,
     stop: asyncio.Event | None,
+    lock: WorkDirLock,
 ) -> int:
     work_dir = Path(config.work_dir)
     runtime.recovery.recover()
@@ -244,6 +270,7 @@ async def _serve_runtime(
     log_event(log, "metrics.listening", address=metrics.address)
     address = f"{_connect_host(config.host)}:{port}"
     addr_path = write_addr(work_dir, address)
+    lock.describe(f"pid {os.getpid()}, fairshare master serving {address}")
     log_event(log, "listening", address=address, master_id=runtime.state.master_id)
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
