@@ -55,7 +55,7 @@ from master.metrics import (
     serve_http,
     write_metrics_addr,
 )
-from master.registry import Registry, RegistryError
+from master.registry import Registry, RegistryError, SqliteRegistry
 from master.runtime import MasterRuntime, RuntimeConfig
 from master.service.agent import AgentServicer
 from master.service.operator import OperatorServicer
@@ -126,7 +126,7 @@ def _open_registry(config: MasterConfig) -> Registry | None:
     work_dir = Path(config.work_dir)
     try:
         work_dir.mkdir(parents=True, exist_ok=True)
-        return Registry.open(work_dir, config.registry_sync.upper())
+        return SqliteRegistry.open(work_dir, config.registry_sync.upper())
     except OSError as error:
         message = f"cannot use work dir {work_dir}: {error}"
     except RegistryError as error:

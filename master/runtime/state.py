@@ -41,7 +41,7 @@ from master.core import (
     MasterState,
     NotFound,
 )
-from master.registry import Registry, RegistryWriteError
+from master.registry import Registry, RegistryWriteError, SqliteRegistry
 from master.runtime.counters import RuntimeCounters
 from master.runtime.liveness import Liveness, base_interval
 from master.runtime.sessions import AgentLink, DepartedAgent, FrameworkLink
@@ -125,7 +125,7 @@ class RuntimeState:
         self.departed: dict[str, DepartedAgent] = {}
         self.removed_frameworks: set[str] = set()
         self.counters = RuntimeCounters()
-        self.registry = registry or Registry.in_memory()
+        self.registry: Registry = registry or SqliteRegistry.in_memory()
         self.registry.on_write = self.counters.registry_write_durations.observe
         self.liveness = Liveness(self.config.agent_timeout, self.config.agent_heartbeat)
         self.recovering = False  # after a restart, until recovered agents are back or time is up

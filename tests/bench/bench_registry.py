@@ -19,14 +19,14 @@ from pathlib import Path
 from fairshare.resources import ResourceVector
 
 from master.model import AgentSpec, FrameworkSpec
-from master.registry import AgentEntry, Registry
+from master.registry import AgentEntry, SqliteRegistry
 
 SPEC = AgentSpec("host", 5051, ResourceVector.parse("cpus:16;mem:65536"), (("rack", "r1"),))
 
 
 def measure(sync: str, writes: int) -> None:
     with tempfile.TemporaryDirectory(prefix="fairshare-registry-") as directory:
-        registry = Registry.open(Path(directory), sync)
+        registry = SqliteRegistry.open(Path(directory), sync)
         latencies = []
         for n in range(writes):
             started = time.perf_counter()
@@ -37,7 +37,7 @@ def measure(sync: str, writes: int) -> None:
             latencies.append(time.perf_counter() - started)
         registry.close()
         started = time.perf_counter()
-        reopened = Registry.open(Path(directory), sync)
+        reopened = SqliteRegistry.open(Path(directory), sync)
         recovery = time.perf_counter() - started
         assert len(reopened.agents) + len(reopened.frameworks) == writes
         reopened.close()
