@@ -8,6 +8,11 @@ write per message; settings), send due status updates (every due head of a task'
 ``updates`` message, re-sent with jittered backoff until acknowledged), and send a heartbeat
 whenever nothing else was sent for ``heartbeat_interval``.
 
+The master is found by ``fairshare.masters.MasterFinder`` (``--master``: one address, a list of
+HA masters, or etcd://): a master that does not lead names the leader, which is tried at once
+(at most ``MAX_REDIRECTS`` times in a row before backing off); a master that did not answer, or
+whose session ended, is not tried first next time.
+
 Error contract (agent.proto): NOT_FOUND -> reconnect at once and reregister;
 FAILED_PRECONDITION -> stop every task silently, forget them and register afresh; anything else
 (UNAVAILABLE, a stream the master ended, a timeout) -> reconnect after a jittered exponential
@@ -52,6 +57,7 @@ from typing import TypeVar
 
 import grpc
 from fairshare.logs import log_event
+from fairshare.masters import MasterFinder, MasterUnknown
 from fairshare.task_states import TaskState
 from fairshare.v1 import agent_pb2, common_pb2
 from google.protobuf.duration_pb2 import Duration
@@ -74,6 +80,8 @@ _MAX_UPDATES_PER_MESSAGE = 1000
 RECONNECT_CAP_ONCE_CONNECTED = 2.0
 """Seconds between reconnection attempts at most, once a session was established (or the
 master's reconnect jitter, if longer): a restarted master finds its agents back quickly."""
+MAX_REDIRECTS = 3
+"""Redirects to a named leader followed at once in a row; then the usual backoff applies."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +132,8 @@ class AgentRuntime:
             snapshot = checkpoint.load()
             self.state = AgentState.restore(spec, snapshot, retry=retry, new_uuid=minter)
         self.executor = PlaceholderExecutor(self._on_task_event)
+        self._finder = MasterFinder(config.master, rng)
+        self._redirects = 0  # redirects followed in a row
         self.heartbeat_interval = config.default_heartbeat_interval
         self._reconnect = Backoff(config.reconnect_initial, config.reconnect_max, rng)
         self._stop = asyncio.Event()
@@ -189,12 +199,16 @@ class AgentRuntime:
                 self.executor.kill_all(_TS.REASON_AGENT_SHUTDOWN)
             await self.executor.aclose()
             self._persist()
+            await self._finder.close()
         if self._fatal is not None:
             raise AgentFatalError(self._fatal)
 
     def _reconnect_delay(self, outcome: Outcome, attempt: int) -> float:
         """How long to wait before reconnection ``attempt`` (agent.proto's error contract)."""
-        if outcome is not Outcome.RECONNECT and attempt == 1:
+        self._redirects = self._redirects + 1 if outcome is Outcome.REDIRECTED else 0
+        if outcome is Outcome.REDIRECTED and self._redirects <= MAX_REDIRECTS:
+            return 0.0  # a master named the leader: try it at once
+        if outcome not in (Outcome.RECONNECT, Outcome.REDIRECTED) and attempt == 1:
             return 0.0  # NOT_FOUND, FAILED_PRECONDITION: at once
         delay = self._reconnect.delay(attempt)
         if self._known_master:  # a restarting master is back in seconds: keep trying often
@@ -232,16 +246,28 @@ class AgentRuntime:
 
     async def _session(self) -> Outcome:
         self._healthy = False
-        stream = MasterStream(self.config.master)
+        try:
+            address = await self._finder.next()
+        except MasterUnknown as error:
+            log_event(_LOG, "master.unknown", logging.WARNING, error=error.details())
+            return Outcome.RECONNECT
+        outcome = await self._session_with(address)
+        if outcome is Outcome.RECONNECT:
+            self._finder.failed(address)
+        return outcome
+
+    async def _session_with(self, address: str) -> Outcome:
+        stream = MasterStream(address)
         try:
             await self._open(stream)
+            self._finder.answered(address)
             self.state.on_connected(self._now())
             self._last_sent = self._now()
             log_event(
                 _LOG,
                 "master.connected",
                 agent_id=self.state.agent_id,
-                master=self.config.master,
+                master=address,
                 master_id=self.state.master_id,
             )
             outcome = await self._serve(stream)
@@ -252,8 +278,17 @@ class AgentRuntime:
             return Outcome.STOP
         except RefusedError as error:
             log_event(
-                _LOG, "master.refused", logging.WARNING, code=error.code.name, details=error.details
+                _LOG,
+                "master.refused",
+                logging.WARNING,
+                master=address,
+                code=error.code.name,
+                details=error.details,
             )
+            if error.code == grpc.StatusCode.UNAVAILABLE and self._finder.redirected(
+                address, error.leader
+            ):
+                return Outcome.REDIRECTED
             return classify(error.code)
         except grpc.aio.AioRpcError as error:
             log_event(

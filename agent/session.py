@@ -16,7 +16,9 @@ Invariants:
   stream's status otherwise; a failed write is not an error of its own (the reader reports the
   status the stream ended with);
 - ``classify`` maps the error contract of agent.proto: NOT_FOUND -> reregister at once,
-  FAILED_PRECONDITION -> removed (register afresh), anything else -> reconnect with backoff.
+  FAILED_PRECONDITION -> removed (register afresh), anything else -> reconnect with backoff;
+  a master that does not lead (HA masters) refuses the first message UNAVAILABLE with the
+  leader's address in its trailing metadata (``RefusedError.leader``).
 """
 
 from __future__ import annotations
@@ -28,14 +30,18 @@ from enum import Enum
 from typing import Any, Final
 
 import grpc
+from fairshare.masters import leader_hint, open_channel
 from fairshare.v1 import agent_pb2, agent_pb2_grpc
 
 __all__ = ["CHANNEL_OPTIONS", "MasterStream", "Outcome", "RefusedError", "classify"]
 
 CHANNEL_OPTIONS: Final = [
-    ("grpc.keepalive_time_ms", 30_000),
-    ("grpc.keepalive_timeout_ms", 10_000),
+    # A master that hangs (SIGSTOP) or whose host went away is noticed within 15 s, so an
+    # agent follows a new leader within the new leader's reregistration window.
+    ("grpc.keepalive_time_ms", 10_000),
+    ("grpc.keepalive_timeout_ms", 5_000),
     ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
 ]
 _HALF_CLOSE: Final = object()
@@ -48,6 +54,7 @@ class Outcome(Enum):
     REMOVED = (1, "removed by the master: registering afresh")
     REREGISTER = (2, "registration lost or new master: reregistering")
     RECONNECT = (3, "master unavailable")
+    REDIRECTED = (4, "that master does not lead: trying the leader it named")
 
     @property
     def rank(self) -> int:
@@ -61,12 +68,14 @@ class Outcome(Enum):
 
 
 class RefusedError(Exception):
-    """The master ended the stream in answer to the first message (``code``, ``details``)."""
+    """The master ended the stream in answer to the first message (``code``, ``details``;
+    ``leader``: the leader it named, when it does not lead)."""
 
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+    def __init__(self, code: grpc.StatusCode, details: str, leader: str | None = None) -> None:
         super().__init__(f"{code.name}: {details}")
         self.code = code
         self.details = details
+        self.leader = leader
 
 
 def classify(code: grpc.StatusCode) -> Outcome:
@@ -82,7 +91,7 @@ class MasterStream:
     """One ``Connect`` call over its own channel."""
 
     def __init__(self, master: str) -> None:
-        self._channel = grpc.aio.insecure_channel(master, options=CHANNEL_OPTIONS)
+        self._channel = open_channel(master, CHANNEL_OPTIONS)
         stub: agent_pb2_grpc.AgentServiceAsyncStub = agent_pb2_grpc.AgentServiceStub(self._channel)
         # No request iterator: messages are written with ``write`` (the stubs do not know that).
         self._call: Any = stub.Connect()  # type: ignore[call-arg]
@@ -100,7 +109,8 @@ class MasterStream:
         answer = await self._call.read()
         if not isinstance(answer, agent_pb2.ConnectResponse):  # grpc.aio.EOF
             code = await self._call.code()
-            raise RefusedError(code, await self._call.details() or "the stream ended")
+            leader = leader_hint(await self._call.trailing_metadata())
+            raise RefusedError(code, await self._call.details() or "the stream ended", leader)
         if answer.WhichOneof("message") != "registered":
             kind = answer.WhichOneof("message")
             raise RefusedError(grpc.StatusCode.INTERNAL, f"first message was {kind}")
