@@ -9,18 +9,18 @@ write per message; settings), send due status updates (every due head of a task'
 whenever nothing else was sent for ``heartbeat_interval``.
 
 The master is found by ``fairshare.masters.MasterFinder`` (``--master``: one address, a list of
-HA masters, or etcd://): a master that does not lead names the leader, which is tried at once
-(at most ``MAX_REDIRECTS`` times in a row before backing off); a master that did not answer, or
-whose session ended, is not tried first next time.
+HA masters, or etcd://): a master that does not lead names the leader, which is tried next; a
+master that did not answer, or whose session ended, is not tried first next time.
+
+A master whose leadership epoch is lower than the highest the agent admitted (checkpointed) is a
+former leader: its ``registered`` is refused and a ``commands`` message of it ends the session
+unapplied (agent.proto: Leadership).
 
 Error contract (agent.proto): NOT_FOUND -> reconnect at once and reregister;
 FAILED_PRECONDITION -> stop every task silently, forget them and register afresh; anything else
-(UNAVAILABLE, a stream the master ended, a timeout) -> reconnect after a jittered exponential
-backoff, reset once a session was established; the first attempt after losing an established
-session also waits a random time in [0, reconnect_jitter] (the master sizes it to the cluster),
-so a fleet that lost its master does not come back all at once, and once the agent has been
-connected its attempts are at most ``RECONNECT_CAP_ONCE_CONNECTED`` (2 s, jittered) apart, so
-a restarted master has all its agents back within seconds. INVALID_ARGUMENT in answer to
+(UNAVAILABLE, a stream the master ended, a timeout) -> reconnect after the delay
+``agent.reconnect.Reconnection`` says (a jittered backoff, capped at 2 s once connected, spread
+over the master's reconnect jitter after losing a session). INVALID_ARGUMENT in answer to
 the first message raises ``AgentFatalError`` (retrying cannot help).
 
 Checkpoint (issue 5): with a ``CheckpointStore`` the state is restored from it at construction
@@ -65,6 +65,7 @@ from google.protobuf.duration_pb2 import Duration
 from agent.backoff import Backoff
 from agent.checkpoint import CheckpointError, CheckpointStore
 from agent.executor import PlaceholderExecutor, TaskEvent
+from agent.reconnect import Reconnection
 from agent.records import AgentMetrics, AgentSpec, CommandSpec, TaskKey
 from agent.recovery import recover
 from agent.session import MasterStream, Outcome, RefusedError, classify
@@ -77,11 +78,6 @@ T = TypeVar("T")
 _LOG = logging.getLogger("fairshare.agent")
 _TS = common_pb2.TaskStatus
 _MAX_UPDATES_PER_MESSAGE = 1000
-RECONNECT_CAP_ONCE_CONNECTED = 2.0
-"""Seconds between reconnection attempts at most, once a session was established (or the
-master's reconnect jitter, if longer): a restarted master finds its agents back quickly."""
-MAX_REDIRECTS = 3
-"""Redirects to a named leader followed at once in a row; then the usual backoff applies."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,15 +129,11 @@ class AgentRuntime:
             self.state = AgentState.restore(spec, snapshot, retry=retry, new_uuid=minter)
         self.executor = PlaceholderExecutor(self._on_task_event)
         self._finder = MasterFinder(config.master, rng)
-        self._redirects = 0  # redirects followed in a row
         self.heartbeat_interval = config.default_heartbeat_interval
-        self._reconnect = Backoff(config.reconnect_initial, config.reconnect_max, rng)
+        self._reconnection = Reconnection(config.reconnect_initial, config.reconnect_max, rng)
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
-        self._rng = rng
-        self.reconnect_jitter = 0.0  # as the master last said
         self._healthy = False  # the current session was established (registered)
-        self._known_master = False  # a session was established once (a master will be back)
         self._last_sent = 0.0  # loop time of the last message to the master
         self.reconnects_total = 0
         self.registrations_total = 0
@@ -179,7 +171,6 @@ class AgentRuntime:
 
     async def run(self) -> None:
         """Connect, serve and reconnect until ``stop()``; raises ``AgentFatalError``."""
-        attempt = 0
         try:
             self._recover()
             while not self._stop.is_set():
@@ -188,9 +179,7 @@ class AgentRuntime:
                     break
                 if outcome is Outcome.REMOVED:
                     self._forget()
-                attempt = 1 if self._healthy else attempt + 1
-                self._known_master = self._known_master or self._healthy
-                delay = self._reconnect_delay(outcome, attempt)
+                delay = self._reconnection.delay(outcome, self._healthy)
                 self.reconnects_total += 1
                 log_event(_LOG, "master.reconnecting", why=outcome.why, delay=f"{delay:.3f}")
                 await self._sleep_unless_stopped(delay)
@@ -202,21 +191,6 @@ class AgentRuntime:
             await self._finder.close()
         if self._fatal is not None:
             raise AgentFatalError(self._fatal)
-
-    def _reconnect_delay(self, outcome: Outcome, attempt: int) -> float:
-        """How long to wait before reconnection ``attempt`` (agent.proto's error contract)."""
-        self._redirects = self._redirects + 1 if outcome is Outcome.REDIRECTED else 0
-        if outcome is Outcome.REDIRECTED and self._redirects <= MAX_REDIRECTS:
-            return 0.0  # a master named the leader: try it at once
-        if outcome not in (Outcome.RECONNECT, Outcome.REDIRECTED) and attempt == 1:
-            return 0.0  # NOT_FOUND, FAILED_PRECONDITION: at once
-        delay = self._reconnect.delay(attempt)
-        if self._known_master:  # a restarting master is back in seconds: keep trying often
-            cap = max(RECONNECT_CAP_ONCE_CONNECTED, self.reconnect_jitter)
-            delay = min(delay, cap * (0.5 + 0.5 * self._rng.random()))
-        if attempt == 1:  # the fleet spreads out (agent.proto)
-            delay += self._rng.random() * self.reconnect_jitter
-        return delay
 
     # -- checkpoint -----------------------------------------------------------------------------
 
@@ -329,6 +303,12 @@ class AgentRuntime:
             if error.code == grpc.StatusCode.INVALID_ARGUMENT:
                 raise AgentFatalError(f"the master rejected {what}: {error.details}") from None
             raise
+        if not self.state.admits(answer.epoch):
+            raise RefusedError(
+                grpc.StatusCode.UNAVAILABLE,
+                f"a former leader (epoch {answer.epoch}; seen {self.state.epoch}): refused",
+            )
+        self.state.saw_epoch(answer.epoch)
         if isinstance(registration, ReregisterCall):
             self.state.on_reregistered(answer.master_id)
             self.reregistrations_total += 1
@@ -353,7 +333,7 @@ class AgentRuntime:
     def _apply_settings(self, heartbeat: Duration, jitter: Duration) -> None:
         seconds = heartbeat.ToTimedelta().total_seconds()
         self.heartbeat_interval = seconds if seconds > 0 else self.config.default_heartbeat_interval
-        self.reconnect_jitter = max(0.0, jitter.ToTimedelta().total_seconds())
+        self._reconnection.jitter = max(0.0, jitter.ToTimedelta().total_seconds())
 
     async def _serve(self, stream: MasterStream) -> Outcome:
         """Run the reader, the update sender and heartbeats until one ends the session."""
@@ -378,6 +358,9 @@ class AgentRuntime:
     async def _read(self, stream: MasterStream) -> Outcome:
         try:
             async for message in stream.messages():
+                if message.HasField("commands") and not self.state.admits(message.commands.epoch):
+                    log_event(_LOG, "master.stale", logging.WARNING, epoch=message.commands.epoch)
+                    return Outcome.RECONNECT  # a former leader's commands: none is applied
                 self._dispatch(message)
         except grpc.aio.AioRpcError as error:
             log_event(

@@ -105,8 +105,14 @@ class MasterStream:
     async def open(self, first: agent_pb2.ConnectRequest) -> agent_pb2.AgentRegistered:
         """Send the first message; the master's ``registered`` answer, or ``RefusedError`` when
         it ended the stream instead (``AioRpcError`` for transport failures)."""
-        await self._call.write(first)
-        answer = await self._call.read()
+        try:
+            await self._call.write(first)
+            answer = await self._call.read()
+        except grpc.aio.AioRpcError as error:  # a follower may end the call before it reads
+            leader = leader_hint(error.trailing_metadata())
+            if leader is None:
+                raise
+            raise RefusedError(error.code(), error.details() or "", leader) from None
         if not isinstance(answer, agent_pb2.ConnectResponse):  # grpc.aio.EOF
             code = await self._call.code()
             leader = leader_hint(await self._call.trailing_metadata())

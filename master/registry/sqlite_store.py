@@ -41,6 +41,8 @@ from master.registry.entries import (
     agent_spec_to_json,
     framework_spec_from_json,
     framework_spec_to_json,
+    read_marker,
+    write_marker,
 )
 from master.registry.operations import Change, Registry
 
@@ -109,7 +111,7 @@ class SqliteRegistry(Registry):
             work_dir.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise RegistryError(f"cannot create work dir {work_dir}: {error.strerror}") from None
-        expected = cls._read_marker(marker)
+        expected = read_marker(marker)
         if not path.exists():
             if expected is not None:
                 raise RegistryError(
@@ -128,7 +130,7 @@ class SqliteRegistry(Registry):
                     f" cluster {expected}: the work dir holds another cluster's registry"
                 )
             if expected is None:
-                cls._write_marker(marker, cluster_id)
+                write_marker(marker, cluster_id)
             return cls(connection, cluster_id, path)
         except RegistryError:
             connection.close()
@@ -136,25 +138,6 @@ class SqliteRegistry(Registry):
         except sqlite3.DatabaseError as error:
             connection.close()
             raise RegistryError(f"registry {path} is corrupt or unreadable: {error}") from None
-
-    @staticmethod
-    def _read_marker(marker: Path) -> str | None:
-        try:
-            text = marker.read_text(encoding="utf-8").strip()
-        except FileNotFoundError:
-            return None
-        except OSError as error:
-            raise RegistryError(f"cannot read {marker}: {error.strerror}") from None
-        return text or None
-
-    @staticmethod
-    def _write_marker(marker: Path, cluster_id: str) -> None:
-        tmp = marker.with_name(marker.name + ".tmp")
-        try:
-            tmp.write_text(cluster_id + "\n", encoding="utf-8")
-            os.replace(tmp, marker)
-        except OSError as error:
-            raise RegistryError(f"cannot write {marker}: {error.strerror}") from None
 
     @staticmethod
     def _connect(path: Path, synchronous: str) -> sqlite3.Connection:
@@ -185,7 +168,7 @@ class SqliteRegistry(Registry):
             os.replace(tmp, path)
         except (sqlite3.Error, OSError) as error:
             raise RegistryError(f"cannot create registry {path}: {error}") from None
-        cls._write_marker(marker, cluster_id)
+        write_marker(marker, cluster_id)
         return cls(cls._connect(path, synchronous), cluster_id, path)
 
     @staticmethod

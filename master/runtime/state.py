@@ -41,6 +41,7 @@ from master.core import (
     MasterState,
     NotFound,
 )
+from master.model import LeaderInfo
 from master.registry import Registry, RegistryWriteError, SqliteRegistry
 from master.runtime.counters import RuntimeCounters
 from master.runtime.liveness import Liveness, base_interval
@@ -132,6 +133,7 @@ class RuntimeState:
         self.awaited: set[str] = set()  # while recovering: the agents not back yet
         self.draining = False
         self.started_at = time.time()
+        self.leader = LeaderInfo("", 0, self.started_at)  # the term this runtime serves
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- clocks -----------------------------------------------------------------------------------
