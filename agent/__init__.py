@@ -1,1 +1,1 @@
-"""The fairshare agent daemon: pure ``AgentState``, placeholder-task executor and runtime."""
+"""The fairshare agent daemon: pure ``AgentState``, task executors and the runtime."""

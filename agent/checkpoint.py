@@ -1,6 +1,6 @@
 """``CheckpointStore``: the agent's durable checkpoint, ``<work-dir>/agent.sqlite`` (SQLite, WAL).
 
-What it keeps (schema version 1):
+What it keeps (schema version 2; a version 1 file is upgraded in place when opened):
 
 - ``meta(key, value)``: ``schema_version`` (this module writes and reads ``SCHEMA_VERSION``)
   and ``leader_epoch``, the highest leadership epoch of a master the agent admitted (HA
@@ -14,7 +14,12 @@ What it keeps (schema version 1):
   STAGING);
 - ``updates``: every unacknowledged update, ``position`` 0, 1, ... in the task's FIFO order,
   with its ``uuid``, so an update re-sent after a restart carries the same uuid and the master
-  de-duplicates it.
+  de-duplicates it, and (version 2) a command task's resource ``usage`` as JSON
+  (``{"cpu_seconds": ..., "memory_peak_bytes": ...}``, NULL for none; ``latest_usage`` in
+  ``tasks``).
+
+A command task's process is not in this file: its supervisor's pid and start time are in the
+task's run directory (``agent.executors.supervisor``), written before the task starts.
 
 Invariants:
 - One transaction per ``write``: the file holds the state after some whole number of writes,
@@ -24,8 +29,8 @@ Invariants:
   the WAL file, i.e. in the operating system's page cache, before ``write`` returns, so it
   survives the agent process dying in any way (kill -9 included); only an operating-system crash
   or power cut can lose the last transactions (never corrupt the file). That is the failure the
-  agent recovers from: its placeholder tasks die with the process anyway, and ``FULL`` would add
-  an fsync to every status update.
+  agent recovers from (an operating-system crash ends every task anyway: placeholders with the
+  agent, command tasks with the host), and ``FULL`` would add an fsync to every status update.
 - The file is never silently reset. A file that is not a readable checkpoint (not SQLite, fails
   ``quick_check``, unknown tables, undecodable rows), a newer ``schema_version``, or resources or
   attributes other than the ones the agent is started with raise ``CheckpointError``, whose
@@ -42,7 +47,9 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
+import json
 import os
 import sqlite3
 from collections.abc import Iterable
@@ -50,6 +57,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Final
 
+from fairshare.command import ResourceUsage
 from fairshare.resources import ResourceError, ResourceVector
 from fairshare.sqlite_transaction import transaction
 from fairshare.task_states import TaskState
@@ -64,7 +72,7 @@ from agent.state import AgentSnapshot, CheckpointChanges, TaskChange
 __all__ = ["CHECKPOINT_FILE", "SCHEMA_VERSION", "CheckpointError", "CheckpointStore"]
 
 CHECKPOINT_FILE: Final = "agent.sqlite"
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 
 _SCHEMA: Final = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -78,13 +86,20 @@ _SCHEMA: Final = (
         running_since REAL,
         latest_state INTEGER, latest_uuid BLOB, latest_timestamp REAL,
         latest_reason INTEGER, latest_message TEXT, latest_exit_code INTEGER,
+        latest_usage TEXT,
         PRIMARY KEY (framework_id, task_id))""",
     """CREATE TABLE updates (
         framework_id TEXT NOT NULL, task_id TEXT NOT NULL, position INTEGER NOT NULL,
         state INTEGER NOT NULL, uuid BLOB NOT NULL, timestamp REAL NOT NULL,
-        reason INTEGER NOT NULL, message TEXT NOT NULL, exit_code INTEGER,
+        reason INTEGER NOT NULL, message TEXT NOT NULL, exit_code INTEGER, usage TEXT,
         PRIMARY KEY (framework_id, task_id, position))""",
 )
+_UPGRADES: Final = {  # from version N to N + 1
+    1: (
+        "ALTER TABLE tasks ADD COLUMN latest_usage TEXT",
+        "ALTER TABLE updates ADD COLUMN usage TEXT",
+    ),
+}
 _TABLES: Final = frozenset({"meta", "agent", "tasks", "updates"})
 
 
@@ -210,6 +225,18 @@ class CheckpointStore:
                 f"{version}; this agent reads up to {SCHEMA_VERSION}): run the newer agent, or "
                 f"{_fresh_hint(self.path)}"
             )
+        if version < SCHEMA_VERSION:
+            self._upgrade(version)
+
+    def _upgrade(self, version: int) -> None:
+        """Bring a file of an older schema to ``SCHEMA_VERSION`` (one transaction)."""
+        with self._transaction():
+            for step in range(version, SCHEMA_VERSION):
+                for statement in _UPGRADES[step]:
+                    self._db.execute(statement)
+            self._db.execute(
+                "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
+            )
 
     def _check_agent(self, spec: AgentSpec) -> None:
         row = self._db.execute("SELECT resources, attributes FROM agent").fetchone()
@@ -251,7 +278,7 @@ class CheckpointStore:
                 for row in self._db.execute(
                     "SELECT framework_id, task_id, info, resources, state, running_since,"
                     " latest_state, latest_uuid, latest_timestamp, latest_reason,"
-                    " latest_message, latest_exit_code"
+                    " latest_message, latest_exit_code, latest_usage"
                     " FROM tasks ORDER BY framework_id, task_id"
                 )
             )
@@ -259,10 +286,17 @@ class CheckpointStore:
                 _update(row[0], row[1], row[2:])
                 for row in self._db.execute(
                     "SELECT framework_id, task_id, state, uuid, timestamp, reason, message,"
-                    " exit_code FROM updates ORDER BY framework_id, task_id, position"
+                    " exit_code, usage FROM updates ORDER BY framework_id, task_id, position"
                 )
             )
-        except (sqlite3.DatabaseError, DecodeError, ResourceError, ValueError, TypeError) as error:
+        except (
+            sqlite3.DatabaseError,
+            DecodeError,
+            ResourceError,
+            ValueError,
+            TypeError,
+            KeyError,
+        ) as error:
             raise self._corrupt(f"unreadable rows: {error}") from None
         return AgentSnapshot(agent_id, master_id, tasks, updates, epoch)
 
@@ -315,9 +349,9 @@ class CheckpointStore:
         self._db.execute("DELETE FROM updates WHERE framework_id = ? AND task_id = ?", key)
         task = change.task
         if task is not None:
-            latest = (None,) * 6 if task.latest is None else _update_columns(task.latest)
+            latest = (None,) * 7 if task.latest is None else _update_columns(task.latest)
             self._db.execute(
-                "INSERT INTO tasks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO tasks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     *key,
                     task.info.SerializeToString(deterministic=True),
@@ -328,7 +362,7 @@ class CheckpointStore:
                 ),
             )
         self._db.executemany(
-            "INSERT INTO updates VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO updates VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [(*key, position, *_update_columns(u)) for position, u in enumerate(change.updates)],
         )
 
@@ -356,11 +390,19 @@ def _update_columns(update: StatusUpdate) -> tuple[Any, ...]:
         int(update.reason),
         update.message,
         update.exit_code,
+        None if update.usage is None else json.dumps(dataclasses.asdict(update.usage)),
     )
 
 
+def _usage(text: Any) -> ResourceUsage | None:
+    if text is None:
+        return None
+    data = json.loads(text)
+    return ResourceUsage(float(data["cpu_seconds"]), int(data["memory_peak_bytes"]))
+
+
 def _update(framework_id: str, task_id: str, columns: tuple[Any, ...]) -> StatusUpdate:
-    state, uuid, timestamp, reason, message, exit_code = columns
+    state, uuid, timestamp, reason, message, exit_code, usage = columns
     common_pb2.TaskStatus.Reason.Name(reason)  # ValueError for an unknown reason
     if not isinstance(uuid, bytes) or not uuid:
         raise ValueError(f"update of task {task_id!r} without a uuid")
@@ -373,4 +415,5 @@ def _update(framework_id: str, task_id: str, columns: tuple[Any, ...]) -> Status
         reason,
         str(message),
         None if exit_code is None else int(exit_code),
+        _usage(usage),
     )

@@ -27,11 +27,16 @@ from fairshare.resources import ResourceError, ResourceVector
 from fairshare.settings import (
     SHARED_SETTINGS,
     Setting,
+    choice,
+    duration,
     non_empty_text,
     port,
     positive_duration,
+    positive_int,
     resolve_settings,
 )
+
+from agent.isolation.modes import MODES
 
 __all__ = ["AGENT_SETTINGS", "AgentSettings", "parse_attributes", "parse_resources", "resolve"]
 
@@ -53,6 +58,10 @@ class AgentSettings:
     log_format: str
     log_level: str
     status_update_retry: float
+    isolation: str | None  # None: the strongest available
+    kill_grace_period: float
+    sandbox_gc_delay: float
+    sandbox_disk_budget: int  # MiB
 
 
 def parse_resources(text: str) -> ResourceVector:
@@ -120,7 +129,7 @@ AGENT_SETTINGS: Final = (
         "work_dir",
         non_empty_text,
         "./fairshare-agent",
-        "state directory, holds the checkpoint (agent.sqlite)",
+        "state directory: the checkpoint (agent.sqlite), command tasks' sandboxes and runs",
         metavar="DIR",
     ),
     Setting("hostname", non_empty_text, None, "name reported to the master (default: this host's)"),
@@ -130,6 +139,35 @@ AGENT_SETTINGS: Final = (
         "1s",
         "first retry of an unacknowledged status update, doubling up to 60s",
         metavar="DURATION",
+    ),
+    Setting(
+        "isolation",
+        choice(*MODES),
+        None,
+        "how command tasks are confined: cgroups (memory and CPU limits), rlimits (address"
+        " space only) or none (default: the strongest available)",
+        choices=MODES,
+    ),
+    Setting(
+        "kill_grace_period",
+        duration,
+        "3s",
+        "time between SIGTERM and SIGKILL when a command task is killed (unless it sets one)",
+        metavar="DURATION",
+    ),
+    Setting(
+        "sandbox_gc_delay",
+        positive_duration,
+        "168h",
+        "remove a finished command task's sandbox this long after it ended",
+        metavar="DURATION",
+    ),
+    Setting(
+        "sandbox_disk_budget",
+        positive_int,
+        10240,
+        "MiB the sandboxes of finished tasks may take; the oldest go first when over",
+        metavar="MIB",
     ),
 )
 """The settings of ``fairshare agent``, in the order ``--help`` shows them."""

@@ -2,15 +2,19 @@
 
 Startup: resolve settings (flags > ``FAIRSHARE_*`` > TOML > defaults; a bad value exits 2 with
 a message naming its flag, variable or key), create the work dir, probe this host's resources
-unless ``--resources`` is given, open the checkpoint ``<work-dir>/agent.sqlite``
+unless ``--resources`` is given, choose how command tasks are confined (``--isolation``, default
+the strongest available, logged once as ``isolation.selected``; ``cgroups`` asked for where
+there are none exits 1), open the checkpoint ``<work-dir>/agent.sqlite``
 (``agent.checkpoint``; the runtime restores and recovers what it holds), bind the agent's own
-gRPC server (the standard health service) on ``--host:--port`` and write its address atomically
+gRPC server (the standard health service and ``TaskLogService``, the output of its command
+tasks: ``agent.logs_service``) on ``--host:--port`` and write its address atomically
 to ``<work-dir>/agent.addr`` (``HOST:PORT\\n``), serve Prometheus metrics (``agent.metrics``) on
 ``--metrics-port`` with their address in ``<work-dir>/metrics.addr``, then run ``AgentRuntime``
 against ``--master``.
 
 Invariants: SIGTERM and SIGINT drain (health NOT_SERVING, tasks killed and their updates given
-a bounded chance to reach the master, server stopped, address file removed) and exit 0; a
+a bounded chance to reach the master, server stopped, address file removed) and exit 0, also
+when they come right after the address file appeared (the handlers are installed first); a
 failure to bind or to create the work dir exits 1 with one log line; a master that rejects the
 agent for good (INVALID_ARGUMENT) exits 1. A checkpoint that cannot be used (corrupt, newer
 schema, other resources or attributes, held by another agent) exits 1 before anything is served
@@ -37,9 +41,15 @@ from fairshare.health import NOT_SERVING, SERVING, HealthServicer
 from fairshare.logs import configure_logging, log_event
 from fairshare.ports import port_problem
 from fairshare.settings import add_setting_flags
+from fairshare.v1 import task_logs_pb2_grpc
 
 from agent.checkpoint import CHECKPOINT_FILE, CheckpointError, CheckpointStore
 from agent.config import AGENT_SETTINGS, AgentSettings, resolve
+from agent.executors.base import Report
+from agent.executors.command import CommandConfig, CommandExecutor
+from agent.executors.router import TaskExecutors
+from agent.isolation.modes import Isolation, IsolationError, choose
+from agent.logs_service import TaskLogServicer
 from agent.metrics import (
     AgentCollector,
     MetricsServer,
@@ -48,9 +58,10 @@ from agent.metrics import (
     serve_http,
     write_metrics_addr,
 )
-from agent.records import AgentSpec
+from agent.records import AgentMetrics, AgentSpec
 from agent.resources_probe import host_resources
 from agent.runtime import AgentFatalError, AgentRuntime, RuntimeConfig
+from agent.sandbox import Sandboxes
 
 __all__ = ["ADDRESS_FILE", "add_arguments", "main", "serve"]
 
@@ -136,20 +147,54 @@ async def serve(settings: AgentSettings) -> int:
         return EXIT_FAILURE
     resources = settings.resources or host_resources(settings.work_dir)
     spec = AgentSpec(settings.hostname, 0, resources, settings.attributes, _version())
+    chosen = _isolation(settings)
+    if chosen is None:
+        return EXIT_FAILURE
     try:
         checkpoint = CheckpointStore.open(settings.work_dir / CHECKPOINT_FILE, spec)
     except CheckpointError as error:
         log_event(_LOG, "checkpoint.failed", logging.ERROR, error=str(error))
         return EXIT_FAILURE
     try:
-        return await _serve_with(settings, spec, checkpoint)
+        return await _serve_with(settings, spec, checkpoint, chosen)
     finally:
         checkpoint.close()
 
 
+def _isolation(settings: AgentSettings) -> tuple[Isolation, str] | None:
+    """The isolation of command tasks and why (None after logging why it cannot be had)."""
+    try:
+        return choose(settings.isolation, settings.work_dir)
+    except IsolationError as error:
+        log_event(_LOG, "isolation.unavailable", logging.ERROR, error=str(error))
+        return None
+
+
+def _log_isolation(settings: AgentSettings, isolation: Isolation, why: str) -> None:
+    """Say once what confines command tasks (a warning when cgroups were wanted but absent)."""
+    degraded = settings.isolation is None and isolation.mode != "cgroups"
+    level = logging.WARNING if degraded else logging.INFO
+    detail = isolation.describe()
+    log_event(_LOG, "isolation.selected", level, mode=isolation.mode, detail=detail, why=why)
+
+
+def _executors(settings: AgentSettings, isolation: Isolation) -> Callable[[Report], TaskExecutors]:
+    """The agent's task executors: placeholders, and command tasks under ``isolation``."""
+    config = CommandConfig(settings.work_dir, isolation, settings.kill_grace_period)
+
+    def build(report: Report) -> TaskExecutors:
+        return TaskExecutors(report, CommandExecutor(report, config))
+
+    return build
+
+
 async def _serve_with(
-    settings: AgentSettings, unbound: AgentSpec, checkpoint: CheckpointStore
+    settings: AgentSettings,
+    unbound: AgentSpec,
+    checkpoint: CheckpointStore,
+    chosen: tuple[Isolation, str],
 ) -> int:
+    isolation, why = chosen
     resources = unbound.resources
     health = HealthServicer(())
     health.set_all(NOT_SERVING)  # SERVING once the runtime starts
@@ -163,24 +208,28 @@ async def _serve_with(
         master=settings.master, status_retry_initial=settings.status_update_retry
     )
     try:
-        runtime = AgentRuntime(config, spec, checkpoint=checkpoint)
+        executors = _executors(settings, isolation)
+        runtime = AgentRuntime(config, spec, checkpoint=checkpoint, executors=executors)
     except CheckpointError as error:
         log_event(_LOG, "checkpoint.failed", logging.ERROR, error=str(error))
         return EXIT_FAILURE
+    running = runtime.executor.running
+    logs = TaskLogServicer(Sandboxes(settings.work_dir), lambda key: key in running())
+    task_logs_pb2_grpc.add_TaskLogServiceServicer_to_server(logs, server)
     await server.start()
     metrics = await _start_metrics(settings, runtime, health)
     if metrics is None:
         await server.stop(grace=None)
         return EXIT_FAILURE
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):  # before the address says "ready"
+        loop.add_signal_handler(signum, _stopper(runtime, signum))
     metrics_file = write_metrics_addr(settings.work_dir, metrics.address)
     address_file = settings.work_dir / ADDRESS_FILE  # last: readers may rely on metrics.addr
     address = _address(settings.host, port)
     _write_address(address_file, address)
     log_event(_LOG, "listening", address=address)
     log_event(_LOG, "metrics.listening", address=metrics.address)
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, _stopper(runtime, signum))
     health.set_all(SERVING)
     log_event(
         _LOG,
@@ -189,9 +238,12 @@ async def _serve_with(
         resources=str(resources),
         attributes=";".join(f"{n}:{v}" for n, v in settings.attributes),
     )
+    _log_isolation(settings, isolation, why)
+    collector = asyncio.ensure_future(_collect_sandboxes(settings, runtime))
     try:
         await runtime.run()
     finally:
+        collector.cancel()
         health.set_all(NOT_SERVING)
         await server.stop(grace=1.0)
         await metrics.close()
@@ -201,12 +253,38 @@ async def _serve_with(
     return 0
 
 
+async def _collect_sandboxes(settings: AgentSettings, runtime: AgentRuntime) -> None:
+    """Remove finished tasks' sandboxes past ``--sandbox-gc-delay`` or over the disk budget,
+    every minute (sooner for a shorter delay); never one the agent still tracks or runs."""
+    sandboxes = Sandboxes(settings.work_dir)
+    budget = settings.sandbox_disk_budget << 20
+    interval = min(60.0, settings.sandbox_gc_delay)
+    while True:
+        keep = [task.key for task in runtime.state.tasks()] + runtime.executor.running()
+        delay = settings.sandbox_gc_delay
+        spare = min(5.0, delay)  # a run directory this young may be a launch under way
+        try:
+            removed = await asyncio.to_thread(sandboxes.collect, keep, delay, budget, spare)
+        except OSError as error:
+            log_event(_LOG, "sandboxes.collect.failed", logging.WARNING, error=str(error))
+        else:
+            if removed:
+                log_event(_LOG, "sandboxes.collected", removed=len(removed))
+        await asyncio.sleep(interval)
+
+
 async def _start_metrics(
     settings: AgentSettings, runtime: AgentRuntime, health: HealthServicer
 ) -> MetricsServer | None:
     """Serve /metrics and /health on ``--metrics-port``; None (after logging why) if it cannot
     bind."""
-    collector = AgentCollector(on_loop(asyncio.get_running_loop(), runtime.metrics), _version())
+
+    def snapshot() -> AgentMetrics:
+        command = runtime.executor.command
+        usage = None if command is None else command.usage()
+        return dataclasses.replace(runtime.metrics(), command=usage)
+
+    collector = AgentCollector(on_loop(asyncio.get_running_loop(), snapshot), _version())
 
     def healthy() -> dict[str, Any]:
         status = "SERVING" if health.status("") == SERVING else "NOT_SERVING"

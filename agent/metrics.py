@@ -9,6 +9,13 @@ and formats a scrape in a worker thread. The collector never reads loop-owned st
 thread: ``on_loop`` hands ``AgentRuntime.metrics`` to the runtime's loop with
 ``run_coroutine_threadsafe`` and waits at most ``timeout`` seconds for the value.
 
+Command tasks (``AgentMetrics.command``): how many run, the memory they use now and the CPU
+time they used in all (live ones as read from their cgroup or /proc, plus every ended one), a
+histogram of the peak memory of ended ones, and the isolation mode as an info gauge. Per-task
+usage goes in each task's terminal status update, not into labels: a series per task id would
+grow without bound (Prometheus keeps a series for hours after it stops) and the agent cannot
+know which ids an operator cares about.
+
 Invariants: one ``CollectorRegistry`` per daemon, never the global one; no ``_created`` series;
 resources in base units (cpus in cores, gpus in devices, mem and disk in bytes, any other
 resource in its own unit); task states from the fixed wire list (all exported, 0 when none);
@@ -17,6 +24,7 @@ no task or framework ids in labels.
 
 from __future__ import annotations
 
+import math
 import platform
 from collections.abc import Callable, Iterator
 
@@ -29,9 +37,15 @@ from fairshare.metrics_server import (
     write_metrics_addr,
 )
 from fairshare.v1 import common_pb2
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
+from agent.records import MEMORY_PEAK_BUCKETS, CommandUsage
 from agent.runtime import AgentMetrics
 
 __all__ = [
@@ -103,6 +117,44 @@ class AgentCollector(Collector):
         yield total
         yield busy
         yield from _connection(metrics)
+        if metrics.command is not None:
+            yield from _commands(metrics.command)
+
+
+def _commands(usage: CommandUsage) -> Iterator[Metric]:
+    mode = GaugeMetricFamily(
+        "fairshare_agent_isolation_info",
+        "How the agent confines command tasks (cgroups, rlimits or none).",
+        labels=["mode"],
+    )
+    mode.add_metric([usage.isolation], 1)
+    yield mode
+    yield GaugeMetricFamily(
+        "fairshare_agent_command_tasks",
+        "Command tasks whose processes run on this agent.",
+        usage.live_tasks,
+    )
+    yield GaugeMetricFamily(
+        "fairshare_agent_command_task_memory_bytes",
+        "Memory the running command tasks use now, together.",
+        usage.live_memory_bytes,
+    )
+    yield CounterMetricFamily(
+        "fairshare_agent_command_task_cpu_seconds",
+        "CPU time command tasks used, running and ended ones together.",
+        usage.cpu_seconds_total,
+    )
+    buckets: list[tuple[str, float]] = []
+    count = 0
+    for bound, n in zip((*MEMORY_PEAK_BUCKETS, math.inf), usage.memory_peaks, strict=True):
+        count += n
+        buckets.append(("+Inf" if bound == math.inf else str(float(bound)), count))
+    yield HistogramMetricFamily(
+        "fairshare_agent_command_task_memory_peak_bytes",
+        "Peak memory of ended command tasks.",
+        buckets=buckets,
+        sum_value=usage.memory_peak_sum,
+    )
 
 
 def _connection(metrics: AgentMetrics) -> Iterator[Metric]:

@@ -10,16 +10,21 @@ API. A task is addressed by ``TaskKey = (framework_id, task_id)``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Any, Final, TypeAlias
 
+from fairshare.command import Command, ResourceUsage
 from fairshare.resources import ResourceVector
 from fairshare.task_states import TaskState
 from fairshare.v1 import common_pb2
 
 __all__ = [
+    "MEMORY_PEAK_BUCKETS",
     "AgentMetrics",
     "AgentSpec",
-    "CommandSpec",
+    "CommandTask",
+    "CommandUsage",
+    "LaunchSpec",
+    "PlaceholderSpec",
     "Reason",
     "StatusUpdate",
     "TaskKey",
@@ -44,13 +49,33 @@ class AgentSpec:
 
 
 @dataclass(frozen=True, slots=True)
-class CommandSpec:
+class PlaceholderSpec:
     """What a placeholder task does (``CommandInfo`` in seconds)."""
 
     duration: float | None = None  # None: until killed
     exit_code: int = 0
     startup_delay: float = 0.0
     fail_on_start: bool = False
+
+    def log_fields(self) -> dict[str, Any]:
+        """What a log line about launching it says."""
+        return {"kind": "placeholder", "duration": self.duration}
+
+
+@dataclass(frozen=True, slots=True)
+class CommandTask:
+    """What a command task runs (``ProcessInfo``), with the resources its limits come from."""
+
+    command: Command
+    resources: ResourceVector
+
+    def log_fields(self) -> dict[str, Any]:
+        """What a log line about launching it says (the command line cut short; no env)."""
+        return {"kind": "command", "command": self.command.describe(), "user": self.command.user}
+
+
+LaunchSpec: TypeAlias = PlaceholderSpec | CommandTask
+"""What the executors start for a task: its kind decides which executor runs it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +90,7 @@ class StatusUpdate:
     reason: Reason = common_pb2.TaskStatus.REASON_UNSPECIFIED
     message: str = ""
     exit_code: int | None = None
+    usage: ResourceUsage | None = None  # a command task's, on its terminal update
 
     @property
     def key(self) -> TaskKey:
@@ -89,6 +115,26 @@ class TaskView:
         return (self.framework_id, self.info.task_id)
 
 
+MEMORY_PEAK_BUCKETS: Final = tuple(16 << 20 << (2 * i) for i in range(6))
+"""Upper bounds (bytes) of the peak-memory histogram of ended command tasks: 16 MiB .. 16 GiB."""
+
+
+@dataclass(frozen=True, slots=True)
+class CommandUsage:
+    """What the agent's command tasks use: now (live tasks) and in all (since the agent started).
+
+    ``memory_peaks`` counts ended tasks per ``MEMORY_PEAK_BUCKETS`` bound (not cumulative; the
+    last entry counts those above every bound).
+    """
+
+    isolation: str
+    live_tasks: int
+    live_memory_bytes: int
+    cpu_seconds_total: float
+    memory_peaks: tuple[int, ...]
+    memory_peak_sum: int
+
+
 @dataclass(frozen=True, slots=True)
 class AgentMetrics:
     """A snapshot of the agent's counters and gauges (issue 4 exports them to Prometheus)."""
@@ -109,3 +155,4 @@ class AgentMetrics:
     heartbeat_failures_total: int
     resources_total_millis: dict[str, int]
     resources_used_millis: dict[str, int]
+    command: CommandUsage | None = None  # None: the agent runs no command tasks

@@ -18,6 +18,10 @@ feeds the decisions to the state and the executor. Case by case:
 - a task that cannot be resumed (RUNNING without ``running_since``, a command that no longer
   parses): **reported** LOST with REASON_AGENT_RESTARTED (common.proto: "the agent restarted and
   could not recover the task").
+- a live command task (STAGING, STARTING, RUNNING or KILLING): **reattached**. Its process does
+  not die with the agent; the command executor finds it again (by pid and start time) or finds
+  how it ended while the agent was down, and reports from there
+  (``agent.executors.command``).
 
 Invariants: every live task gets exactly one action; the remaining time is clamped to
 ``[0, duration]`` so a wall clock set back while the agent was down never extends a task beyond
@@ -38,12 +42,13 @@ from fairshare.logs import log_event
 from fairshare.task_states import TERMINAL, TaskState
 from fairshare.v1 import common_pb2
 
-from agent.executor import PlaceholderExecutor
-from agent.records import CommandSpec, Reason, TaskKey, TaskView
+from agent.executors.router import TaskExecutors
+from agent.records import CommandTask, PlaceholderSpec, Reason, TaskKey, TaskView
 from agent.state import AgentState
-from agent.wire import command_spec
+from agent.wire import launch_spec
 
 __all__ = [
+    "Reattach",
     "Report",
     "Restart",
     "Resume",
@@ -62,7 +67,7 @@ class Resume:
     """Run the task on for ``spec.duration`` (None: until killed) without re-reporting it."""
 
     key: TaskKey
-    spec: CommandSpec
+    spec: PlaceholderSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +75,7 @@ class Restart:
     """Run the task from the beginning (it was not RUNNING yet)."""
 
     key: TaskKey
-    spec: CommandSpec
+    spec: PlaceholderSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +90,16 @@ class Report:
     exit_code: int | None = None
 
 
-RecoveryAction = Resume | Restart | Report
+@dataclass(frozen=True, slots=True)
+class Reattach:
+    """Hand a live command task to the command executor, which finds its process again."""
+
+    key: TaskKey
+    task: CommandTask
+    state: TaskState
+
+
+RecoveryAction = Resume | Restart | Report | Reattach
 
 
 def remaining_time(running_since: float, duration: float, wall: float) -> float:
@@ -110,9 +124,11 @@ def _lost(key: TaskKey, wall: float, why: str) -> Report:
 def _plan_one(task: TaskView, wall: float) -> RecoveryAction:
     key = task.key
     try:
-        spec = command_spec(task.info.command)
+        spec = launch_spec(task.info, task.resources)
     except ValueError as error:
         return _lost(key, wall, f"invalid command: {error}")
+    if isinstance(spec, CommandTask):
+        return Reattach(key, spec, task.state)
     if task.state in (TaskState.STAGING, TaskState.STARTING):
         return Restart(key, spec)
     if task.state == TaskState.KILLING:
@@ -140,16 +156,17 @@ def _plan_one(task: TaskView, wall: float) -> RecoveryAction:
 
 def apply_recovery(
     state: AgentState,
-    executor: PlaceholderExecutor,
+    executor: TaskExecutors,
     actions: Sequence[RecoveryAction],
     now: float,
 ) -> dict[str, int]:
     """Apply the reports to ``state``, then start the resumed and restarted runs.
 
-    Returns how many tasks each kind of action got (``resumed``, ``restarted``, ``reported``).
+    Returns how many tasks each kind of action got (``resumed``, ``restarted``, ``reported``,
+    ``reattached``).
     The caller checkpoints the state before anything is sent.
     """
-    tally = {"resumed": 0, "restarted": 0, "reported": 0}
+    tally = {"resumed": 0, "restarted": 0, "reported": 0, "reattached": 0}
     for action in actions:
         if isinstance(action, Report):
             state.handle_task_status(
@@ -172,12 +189,14 @@ def apply_recovery(
             executor.launch(action.key, action.spec)
             tally["restarted"] += 1
             _log(action.key, "restarted")
+        elif isinstance(action, Reattach):
+            executor.reattach(action.key, action.task, action.state)
+            tally["reattached"] += 1
+            _log(action.key, "reattached", state=action.state.value)
     return tally
 
 
-def recover(
-    state: AgentState, executor: PlaceholderExecutor, wall: float, now: float
-) -> dict[str, int]:
+def recover(state: AgentState, executor: TaskExecutors, wall: float, now: float) -> dict[str, int]:
     """Plan and apply the recovery of every task of a restored ``state``; logs a summary."""
     tally = apply_recovery(state, executor, plan_recovery(state.tasks(), wall), now)
     log_event(

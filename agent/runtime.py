@@ -64,9 +64,10 @@ from google.protobuf.duration_pb2 import Duration
 
 from agent.backoff import Backoff
 from agent.checkpoint import CheckpointError, CheckpointStore
-from agent.executor import PlaceholderExecutor, TaskEvent
+from agent.executors.base import Report, TaskEvent
+from agent.executors.router import TaskExecutors
 from agent.reconnect import Reconnection
-from agent.records import AgentMetrics, AgentSpec, CommandSpec, TaskKey
+from agent.records import AgentMetrics, AgentSpec, LaunchSpec, TaskKey
 from agent.recovery import recover
 from agent.session import MasterStream, Outcome, RefusedError, classify
 from agent.state import AgentState, KillDecision, Outgoing, ReregisterCall
@@ -114,8 +115,10 @@ class AgentRuntime:
         rng: random.Random | None = None,
         new_uuid: Callable[[], bytes] | None = None,
         checkpoint: CheckpointStore | None = None,
+        executors: Callable[[Report], TaskExecutors] = TaskExecutors,
     ) -> None:
-        """``checkpoint``: restore the state from it (raises ``CheckpointError``) and keep it."""
+        """``checkpoint``: restore the state from it (raises ``CheckpointError``) and keep it;
+        ``executors`` builds the task executors (default: placeholder tasks only)."""
         self.config = config
         rng = rng or random.Random()
         retry = Backoff(config.status_retry_initial, config.status_retry_max, rng)
@@ -127,7 +130,7 @@ class AgentRuntime:
         else:
             snapshot = checkpoint.load()
             self.state = AgentState.restore(spec, snapshot, retry=retry, new_uuid=minter)
-        self.executor = PlaceholderExecutor(self._on_task_event)
+        self.executor = executors(self._on_task_event)
         self._finder = MasterFinder(config.master, rng)
         self.heartbeat_interval = config.default_heartbeat_interval
         self._reconnection = Reconnection(config.reconnect_initial, config.reconnect_max, rng)
@@ -467,7 +470,7 @@ class AgentRuntime:
     def _apply_commands(self, commands: Sequence[agent_pb2.AgentCommand]) -> None:
         """Apply commands in order, with one checkpoint write for all of them; launches are
         checkpointed and started before a later command of the batch is applied."""
-        starting: list[tuple[TaskKey, CommandSpec]] = []
+        starting: list[tuple[TaskKey, LaunchSpec]] = []
         for command in commands:
             kind = command.WhichOneof("command")
             if kind == "launch_tasks":
@@ -497,7 +500,7 @@ class AgentRuntime:
         self._persist()
         self._wake.set()
 
-    def _admit(self, command: agent_pb2.LaunchTasksCommand) -> list[tuple[TaskKey, CommandSpec]]:
+    def _admit(self, command: agent_pb2.LaunchTasksCommand) -> list[tuple[TaskKey, LaunchSpec]]:
         """Admit the tasks of a launch into the state; returns the ones to start."""
         result = self.state.handle_launch(
             command.framework_id, command.tasks, self._now(), time.time()
@@ -515,16 +518,15 @@ class AgentRuntime:
             log_event(_LOG, "launch.ignored", logging.WARNING, reason=reason)
         return list(result.accepted)
 
-    def _start(self, accepted: Sequence[tuple[TaskKey, CommandSpec]]) -> bool:
+    def _start(self, accepted: Sequence[tuple[TaskKey, LaunchSpec]]) -> bool:
         """Checkpoint admitted tasks, then start them (Mesos does the same); False if the
         checkpoint write failed (nothing is started)."""
         if not self._persist():
             return False
         for key, spec in accepted:
             self.executor.launch(key, spec)
-            log_event(
-                _LOG, "task.launched", framework_id=key[0], task_id=key[1], duration=spec.duration
-            )
+            fields = spec.log_fields()
+            log_event(_LOG, "task.launched", framework_id=key[0], task_id=key[1], **fields)
         return True
 
     def _kill(self, framework_id: str, task_id: str) -> None:
@@ -546,10 +548,11 @@ class AgentRuntime:
             event.key,
             event.state,
             self._now(),
-            time.time(),
+            time.time() if event.timestamp is None else event.timestamp,
             reason=event.reason,
             message=event.message,
             exit_code=event.exit_code,
+            usage=event.usage,
         )
         self._persist()
         if update is not None:

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+from fairshare.command import ResourceUsage
 from fairshare.resources import ResourceError, ResourceVector
 from fairshare.task_states import TERMINAL, TaskState, advance
 from fairshare.v1 import common_pb2
@@ -43,13 +44,14 @@ from fairshare.wire import resources_from_pb
 from agent.backoff import Backoff
 from agent.records import (
     AgentSpec,
-    CommandSpec,
+    LaunchSpec,
+    PlaceholderSpec,
     Reason,
     StatusUpdate,
     TaskKey,
     TaskView,
 )
-from agent.wire import command_spec
+from agent.wire import launch_spec
 
 __all__ = [
     "AgentSnapshot",
@@ -87,7 +89,7 @@ class ReregisterCall:
 class LaunchResult:
     """What ``handle_launch`` decided, task by task."""
 
-    accepted: tuple[tuple[TaskKey, CommandSpec], ...] = ()  # the executor must start these
+    accepted: tuple[tuple[TaskKey, LaunchSpec], ...] = ()  # the executors must start these
     rejected: tuple[tuple[TaskKey, str], ...] = ()  # answered with TASK_STATE_ERROR
     ignored: tuple[str, ...] = ()  # duplicates or tasks that cannot even be addressed
 
@@ -262,7 +264,7 @@ class AgentState:
         """Admit the tasks that fit (STAGING), answer the invalid ones with TASK_STATE_ERROR."""
         if not framework_id:
             return LaunchResult(ignored=("launch without framework_id",))
-        accepted: list[tuple[TaskKey, CommandSpec]] = []
+        accepted: list[tuple[TaskKey, LaunchSpec]] = []
         rejected: list[tuple[TaskKey, str]] = []
         ignored: list[str] = []
         for given in infos:
@@ -276,12 +278,11 @@ class AgentState:
                 continue
             info = common_pb2.TaskInfo()
             info.CopyFrom(given)
-            problem, resources, spec = self._check_launch(info)
+            problem, reason, resources, spec = self._check_launch(info)
             if problem is not None:
                 staging = TaskState.STAGING
                 self._tasks[key] = _Task(framework_id, info, ResourceVector(), staging)
-                error = TaskState.ERROR
-                self._advance(key, error, now, wall, _TS.REASON_TASK_INVALID, problem, None)
+                self._advance(key, TaskState.ERROR, now, wall, reason, problem, None)
                 rejected.append((key, problem))
                 continue
             self._tasks[key] = _Task(framework_id, info, resources, TaskState.STAGING)
@@ -292,27 +293,31 @@ class AgentState:
 
     def _check_launch(
         self, info: common_pb2.TaskInfo
-    ) -> tuple[str | None, ResourceVector, CommandSpec]:
-        """(problem or None, resources, command) of a task to launch."""
-        empty, default = ResourceVector(), CommandSpec()
+    ) -> tuple[str | None, Reason, ResourceVector, LaunchSpec]:
+        """(problem or None, its reason, resources, what to run) of a task to launch."""
+        empty, default, invalid = ResourceVector(), PlaceholderSpec(), _TS.REASON_TASK_INVALID
         if info.agent_id and self.agent_id is not None and info.agent_id != self.agent_id:
-            return f"task is for agent {info.agent_id}, this is {self.agent_id}", empty, default
+            problem = f"task is for agent {info.agent_id}, this is {self.agent_id}"
+            return problem, invalid, empty, default
         if self.agent_id is not None:
             info.agent_id = self.agent_id
         try:
             resources = resources_from_pb(info.resources)
         except ResourceError as error:
-            return f"invalid resources: {error}", empty, default
+            return f"invalid resources: {error}", invalid, empty, default
         if not resources:
-            return "task has no resources", empty, default
+            return "task has no resources", invalid, empty, default
         try:
-            spec = command_spec(info.command)
+            spec = launch_spec(info, resources)
         except ValueError as error:
-            return f"invalid command: {error}", empty, default
+            kind = info.WhichOneof("kind")
+            reason = _TS.REASON_COMMAND_INVALID if kind == "process" else invalid
+            return f"invalid command: {error}", reason, empty, default
         free = self.spec.resources.saturating_sub(self._used)
         if not resources.fits_in(free):
-            return f"resources {resources} do not fit the agent's free {free}", empty, default
-        return None, resources, spec
+            problem = f"resources {resources} do not fit the agent's free {free}"
+            return problem, invalid, empty, default
+        return None, invalid, resources, spec
 
     def handle_kill(self, framework_id: str, task_id: str, now: float, wall: float) -> KillDecision:
         """KILLING for a live task, DROPPED for an unknown one, nothing for a terminal one."""
@@ -340,12 +345,13 @@ class AgentState:
         reason: Reason = _TS.REASON_UNSPECIFIED,
         message: str = "",
         exit_code: int | None = None,
+        usage: ResourceUsage | None = None,
     ) -> StatusUpdate | None:
         """The executor reports a state; returns the minted update, None if it was ignored."""
         task = self._tasks.get(key)
         if task is None or state is task.state or advance(task.state, state) is task.state:
             return None  # not a step forward (fairshare.task_states)
-        return self._advance(key, state, now, wall, reason, message, exit_code)
+        return self._advance(key, state, now, wall, reason, message, exit_code, usage)
 
     def handle_ack(self, framework_id: str, task_id: str, uuid: bytes, now: float) -> bool:
         """Drop the task's head update if ``uuid`` is its uuid; the next one is due at once."""
@@ -378,6 +384,7 @@ class AgentState:
         reason: Reason,
         message: str,
         exit_code: int | None,
+        usage: ResourceUsage | None = None,
     ) -> StatusUpdate:
         task = self._tasks[key]
         if state in TERMINAL and task.state not in TERMINAL:
@@ -386,7 +393,7 @@ class AgentState:
         task.state = state
         if state == TaskState.RUNNING:
             task.running_since = wall
-        update = self._mint(key, state, now, wall, reason, message, exit_code)
+        update = self._mint(key, state, now, wall, reason, message, exit_code, usage)
         task.latest = update
         return update
 
@@ -399,9 +406,10 @@ class AgentState:
         reason: Reason,
         message: str,
         exit_code: int | None,
+        usage: ResourceUsage | None = None,
     ) -> StatusUpdate:
         uuid = self._new_uuid()
-        update = StatusUpdate(key[0], key[1], state, uuid, wall, reason, message, exit_code)
+        update = StatusUpdate(key[0], key[1], state, uuid, wall, reason, message, exit_code, usage)
         stream = self._streams.get(key)
         if stream is None:
             stream = self._streams[key] = _Stream(next_send=now)

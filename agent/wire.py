@@ -13,16 +13,24 @@ from collections.abc import Iterable
 from fairshare.resources import ResourceVector
 from fairshare.task_states import TaskState
 from fairshare.v1 import agent_pb2, common_pb2
-from fairshare.wire import resources_to_pb, task_state_to_pb
+from fairshare.wire import command_from_pb, resources_to_pb, task_state_to_pb, usage_to_pb
 from google.protobuf import duration_pb2, timestamp_pb2
 
-from agent.records import AgentSpec, CommandSpec, StatusUpdate, TaskView
+from agent.records import (
+    AgentSpec,
+    CommandTask,
+    LaunchSpec,
+    PlaceholderSpec,
+    StatusUpdate,
+    TaskView,
+)
 
 __all__ = [
     "agent_info",
     "command_spec",
     "duration_seconds",
     "heartbeat_message",
+    "launch_spec",
     "register_message",
     "reregister_message",
     "task_proto",
@@ -38,11 +46,19 @@ def duration_seconds(message: duration_pb2.Duration) -> float:
     return message.seconds + message.nanos / 1e9
 
 
-def command_spec(command: common_pb2.CommandInfo) -> CommandSpec:
+def launch_spec(info: common_pb2.TaskInfo, resources: ResourceVector) -> LaunchSpec:
+    """What the task runs: a command task (``info.process``) or a placeholder; ``ValueError``
+    (naming the field) for a command of a bad shape or a negative duration."""
+    if info.WhichOneof("kind") == "process":
+        return CommandTask(command_from_pb(info.process), resources)
+    return command_spec(info.command)
+
+
+def command_spec(command: common_pb2.CommandInfo) -> PlaceholderSpec:
     """What the placeholder task must do; raises ``ValueError`` for negative durations."""
     duration = duration_seconds(command.duration) if command.HasField("duration") else None
     startup = duration_seconds(command.startup_delay) if command.HasField("startup_delay") else 0.0
-    return CommandSpec(
+    return PlaceholderSpec(
         duration=duration,
         exit_code=command.exit_code,
         startup_delay=startup,
@@ -81,6 +97,8 @@ def task_status(update: StatusUpdate, agent_id: str) -> common_pb2.TaskStatus:
     )
     if update.exit_code is not None:
         status.exit_code = update.exit_code
+    if update.usage is not None:
+        status.usage.CopyFrom(usage_to_pb(update.usage))
     return status
 
 

@@ -2,6 +2,7 @@
 
 ``__all__`` is the public surface; ``ResourceVector`` and ``TaskState`` are the kernel's
 (``fairshare.resources``, ``fairshare.task_states``), re-exported so frameworks need one import.
+``stream_logs`` reads a command task's output from its agent (``framework_sdk.logs``).
 ``framework_sdk.testing`` (the fake master) and ``framework_sdk.cli`` (the ``run`` and ``status``
 commands) are imported explicitly by those who need them.
 """
@@ -36,16 +37,19 @@ from framework_sdk.events import (
     Subscribed,
 )
 from framework_sdk.framework import Framework
+from framework_sdk.logs import stream_logs
 from framework_sdk.options import Backoff, ClientOptions
 from framework_sdk.scheduler import DriverStatus, Scheduler, SchedulerDriver
 from framework_sdk.types import (
     DEFAULT_FAILOVER_TIMEOUT,
     Capability,
+    Command,
     Demand,
     FrameworkInfo,
     LaunchOperation,
     MasterInfo,
     Offer,
+    ResourceUsage,
     TaskReason,
     TaskRef,
     TaskSpec,
@@ -62,6 +66,7 @@ __all__ = [
     "CallError",
     "Capability",
     "ClientOptions",
+    "Command",
     "DeadlineExceededError",
     "Demand",
     "Disconnected",
@@ -83,6 +88,7 @@ __all__ = [
     "OffersReceived",
     "PermissionDeniedError",
     "ResourceError",
+    "ResourceUsage",
     "ResourceVector",
     "Scheduler",
     "SchedulerClient",
@@ -96,4 +102,5 @@ __all__ = [
     "UnauthenticatedError",
     "UnavailableError",
     "UpdateSource",
+    "stream_logs",
 ]

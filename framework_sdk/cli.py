@@ -20,6 +20,9 @@ Invariants:
   keeps the framework and its tasks (ended tasks are not replaced) until ``fairshare stop NAME``
   or its failover timeout, ``DETACHED_FAILOVER_TIMEOUT`` (a week) unless
   ``--failover-timeout`` says otherwise. Attached, the failover timeout defaults to Mesos's 0.
+- ``run --command CMD`` runs CMD (with ``/bin/sh -c``) in ``--count`` command tasks once, like
+  ``mesos-execute``: tasks that end are not replaced; when all have ended it prints one line per
+  task (its id, final state and message) and exits 0 if every one FINISHED, else 1.
 - ``status --json`` prints exactly one JSON object (see ``framework_sdk.cluster_state``).
 - ``status --watch`` redraws the table with a bar per framework's dominant share every
   ``--interval`` until Ctrl-C, which exits 0: on a terminal it clears the screen before each
@@ -71,7 +74,15 @@ from framework_sdk.events import (
     Subscribed,
 )
 from framework_sdk.framework import Framework
-from framework_sdk.types import Capability, Demand, FrameworkInfo, Offer, TaskSpec, TaskState
+from framework_sdk.types import (
+    Capability,
+    Demand,
+    FrameworkInfo,
+    Offer,
+    TaskSpec,
+    TaskState,
+)
+from framework_sdk.types import Command as TaskCommand
 
 __all__ = [
     "RUN_SETTINGS",
@@ -157,6 +168,7 @@ class RunConfig:
     detach: bool = False
     failover_timeout: float | None = None
     detach_wait: float = DETACH_WAIT
+    command: str | None = None  # a command task's shell line; None: placeholder tasks
 
     @property
     def effective_failover_timeout(self) -> float:
@@ -178,6 +190,14 @@ def run_config(args: argparse.Namespace) -> RunConfig:
         raise SettingsError(f"--task {args.task!r}: names no resources")
     if not args.name.strip():
         raise SettingsError(f"--name {args.name!r}: must not be empty")
+    command = getattr(args, "task_command", None)
+    if command is not None:
+        if values["duration"] is not None:
+            raise SettingsError("--duration: describes placeholder tasks; a --command ends itself")
+        try:
+            TaskCommand(shell=command)
+        except ValueError as error:
+            raise SettingsError(f"--command: {error}") from None
     return RunConfig(
         master=values["master"],
         name=args.name.strip(),
@@ -188,17 +208,20 @@ def run_config(args: argparse.Namespace) -> RunConfig:
         duration=values["duration"],
         detach=bool(getattr(args, "detach", False)),
         failover_timeout=values["failover_timeout"],
+        command=command,
     )
 
 
 class TaskKeeper:
     """The built-in framework: keeps ``count`` tasks of one shape alive on a ``Framework``."""
 
-    def __init__(self, fw: Framework, config: RunConfig) -> None:
+    def __init__(self, fw: Framework, config: RunConfig, done: asyncio.Event | None = None) -> None:
         self._fw = fw
         self._config = config
         self.live: dict[str, TaskState] = {}
         self.finished = 0
+        self.ended: dict[str, StatusUpdate] = {}  # command tasks: how each ended
+        self._done = done or asyncio.Event()  # set once every command task has ended
         self._launched = 0
         self._suppressed = False
 
@@ -219,12 +242,12 @@ class TaskKeeper:
         """React to one event."""
         match event:
             case Subscribed():  # the SDK logs the subscription itself
-                if self._suppressed and len(self.live) < self._config.count:
+                if self._suppressed and len(self.live) < self._still_to_launch():
                     await self._revive()
             case OffersReceived():
                 for offer in event.offers:
                     await self._use(offer)
-                if len(self.live) >= self._config.count and not self._suppressed:
+                if len(self.live) >= self._still_to_launch() and not self._suppressed:
                     await self._fw.suppress()
                     self._suppressed = True
             case StatusUpdate():
@@ -234,16 +257,24 @@ class TaskKeeper:
             case _:
                 pass
 
+    def _still_to_launch(self) -> int:
+        """How many tasks should be live now (a command task is launched ``count`` times)."""
+        if self._config.command is None:
+            return self._config.count
+        return min(self._config.count, self._config.count - self._launched + len(self.live))
+
     def _new_task(self) -> TaskSpec:
         self._launched += 1
+        task_id = f"{self._config.name}-{self._launched}"
+        if self._config.command is not None:
+            command = TaskCommand(shell=self._config.command)
+            return TaskSpec(task_id=task_id, resources=self._config.shape, command=command)
         return TaskSpec(
-            task_id=f"{self._config.name}-{self._launched}",
-            resources=self._config.shape,
-            duration=self._config.duration,
+            task_id=task_id, resources=self._config.shape, duration=self._config.duration
         )
 
     async def _use(self, offer: Offer) -> None:
-        wanted = self._config.count - len(self.live)
+        wanted = self._still_to_launch() - len(self.live)
         fits = self._config.shape.times_fits_in(offer.resources)
         number = min(wanted, fits)
         if number <= 0:
@@ -251,7 +282,7 @@ class TaskKeeper:
             return
         tasks = [self._new_task() for _ in range(number)]
         # Leftovers are declined; filter the agent only once nothing more is wanted.
-        more = len(self.live) + number < self._config.count
+        more = len(self.live) + number < self._still_to_launch()
         await self._fw.launch(offer, tasks, refuse_seconds=0.0 if more else None)
         for task in tasks:
             self.live[task.task_id] = TaskState.STAGING
@@ -289,6 +320,11 @@ class TaskKeeper:
             state=update.state.value,
             message=update.message,
         )
+        if self._config.command is not None:
+            self.ended[update.task_id] = update
+            if len(self.ended) >= self._config.count:
+                self._done.set()
+            return
         if self._suppressed:
             await self._revive()
 
@@ -368,6 +404,14 @@ def _detached(fw: Framework, keeper: TaskKeeper) -> int:
     return EXIT_OK
 
 
+def _summary(keeper: TaskKeeper, count: int) -> int:
+    """One line per command task on stdout; 0 if all ``count`` ran and FINISHED."""
+    for task_id, update in keeper.ended.items():
+        print(f"{task_id} {update.state.value}: {update.message}  (fairshare logs {task_id})")
+    finished = sum(u.state is TaskState.FINISHED for u in keeper.ended.values())
+    return EXIT_OK if finished == count else EXIT_FAILURE
+
+
 def _install_stop_signals(stop: asyncio.Event) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -394,8 +438,11 @@ async def run_framework(config: RunConfig, stop: asyncio.Event | None = None) ->
         async with Framework.connect(
             config.master, info, demand=demand, connect_timeout=config.connect_timeout
         ) as fw:
-            keeper = TaskKeeper(fw, config)
-            return await _keep_running(fw, keeper, stop, config.detach, config.detach_wait)
+            keeper = TaskKeeper(fw, config, done=stop)  # command tasks: stop once all ended
+            code = await _keep_running(fw, keeper, stop, config.detach, config.detach_wait)
+            if config.command is not None and not config.detach and code == EXIT_OK:
+                code = _summary(keeper, config.count)
+            return code
     except CallError as error:
         print(f"fairshare run: the master refused the framework: {error}", file=sys.stderr)
     except FairshareError as error:  # its message names the master and the last error once
@@ -498,7 +545,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of ``fairshare run``."""
     parser.description = (
         "The built-in framework: keep up to --count placeholder tasks of one shape running,"
-        " replacing those that end; Ctrl-C or SIGTERM tears the framework down."
+        " replacing those that end, or with --command run a command in --count tasks once;"
+        " Ctrl-C or SIGTERM tears the framework down."
     )
     parser.add_argument("--name", required=True, help="the framework's name (and task id prefix)")
     parser.add_argument(
@@ -512,6 +560,13 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--detach",
         action="store_true",
         help="return once the tasks run; the master keeps them (fairshare stop NAME ends them)",
+    )
+    parser.add_argument(
+        "--command",
+        dest="task_command",  # "command" is the subcommand's name (fairshare.cli)
+        metavar="CMD",
+        help="run CMD (with /bin/sh -c) in --count command tasks once and exit when all have"
+        " ended (0 if all finished); their output: fairshare logs TASK_ID",
     )
     add_setting_flags(parser, RUN_SETTINGS)
 

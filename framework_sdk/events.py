@@ -21,7 +21,7 @@ from datetime import datetime
 
 import grpc
 
-from framework_sdk.types import Offer, TaskReason, TaskState, UpdateSource
+from framework_sdk.types import Offer, ResourceUsage, TaskReason, TaskState, UpdateSource
 
 __all__ = [
     "AgentLost",
@@ -80,6 +80,8 @@ class StatusUpdate:
     timestamp: datetime | None = None
     healthy: bool | None = None
     exit_code: int | None = None
+    usage: ResourceUsage | None = None
+    """A command task's CPU time and peak memory, on its terminal update (None otherwise)."""
 
     @property
     def needs_acknowledgement(self) -> bool:

@@ -12,7 +12,8 @@ Two ways to use it, both on the asyncio loop of the test::
     agents = [FakeAgent("ag-1", ResourceVector.parse("cpus:4;mem:8192"))]
     async with FakeMaster(agents=agents) as master:        # simulated cluster
         ...offers flow by themselves; launched tasks report STARTING, RUNNING and, after their
-        duration, FINISHED or FAILED; kills answer KILLED...
+        duration, FINISHED or FAILED; kills answer KILLED (command tasks are not executed:
+        they run like placeholders without a duration, until killed)...
 
 Invariants:
 - Implements the Scheduler API of ``fairshare.v1`` (see ``_fake_cluster``): the first stream

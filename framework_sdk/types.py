@@ -4,6 +4,9 @@ Invariants:
 - Every type here is an immutable (frozen) dataclass or an enum; none imports gRPC or the wire
   API, so they can be built and compared in tests without a master.
 - Resources are always ``ResourceVector`` (exact milli units); durations are float seconds.
+- A ``TaskSpec`` is a placeholder task (``duration``, ``exit_code``, ...) or, with ``command``,
+  a command task: a real process on the agent (``Command``: the kernel's
+  ``fairshare.command.Command``, whose shape rules the master and the agent apply too).
 - ``TaskState`` is the kernel's (``fairshare.task_states``, one vocabulary for every process);
   ``TaskReason``, ``UpdateSource`` and ``Capability`` mirror the enums of ``fairshare.v1`` member
   for member (without the ``REASON_`` / ``SOURCE_`` prefixes); ``framework_sdk.wire`` converts
@@ -19,17 +22,20 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
 
+from fairshare.command import Command, ResourceUsage
 from fairshare.resources import ResourceVector
 from fairshare.task_states import TaskState
 
 __all__ = [
     "DEFAULT_FAILOVER_TIMEOUT",
     "Capability",
+    "Command",
     "Demand",
     "FrameworkInfo",
     "LaunchOperation",
     "MasterInfo",
     "Offer",
+    "ResourceUsage",
     "TaskReason",
     "TaskRef",
     "TaskSpec",
@@ -59,6 +65,9 @@ class TaskReason(enum.Enum):
     FRAMEWORK_REMOVED = "FRAMEWORK_REMOVED"
     RECONCILIATION = "RECONCILIATION"
     INVALID_OFFERS = "INVALID_OFFERS"
+    MEMORY_LIMIT = "MEMORY_LIMIT"
+    LAUNCH_FAILED = "LAUNCH_FAILED"
+    COMMAND_INVALID = "COMMAND_INVALID"
 
 
 class UpdateSource(enum.Enum):
@@ -130,10 +139,15 @@ class Demand:
 
 @dataclass(frozen=True, slots=True)
 class TaskSpec:
-    """A placeholder task to launch.
+    """A task to launch: a placeholder task, or with ``command`` a command task.
 
-    ``duration`` (seconds) is how long it runs before exiting with ``exit_code`` (0: FINISHED,
-    else FAILED); None runs until killed. ``agent_id`` empty is filled from the offer.
+    Placeholder: ``duration`` (seconds) is how long it runs before exiting with ``exit_code``
+    (0: FINISHED, else FAILED); None runs until killed. Command task: the agent runs
+    ``command`` (e.g. ``Command(shell="echo hello")`` or ``Command(argv=("ls", "-l"))``) in the
+    task's sandbox, limited to ``resources``; exit 0 is FINISHED, anything else FAILED (with the
+    exit code and the last lines of stderr); its output is read with ``framework_sdk.logs``.
+    The placeholder fields must keep their defaults then. ``agent_id`` empty is filled from the
+    offer.
     """
 
     task_id: str
@@ -145,6 +159,7 @@ class TaskSpec:
     startup_delay: float | None = None
     fail_on_start: bool = False
     labels: Mapping[str, str] = field(default_factory=dict)
+    command: Command | None = None
 
     def __post_init__(self) -> None:
         if not self.task_id:
@@ -153,6 +168,12 @@ class TaskSpec:
             raise ValueError(f"TaskSpec {self.task_id!r}: resources must not be empty")
         _check_seconds(f"TaskSpec {self.task_id!r}: duration", self.duration)
         _check_seconds(f"TaskSpec {self.task_id!r}: startup_delay", self.startup_delay)
+        placeholder = (self.duration, self.exit_code, self.startup_delay, self.fail_on_start)
+        if self.command is not None and placeholder != (None, 0, None, False):
+            raise ValueError(
+                f"TaskSpec {self.task_id!r}: a command task takes no duration, exit_code,"
+                " startup_delay or fail_on_start (those describe placeholder tasks)"
+            )
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,11 +17,13 @@ from datetime import UTC, datetime
 import grpc
 from fairshare.v1 import common_pb2, scheduler_pb2
 from fairshare.wire import (
+    command_to_pb,
     duration_to_pb,
     resources_from_pb,
     resources_to_pb,
     seconds_from_duration,
     task_state_from_pb,
+    usage_from_pb,
 )
 from google.protobuf import timestamp_pb2
 
@@ -90,20 +92,25 @@ def demand_to_pb(demand: Demand) -> common_pb2.Demand:
 
 
 def task_info_to_pb(task: TaskSpec, agent_id: str = "") -> common_pb2.TaskInfo:
-    """The wire TaskInfo of ``task``; ``agent_id`` is used when the task names none."""
+    """The wire TaskInfo of ``task`` (``process`` for a command task, ``command`` for a
+    placeholder); ``agent_id`` is used when the task names none."""
+    info = common_pb2.TaskInfo(
+        task_id=task.task_id,
+        name=task.name,
+        agent_id=task.agent_id or agent_id,
+        resources=resources_to_pb(task.resources),
+        labels=dict(task.labels),
+    )
+    if task.command is not None:
+        info.process.CopyFrom(command_to_pb(task.command))
+        return info
     command = common_pb2.CommandInfo(exit_code=task.exit_code, fail_on_start=task.fail_on_start)
     if task.duration is not None:
         command.duration.CopyFrom(duration_to_pb(task.duration))
     if task.startup_delay is not None:
         command.startup_delay.CopyFrom(duration_to_pb(task.startup_delay))
-    return common_pb2.TaskInfo(
-        task_id=task.task_id,
-        name=task.name,
-        agent_id=task.agent_id or agent_id,
-        resources=resources_to_pb(task.resources),
-        command=command,
-        labels=dict(task.labels),
-    )
+    info.command.CopyFrom(command)
+    return info
 
 
 def offer_from_pb(message: common_pb2.Offer) -> Offer:
@@ -135,6 +142,7 @@ def status_from_pb(status: common_pb2.TaskStatus) -> StatusUpdate:
         timestamp=_datetime(status.timestamp) if status.HasField("timestamp") else None,
         healthy=status.healthy if status.HasField("healthy") else None,
         exit_code=status.exit_code if status.HasField("exit_code") else None,
+        usage=usage_from_pb(status.usage) if status.HasField("usage") else None,
     )
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fairshare.command import Command, ResourceUsage
 from fairshare.resources import ResourceVector
 from fairshare.task_states import TaskState
 
@@ -96,14 +97,17 @@ class DemandSpec:
 
 @dataclass(frozen=True, slots=True)
 class TaskDetails:
-    """What the agent runs for a task (``TaskInfo.command`` and labels): the ``details`` of the
-    core's ``TaskLaunch``, passed through to the agent unchanged (the core never reads them)."""
+    """What the agent runs for a task (``TaskInfo.command`` or ``TaskInfo.process``, and labels):
+    the ``details`` of the core's ``TaskLaunch``, passed through to the agent unchanged (the core
+    never reads them). ``command`` set: a command task (the placeholder fields keep their
+    defaults); None: a placeholder task."""
 
     duration: float | None = None
     exit_code: int = 0
     startup_delay: float | None = None
     fail_on_start: bool = False
     labels: tuple[tuple[str, str], ...] = ()
+    command: Command | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +124,7 @@ class StatusUpdate:
     source: str = "MASTER"  # or "AGENT"
     healthy: bool | None = None
     exit_code: int | None = None
+    usage: ResourceUsage | None = None  # a command task's, on its terminal update
 
 
 # -- events on a framework's Subscribe stream ------------------------------------------------------

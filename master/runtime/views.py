@@ -220,6 +220,7 @@ def _tasks(runtime: RuntimeState) -> list[TaskView]:
             last.source if last else "MASTER",
             last.healthy if last else None,
             last.exit_code if last else None,
+            last.usage if last else None,
         )
         views.append(TaskView(entry.framework_id, entry.agent_id, entry.launch, status))
     return views

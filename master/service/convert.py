@@ -20,11 +20,14 @@ import math
 import re
 from collections.abc import Iterable
 
+from fairshare.command import Command, ResourceUsage
 from fairshare.resources import ResourceError, ResourceVector
 from fairshare.task_states import AGENT_REPORTED, TaskState
 from fairshare.v1 import agent_pb2, common_pb2
 from fairshare.wire import (
     WireRangeError,
+    command_from_pb,
+    command_to_pb,
     duration_to_pb,
     resources_from_pb,
     resources_to_pb,
@@ -33,6 +36,8 @@ from fairshare.wire import (
     task_state_from_pb,
     task_state_to_pb,
     timestamp_to_pb,
+    usage_from_pb,
+    usage_to_pb,
 )
 from google.protobuf.descriptor import EnumDescriptor
 from google.protobuf.duration_pb2 import Duration
@@ -264,10 +269,22 @@ def demand_to_pb(demand: DemandSpec) -> common_pb2.Demand:
 # -- tasks ----------------------------------------------------------------------------------------
 
 
+def _process(info: common_pb2.TaskInfo, what: str) -> Command | None:
+    """The command of a command task (None for a placeholder); its shape is checked here."""
+    if info.WhichOneof("kind") != "process":
+        return None
+    try:
+        return command_from_pb(info.process)
+    except ValueError as error:
+        raise InvalidArgument(f"{what}: process: {error}") from None
+
+
 def task_launch(info: common_pb2.TaskInfo) -> TaskLaunch:
     """``TaskInfo`` as the core's ``TaskLaunch``, its command and labels as ``TaskDetails``
-    (the core checks ids, emptiness and fit); an empty name is the task id."""
+    (the core checks ids, emptiness and fit); an empty name is the task id. A command task's
+    shape is checked here (``fairshare.command``): a bad one is INVALID_ARGUMENT at Accept."""
     what = f"task {info.task_id!r}"
+    process = _process(info, what)
     command = info.command
     duration_ = None
     if command.HasField("duration"):
@@ -281,6 +298,7 @@ def task_launch(info: common_pb2.TaskInfo) -> TaskLaunch:
         delay,
         command.fail_on_start,
         tuple(sorted(info.labels.items())),
+        process,
     )
     return TaskLaunch(
         info.task_id,
@@ -301,14 +319,18 @@ def task_info(launch: TaskLaunch, agent_id: str) -> common_pb2.TaskInfo:
         command.duration.CopyFrom(duration(details.duration))
     if details.startup_delay is not None:
         command.startup_delay.CopyFrom(duration(details.startup_delay))
-    return common_pb2.TaskInfo(
+    info = common_pb2.TaskInfo(
         task_id=launch.task_id,
         name=launch.name,
         agent_id=agent_id,
         resources=resources_to_pb(launch.resources),
-        command=command,
         labels=dict(details.labels),
     )
+    if details.command is not None:
+        info.process.CopyFrom(command_to_pb(details.command))
+    else:
+        info.command.CopyFrom(command)
+    return info
 
 
 def task_state(value: int, what: str) -> TaskState:
@@ -353,6 +375,7 @@ def status_from_pb(status: common_pb2.TaskStatus, agent_update: bool) -> StatusU
         "AGENT" if agent_update else "MASTER",
         status.healthy if status.HasField("healthy") else None,
         status.exit_code if status.HasField("exit_code") else None,
+        _usage(status),
     )
 
 
@@ -383,6 +406,15 @@ def agent_updates(
     ]
 
 
+def _usage(status: common_pb2.TaskStatus) -> ResourceUsage | None:
+    if not status.HasField("usage"):
+        return None
+    try:
+        return usage_from_pb(status.usage)
+    except ValueError as error:
+        raise InvalidArgument(f"status.usage: {error}") from None
+
+
 def status_to_pb(status: StatusUpdate) -> common_pb2.TaskStatus:
     """A ``StatusUpdate`` as ``TaskStatus``."""
     message = common_pb2.TaskStatus(
@@ -399,4 +431,6 @@ def status_to_pb(status: StatusUpdate) -> common_pb2.TaskStatus:
         message.healthy = status.healthy
     if status.exit_code is not None:
         message.exit_code = status.exit_code
+    if status.usage is not None:
+        message.usage.CopyFrom(usage_to_pb(status.usage))
     return message

@@ -2,7 +2,8 @@
 
 The wire API (``fairshare.v1``: the .proto files and their generated code) and the vocabulary
 the master, the agent and the SDK share: ``resources`` (``ResourceVector``), ``task_states``
-(names, terminal states and the one rule of how a state changes), ``wire`` (the conversions of
+(names, terminal states and the one rule of how a state changes), ``command`` (what a command
+task runs and the shape rules every process applies to it), ``wire`` (the conversions of
 those to and from messages), ``settings`` (flags > environment > TOML > defaults, durations),
 ``logs`` (one log line per event), ``health``, ``metrics_server``, ``sqlite_transaction`` and
 ``cli`` (the ``fairshare`` command's table of subcommands).

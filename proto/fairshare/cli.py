@@ -50,8 +50,12 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "agent": ("run an agent daemon", "agent.daemon"),
     "status": ("show the cluster state", "framework_sdk.cli:status_command"),
     "run": (
-        "keep up to N placeholder tasks of one shape running (the built-in framework)",
+        "keep up to N placeholder tasks running, or run a command in N tasks (built-in framework)",
         "framework_sdk.cli:run_command",
+    ),
+    "logs": (
+        "print a command task's stdout or stderr from its sandbox",
+        "framework_sdk.logs:logs_command",
     ),
     "up": ("run a master and N agents as local processes", "master.commands.up"),
     "agents": (

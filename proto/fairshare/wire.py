@@ -1,6 +1,7 @@
 """The conversions every process makes between the kernel's values and ``fairshare.v1`` messages.
 
-Resources, durations, timestamps and task states cross the wire here and nowhere else; the
+Resources, durations, timestamps, task states, command tasks (``ProcessInfo``) and resource
+usage cross the wire here and nowhere else; the
 master's ``service.convert``, the agent's ``wire`` and the SDK's ``wire`` build their messages
 from these.
 
@@ -12,7 +13,10 @@ Invariants:
   field), so whatever is accepted can be written back out and formatted: a duration lies in
   [0, ``MAX_SECONDS``], a timestamp in [1970-01-01, 9999-12-31];
 - task states convert by name (``TASK_STATE_RUNNING`` <-> ``TaskState.RUNNING``), so the kernel
-  enum and the wire enum cannot drift silently.
+  enum and the wire enum cannot drift silently;
+- a ``ProcessInfo`` read from the wire is a valid ``fairshare.command.Command`` or raises
+  ``ValueError`` naming the field (the command's shape rules), so every process accepts the same
+  commands.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Final
 
 from google.protobuf import duration_pb2, timestamp_pb2
 
+from fairshare.command import Command, ResourceUsage
 from fairshare.resources import ResourceError, ResourceVector
 from fairshare.task_states import TaskState
 from fairshare.v1 import common_pb2
@@ -30,6 +35,8 @@ __all__ = [
     "MAX_SECONDS",
     "MAX_TIMESTAMP",
     "WireRangeError",
+    "command_from_pb",
+    "command_to_pb",
     "duration_to_pb",
     "resources_from_pb",
     "resources_to_pb",
@@ -38,6 +45,8 @@ __all__ = [
     "task_state_from_pb",
     "task_state_to_pb",
     "timestamp_to_pb",
+    "usage_from_pb",
+    "usage_to_pb",
 ]
 
 MAX_SECONDS: Final = 315_576_000_000.0
@@ -121,3 +130,45 @@ def task_state_from_pb(value: int) -> TaskState:
         return TaskState.UNKNOWN
     name = described.name.removeprefix("TASK_STATE_")
     return TaskState.UNKNOWN if name == "UNSPECIFIED" else TaskState[name]
+
+
+def command_to_pb(command: Command) -> common_pb2.ProcessInfo:
+    """The wire form of a command task's ``command``."""
+    message = common_pb2.ProcessInfo(
+        argv=list(command.argv),
+        shell=command.shell,
+        env=dict(command.env),
+        working_dir=command.working_dir,
+        user=command.user,
+    )
+    if command.kill_grace_period is not None:
+        message.kill_grace_period.CopyFrom(duration_to_pb(command.kill_grace_period))
+    return message
+
+
+def command_from_pb(message: common_pb2.ProcessInfo) -> Command:
+    """The command of a ``ProcessInfo``; ``ValueError`` (naming the field) if its shape is bad."""
+    grace = None
+    if message.HasField("kill_grace_period"):
+        grace = seconds_from_duration(message.kill_grace_period, "kill_grace_period")
+    return Command(
+        argv=message.argv,
+        shell=message.shell,
+        env=message.env,
+        working_dir=message.working_dir,
+        user=message.user,
+        kill_grace_period=grace,
+    )
+
+
+def usage_to_pb(usage: ResourceUsage) -> common_pb2.ResourceUsage:
+    """The wire form of a task's resource usage."""
+    return common_pb2.ResourceUsage(
+        cpu_time=duration_to_pb(usage.cpu_seconds), memory_peak_bytes=usage.memory_peak_bytes
+    )
+
+
+def usage_from_pb(message: common_pb2.ResourceUsage) -> ResourceUsage:
+    """The usage of a ``ResourceUsage``; ``ValueError`` for negative or out-of-range values."""
+    cpu = seconds_from_duration(message.cpu_time, "usage.cpu_time")
+    return ResourceUsage(cpu_seconds=cpu, memory_peak_bytes=message.memory_peak_bytes)

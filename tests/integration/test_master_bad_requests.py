@@ -203,6 +203,13 @@ def unsubscribed(method: str, framework_id: str) -> Callable[[Cluster], Any]:
 
 
 OK_TASK = "cpus:1;mem:128"
+
+
+def command_task(process: common_pb2.ProcessInfo) -> common_pb2.TaskInfo:
+    """A command ``TaskInfo`` of ``OK_TASK``'s shape."""
+    return C.TaskInfo(task_id="cmd", resources=res(OK_TASK), process=process)
+
+
 CASES: list[tuple[str, Callable[[Cluster], Any], grpc.StatusCode]] = [
     # -- Accept: offers
     (
@@ -291,6 +298,24 @@ CASES: list[tuple[str, Callable[[Cluster], Any], grpc.StatusCode]] = [
         lambda c: accept(c.f1, [c.offer.offer_id], task("t", OK_TASK, duration={"seconds": -1})),
         Code.INVALID_ARGUMENT,
     ),
+    # -- Accept: command tasks of a bad shape (the agent never sees them)
+    *[
+        (
+            f"command task: {what}",
+            lambda c, process=process: accept(c.f1, [c.offer.offer_id], command_task(process)),
+            Code.INVALID_ARGUMENT,
+        )
+        for what, process in [
+            ("empty command", C.ProcessInfo()),
+            ("argv and shell", C.ProcessInfo(argv=["true"], shell="true")),
+            ("too long argv", C.ProcessInfo(argv=["true"] * 5000)),
+            ("NUL in argv", C.ProcessInfo(argv=["echo", "a\0b"])),
+            ("working dir escaping with ..", C.ProcessInfo(shell="pwd", working_dir="a/../..")),
+            ("absolute working dir", C.ProcessInfo(shell="pwd", working_dir="/etc")),
+            ("bad environment name", C.ProcessInfo(shell="env", env={"A=B": "1"})),
+            ("malformed user", C.ProcessInfo(shell="id", user="root;rm")),
+        ]
+    ],
     (
         "negative refuse_seconds",
         lambda c: accept(c.f1, [c.offer.offer_id], filters=C.Filters(refuse_seconds=-1)),

@@ -245,3 +245,27 @@ def test_systemd_analyze_verifies_the_units(tmp_path: Path) -> None:
         check=False,
     )
     assert (done.returncode, done.stdout + done.stderr) == (0, "")
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is absent")
+def test_the_command_task_drop_in_verifies_with_the_agent_unit(tmp_path: Path) -> None:
+    fairshare = shutil.which("fairshare") or "/bin/true"
+    text = UNITS["agent"].read_text(encoding="utf-8")
+    unit = tmp_path / UNITS["agent"].name
+    unit.write_text(text.replace("/opt/fairshare/.venv/bin/fairshare", fairshare), "utf-8")
+    drop_in = tmp_path / f"{unit.name}.d" / "command-tasks.conf"
+    drop_in.parent.mkdir()
+    drop_in.write_text((DEPLOY / "systemd" / "fairshare-agent-command-tasks.conf").read_text())
+    done = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", str(unit)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={"SYSTEMD_UNIT_PATH": f"{tmp_path}:", "PATH": "/usr/bin:/bin"},
+    )
+    assert (done.returncode, done.stdout + done.stderr) == (0, "")
+    service = configparser.ConfigParser(strict=False, interpolation=None)
+    service.read_string(drop_in.read_text())
+    assert service["Service"]["KillMode"] == "process"  # tasks outlive an agent restart
+    assert service["Service"]["User"] == "root"

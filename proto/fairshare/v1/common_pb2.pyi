@@ -232,6 +232,19 @@ class TaskStatus(_message.Message):
         """The update answers a Reconcile call."""
         REASON_INVALID_OFFERS: TaskStatus._Reason.ValueType  # 12
         """The offers used for the launch were no longer valid (state DROPPED)."""
+        REASON_MEMORY_LIMIT: TaskStatus._Reason.ValueType  # 13
+        """The task's processes used more memory than its "mem" resource and were killed (state
+        FAILED; only where the agent enforces memory limits, i.e. with cgroups).
+        """
+        REASON_LAUNCH_FAILED: TaskStatus._Reason.ValueType  # 14
+        """The task's process could not be started: command not found, permission denied, no such
+        working directory, cannot switch user (state FAILED; message says which).
+        """
+        REASON_COMMAND_INVALID: TaskStatus._Reason.ValueType  # 15
+        """The agent refused the command task before starting anything: its user does not exist on
+        the agent, its working directory leaves the sandbox through a symbolic link, the agent
+        cannot run tasks as that user (state ERROR; message says which).
+        """
 
     class Reason(_Reason, metaclass=_ReasonEnumTypeWrapper):
         """Why a status changed, for the states whose cause is not obvious."""
@@ -262,6 +275,19 @@ class TaskStatus(_message.Message):
     """The update answers a Reconcile call."""
     REASON_INVALID_OFFERS: TaskStatus.Reason.ValueType  # 12
     """The offers used for the launch were no longer valid (state DROPPED)."""
+    REASON_MEMORY_LIMIT: TaskStatus.Reason.ValueType  # 13
+    """The task's processes used more memory than its "mem" resource and were killed (state
+    FAILED; only where the agent enforces memory limits, i.e. with cgroups).
+    """
+    REASON_LAUNCH_FAILED: TaskStatus.Reason.ValueType  # 14
+    """The task's process could not be started: command not found, permission denied, no such
+    working directory, cannot switch user (state FAILED; message says which).
+    """
+    REASON_COMMAND_INVALID: TaskStatus.Reason.ValueType  # 15
+    """The agent refused the command task before starting anything: its user does not exist on
+    the agent, its working directory leaves the sandbox through a symbolic link, the agent
+    cannot run tasks as that user (state ERROR; message says which).
+    """
 
     class _Source:
         ValueType = _typing.NewType("ValueType", _builtins.int)
@@ -296,6 +322,7 @@ class TaskStatus(_message.Message):
     SOURCE_FIELD_NUMBER: _builtins.int
     HEALTHY_FIELD_NUMBER: _builtins.int
     EXIT_CODE_FIELD_NUMBER: _builtins.int
+    USAGE_FIELD_NUMBER: _builtins.int
     task_id: _builtins.str
     """Framework-chosen id of the task."""
     agent_id: _builtins.str
@@ -320,6 +347,13 @@ class TaskStatus(_message.Message):
     def timestamp(self) -> _timestamp_pb2.Timestamp:
         """When the change happened, by the clock of the source process."""
 
+    @_builtins.property
+    def usage(self) -> Global___ResourceUsage:
+        """What a command task's processes used, as the agent measured it (from the task's cgroup, or
+        from the kernel's accounting of the process when the agent runs without cgroups); set on
+        the terminal update of a command task that ran, unset otherwise.
+        """
+
     def __init__(
         self,
         *,
@@ -333,10 +367,11 @@ class TaskStatus(_message.Message):
         source: Global___TaskStatus.Source.ValueType = ...,
         healthy: _builtins.bool | None = ...,
         exit_code: _builtins.int | None = ...,
+        usage: Global___ResourceUsage | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "_healthy", b"_healthy", "exit_code", b"exit_code", "healthy", b"healthy", "timestamp", b"timestamp"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "_healthy", b"_healthy", "exit_code", b"exit_code", "healthy", b"healthy", "timestamp", b"timestamp", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "_healthy", b"_healthy", "agent_id", b"agent_id", "exit_code", b"exit_code", "healthy", b"healthy", "message", b"message", "reason", b"reason", "source", b"source", "state", b"state", "task_id", b"task_id", "timestamp", b"timestamp", "uuid", b"uuid"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "_healthy", b"_healthy", "agent_id", b"agent_id", "exit_code", b"exit_code", "healthy", b"healthy", "message", b"message", "reason", b"reason", "source", b"source", "state", b"state", "task_id", b"task_id", "timestamp", b"timestamp", "usage", b"usage", "uuid", b"uuid"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__exit_code: _TypeAlias = _typing.Literal["exit_code"]  # noqa: Y015
     _WhichOneofArgType__exit_code: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code"]  # noqa: Y015
@@ -348,6 +383,36 @@ class TaskStatus(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__healthy) -> _WhichOneofReturnType__healthy | None: ...
 
 Global___TaskStatus: _TypeAlias = TaskStatus  # noqa: Y015
+
+@_typing.final
+class ResourceUsage(_message.Message):
+    """Resources a command task used over its life."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CPU_TIME_FIELD_NUMBER: _builtins.int
+    MEMORY_PEAK_BYTES_FIELD_NUMBER: _builtins.int
+    memory_peak_bytes: _builtins.int
+    """Highest memory use of the task's processes, in bytes (the cgroup's peak; without cgroups the
+    largest resident set of one process).
+    """
+    @_builtins.property
+    def cpu_time(self) -> _duration_pb2.Duration:
+        """CPU time of all the task's processes (user plus system)."""
+
+    def __init__(
+        self,
+        *,
+        cpu_time: _duration_pb2.Duration | None = ...,
+        memory_peak_bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["cpu_time", b"cpu_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpu_time", b"cpu_time", "memory_peak_bytes", b"memory_peak_bytes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResourceUsage: _TypeAlias = ResourceUsage  # noqa: Y015
 
 @_typing.final
 class Filters(_message.Message):
@@ -476,6 +541,89 @@ class CommandInfo(_message.Message):
 Global___CommandInfo: _TypeAlias = CommandInfo  # noqa: Y015
 
 @_typing.final
+class ProcessInfo(_message.Message):
+    """A command task: a real process the agent runs in the task's sandbox
+    (<work-dir>/sandboxes/<framework>/<task>/ on the agent, with the files stdout and stderr),
+    in its own session and process group, limited to the task's resources (cgroups: "mem" as a
+    hard memory limit, "cpus" as CPU shares and quota; rlimits where the agent has no cgroups).
+
+    The master refuses with INVALID_ARGUMENT, at Accept, a command whose shape is wrong: neither
+    or both of argv and shell, an empty argv[0], a NUL byte in any string, more than 4096
+    arguments, more than 131072 bytes of argv, shell and env together, an environment name that
+    is not [A-Za-z_][A-Za-z0-9_]*, a working_dir that is absolute or has a ".." component, a
+    malformed user name, a kill_grace_period over 3600 s. The agent refuses what only it can know
+    with TASK_STATE_ERROR and REASON_COMMAND_INVALID (an unknown user, a working directory that
+    leaves the sandbox through a symbolic link).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class EnvEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    ARGV_FIELD_NUMBER: _builtins.int
+    SHELL_FIELD_NUMBER: _builtins.int
+    ENV_FIELD_NUMBER: _builtins.int
+    WORKING_DIR_FIELD_NUMBER: _builtins.int
+    USER_FIELD_NUMBER: _builtins.int
+    KILL_GRACE_PERIOD_FIELD_NUMBER: _builtins.int
+    shell: _builtins.str
+    """A shell command line, run as /bin/sh -c SHELL. Exactly one of argv and shell is set."""
+    working_dir: _builtins.str
+    """Working directory, relative to the sandbox (created if missing); empty: the sandbox."""
+    user: _builtins.str
+    """OS user to run as (the agent must run as root to switch); empty: the agent's user."""
+    @_builtins.property
+    def argv(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The program and its arguments, run without a shell; argv[0] is looked up in PATH."""
+
+    @_builtins.property
+    def env(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """Environment variables of the process, on top of a minimal one the agent sets (PATH, HOME,
+        FAIRSHARE_SANDBOX, FAIRSHARE_TASK_ID, FAIRSHARE_FRAMEWORK_ID); the agent's own environment
+        is not passed on.
+        """
+
+    @_builtins.property
+    def kill_grace_period(self) -> _duration_pb2.Duration:
+        """Time between SIGTERM and SIGKILL when the task is killed; unset: the agent's default (3 s)."""
+
+    def __init__(
+        self,
+        *,
+        argv: _abc.Iterable[_builtins.str] | None = ...,
+        shell: _builtins.str = ...,
+        env: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        working_dir: _builtins.str = ...,
+        user: _builtins.str = ...,
+        kill_grace_period: _duration_pb2.Duration | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["kill_grace_period", b"kill_grace_period"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["argv", b"argv", "env", b"env", "kill_grace_period", b"kill_grace_period", "shell", b"shell", "user", b"user", "working_dir", b"working_dir"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ProcessInfo: _TypeAlias = ProcessInfo  # noqa: Y015
+
+@_typing.final
 class TaskInfo(_message.Message):
     """Description of one task, written by the framework and passed to the agent unchanged."""
 
@@ -506,6 +654,7 @@ class TaskInfo(_message.Message):
     AGENT_ID_FIELD_NUMBER: _builtins.int
     RESOURCES_FIELD_NUMBER: _builtins.int
     COMMAND_FIELD_NUMBER: _builtins.int
+    PROCESS_FIELD_NUMBER: _builtins.int
     LABELS_FIELD_NUMBER: _builtins.int
     PREEMPTIBLE_FIELD_NUMBER: _builtins.int
     task_id: _builtins.str
@@ -525,7 +674,11 @@ class TaskInfo(_message.Message):
 
     @_builtins.property
     def command(self) -> Global___CommandInfo:
-        """What the placeholder task does."""
+        """A placeholder task: holds its resources for a while, then exits with a chosen code."""
+
+    @_builtins.property
+    def process(self) -> Global___ProcessInfo:
+        """A command task: a real process."""
 
     @_builtins.property
     def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
@@ -539,14 +692,17 @@ class TaskInfo(_message.Message):
         agent_id: _builtins.str = ...,
         resources: Global___Resources | None = ...,
         command: Global___CommandInfo | None = ...,
+        process: Global___ProcessInfo | None = ...,
         labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         preemptible: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "resources", b"resources"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "kind", b"kind", "process", b"process", "resources", b"resources"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "command", b"command", "labels", b"labels", "name", b"name", "preemptible", b"preemptible", "resources", b"resources", "task_id", b"task_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "command", b"command", "kind", b"kind", "labels", b"labels", "name", b"name", "preemptible", b"preemptible", "process", b"process", "resources", b"resources", "task_id", b"task_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["command", "process"]  # noqa: Y015
+    _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
 Global___TaskInfo: _TypeAlias = TaskInfo  # noqa: Y015
 
@@ -691,7 +847,7 @@ class AgentInfo(_message.Message):
     hostname: _builtins.str
     """Hostname (or IP) the agent runs on."""
     port: _builtins.int
-    """Port the agent's own gRPC server listens on (health); 0 if it serves none."""
+    """Port the agent's own gRPC server listens on (health, TaskLogService); 0 if it serves none."""
     version: _builtins.str
     """fairshare version of the agent software (e.g. "0.1.0")."""
     @_builtins.property

@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from agent.metrics import TASK_STATES, AgentCollector, build_registry, on_loop
-from agent.records import AgentSpec
+from agent.records import MEMORY_PEAK_BUCKETS, AgentSpec, CommandUsage
 from agent.runtime import AgentMetrics, AgentRuntime, RuntimeConfig
 
 MIB = 1048576
@@ -58,12 +58,33 @@ BUSY = AgentMetrics(
 )
 
 
+COMMAND_FAMILIES = {
+    "fairshare_agent_isolation_info": "gauge",
+    "fairshare_agent_command_tasks": "gauge",
+    "fairshare_agent_command_task_memory_bytes": "gauge",
+    "fairshare_agent_command_task_cpu_seconds": "counter",
+    "fairshare_agent_command_task_memory_peak_bytes": "histogram",
+}
+COMMAND_SAMPLES = {
+    "fairshare_agent_isolation_info",
+    "fairshare_agent_command_tasks",
+    "fairshare_agent_command_task_memory_bytes",
+    "fairshare_agent_command_task_cpu_seconds_total",
+    "fairshare_agent_command_task_memory_peak_bytes_bucket",
+    "fairshare_agent_command_task_memory_peak_bytes_count",
+    "fairshare_agent_command_task_memory_peak_bytes_sum",
+}
+
+
 def scrape(metrics: AgentMetrics) -> list[Sample]:
     text = generate_latest(build_registry(AgentCollector(lambda: metrics, "1.2.3"))).decode()
     families = list(text_string_to_metric_families(text))
-    assert {f.name: f.type for f in families} == AGENT_FAMILIES
+    commands = metrics.command is not None
+    expected = {**AGENT_FAMILIES, **(COMMAND_FAMILIES if commands else {})}
+    assert {f.name: f.type for f in families} == expected
     samples = [s for f in families for s in f.samples]
-    assert {s.name for s in samples} == SAMPLE_NAMES  # no _created, nothing else
+    names = SAMPLE_NAMES | (COMMAND_SAMPLES if commands else set())
+    assert {s.name for s in samples} == names  # no _created, nothing else
     return samples
 
 
@@ -125,3 +146,26 @@ def test_a_fresh_runtime_on_its_loop_from_another_thread() -> None:
     text = asyncio.run(main())
     assert 'fairshare_agent_resource_capacity{resource="mem"} 1.073741824e+09' in text
     assert "fairshare_agent_master_connected 0.0" in text
+
+
+def test_command_task_usage_without_per_task_series() -> None:
+    usage = CommandUsage(
+        isolation="cgroups",
+        live_tasks=2,
+        live_memory_bytes=300 * MIB,
+        cpu_seconds_total=12.5,
+        memory_peaks=(1, 0, 2, 0, 0, 0, 1),  # <= 16 MiB, <= 256 MiB twice, above 16 GiB
+        memory_peak_sum=20 * 1024 * MIB,
+    )
+    samples = scrape(dataclasses.replace(BUSY, command=usage))
+    assert by_label(samples, "fairshare_agent_isolation_info", "mode") == {"cgroups": 1}
+    assert single(samples, "fairshare_agent_command_tasks") == 2
+    assert single(samples, "fairshare_agent_command_task_memory_bytes") == 300 * MIB
+    assert single(samples, "fairshare_agent_command_task_cpu_seconds_total") == 12.5
+    buckets = by_label(samples, "fairshare_agent_command_task_memory_peak_bytes_bucket", "le")
+    assert list(buckets.values()) == [1, 1, 3, 3, 3, 3, 4]  # cumulative
+    bounds = list(buckets)
+    assert bounds == [str(float(bound)) for bound in MEMORY_PEAK_BUCKETS] + ["+Inf"]
+    assert single(samples, "fairshare_agent_command_task_memory_peak_bytes_count") == 4
+    labels = {key for s in samples for key in s.labels}
+    assert labels <= {"state", "resource", "version", "python", "mode", "le"}  # no task ids

@@ -10,6 +10,7 @@ from datetime import timedelta
 from itertools import count, pairwise
 
 import pytest
+from fairshare.command import Command
 from fairshare.resources import ResourceError, ResourceVector
 from fairshare.task_states import TaskState
 from fairshare.v1 import common_pb2
@@ -17,7 +18,7 @@ from fairshare.wire import resources_from_pb, resources_to_pb, task_state_from_p
 from google.protobuf import duration_pb2
 
 from agent.backoff import Backoff
-from agent.records import AgentSpec, StatusUpdate, TaskKey
+from agent.records import AgentSpec, CommandTask, PlaceholderSpec, StatusUpdate, TaskKey
 from agent.state import AgentState, KillDecision, RegisterCall, ReregisterCall
 from agent.wire import (
     reregister_message,
@@ -224,9 +225,31 @@ def test_command_spec_is_passed_to_the_executor() -> None:
     state = make_state()
     result = state.handle_launch(FW, [info("t", duration=2.5)], 0.0, WALL)
     ((_, spec),) = result.accepted
+    assert isinstance(spec, PlaceholderSpec)
     assert spec.duration == pytest.approx(2.5)
     ((_, spec_forever),) = state.handle_launch(FW, [info("u")], 0.0, WALL).accepted
-    assert spec_forever.duration is None
+    assert isinstance(spec_forever, PlaceholderSpec) and spec_forever.duration is None
+
+
+def test_a_command_task_is_passed_with_its_resources() -> None:
+    state = make_state()
+    message = info("c", "cpus:0.5;mem:64")
+    message.process.shell = "echo hi"
+    ((_, spec),) = state.handle_launch(FW, [message], 0.0, WALL).accepted
+    assert spec == CommandTask(Command(shell="echo hi"), R("cpus:0.5;mem:64"))
+    assert state.used == R("cpus:0.5;mem:64")
+
+
+def test_a_command_of_a_bad_shape_is_answered_with_error_command_invalid() -> None:
+    state = make_state()
+    message = info("c")
+    message.process.argv.extend(["ls"])
+    message.process.working_dir = "../../etc"
+    result = state.handle_launch(FW, [message], 0.0, WALL)
+    assert result.accepted == () and "working_dir" in result.rejected[0][1]
+    (error,) = state.pending((FW, "c"))
+    assert (error.state, error.reason) == (ERROR, TS.REASON_COMMAND_INVALID)
+    assert state.used == R("")
 
 
 # -- the status update FIFO -----------------------------------------------------------------------

@@ -16,6 +16,7 @@ from itertools import count
 from pathlib import Path
 
 import pytest
+from fairshare.command import ResourceUsage
 from fairshare.resources import ResourceVector
 from fairshare.task_states import TaskState
 from fairshare.v1 import common_pb2
@@ -42,6 +43,20 @@ FW, OTHER_FW = "fw-1", "fw-2"
 WALL = 1_700_000_000.25
 SPEC = AgentSpec("host-a", 7000, R("cpus:4;mem:1024"), (("rack", "r1"), ("zone", "a")))
 ROOT = Path(__file__).resolve().parents[3]
+USAGE = ResourceUsage(cpu_seconds=1.25, memory_peak_bytes=3 << 20)
+SCHEMA_1 = (  # what an agent of checkpoint schema 1 created
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE agent (singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+        agent_id TEXT, master_id TEXT, resources TEXT NOT NULL, attributes TEXT NOT NULL)""",
+    """CREATE TABLE tasks (framework_id TEXT NOT NULL, task_id TEXT NOT NULL,
+        info BLOB NOT NULL, resources TEXT NOT NULL, state INTEGER NOT NULL, running_since REAL,
+        latest_state INTEGER, latest_uuid BLOB, latest_timestamp REAL, latest_reason INTEGER,
+        latest_message TEXT, latest_exit_code INTEGER, PRIMARY KEY (framework_id, task_id))""",
+    """CREATE TABLE updates (framework_id TEXT NOT NULL, task_id TEXT NOT NULL,
+        position INTEGER NOT NULL, state INTEGER NOT NULL, uuid BLOB NOT NULL,
+        timestamp REAL NOT NULL, reason INTEGER NOT NULL, message TEXT NOT NULL,
+        exit_code INTEGER, PRIMARY KEY (framework_id, task_id, position))""",
+)
 
 
 def make_state(spec: AgentSpec = SPEC) -> AgentState:
@@ -86,7 +101,7 @@ def busy_state() -> AgentState:
     state.handle_kill(FW, "kill", 3.0, WALL + 3)
     state.handle_task_status(
         (OTHER_FW, "done"), FAILED, 4.0, WALL + 3.5, reason=TS.REASON_COMMAND_FAILED,
-        message="exited 3", exit_code=3,
+        message="exited 3", exit_code=3, usage=USAGE,
     )  # fmt: skip
     state.handle_kill(FW, "ghost", 5.0, WALL + 4)  # DROPPED: an update without a task
     (starting,) = [u for u in state.pending((FW, "run")) if u.state == STARTING]
@@ -120,6 +135,8 @@ def test_round_trip_keeps_every_task_update_uuid_and_running_time(tmp_path: Path
     assert (done[-1].exit_code, done[-1].reason, done[-1].message) == (
         3, TS.REASON_COMMAND_FAILED, "exited 3"
     )  # fmt: skip
+    assert done[-1].usage == USAGE and done[0].usage is None
+    assert next(t for t in loaded.tasks if t.key == (OTHER_FW, "done")).latest == done[-1]
     assert [u.state for u in loaded.updates if u.key == (FW, "ghost")] == [DROPPED]
 
 
@@ -240,6 +257,36 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
     message = str(caught.value)
     assert "newer fairshare agent" in message and str(tmp_path / CHECKPOINT_FILE) in message
     assert f"schema {SCHEMA_VERSION + 1}" in message
+
+
+def test_a_schema_1_file_is_upgraded_in_place_and_keeps_its_tasks(tmp_path: Path) -> None:
+    with sqlite3.connect(tmp_path / CHECKPOINT_FILE) as old:
+        for statement in SCHEMA_1:
+            old.execute(statement)
+        old.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+        old.execute(
+            "INSERT INTO agent VALUES (1, 'ag-1', 'm-1', ?, 'rack:r1;zone:a')",
+            (str(SPEC.resources),),
+        )
+        task = info("old").SerializeToString()
+        old.execute(
+            "INSERT INTO tasks VALUES ('fw-1', 'old', ?, 'cpus:1;mem:128', 3, ?, 3, ?, ?, 0,"
+            " '', NULL)",
+            (task, WALL, b"u" * 16, WALL),
+        )
+        old.execute(
+            "INSERT INTO updates VALUES ('fw-1', 'old', 0, 3, ?, ?, 0, '', NULL)", (b"u" * 16, WALL)
+        )
+    store = open_store(tmp_path)
+    snapshot = store.load()
+    store.close()
+    assert [(t.key, t.state, t.running_since) for t in snapshot.tasks] == [
+        ((FW, "old"), RUNNING, WALL)
+    ]
+    assert [(u.state, u.uuid, u.usage) for u in snapshot.updates] == [(RUNNING, b"u" * 16, None)]
+    with sqlite3.connect(tmp_path / CHECKPOINT_FILE) as side:
+        version = side.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    assert version == (str(SCHEMA_VERSION),) and SCHEMA_VERSION == 2
 
 
 @pytest.mark.parametrize(

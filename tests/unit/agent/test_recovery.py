@@ -21,8 +21,10 @@ from fairshare.wire import resources_to_pb, task_state_to_pb
 
 from agent.backoff import Backoff
 from agent.checkpoint import CHECKPOINT_FILE, CheckpointStore
-from agent.executor import PlaceholderExecutor, TaskEvent
-from agent.records import AgentSpec, CommandSpec, TaskView
+from agent.executors.base import TaskEvent
+from agent.executors.placeholder import PlaceholderExecutor
+from agent.executors.router import TaskExecutors
+from agent.records import AgentSpec, PlaceholderSpec, TaskView
 from agent.recovery import (
     Report,
     Restart,
@@ -95,11 +97,11 @@ def test_plan_case_by_case() -> None:
         view("no-time", RUNNING, None, duration=10),
     ]
     actions = {action.key[1]: action for action in plan_recovery(tasks, wall)}
-    full = CommandSpec(duration=10.0, startup_delay=1.0)
+    full = PlaceholderSpec(duration=10.0, startup_delay=1.0)
     assert actions["staging"] == Restart((FW, "staging"), full)
     assert actions["starting"] == Restart((FW, "starting"), full)
-    assert actions["midway"] == Resume((FW, "midway"), CommandSpec(duration=6.0))
-    assert actions["forever"] == Resume((FW, "forever"), CommandSpec(duration=None))
+    assert actions["midway"] == Resume((FW, "midway"), PlaceholderSpec(duration=6.0))
+    assert actions["forever"] == Resume((FW, "forever"), PlaceholderSpec(duration=None))
     assert actions["over"] == Report(
         (FW, "over"), FINISHED, TS.REASON_UNSPECIFIED,
         "exited 0 (its deadline passed while the agent was down)", T0 + 3.0, 0,
@@ -165,10 +167,10 @@ def test_applied_recovery_reports_each_state_once_and_keeps_the_uuids() -> None:
                 event.key, event.state, 0.0, T0 + 1, reason=event.reason, exit_code=event.exit_code
             )
 
-        executor = PlaceholderExecutor(report)
+        executor = TaskExecutors(report)
         actions = plan_recovery(state.tasks(), T0 + 0.05)  # "run" has 0.1 s left
         tally = apply_recovery(state, executor, actions, 0.0)
-        assert tally == {"resumed": 1, "restarted": 1, "reported": 2}
+        assert tally == {"resumed": 1, "restarted": 1, "reported": 2, "reattached": 0}
         assert state.task((FW, "kill")).state == KILLED  # type: ignore[union-attr]
         assert state.task((FW, "over")).state == FINISHED  # type: ignore[union-attr]
         assert sorted(executor.running()) == [(FW, "run"), (FW, "start")]
@@ -263,8 +265,8 @@ def test_a_resumed_run_reports_only_how_it_ends() -> None:
     async def main() -> None:
         events: list[TaskEvent] = []
         executor = PlaceholderExecutor(events.append)
-        executor.launch((FW, "ends"), CommandSpec(duration=0.01, exit_code=4), resume=True)
-        executor.launch((FW, "held"), CommandSpec(duration=None), resume=True)
+        executor.launch((FW, "ends"), PlaceholderSpec(duration=0.01, exit_code=4), resume=True)
+        executor.launch((FW, "held"), PlaceholderSpec(duration=None), resume=True)
         await asyncio.sleep(0)
         executor.kill((FW, "held"), TS.REASON_FRAMEWORK_REMOVED)
         assert await executor.wait_idle(DEADLINE)

@@ -17,7 +17,7 @@ from fairshare import cli
 from fairshare.settings import Setting, resolve_settings
 
 ROOT = Path(__file__).resolve().parents[3]
-CLIENTS = ("agent", "status", "run", "agents", "weights", "frameworks", "tasks", "stop")
+CLIENTS = ("agent", "status", "run", "agents", "weights", "frameworks", "tasks", "stop", "logs")
 # (those talk to a master)
 
 
@@ -214,9 +214,11 @@ def client_settings(name: str) -> tuple[Setting, ...]:
     """The settings table of client command ``name``."""
     from agent.config import AGENT_SETTINGS
     from framework_sdk.cli import RUN_SETTINGS, STATUS_SETTINGS
+    from framework_sdk.logs import LOGS_SETTINGS
     from master.commands.operator import OPERATOR_SETTINGS
 
     tables = {"agent": AGENT_SETTINGS, "run": RUN_SETTINGS, "status": STATUS_SETTINGS}
+    tables["logs"] = LOGS_SETTINGS
     operators = dict.fromkeys(
         ("agents", "weights", "frameworks", "tasks", "stop"), OPERATOR_SETTINGS
     )

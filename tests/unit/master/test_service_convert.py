@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from fairshare.command import Command, ResourceUsage
 from fairshare.resources import ResourceVector
 from fairshare.task_states import TaskState
 from fairshare.v1 import agent_pb2, common_pb2, scheduler_pb2
@@ -244,6 +245,59 @@ def test_task_with_negative_duration_is_invalid() -> None:
         convert.task_launch(info)
 
 
+def test_command_task_round_trip() -> None:
+    process = C.ProcessInfo(
+        argv=["python3", "-c", "print(1)"],
+        env={"B": "2", "A": "1"},
+        working_dir="out/./logs/",
+        user="nobody",
+        kill_grace_period=Duration(seconds=1, nanos=500_000_000),
+    )
+    info = C.TaskInfo(task_id="c", resources=wire(("cpus", 1)), process=process)
+    launch = convert.task_launch(info)
+    assert isinstance(launch.details, TaskDetails)
+    command = launch.details.command
+    assert command == Command(
+        argv=("python3", "-c", "print(1)"),
+        env={"A": "1", "B": "2"},
+        working_dir="out/logs",
+        user="nobody",
+        kill_grace_period=1.5,
+    )
+    back = convert.task_info(launch, "ag-1")
+    assert back.WhichOneof("kind") == "process"
+    assert back.process.working_dir == "out/logs"  # normalized once, at the master
+    assert convert.task_launch(back).details == launch.details
+    shell = convert.task_launch(C.TaskInfo(task_id="s", process=C.ProcessInfo(shell="echo hi")))
+    assert isinstance(shell.details, TaskDetails) and shell.details.command is not None
+    assert shell.details.command.program == ("/bin/sh", "-c", "echo hi")
+
+
+@pytest.mark.parametrize(
+    ("process", "fragment"),
+    [
+        (C.ProcessInfo(), "exactly one of argv and shell"),
+        (C.ProcessInfo(argv=["a"], shell="b"), "exactly one of argv and shell"),
+        (C.ProcessInfo(shell="   "), "blank"),
+        (C.ProcessInfo(argv=["", "x"]), "argv\\[0\\]"),
+        (C.ProcessInfo(argv=["true"] * 4097), "more than 4096"),
+        (C.ProcessInfo(shell="x" * 140_000), "more than 131072"),
+        (C.ProcessInfo(argv=["a\0b"]), "NUL"),
+        (C.ProcessInfo(shell="true", env={"A-B": "1"}), "env name"),
+        (C.ProcessInfo(shell="true", working_dir="/etc"), "absolute"),
+        (C.ProcessInfo(shell="true", working_dir="a/../../b"), "'..'"),
+        (C.ProcessInfo(shell="true", working_dir=".."), "'..'"),
+        (C.ProcessInfo(shell="true", user="no body"), "user"),
+        (C.ProcessInfo(shell="true", kill_grace_period=Duration(seconds=3601)), "grace"),
+        (C.ProcessInfo(shell="true", kill_grace_period=Duration(seconds=-1)), "grace"),
+    ],
+)
+def test_bad_command_task_is_invalid(process: common_pb2.ProcessInfo, fragment: str) -> None:
+    info = C.TaskInfo(task_id="bad", resources=wire(("cpus", 1)), process=process)
+    with pytest.raises(InvalidArgument, match=f"task 'bad': process: .*{fragment}"):
+        convert.task_launch(info)
+
+
 def agent_status(**kw: object) -> common_pb2.TaskStatus:
     fields: dict[str, object] = {
         "task_id": "t",
@@ -279,6 +333,21 @@ def test_status_round_trip() -> None:
     back = convert.status_to_pb(master)
     assert back.state == C.TASK_STATE_UNKNOWN and back.source == C.TaskStatus.SOURCE_MASTER
     assert not back.HasField("exit_code") and not back.HasField("healthy")
+    assert not back.HasField("usage")
+
+
+def test_status_usage_round_trip() -> None:
+    usage = C.ResourceUsage(
+        cpu_time=Duration(seconds=1, nanos=250_000_000), memory_peak_bytes=64 << 20
+    )
+    message = agent_status(state=C.TASK_STATE_FINISHED, exit_code=0, usage=usage)
+    message.timestamp.FromSeconds(1_700_000_000)
+    status = convert.status_from_pb(message, agent_update=True)
+    assert status.usage == ResourceUsage(cpu_seconds=1.25, memory_peak_bytes=64 << 20)
+    assert convert.status_to_pb(status) == message
+    bad = agent_status(usage=C.ResourceUsage(memory_peak_bytes=-1))
+    with pytest.raises(InvalidArgument, match=r"status\.usage"):
+        convert.status_from_pb(bad, agent_update=True)
 
 
 @pytest.mark.parametrize(

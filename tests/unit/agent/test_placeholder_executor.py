@@ -15,8 +15,9 @@ import pytest
 from fairshare.task_states import TaskState
 from fairshare.v1 import common_pb2
 
-from agent.executor import PlaceholderExecutor, TaskEvent
-from agent.records import CommandSpec
+from agent.executors.base import TaskEvent
+from agent.executors.placeholder import PlaceholderExecutor
+from agent.records import PlaceholderSpec
 
 TS = common_pb2.TaskStatus
 STARTING, RUNNING = TaskState.STARTING, TaskState.RUNNING
@@ -66,7 +67,7 @@ def test_task_runs_for_its_duration_then_finishes() -> None:
     async def body(executor: PlaceholderExecutor, rec: Recorder) -> None:
         loop = asyncio.get_running_loop()
         started = loop.time()
-        executor.launch(KEY, CommandSpec(duration=0.05))
+        executor.launch(KEY, PlaceholderSpec(duration=0.05))
         assert rec.events == []  # reports come from the event loop, never from launch()
         await rec.wait_for(lambda: FINISHED in rec.states())
         assert loop.time() - started >= 0.05
@@ -80,7 +81,7 @@ def test_task_runs_for_its_duration_then_finishes() -> None:
 @pytest.mark.parametrize("code", [1, 137, -3])
 def test_nonzero_exit_code_fails_with_command_failed(code: int) -> None:
     async def body(executor: PlaceholderExecutor, rec: Recorder) -> None:
-        executor.launch(KEY, CommandSpec(duration=0.0, exit_code=code))
+        executor.launch(KEY, PlaceholderSpec(duration=0.0, exit_code=code))
         await rec.wait_for(lambda: FAILED in rec.states())
         assert rec.states() == [STARTING, RUNNING, FAILED]
         last = rec.events[-1]
@@ -91,7 +92,7 @@ def test_nonzero_exit_code_fails_with_command_failed(code: int) -> None:
 
 def test_fail_on_start_never_runs() -> None:
     async def body(executor: PlaceholderExecutor, rec: Recorder) -> None:
-        executor.launch(KEY, CommandSpec(duration=10.0, fail_on_start=True))
+        executor.launch(KEY, PlaceholderSpec(duration=10.0, fail_on_start=True))
         await rec.wait_for(lambda: FAILED in rec.states())
         assert rec.states() == [STARTING, FAILED]
         assert rec.events[-1].reason == TS.REASON_EXECUTOR_TERMINATED
@@ -102,7 +103,7 @@ def test_fail_on_start_never_runs() -> None:
 
 def test_startup_delay_keeps_the_task_starting() -> None:
     async def body(executor: PlaceholderExecutor, rec: Recorder) -> None:
-        executor.launch(KEY, CommandSpec(duration=None, startup_delay=60.0))
+        executor.launch(KEY, PlaceholderSpec(duration=None, startup_delay=60.0))
         await rec.wait_for(lambda: STARTING in rec.states())
         await asyncio.sleep(0.02)
         assert rec.states() == [STARTING]
@@ -115,7 +116,7 @@ def test_startup_delay_keeps_the_task_starting() -> None:
 
 def test_task_without_duration_holds_until_killed() -> None:
     async def body(executor: PlaceholderExecutor, rec: Recorder) -> None:
-        executor.launch(KEY, CommandSpec(duration=None))
+        executor.launch(KEY, PlaceholderSpec(duration=None))
         await rec.wait_for(lambda: RUNNING in rec.states())
         assert executor.running() == [KEY]
         assert executor.kill(KEY, TS.REASON_AGENT_SHUTDOWN)
@@ -130,7 +131,7 @@ def test_task_without_duration_holds_until_killed() -> None:
 
 def test_kill_before_the_task_started_still_reports_killed() -> None:
     async def body(executor: PlaceholderExecutor, rec: Recorder) -> None:
-        executor.launch(KEY, CommandSpec(duration=None))
+        executor.launch(KEY, PlaceholderSpec(duration=None))
         assert executor.kill(KEY)  # the coroutine never ran
         assert await executor.wait_idle(DEADLINE)
         assert rec.states() == [KILLED]
@@ -141,10 +142,10 @@ def test_kill_before_the_task_started_still_reports_killed() -> None:
 
 def test_silent_kill_reports_nothing_and_frees_the_key() -> None:
     async def body(executor: PlaceholderExecutor, rec: Recorder) -> None:
-        executor.launch(KEY, CommandSpec(duration=None))
+        executor.launch(KEY, PlaceholderSpec(duration=None))
         await rec.wait_for(lambda: RUNNING in rec.states())
         assert executor.kill(KEY, silent=True)
-        executor.launch(KEY, CommandSpec(duration=0.0))  # same key, new run
+        executor.launch(KEY, PlaceholderSpec(duration=0.0))  # same key, new run
         await rec.wait_for(lambda: FINISHED in rec.states())
         assert rec.states() == [STARTING, RUNNING, STARTING, RUNNING, FINISHED]
 
@@ -153,9 +154,9 @@ def test_silent_kill_reports_nothing_and_frees_the_key() -> None:
 
 def test_a_live_key_cannot_be_launched_twice() -> None:
     async def body(executor: PlaceholderExecutor, rec: Recorder) -> None:
-        executor.launch(KEY, CommandSpec(duration=None))
+        executor.launch(KEY, PlaceholderSpec(duration=None))
         with pytest.raises(ValueError, match="already running"):
-            executor.launch(KEY, CommandSpec(duration=None))
+            executor.launch(KEY, PlaceholderSpec(duration=None))
 
     run(body)
 
@@ -164,7 +165,7 @@ def test_kill_all_reports_each_task_once() -> None:
     async def body(executor: PlaceholderExecutor, rec: Recorder) -> None:
         keys = [("fw-1", f"t-{i}") for i in range(5)]
         for key in keys:
-            executor.launch(key, CommandSpec(duration=None))
+            executor.launch(key, PlaceholderSpec(duration=None))
         await rec.wait_for(lambda: all(RUNNING in rec.states(k) for k in keys))
         assert executor.kill_all(TS.REASON_AGENT_SHUTDOWN) == 5
         assert await executor.wait_idle(DEADLINE)
@@ -179,7 +180,7 @@ def test_many_short_tasks_each_report_exactly_one_terminal_state() -> None:
     async def body(executor: PlaceholderExecutor, rec: Recorder) -> None:
         keys = [("fw-2", f"t-{i}") for i in range(200)]
         for i, key in enumerate(keys):
-            executor.launch(key, CommandSpec(duration=0.001 * (i % 7), exit_code=i % 2))
+            executor.launch(key, PlaceholderSpec(duration=0.001 * (i % 7), exit_code=i % 2))
         await rec.wait_for(lambda: len(rec.events) == 3 * len(keys))
         for i, key in enumerate(keys):
             assert rec.states(key) == [STARTING, RUNNING, FAILED if i % 2 else FINISHED]

@@ -9,43 +9,37 @@ A run launched with ``resume=True`` (a RUNNING task recovered after an agent res
 from the start: it reports neither STARTING nor RUNNING again, only how it ends.
 
 Invariants:
-- At most one run per task key; a key is free again as soon as its run ends or is killed.
+- At most one run per task key; a key is free again as soon as its run ends or is killed: a
+  run that ends on its own leaves ``running()`` before it reports its terminal state, so no
+  observer of that report ever sees a finished task still counted as running (the done-callback
+  runs one loop step later, and Python 3.13 orders it after the observer's wake-up).
 - Every run reports exactly one terminal state, unless it was killed with ``silent=True``.
 - Reports go through the ``report`` callback on the event loop, never from inside ``launch`` or
-  ``kill`` (no re-entrancy into the caller). No subprocesses: the executor is only timers.
+  ``kill`` (no re-entrancy into the caller). No subprocesses: the executor is only timers, and
+  every run ends with the agent (``aclose`` stops them silently).
+- It keeps the contract of ``agent.executors.base``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from fairshare.task_states import TaskState
 from fairshare.v1 import common_pb2
 
-from agent.records import CommandSpec, Reason, TaskKey
+from agent.executors.base import Report, TaskEvent
+from agent.records import PlaceholderSpec, Reason, TaskKey
 
-__all__ = ["PlaceholderExecutor", "TaskEvent"]
+__all__ = ["PlaceholderExecutor"]
 
 _TS = common_pb2.TaskStatus
-
-
-@dataclass(frozen=True, slots=True)
-class TaskEvent:
-    """A placeholder task changed state."""
-
-    key: TaskKey
-    state: TaskState
-    reason: Reason = _TS.REASON_UNSPECIFIED
-    message: str = ""
-    exit_code: int | None = None
 
 
 @dataclass(slots=True)
 class _Run:
     key: TaskKey
-    spec: CommandSpec
+    spec: PlaceholderSpec
     task: asyncio.Task[None] | None = None
     running: bool = False
     resumed: bool = False
@@ -56,12 +50,12 @@ class _Run:
 class PlaceholderExecutor:
     """Starts, times and kills placeholder tasks; reports their states through ``report``."""
 
-    def __init__(self, report: Callable[[TaskEvent], None]) -> None:
+    def __init__(self, report: Report) -> None:
         self._report = report
         self._runs: dict[TaskKey, _Run] = {}
         self._unfinished: set[asyncio.Task[None]] = set()  # includes killed runs still ending
 
-    def launch(self, key: TaskKey, spec: CommandSpec, *, resume: bool = False) -> None:
+    def launch(self, key: TaskKey, spec: PlaceholderSpec, *, resume: bool = False) -> None:
         """Start a placeholder task (needs a running event loop); a live key is an error.
 
         ``resume``: the task is already RUNNING (recovered): run ``spec.duration`` silently.
@@ -120,6 +114,7 @@ class PlaceholderExecutor:
             await asyncio.Event().wait()  # holds its resources until killed
         else:
             await asyncio.sleep(spec.duration)
+        self._release(run)
         if spec.exit_code == 0:
             finished = TaskState.FINISHED
             self._emit(run, TaskEvent(run.key, finished, message="exited 0", exit_code=0))
@@ -133,6 +128,7 @@ class PlaceholderExecutor:
         spec = run.spec
         self._emit(run, TaskEvent(run.key, TaskState.STARTING))
         if spec.fail_on_start:
+            self._release(run)
             failed = TaskState.FAILED
             reason = _TS.REASON_EXECUTOR_TERMINATED
             self._emit(run, TaskEvent(run.key, failed, reason, "failed on start (fail_on_start)"))
@@ -143,14 +139,18 @@ class PlaceholderExecutor:
         self._emit(run, TaskEvent(run.key, TaskState.RUNNING))
         return True
 
+    def _release(self, run: _Run) -> None:
+        """Free the run's key (before its terminal report; kills free it in ``kill``)."""
+        if self._runs.get(run.key) is run:
+            del self._runs[run.key]
+
     def _emit(self, run: _Run, event: TaskEvent) -> None:
         if not run.silent:
             self._report(event)
 
     def _finished(self, run: _Run) -> None:
         """Done-callback: free the key; report KILLED for a cancelled run (even unstarted)."""
-        if self._runs.get(run.key) is run:
-            del self._runs[run.key]
+        self._release(run)
         task = run.task
         if task is not None:
             self._unfinished.discard(task)

@@ -1,0 +1,526 @@
+"""``CommandExecutor``: runs command tasks as real processes, each under its own supervisor
+(``agent.executors.supervisor``), and finds them again after an agent restart.
+
+A run, from ``launch``:
+- on the next loop step the agent resolves the user and prepares the sandbox: an unknown user, a
+  user the agent cannot switch to, or a working directory that leaves the sandbox through a
+  symbolic link is ERROR, REASON_COMMAND_INVALID, and nothing starts. It creates the task's
+  limits (its cgroup), writes the launch record, reports STARTING, starts the supervisor,
+  records it (pid and start time) and only then lets it start the task;
+- the supervisor says ``running PID`` once the task's program runs: RUNNING. A program that
+  cannot start (not found, permission denied, ...) is FAILED, REASON_LAUNCH_FAILED, with why;
+- the end (the supervisor exits; seen through a pidfd, no thread per task) is read from its exit
+  record: exit 0 is FINISHED; a non-zero exit FAILED, REASON_COMMAND_FAILED, with the exit code
+  and the last lines of stderr; death by a signal FAILED, REASON_EXECUTOR_TERMINATED; the OOM
+  killer in its cgroup FAILED, REASON_MEMORY_LIMIT; a run that was asked to stop KILLED (with
+  the kill's reason). The terminal update carries the run's CPU time and peak memory;
+- ``kill`` sends SIGTERM to the supervisor (``pidfd_send_signal``: never to another process),
+  which sends SIGTERM to the task's process group and SIGKILL to the group and its cgroup after
+  the kill grace period, on its own even if the agent dies meanwhile.
+
+After an agent restart (``reattach``, with the task's checkpointed state):
+- supervisor still running (same pid, start time and boot): watched again; a task that was
+  STARTING and whose process runs is reported RUNNING, a KILLING one is killed again; its end is
+  reported as above, so the real exit code is known;
+- supervisor gone, its exit record there: the task ended while the agent was down and is
+  reported from the record, with the real exit code, stamped with the time it ended;
+- supervisor gone having started nothing (``not_started``, or no supervisor record at all: the
+  agent died before letting it start): STAGING and STARTING tasks start now, a KILLING one is
+  KILLED;
+- supervisor gone without an exit record (it was killed itself): the task's leftovers are
+  killed and it is FAILED, REASON_EXECUTOR_TERMINATED (its exit status cannot be known).
+
+Invariants: the contract of ``agent.executors.base``; nothing blocks the event loop for long
+(one fork and exec per launch, small file reads); a run's key stays in ``running()`` until its
+supervisor has exited (a kill does not free it at once, unlike a placeholder's); ``aclose``
+kills nothing, it waits (at most ``close_timeout``) for runs already asked to stop and stops
+watching the rest: command tasks outlive the agent by design, and the runtime kills them first
+when it shuts down cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import pwd
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from fairshare.task_states import TaskState
+from fairshare.v1 import common_pb2
+
+from agent.executors import supervisor as records
+from agent.executors.base import Report, TaskEvent
+from agent.executors.outcome import UsageTally, exit_event, live_usage
+from agent.isolation import cgroups
+from agent.isolation.modes import Isolation, TaskLimits
+from agent.records import CommandTask, CommandUsage, Reason, TaskKey
+from agent.sandbox import SandboxError, Sandboxes
+
+__all__ = ["CommandConfig", "CommandExecutor"]
+
+_TS = common_pb2.TaskStatus
+_BOOT: Final = (
+    "import sys; sys.path.insert(0, sys.argv[1]); "
+    "from agent.executors.supervisor import main; sys.exit(main(sys.argv[2:]))"
+)
+_PACKAGE_ROOT: Final = str(Path(__file__).resolve().parents[2])  # the directory holding agent/
+_DEFAULT_PATH: Final = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+@dataclass(frozen=True, slots=True)
+class CommandConfig:
+    """Where command tasks live and how they are confined and stopped."""
+
+    work_dir: Path
+    isolation: Isolation = field(default_factory=lambda: Isolation("none"))
+    kill_grace_period: float = 3.0  # when the task sets none
+    close_timeout: float = 3.0  # aclose: wait this long for runs asked to stop
+    python: str = sys.executable
+
+
+class _Refused(Exception):
+    """The task cannot run as described (ERROR, REASON_COMMAND_INVALID)."""
+
+
+@dataclass(slots=True)
+class _Run:
+    key: TaskKey
+    task: CommandTask
+    sandbox: Path
+    run_dir: Path
+    start: asyncio.Handle | None = None  # a launch not started yet (a kill cancels it)
+    pid: int | None = None  # the supervisor's
+    pidfd: int | None = None
+    child: subprocess.Popen[bytes] | None = None  # when the supervisor is our child
+    output: int | None = None  # the supervisor's stdout
+    buffer: bytes = b""
+    running: bool = False
+    task_pid: int | None = None  # the task's main process, once it runs
+    limits: TaskLimits = field(default_factory=TaskLimits)
+    kill_requested: bool = False
+    kill_reason: Reason = _TS.REASON_UNSPECIFIED
+    silent: bool = False
+
+
+class CommandExecutor:
+    """Starts, watches, kills and reattaches command tasks; reports through ``report``."""
+
+    def __init__(self, report: Report, config: CommandConfig) -> None:
+        self._report = report
+        self.config = config
+        self.sandboxes = Sandboxes(config.work_dir)
+        self._runs: dict[TaskKey, _Run] = {}
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.tally = UsageTally()  # what ended runs used (metrics)
+
+    # -- the executor interface ------------------------------------------------------------------
+
+    def launch(self, key: TaskKey, task: CommandTask) -> None:
+        """Start the task on the next loop step. A key whose earlier run is still ending (killed
+        silently, e.g. when the master removed the agent) is FAILED at once instead."""
+        loop = asyncio.get_running_loop()
+        if key in self._runs:
+            message = "an earlier run of this task id is still ending on this agent"
+            event = TaskEvent(key, TaskState.FAILED, _TS.REASON_LAUNCH_FAILED, message)
+            loop.call_soon(self._report, event)
+            return
+        run = self._new_run(key, task)
+        run.start = loop.call_soon(self._start, run)
+
+    def reattach(self, key: TaskKey, task: CommandTask, state: TaskState) -> None:
+        """Take over the run of a recovered task (see the module docstring)."""
+        run = self._new_run(key, task)  # a kill before _reattach runs is applied by it
+        asyncio.get_running_loop().call_soon(self._reattach, run, state)
+
+    def kill(
+        self, key: TaskKey, reason: Reason = _TS.REASON_UNSPECIFIED, *, silent: bool = False
+    ) -> bool:
+        """Ask the run to stop (SIGTERM, SIGKILL after the grace period); it reports KILLED
+        unless ``silent``. False if the key has no run."""
+        run = self._runs.get(key)
+        if run is None:
+            return False
+        run.silent = run.silent or silent
+        if run.kill_requested:
+            return True
+        run.kill_requested = True
+        run.kill_reason = reason
+        if run.start is not None:  # nothing started yet: nothing to stop
+            run.start.cancel()
+            run.start = None
+            asyncio.get_running_loop().call_soon(self._killed_before_start, run)
+            return True
+        self._signal(run)  # (a reattach not done yet signals when it has found the supervisor)
+        return True
+
+    def kill_all(self, reason: Reason = _TS.REASON_UNSPECIFIED, *, silent: bool = False) -> int:
+        """Kill every run; returns how many there were."""
+        keys = list(self._runs)
+        for key in keys:
+            self.kill(key, reason, silent=silent)
+        return len(keys)
+
+    def running(self) -> list[TaskKey]:
+        """Keys of the runs whose supervisor has not exited yet."""
+        return list(self._runs)
+
+    def usage(self) -> CommandUsage:
+        """What the live runs use now (cgroup or /proc) and what all runs used in all."""
+        live = [live_usage(run.limits, run.task_pid) for run in self._runs.values() if run.running]
+        tally = self.tally
+        return CommandUsage(
+            isolation=self.config.isolation.mode,
+            live_tasks=len(self._runs),
+            live_memory_bytes=sum(memory for _, memory in live),
+            cpu_seconds_total=tally.cpu_seconds + sum(cpu for cpu, _ in live),
+            memory_peaks=tuple(tally.peaks),
+            memory_peak_sum=tally.peak_sum,
+        )
+
+    async def wait_idle(self, timeout: float) -> bool:
+        """Wait until every run has ended and reported; False on timeout."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self._idle.wait()
+        return self._idle.is_set()
+
+    async def aclose(self) -> None:
+        """Wait (bounded) for the runs asked to stop, then stop watching every run."""
+        if any(run.kill_requested for run in self._runs.values()):
+            await self.wait_idle(self.config.close_timeout)
+        for run in list(self._runs.values()):
+            if run.start is not None:
+                run.start.cancel()
+            self._unwatch(run)
+        self._runs.clear()
+        self._idle.set()
+        self.config.isolation.close()
+
+    # -- starting --------------------------------------------------------------------------------
+
+    def _new_run(self, key: TaskKey, task: CommandTask) -> _Run:
+        if key in self._runs:
+            raise ValueError(f"task {key[1]} of framework {key[0]} is already running")
+        run = _Run(key, task, self.sandboxes.sandbox(key), self.sandboxes.run_dir(key))
+        self._runs[key] = run
+        self._idle.clear()
+        return run
+
+    def _start(self, run: _Run) -> None:
+        run.start = None
+        try:
+            spec = self._prepare(run)
+        except _Refused as error:
+            self._end(
+                run, TaskEvent(run.key, TaskState.ERROR, _TS.REASON_COMMAND_INVALID, str(error))
+            )
+            return
+        except OSError as error:
+            self.config.isolation.release(run.limits)
+            message = f"cannot prepare the task: {error}"
+            self._end(run, TaskEvent(run.key, TaskState.FAILED, _TS.REASON_LAUNCH_FAILED, message))
+            return
+        self._report(TaskEvent(run.key, TaskState.STARTING))
+        try:
+            self._spawn(run, spec)
+        except OSError as error:
+            self.config.isolation.release(run.limits)
+            self._unwatch(run)
+            message = f"cannot start the task's supervisor: {error}"
+            self._end(run, TaskEvent(run.key, TaskState.FAILED, _TS.REASON_LAUNCH_FAILED, message))
+
+    def _prepare(self, run: _Run) -> dict[str, Any]:
+        """Check the user and the sandbox, create the limits; the launch record."""
+        command = run.task.command
+        user = _user(command.user)
+        owner = None if user is None else (user.pw_uid, user.pw_gid)
+        try:
+            prepared = self.sandboxes.prepare(run.key, command.working_dir, owner)
+        except SandboxError as error:
+            raise _Refused(str(error)) from None
+        run.limits = self.config.isolation.prepare(run.key, run.task.resources)
+        grace = command.kill_grace_period
+        spec: dict[str, Any] = {
+            "program": list(command.program),
+            "env": self._environment(run, user),
+            "cwd": str(prepared.cwd),
+            "stdout": str(prepared.stdout),
+            "stderr": str(prepared.stderr),
+            "grace": self.config.kill_grace_period if grace is None else grace,
+            "cgroup": None if run.limits.cgroup is None else run.limits.cgroup.to_json(),
+            "rlimit_as": run.limits.rlimit_as,
+        }
+        if user is not None:
+            spec["uid"], spec["gid"] = user.pw_uid, user.pw_gid
+            spec["groups"] = os.getgrouplist(user.pw_name, user.pw_gid)
+        records.write_json(run.run_dir / records.LAUNCH_FILE, spec)
+        return spec
+
+    def _environment(self, run: _Run, user: pwd.struct_passwd | None) -> dict[str, str]:
+        env = {
+            "PATH": os.environ.get("PATH") or _DEFAULT_PATH,
+            "HOME": user.pw_dir if user is not None else str(run.sandbox),
+            "FAIRSHARE_SANDBOX": str(run.sandbox),
+            "FAIRSHARE_FRAMEWORK_ID": run.key[0],
+            "FAIRSHARE_TASK_ID": run.key[1],
+        }
+        if user is not None:
+            env["USER"] = env["LOGNAME"] = user.pw_name
+        env.update(run.task.command.env)
+        return env
+
+    def _spawn(self, run: _Run, spec: dict[str, Any]) -> None:
+        """Start the supervisor, record it, then let it start the task."""
+        del spec  # the supervisor reads it from the launch record
+        with open(run.run_dir / "supervisor.log", "ab") as log:
+            child = subprocess.Popen(
+                [self.config.python, "-I", "-S", "-c", _BOOT, _PACKAGE_ROOT, str(run.run_dir)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                cwd=run.run_dir,
+                env={},
+                start_new_session=True,
+            )
+        run.child, run.pid = child, child.pid
+        run.pidfd = os.pidfd_open(child.pid)
+        records.write_json(run.run_dir / records.SUPERVISOR_FILE, records.process_record(child.pid))
+        assert child.stdin is not None and child.stdout is not None
+        with contextlib.suppress(BrokenPipeError):  # it died: its exit tells the rest
+            child.stdin.write(b"go\n")
+            child.stdin.close()
+        run.output = child.stdout.fileno()
+        os.set_blocking(run.output, False)
+        self._watch(run)
+        if run.kill_requested:
+            self._signal(run)
+
+    # -- watching --------------------------------------------------------------------------------
+
+    def _watch(self, run: _Run) -> None:
+        loop = asyncio.get_running_loop()
+        if run.pidfd is not None:
+            loop.add_reader(run.pidfd, self._on_exit, run)
+        if run.output is not None:
+            loop.add_reader(run.output, self._on_output, run)
+
+    def _unwatch(self, run: _Run) -> None:
+        loop = asyncio.get_running_loop()
+        if run.output is not None:
+            loop.remove_reader(run.output)
+            run.output = None
+        if run.child is not None and run.child.stdout is not None:
+            run.child.stdout.close()
+        if run.child is not None and run.child.stdin is not None:
+            with contextlib.suppress(OSError):
+                run.child.stdin.close()
+        if run.pidfd is not None:
+            loop.remove_reader(run.pidfd)
+            os.close(run.pidfd)
+            run.pidfd = None
+
+    def _on_output(self, run: _Run) -> bool:
+        """The supervisor's stdout: ``running PID`` means the task's program runs. False once
+        nothing more can be read now (end of file, or no data yet)."""
+        if run.output is None:
+            return False
+        try:
+            data = os.read(run.output, 4096)
+        except BlockingIOError:
+            return False
+        except OSError:
+            data = b""
+        if not data:
+            asyncio.get_running_loop().remove_reader(run.output)
+            run.output = None
+            return False
+        run.buffer += data
+        while b"\n" in run.buffer:
+            line, run.buffer = run.buffer.split(b"\n", 1)
+            if line.startswith(b"running ") and not run.running:
+                with contextlib.suppress(ValueError):
+                    run.task_pid = int(line.split()[1])
+                self._now_running(run)
+        return True
+
+    def _now_running(self, run: _Run) -> None:
+        run.running = True
+        if not run.silent:
+            self._report(TaskEvent(run.key, TaskState.RUNNING))
+
+    def _on_exit(self, run: _Run) -> None:
+        """The supervisor exited: read the rest of its output, then its exit record."""
+        while self._on_output(run):  # a "running" line still in the pipe comes first
+            pass
+        if run.child is not None:
+            run.child.wait()
+        elif run.pid is not None:  # reattached: reap it if it happens to be our child
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(run.pid, os.WNOHANG)
+        self._unwatch(run)
+        self._ended(run, records.read_json(run.run_dir / records.EXIT_FILE))
+
+    def _signal(self, run: _Run) -> None:
+        if run.pidfd is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(run.pidfd, signal.SIGTERM)
+
+    # -- the end ---------------------------------------------------------------------------------
+
+    def _ended(self, run: _Run, record: dict[str, Any] | None) -> None:
+        """Report how the run ended, from the supervisor's exit record."""
+        key = run.key
+        outcome = record.get("outcome") if record else None
+        stamp = record.get("ended_at") if record else None
+        when = float(stamp) if isinstance(stamp, int | float) else None
+        if outcome == "not_started" or (outcome is None and not run.running):
+            if outcome is None:
+                self._clean_leftovers(run)
+            if run.kill_requested:
+                self._killed_before_start(run)
+                return
+            message = "the task's supervisor ended before starting it" + self._log_tail(run)
+            event = TaskEvent(key, TaskState.FAILED, _TS.REASON_EXECUTOR_TERMINATED, message)
+            self._end(run, event)
+            return
+        if outcome is None or record is None:
+            self._clean_leftovers(run)
+            message = "the task's supervisor ended without recording how the task ended"
+            event = TaskEvent(key, TaskState.FAILED, _TS.REASON_EXECUTOR_TERMINATED, message)
+            self._end(run, event)
+            return
+        if outcome == "launch_failed":
+            message = str(record.get("error", "the task could not be started"))
+            self._end(
+                run,
+                TaskEvent(key, TaskState.FAILED, _TS.REASON_LAUNCH_FAILED, message, timestamp=when),
+            )
+            return
+        event = exit_event(key, run.task, run.sandbox, record, self._kill_reason(run))
+        self.tally.add(event.usage)
+        self._end(run, event)
+
+    @staticmethod
+    def _log_tail(run: _Run) -> str:
+        try:
+            with open(run.run_dir / "supervisor.log", "rb") as log:
+                log.seek(0, os.SEEK_END)
+                log.seek(max(0, log.tell() - 300))
+                text = log.read().decode("utf-8", "replace").strip()
+        except OSError:
+            return ""
+        return f": {text}" if text else ""
+
+    @staticmethod
+    def _kill_reason(run: _Run) -> Reason | None:
+        return run.kill_reason if run.kill_requested else None
+
+    def _killed_before_start(self, run: _Run) -> None:
+        reason = run.kill_reason
+        if reason == _TS.REASON_UNSPECIFIED:
+            reason = _TS.REASON_TASK_KILLED_DURING_LAUNCH
+        self._end(run, TaskEvent(run.key, TaskState.KILLED, reason, "killed before it started"))
+
+    def _end(self, run: _Run, event: TaskEvent) -> None:
+        """Free the run's key, then report its terminal state (unless it was killed silently)."""
+        if self._runs.get(run.key) is run:
+            del self._runs[run.key]
+        if not self._runs:
+            self._idle.set()
+        if not run.silent:
+            self._report(event)
+
+    def _clean_leftovers(self, run: _Run) -> None:
+        """The supervisor is gone without a record: kill what is left of the task."""
+        task = records.read_json(run.run_dir / records.TASK_FILE)
+        if records.record_alive(task) and task is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(int(task["pid"]), signal.SIGKILL)
+        launch = records.read_json(run.run_dir / records.LAUNCH_FILE)
+        cgroup = launch.get("cgroup") if launch else None
+        if cgroup:
+            limits = TaskLimits(cgroup=cgroups.TaskCgroup.from_json(cgroup))
+            self.config.isolation.release(limits)
+
+    # -- after an agent restart ------------------------------------------------------------------
+
+    def _reattach(self, run: _Run, state: TaskState) -> None:
+        if self._runs.get(run.key) is not run:
+            return  # closed meanwhile
+        supervisor = records.read_json(run.run_dir / records.SUPERVISOR_FILE)
+        if supervisor is None:  # the agent died before it let a supervisor start the task
+            if state in (TaskState.STAGING, TaskState.STARTING) and not run.kill_requested:
+                self._start(run)
+            else:
+                run.kill_requested = True
+                self._killed_before_start(run)
+            return
+        run.running = state in (TaskState.RUNNING, TaskState.KILLING)
+        if state == TaskState.KILLING:
+            run.kill_requested = True
+        pidfd = _open_pidfd(supervisor)
+        if pidfd is None:  # it ended while the agent was down
+            if isinstance(supervisor.get("pid"), int):  # reap it if it is our child
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(supervisor["pid"], os.WNOHANG)
+            record = records.read_json(run.run_dir / records.EXIT_FILE)
+            never_started = record is not None and record.get("outcome") == "not_started"
+            if never_started and not run.kill_requested:
+                self._start(run)
+                return
+            if record is not None and record.get("outcome") == "exited" and not run.running:
+                self._now_running(run)  # it did run: say so before how it ended
+            self._ended(run, record)
+            return
+        run.pid, run.pidfd = supervisor["pid"], pidfd
+        self._watch(run)
+        launch = records.read_json(run.run_dir / records.LAUNCH_FILE) or {}
+        if launch.get("cgroup"):
+            run.limits = TaskLimits(cgroup=cgroups.TaskCgroup.from_json(launch["cgroup"]))
+        task = records.read_json(run.run_dir / records.TASK_FILE)
+        if task is not None and isinstance(task.get("pid"), int):
+            run.task_pid = task["pid"]
+            if not run.running:
+                self._now_running(run)
+        if run.kill_requested:
+            self._signal(run)
+
+
+def _user(name: str) -> pwd.struct_passwd | None:
+    """The user to switch to (None: run as the agent's user); ``_Refused`` if impossible."""
+    if not name:
+        return None
+    try:
+        user = pwd.getpwnam(name)
+    except KeyError:
+        raise _Refused(f"user {name!r} does not exist on this agent") from None
+    euid = os.geteuid()
+    if user.pw_uid == euid:
+        return None
+    if euid != 0:
+        raise _Refused(f"the agent runs as uid {euid} and cannot run tasks as user {name!r}")
+    return user
+
+
+def _open_pidfd(record: dict[str, Any]) -> int | None:
+    """A pidfd of the process ``record`` names if it still runs (checked after opening, so a
+    reused pid is never taken for it)."""
+    pid = record.get("pid")
+    if not isinstance(pid, int) or not records.record_alive(record):
+        return None
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        return None
+    if not records.record_alive(record):
+        os.close(pidfd)
+        return None
+    return pidfd
