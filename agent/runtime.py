@@ -69,7 +69,7 @@ from agent.executors.router import TaskExecutors
 from agent.reconnect import Reconnection
 from agent.records import AgentMetrics, AgentSpec, LaunchSpec, TaskKey
 from agent.recovery import recover
-from agent.session import MasterStream, Outcome, RefusedError, classify
+from agent.session import PING_INTERVAL, PING_TIMEOUT, MasterStream, Outcome, RefusedError, classify
 from agent.state import AgentState, KillDecision, Outgoing, ReregisterCall
 from agent.wire import heartbeat_message, register_message, reregister_message, updates_message
 
@@ -344,6 +344,7 @@ class AgentRuntime:
             asyncio.ensure_future(self._read(stream)),
             asyncio.ensure_future(self._heartbeats(stream)),
             asyncio.ensure_future(self._send_updates(stream)),
+            asyncio.ensure_future(self._watch_master(stream)),
             asyncio.ensure_future(self._await_stop()),
         ]
         try:
@@ -353,6 +354,20 @@ class AgentRuntime:
             for future in loops:
                 future.cancel()
             await asyncio.gather(*loops, return_exceptions=True)
+
+    async def _watch_master(self, stream: MasterStream) -> Outcome:
+        """End the session when the master, silent for ``PING_INTERVAL``, does not answer a
+        health check on the session's connection within ``PING_TIMEOUT`` (it hangs)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            silent = loop.time() - stream.last_received
+            if silent < PING_INTERVAL:
+                await asyncio.sleep(PING_INTERVAL - silent)
+                continue
+            if not await stream.ping(PING_TIMEOUT):
+                log_event(_LOG, "master.unresponsive", logging.WARNING, silent=f"{silent:.1f}")
+                return Outcome.RECONNECT
+            stream.last_received = loop.time()
 
     async def _await_stop(self) -> Outcome:
         await self._stop.wait()

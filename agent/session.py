@@ -30,14 +30,29 @@ from enum import Enum
 from typing import Any, Final
 
 import grpc
+from fairshare.health import HealthCheckRequest, HealthCheckResponse
 from fairshare.masters import leader_hint, open_channel
 from fairshare.v1 import agent_pb2, agent_pb2_grpc
 
-__all__ = ["CHANNEL_OPTIONS", "MasterStream", "Outcome", "RefusedError", "classify"]
+__all__ = [
+    "CHANNEL_OPTIONS",
+    "PING_INTERVAL",
+    "PING_TIMEOUT",
+    "MasterStream",
+    "Outcome",
+    "RefusedError",
+    "classify",
+]
+
+PING_INTERVAL: Final = 10.0
+PING_TIMEOUT: Final = 5.0
+"""A master that sent nothing for ``PING_INTERVAL`` is asked for its health on the session's
+own connection; no answer within ``PING_TIMEOUT`` ends the session: a master that hangs
+(SIGSTOP) or whose host went away is left within 15 s (HTTP/2 keepalive alone did not notice a
+stopped master that the kernel still acknowledges for), so an agent follows a new leader within
+the new leader's reregistration window."""
 
 CHANNEL_OPTIONS: Final = [
-    # A master that hangs (SIGSTOP) or whose host went away is noticed within 15 s, so an
-    # agent follows a new leader within the new leader's reregistration window.
     ("grpc.keepalive_time_ms", 10_000),
     ("grpc.keepalive_timeout_ms", 5_000),
     ("grpc.keepalive_permit_without_calls", 1),
@@ -101,6 +116,7 @@ class MasterStream:
         self._outbox: asyncio.Queue[agent_pb2.ConnectRequest | object] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
         self._open = False
+        self.last_received = 0.0  # loop time of the master's last message
 
     async def open(self, first: agent_pb2.ConnectRequest) -> agent_pb2.AgentRegistered:
         """Send the first message; the master's ``registered`` answer, or ``RefusedError`` when
@@ -121,6 +137,7 @@ class MasterStream:
             kind = answer.WhichOneof("message")
             raise RefusedError(grpc.StatusCode.INTERNAL, f"first message was {kind}")
         loop = asyncio.get_running_loop()
+        self.last_received = loop.time()
         self._tasks = [loop.create_task(self._read()), loop.create_task(self._write())]
         self._open = True
         registered: agent_pb2.AgentRegistered = answer.registered
@@ -133,6 +150,7 @@ class MasterStream:
                 if not isinstance(message, agent_pb2.ConnectResponse):  # grpc.aio.EOF: OK
                     self._inbox.put_nowait(None)
                     return
+                self.last_received = asyncio.get_running_loop().time()
                 self._inbox.put_nowait(message)
         except grpc.aio.AioRpcError as error:
             self._inbox.put_nowait(error)
@@ -148,6 +166,20 @@ class MasterStream:
                     return
                 await self._call.write(message)
         self._open = False
+
+    async def ping(self, timeout: float) -> bool:
+        """The master answers a health check on this session's connection within
+        ``timeout``."""
+        check = self._channel.unary_unary(
+            "/grpc.health.v1.Health/Check",
+            request_serializer=HealthCheckRequest.SerializeToString,
+            response_deserializer=HealthCheckResponse.FromString,
+        )
+        try:
+            await check(HealthCheckRequest(), timeout=timeout)
+        except grpc.aio.AioRpcError:
+            return False
+        return True
 
     def send(self, message: agent_pb2.ConnectRequest) -> bool:
         """Queue ``message`` for the stream; False if the stream is over (nothing queued)."""
