@@ -35,12 +35,14 @@ from pathlib import Path
 
 import grpc
 from daemons import Daemon, start_agent, start_master, wait_for
-from etcd_server import EtcdMember, start_cluster
 from fairshare.v1 import operator_pb2, operator_pb2_grpc
 from faults import FrameworkProcess, Tally, pause, resume, running_tasks, tally
 from ha import HA_FLAGS, role
 from tcp_proxy import TcpProxy
 from wire_fakes import get_state
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/etcd_server.py, run alone
+from etcd_server import EtcdMember, start_cluster
 
 SETTLE = 60.0
 WATCH_PERIOD = 0.05
