@@ -234,7 +234,7 @@ class AgentRuntime:
         return outcome
 
     async def _session_with(self, address: str) -> Outcome:
-        stream = MasterStream(address)
+        stream = MasterStream(address, self._finder.report())
         try:
             await self._open(stream)
             self._finder.answered(address)

@@ -105,11 +105,11 @@ def classify(code: grpc.StatusCode) -> Outcome:
 class MasterStream:
     """One ``Connect`` call over its own channel."""
 
-    def __init__(self, master: str) -> None:
+    def __init__(self, master: str, metadata: tuple[tuple[str, str], ...] = ()) -> None:
         self._channel = open_channel(master, CHANNEL_OPTIONS)
         stub: agent_pb2_grpc.AgentServiceAsyncStub = agent_pb2_grpc.AgentServiceStub(self._channel)
         # No request iterator: messages are written with ``write`` (the stubs do not know that).
-        self._call: Any = stub.Connect()  # type: ignore[call-arg]
+        self._call: Any = stub.Connect(metadata=metadata or None)  # type: ignore[call-arg]
         self._inbox: asyncio.Queue[agent_pb2.ConnectResponse | BaseException | None] = (
             asyncio.Queue()
         )

@@ -358,7 +358,7 @@ class SchedulerClient:
         stub: scheduler_pb2_grpc.SchedulerServiceAsyncStub = (
             scheduler_pb2_grpc.SchedulerServiceStub(channel)
         )
-        call = stub.Subscribe(self._subscribe_request())
+        call = stub.Subscribe(self._subscribe_request(), metadata=self._finder.report() or None)
         subscribed = False
         outcome = _Outcome.LOST_BEFORE_SUBSCRIBED
         try:

@@ -161,6 +161,7 @@ class Leadership:
             loop.call_soon_threadsafe, self._elected, self._deposed, self._leader_seen
         )
         self._elector = Elector(self._etcd.client, me, ttl, callbacks)
+        self.gate.hold = ttl  # a call during an election waits for its outcome
         self._elector_run = self._etcd.submit(self._elector.run())
         self._watchdog = loop.create_task(self._watch_lease())
         log_event(log, "election.started", etcd=str(target), ttl=f"{ttl:g}")
@@ -254,6 +255,7 @@ class Leadership:
 
     def drain(self) -> None:
         """SIGTERM: refuse calls, end the term's streams (UNAVAILABLE), stop offering."""
+        self.gate.hold = 0.0
         self.gate.follow(None)
         if self.term is not None:
             self.term.runtime.drain()

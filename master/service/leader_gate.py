@@ -6,6 +6,13 @@ forwarders: each call goes to the servicers the gate was given by ``lead`` (thos
 current leadership term, over one ``MasterRuntime``), or is refused while the gate ``follow``\\s.
 The health service is not behind the gate: a follower serves health.
 
+While an election is on (this master does not lead and knows no leader), or the caller says
+the leader this master names did not answer (``fairshare-leader-unreachable``: a leader that
+died keeps its key until its lease ends), a call waits up to ``hold`` seconds (HA masters: the
+election's lease) for another leader: it is then served here if this master won, or refused
+naming the winner; so agents and frameworks that lost their leader reach the new one as soon as
+it is elected instead of after a backoff.
+
 A refusal is UNAVAILABLE, with ``this master is a follower; the leader is HOST:PORT`` (or that
 no master leads now) as its message and the leader's ``HOST:PORT`` in the trailing metadata
 ``fairshare-leader`` (``fairshare.masters``). UNAVAILABLE rather than FAILED_PRECONDITION: the
@@ -27,12 +34,13 @@ ends.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any, NamedTuple
 
 import grpc
-from fairshare.masters import LEADER_METADATA
+from fairshare.masters import LEADER_METADATA, UNREACHABLE_LEADER_METADATA
 from fairshare.v1 import (
     agent_pb2,
     agent_pb2_grpc,
@@ -84,6 +92,8 @@ class LeaderGate:
         self._expired = expired
         self._servicers: Servicers | None = None
         self.leader: str | None = None  # HOST:PORT of the leader, when known and not us
+        self.hold = 0.0  # seconds a call waits while no leader is known (0: refused at once)
+        self._waiters: set[asyncio.Future[None]] = set()
 
     def add_to_server(self, server: grpc.aio.Server) -> None:
         """Register the forwarders of the three services (once)."""
@@ -98,11 +108,44 @@ class LeaderGate:
         """Serve every call with ``servicers`` from now on."""
         self._servicers = servicers
         self.leader = None
+        self._wake()
 
     def follow(self, leader: str | None) -> None:
         """Refuse every call from now on, naming ``leader`` (None: no leader known)."""
         self._servicers = None
         self.leader = leader
+        self._wake()
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, set()
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def should_hold(self, context: Context) -> bool:
+        """A refused call should wait for the election: none is known, or the one known is
+        the leader the caller could not reach."""
+        if self.hold <= 0 or self._servicers is not None:
+            return False
+        return self.leader is None or self.leader == _unreachable(context)
+
+    async def await_leader(self, unreachable: str | None) -> None:
+        """Wait (at most ``hold`` seconds) until this master leads or knows a leader other
+        than ``unreachable``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.hold
+        while self._servicers is None and self.leader in (None, unreachable):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            waiter = loop.create_future()
+            self._waiters.add(waiter)
+            try:
+                await asyncio.wait_for(waiter, remaining)
+            except TimeoutError:
+                return
+            finally:
+                self._waiters.discard(waiter)
 
     @property
     def leading(self) -> bool:
@@ -138,6 +181,9 @@ class LeaderGate:
 def _unary(gate: LeaderGate, name: str, method: str) -> Callable[..., Any]:
     async def forward(request: Any, context: Context) -> Any:
         servicer = gate.servicer(name)
+        if servicer is None and gate.should_hold(context):
+            await gate.await_leader(_unreachable(context))  # the election's outcome decides
+            servicer = gate.servicer(name)
         if servicer is None:
             await gate.refuse(context)
         response = await getattr(servicer, method)(request, context)
@@ -151,6 +197,9 @@ def _unary(gate: LeaderGate, name: str, method: str) -> Callable[..., Any]:
 def _streaming(gate: LeaderGate, name: str, method: str) -> Callable[..., Any]:
     async def forward(request: Any, context: Context) -> AsyncIterator[Any]:
         servicer = gate.servicer(name)
+        if servicer is None and gate.should_hold(context):
+            await gate.await_leader(_unreachable(context))
+            servicer = gate.servicer(name)
         if servicer is None:
             await gate.refuse(context)
         async with contextlib.aclosing(getattr(servicer, method)(request, context)) as responses:
@@ -160,3 +209,12 @@ def _streaming(gate: LeaderGate, name: str, method: str) -> Callable[..., Any]:
                 yield response
 
     return forward
+
+
+def _unreachable(context: Context) -> str | None:
+    """The leader the caller said it could not reach, if it said so."""
+    metadata = context.invocation_metadata() if context is not None else None
+    for key, value in metadata or ():
+        if key == UNREACHABLE_LEADER_METADATA:
+            return value.decode() if isinstance(value, bytes) else str(value)
+    return None

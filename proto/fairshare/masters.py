@@ -5,7 +5,10 @@ finding the leader among several masters, and the one place client channels are 
 ``etcd://h1:2379,h2:2379[/prefix]`` (the leader's address is read from the key the leading
 master holds there, ``fairshare.etcd``). A master that does not lead answers every call but the
 health check UNAVAILABLE, with the leader's ``HOST:PORT`` in the trailing metadata
-``fairshare-leader`` when it knows it (``LEADER_METADATA``).
+``fairshare-leader`` when it knows it (``LEADER_METADATA``). A client whose named leader did not
+answer says so on its next call to a follower (``UNREACHABLE_LEADER_METADATA``): followers name
+a dead leader until its etcd lease ends, so that follower holds the call until another leader
+is elected, then serves or redirects it.
 
 ``MasterFinder`` says which address to try next: the leader a follower just named, else the
 master that answered last, else (etcd) the address in the leader record, else the next master
@@ -38,6 +41,7 @@ from fairshare.master_target import MasterTarget
 
 __all__ = [
     "LEADER_METADATA",
+    "UNREACHABLE_LEADER_METADATA",
     "MasterFinder",
     "MasterTarget",
     "MasterUnknown",
@@ -50,6 +54,7 @@ __all__ = [
 T = TypeVar("T")
 
 LEADER_METADATA: Final = "fairshare-leader"
+UNREACHABLE_LEADER_METADATA: Final = "fairshare-leader-unreachable"
 """Trailing metadata of a follower's UNAVAILABLE answer: the leader's ``HOST:PORT``."""
 REDIRECTS_PER_CALL: Final = 3
 
@@ -130,6 +135,8 @@ class MasterFinder:
         self._index = self._rng.randrange(count) if count > 1 else 0
         self._hint: str | None = None
         self._preferred: str | None = None
+        self._trying_hint: str | None = None  # the named leader being tried now
+        self.unreachable_leader: str | None = None  # a named leader that did not answer
         self._etcd_timeout = etcd_timeout
         self._etcd: EtcdClient | None = None
 
@@ -140,8 +147,10 @@ class MasterFinder:
 
     async def next(self) -> str:
         """The address to try now; ``MasterUnknown`` when etcd names no leader."""
+        self._trying_hint = None
         if self._hint is not None:
             hint, self._hint = self._hint, None
+            self._trying_hint = hint
             return hint
         if self._preferred is not None:
             return self._preferred
@@ -174,9 +183,18 @@ class MasterFinder:
     def answered(self, address: str) -> None:
         """``address`` answered as the leader."""
         self._preferred = address
+        self.unreachable_leader = None
+
+    def report(self) -> tuple[tuple[str, str], ...]:
+        """Metadata for the next call: the named leader that did not answer, if any."""
+        if self.unreachable_leader is None:
+            return ()
+        return ((UNREACHABLE_LEADER_METADATA, self.unreachable_leader),)
 
     def failed(self, address: str) -> None:
         """``address`` did not answer, or not as a leader: try another one next."""
+        if address == self._trying_hint:
+            self.unreachable_leader = address
         if self._preferred == address:
             self._preferred = None
         addresses = self.target.addresses

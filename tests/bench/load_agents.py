@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
+from fairshare.masters import UNREACHABLE_LEADER_METADATA as UNREACHABLE
 from fairshare.masters import leader_hint
 from fairshare.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 from load_common import channel, emit, resources_pb, run_process, serve_control
@@ -125,6 +126,8 @@ class Fleet:
         # answer moves it to the next one.
         self.masters = args.master.split(",")
         self.leader = self.masters[0]
+        self.hinted: str | None = None  # the leader a follower named last
+        self.unreachable: str | None = None  # a named leader that did not answer
         self.channels: list[grpc.aio.Channel] = []
         self._stubs: dict[str, list[agent_pb2_grpc.AgentServiceAsyncStub]] = {}
         stubs = self.stubs(self.leader)
@@ -235,7 +238,8 @@ class Fleet:
         master = self.leader
         stubs = self.stubs(master)
         agent.stub = stubs[agent.index % len(stubs)]
-        call = agent.stub.Connect()  # type: ignore[call-arg]
+        report = () if self.unreachable is None else ((UNREACHABLE, self.unreachable),)
+        call = agent.stub.Connect(metadata=report or None)  # type: ignore[call-arg]
         first = self.first_message(agent)
         try:
             async with asyncio.timeout(CALL_TIMEOUT):
@@ -245,7 +249,7 @@ class Fleet:
                 code = (await call.code()).name
                 hint = leader_hint(await call.trailing_metadata())
                 if hint:
-                    self.leader = hint
+                    self.leader = self.hinted = hint
                     return "REDIRECTED", False
                 raise ConnectionError(code)
         except (
@@ -256,8 +260,10 @@ class Fleet:
         ) as e:
             call.cancel()
             if isinstance(e, grpc.aio.AioRpcError) and (hint := leader_hint(e.trailing_metadata())):
-                self.leader = hint
+                self.leader = self.hinted = hint
                 return "REDIRECTED", False
+            if master == self.hinted:  # followers name a dead leader until its lease ends
+                self.unreachable = master
             if master in self.masters and len(self.masters) > 1 and self.leader == master:
                 self.leader = self.masters[(self.masters.index(master) + 1) % len(self.masters)]
             code = e.code().name if isinstance(e, grpc.aio.AioRpcError) else type(e).__name__
@@ -269,6 +275,7 @@ class Fleet:
                 self.error_samples.append(f"connect: {code}")
             return code, False
         registered = answer.registered
+        self.unreachable = None
         self.counters["connected"] += 1
         self.counters["reregistered" if agent.agent_id else "registered"] += 1
         agent.agent_id = registered.agent_id

@@ -15,6 +15,7 @@ import pytest
 from fairshare.master_target import EtcdTarget, MasterTarget
 from fairshare.masters import (
     LEADER_METADATA,
+    UNREACHABLE_LEADER_METADATA,
     MasterFinder,
     MasterUnknown,
     call_leader,
@@ -148,3 +149,20 @@ def test_leader_hints_are_read_from_trailing_metadata() -> None:
     assert leader_hint(((LEADER_METADATA, "a:1"), ("x", "y"))) == "a:1"
     assert leader_hint(((LEADER_METADATA, b"a:1"),)) == "a:1"
     assert leader_hint(()) is None and leader_hint(None) is None
+
+
+def test_a_named_leader_that_did_not_answer_is_reported_until_a_leader_answers() -> None:
+    async def scenario() -> None:
+        finder = MasterFinder("a:1,b:2,c:3", random.Random(0))
+        first = await finder.next()
+        assert finder.redirected(first, "dead:9")
+        assert await finder.next() == "dead:9"
+        finder.failed("dead:9")
+        assert finder.report() == ((UNREACHABLE_LEADER_METADATA, "dead:9"),)
+        follower = await finder.next()
+        finder.failed(follower)  # a plain failure elsewhere keeps the report
+        assert finder.report() == ((UNREACHABLE_LEADER_METADATA, "dead:9"),)
+        finder.answered(await finder.next())
+        assert finder.report() == ()
+
+    asyncio.run(scenario())

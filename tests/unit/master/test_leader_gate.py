@@ -10,7 +10,7 @@ from typing import Any
 
 import grpc
 import pytest
-from fairshare.masters import LEADER_METADATA
+from fairshare.masters import LEADER_METADATA, UNREACHABLE_LEADER_METADATA
 
 from master.service.leader_gate import LeaderGate, Servicers, _streaming, _unary
 
@@ -20,10 +20,14 @@ class Aborted(Exception):
 
 
 class FakeContext:
-    def __init__(self) -> None:
+    def __init__(self, metadata: tuple[tuple[str, str], ...] = ()) -> None:
+        self.metadata = metadata
         self.trailing: tuple[tuple[str, str], ...] = ()
         self.code: grpc.StatusCode | None = None
         self.details = ""
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return self.metadata
 
     def set_trailing_metadata(self, metadata: tuple[tuple[str, str], ...]) -> None:
         self.trailing = metadata
@@ -99,3 +103,66 @@ def test_a_stream_sends_nothing_once_the_lease_ran_out() -> None:
     with pytest.raises(Aborted):
         asyncio.run(consume())
     assert received == ["first"] and expired == [1]
+
+
+def test_a_call_during_an_election_waits_for_its_outcome() -> None:
+    async def scenario() -> None:
+        the_gate = gate([True], [])
+        the_gate.hold = 5.0
+        the_gate.follow(None)
+        served = asyncio.ensure_future(_unary(the_gate, "operator", "GetState")(None, None))
+        redirected_context = FakeContext()
+        redirected = asyncio.ensure_future(
+            _unary(the_gate, "operator", "GetState")(None, redirected_context)
+        )
+        await asyncio.sleep(0.05)
+        assert not served.done() and not redirected.done()  # held: no leader known yet
+        the_gate.lead(Servicers(None, None, Operator()))  # this master won
+        assert await asyncio.wait_for(served, 1) == "state"
+        assert await asyncio.wait_for(redirected, 1) == "state"
+
+        the_gate.follow(None)
+        context = FakeContext()
+        held = asyncio.ensure_future(_unary(the_gate, "operator", "GetState")(None, context))
+        await asyncio.sleep(0.05)
+        the_gate.follow("10.0.0.3:5050")  # another master won
+        with pytest.raises(Aborted):
+            await asyncio.wait_for(held, 1)
+        assert context.trailing == ((LEADER_METADATA, "10.0.0.3:5050"),)
+
+    asyncio.run(scenario())
+
+
+def test_without_a_hold_a_call_is_refused_at_once() -> None:
+    async def scenario() -> None:
+        the_gate = gate([True], [])
+        the_gate.follow(None)
+        with pytest.raises(Aborted):
+            await asyncio.wait_for(
+                _unary(the_gate, "operator", "GetState")(None, FakeContext()), 0.5
+            )
+
+    asyncio.run(scenario())
+
+
+def test_a_caller_that_could_not_reach_the_named_leader_waits_for_the_next() -> None:
+    async def scenario() -> None:
+        the_gate = gate([True], [])
+        the_gate.hold = 5.0
+        the_gate.follow("10.0.0.1:5050")  # the dead leader's key has not expired yet
+        plain = FakeContext()
+        with pytest.raises(Aborted):  # a caller that says nothing is redirected at once
+            await _unary(the_gate, "operator", "GetState")(None, plain)
+        assert plain.trailing == ((LEADER_METADATA, "10.0.0.1:5050"),)
+        reported = FakeContext(((UNREACHABLE_LEADER_METADATA, "10.0.0.1:5050"),))
+        held = asyncio.ensure_future(_unary(the_gate, "operator", "GetState")(None, reported))
+        await asyncio.sleep(0.05)
+        the_gate.follow(None)  # the lease ended: an election is on
+        await asyncio.sleep(0.05)
+        assert not held.done()
+        the_gate.follow("10.0.0.2:5050")  # another master won
+        with pytest.raises(Aborted):
+            await asyncio.wait_for(held, 1)
+        assert reported.trailing == ((LEADER_METADATA, "10.0.0.2:5050"),)
+
+    asyncio.run(scenario())
