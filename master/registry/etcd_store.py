@@ -139,7 +139,7 @@ class EtcdRegistry(Registry):
 
     async def _read_all(self) -> dict[bytes, bytes]:
         prefix = self._key("")
-        found = await self.client.call(lambda etcd: etcd.get_prefix(prefix))
+        found = await self.client.call(lambda etcd: etcd.get_prefix(prefix), self._per_endpoint(4))
         return {bytes(kv.key): bytes(kv.value) for kv in found.kvs}
 
     def _create_meta(self) -> bytes:
@@ -166,6 +166,11 @@ class EtcdRegistry(Registry):
         self._apply(changes)
 
     # -- writing ----------------------------------------------------------------------------------
+
+    def _per_endpoint(self, times: float) -> float:
+        """The time each etcd endpoint is given within ``times`` x ``timeout`` (a member that
+        does not answer leaves time for the next), at least 0.5 s."""
+        return max(0.5, self.timeout * times / len(self.target.endpoints))
 
     def _commit(self, changes: Sequence[Change]) -> None:
         if len(changes) > MAX_ROWS:
@@ -196,7 +201,7 @@ class EtcdRegistry(Registry):
             succeeded, _ = await etcd.transaction(compare=[fence], success=success, failure=[])
             return bool(succeeded)
 
-        result: bool = await self.client.call(write)
+        result: bool = await self.client.call(write, self._per_endpoint(1))
         return result
 
 

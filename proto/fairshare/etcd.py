@@ -122,14 +122,17 @@ class EtcdClient:
             self._clients[index] = client
         return client
 
-    async def call(self, operation: Callable[[aetcd.Client], Awaitable[T]]) -> T:
+    async def call(
+        self, operation: Callable[[aetcd.Client], Awaitable[T]], timeout: float | None = None
+    ) -> T:
         """``operation(client)`` on the current endpoint, then on the next ones while they fail
-        for a transport reason; ``EtcdUnavailable`` when all did."""
+        for a transport reason, each given ``timeout`` seconds (default: the client's);
+        ``EtcdUnavailable`` when all did."""
         failures: list[str] = []
         for _ in self.target.endpoints:
             index = self._current
             try:
-                async with asyncio.timeout(self.timeout):
+                async with asyncio.timeout(timeout or self.timeout):
                     return await operation(self._client(index))
             except _TRANSPORT_ERRORS as error:
                 failures.append(f"{self.endpoint}: {type(error).__name__} {error}".strip())

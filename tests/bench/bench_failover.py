@@ -18,7 +18,8 @@ Once every agent is connected and offers flow, the driver kills the leader with 
 Figures, each from t0:
 
 - **another master leads**: its ``/health`` says ``leader`` (polled every 20 ms);
-- **offers flow again**: the framework's first offer after t0 (the new leader offers nothing
+- **offers flow again**: the framework's first offer after it subscribed again after t0 (an
+  offer of the old leader still in flight does not count; the new leader offers nothing
   until every agent it recovered from etcd is back, or its reregistration window ends; so this
   is when the cluster is whole and serving again).
 
@@ -75,11 +76,19 @@ def terms(log_dir: Path) -> int:
 
 
 def offers_after(log: Path, t0: float) -> float | None:
+    """The first offer after the framework subscribed again after ``t0`` (any offer after
+    ``t0`` when ``t0`` is 0)."""
     if not log.exists():
         return None
+    resubscribed = t0 == 0.0
     for line in log.read_text().splitlines():
-        if line.endswith("}") and (stamp := json.loads(line)["offers"]) > t0:
-            return float(stamp)
+        if not line.endswith("}"):
+            continue
+        record = json.loads(line)
+        if record.get("subscribed", 0.0) > t0:
+            resubscribed = True
+        if resubscribed and record.get("offers", 0.0) > t0:
+            return float(record["offers"])
     return None
 
 
