@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -201,6 +202,13 @@ class Leadership:
             etcd.submit(elector.resign(reason))
         asyncio.get_running_loop().create_task(self._end(reason))
 
+    def _fenced(self, epoch: int, reason: str) -> None:
+        """A registry write of term ``epoch`` was fenced: step down if that term still runs
+        (a write of an ended term's runtime must not end a later term)."""
+        term = self.term
+        if term is not None and term.info.epoch == epoch:
+            self._step_down(reason)
+
     async def _begin(self, record: LeaderRecord) -> None:
         async with self._transitions:
             if self.term is not None or not self.valid():
@@ -212,7 +220,7 @@ class Leadership:
                 self._etcd.run,
                 record.epoch,
                 self._write_timeout,
-                on_fenced=self._step_down,
+                on_fenced=functools.partial(self._fenced, record.epoch),
             )
             try:
                 registry.load(self._work_dir)

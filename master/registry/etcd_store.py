@@ -81,6 +81,11 @@ class EtcdRegistry(Registry):
         self.timeout = timeout
         self.on_fenced = on_fenced
         self._leader_key = leader_key(target)
+        self._closed = False
+
+    def close(self) -> None:
+        """The term ended: every later write fails at once (its runtime may still try one)."""
+        self._closed = True
 
     # -- keys -------------------------------------------------------------------------------------
 
@@ -181,6 +186,8 @@ class EtcdRegistry(Registry):
         self._fenced_write([self._row(change) for change in changes])
 
     def _fenced_write(self, rows: list[tuple[bytes, bytes | None]]) -> None:
+        if self._closed:
+            raise RegistryWriteError(f"the registry of term {self.epoch} is closed: the term ended")
         try:
             committed = self._run(self._transaction(rows), self.timeout)
         except Exception as error:  # timeout, or no endpoint answered: the outcome is unknown

@@ -16,7 +16,7 @@ from fairshare.resources import ResourceVector
 
 from master.ha.etcd_thread import EtcdThread
 from master.model import AgentSpec, FrameworkSpec
-from master.registry import UNREACHABLE, AgentEntry, RegistryError
+from master.registry import UNREACHABLE, AgentEntry, RegistryError, RegistryWriteError
 from master.registry.etcd_store import EtcdRegistry, RegistryFenced
 
 SPEC = AgentSpec("host-1", 5051, ResourceVector.parse("cpus:4;mem:1024"), (("rack", "r1"),))
@@ -109,3 +109,15 @@ def test_a_registry_etcd_lost_is_not_recreated(etcd: EtcdThread, tmp_path: Path)
     again = registry(etcd, take_leadership(etcd, b"two"))
     with pytest.raises(RegistryError, match="holds no registry"):
         again.load(work_dir(tmp_path, "m1"))  # this work dir knew the cluster
+
+
+def test_a_closed_registry_writes_nothing_and_does_not_call_fenced(
+    etcd: EtcdThread, tmp_path: Path
+) -> None:
+    fenced: list[str] = []
+    ended = registry(etcd, take_leadership(etcd, b"one"), fenced)
+    ended.load(work_dir(tmp_path, "m1"))
+    ended.close()  # its term ended; its runtime may still try a write
+    with pytest.raises(RegistryWriteError, match="closed"):
+        ended.admit_agent(AgentEntry("ag-late", SPEC, 100.0))
+    assert not fenced and "ag-late" not in ended.agents

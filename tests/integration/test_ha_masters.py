@@ -17,6 +17,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import grpc
@@ -61,6 +62,12 @@ def status_text(masters: str) -> str:
     return done.stdout
 
 
+def metrics_text(master: Daemon) -> str:
+    url = f"http://{master.metrics_address}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        return str(answer.read().decode())
+
+
 def workload(
     ha: HAMasters, tmp_path: Path, agents: int = 3
 ) -> tuple[list[Daemon], list[FrameworkProcess], dict[str, str]]:
@@ -98,6 +105,8 @@ def test_one_leader_followers_redirect_and_status_names_the_leader(
     assert state.leader.epoch > 0
     elected = state.leader.elected_at.ToSeconds()
     assert abs(elected - time.time()) < 120
+    for master, leading in [(leader, 1), *((f, 0) for f in followers)]:
+        assert f"fairshare_master_leader {leading}.0" in metrics_text(master)
     text = status_text(",".join(f.address for f in followers))  # redirected to the leader
     assert f"leader {leader.address} since " in text and f"epoch {state.leader.epoch}" in text
     for master in ha.masters:
