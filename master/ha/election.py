@@ -144,13 +144,17 @@ class Elector:
         await asyncio.sleep(self.ttl / 4)
         term, lease = self._term, self._lease
         sent = time.monotonic()
-        reply = await self.client.call(lambda etcd: etcd.refresh_lease(lease))
+        # A slow etcd (a loaded machine) may answer late but still within the lease: wait for
+        # the answer as long as this master leads anyway, not just the client's usual timeout.
+        budget = max(self.client.timeout, self.valid_until - sent)
+        reply = await self.client.call(lambda etcd: etcd.refresh_lease(lease), budget)
         if term is not self._term or term is None:
             return  # stepped down meanwhile
         if reply is None or int(reply.TTL) <= 0:
             await self._step_down("the lease ended")
             return
-        found = await self.client.call(lambda etcd: etcd.get(self.key))
+        budget = max(self.client.timeout, self.valid_until - time.monotonic())
+        found = await self.client.call(lambda etcd: etcd.get(self.key), budget)
         if term is not self._term:
             return
         if found is None or int(found.create_revision) != term.epoch:
