@@ -18,7 +18,8 @@ Invariants:
 - the leader steps down (``deposed``) as soon as it learns it lost: the lease is gone, the key
   is not its own, it could not refresh the lease before ``valid_until``, or the runtime's side
   saw a fenced registry write fail or the lease lapse (``resign``); it then revokes its lease
-  (best effort) and follows;
+  (best effort) and follows; its ``leader.deposed`` log line says (``acted_until``, wall clock)
+  the latest time it may have acted as leader;
 - callbacks (``elected``, ``deposed``, ``leader``) reach the runtime's loop through ``post``,
   in the order they happened; ``leader`` only when the leader seen changes.
 """
@@ -71,6 +72,7 @@ class Elector:
         self.callbacks = callbacks
         self.key = leader_key(client.target)
         self.valid_until = 0.0
+        self.acted_until = 0.0  # the last valid_until granted (monotonic), for the logs
         self._lease: int | None = None
         self._term: LeaderRecord | None = None
         self._seen: LeaderRecord | None = None
@@ -129,7 +131,7 @@ class Elector:
         await self.client.call(create)
         found = await self.client.call(lambda etcd: etcd.get(self.key))
         if found is not None and int(found.lease) == self._lease:  # won (maybe on a retry)
-            self.valid_until = sent + self.ttl * VALID_SHARE
+            self.valid_until = self.acted_until = sent + self.ttl * VALID_SHARE
             self._term = replace(candidate, epoch=int(found.create_revision))
             self._seen = self._term
             log_event(log, "leader.elected", epoch=self._term.epoch, ttl=f"{self.ttl:g}")
@@ -163,15 +165,24 @@ class Elector:
         if sent >= self.valid_until:
             await self._step_down("the lease was not refreshed in time")
             return
-        self.valid_until = sent + self.ttl * VALID_SHARE
+        self.valid_until = self.acted_until = sent + self.ttl * VALID_SHARE
 
     async def _step_down(self, reason: str) -> None:
         if self._term is None:
             return
+        acted_until = min(self.acted_until, time.monotonic())  # it acted no longer than this
         self.valid_until = 0.0
         epoch = self._term.epoch
         self._term, self._seen = None, None
-        log_event(log, "leader.deposed", logging.WARNING, epoch=epoch, reason=reason)
+        wall = time.time() - (time.monotonic() - acted_until)
+        log_event(
+            log,
+            "leader.deposed",
+            logging.WARNING,
+            epoch=epoch,
+            reason=reason,
+            acted_until=f"{wall:.3f}",
+        )
         self.callbacks.post(self.callbacks.deposed, reason)
         await self._revoke()
 

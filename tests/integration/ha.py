@@ -7,7 +7,10 @@
   ``--master a,b,c`` list clients take);
 - ``role(master)``: ``"leader"``, ``"follower"`` or ``""`` (no answer within ``PROBE_TIMEOUT``:
   dead or paused), from the master's ``/health``;
-- ``leader(exclude)``: the one master that says it leads (waited for, bounded).
+- ``leader(exclude)``: the one master that says it leads (waited for, bounded);
+- ``log_time(daemon, event)``, ``acted_until(daemon)``: when an event was last logged, and until
+  when a deposed master may have acted as leader (its ``leader.deposed`` lines): the fencing
+  checks compare them with another master's ``leader.elected`` (one machine, one clock).
 
 Every master registers in ``daemons.STARTED`` (the integration tests' teardown kills it).
 """
@@ -15,8 +18,10 @@ Every master registers in ``daemons.STARTED`` (the integration tests' teardown k
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.request
+from datetime import UTC, datetime
 from pathlib import Path
 
 from daemons import DEFAULT_MASTER_FLAGS, Daemon, start_master, wait_for
@@ -90,3 +95,16 @@ class HAMasters:
             (master.work_dir / stale).unlink(missing_ok=True)
         self.masters[index] = self._start(index, "--port", port)
         return self.masters[index]
+
+
+def log_time(daemon: Daemon, event: str) -> datetime:
+    """When ``event`` was last logged (the daemons log UTC times with milliseconds)."""
+    found = re.findall(rf"^(\S+Z) \S+ {re.escape(event)}\b", daemon.log(), re.MULTILINE)
+    assert found, f"{event} not in the log:\n{daemon.log()[-3000:]}"
+    return datetime.fromisoformat(found[-1].replace("Z", "+00:00"))
+
+
+def acted_until(daemon: Daemon) -> list[datetime]:
+    """Until when the master may have acted as leader, per ``leader.deposed`` line."""
+    found = re.findall(r" leader\.deposed .*acted_until=([0-9.]+)", daemon.log())
+    return [datetime.fromtimestamp(float(stamp), UTC) for stamp in found]

@@ -37,7 +37,7 @@ import grpc
 from daemons import Daemon, start_agent, start_master, wait_for
 from fairshare.v1 import operator_pb2, operator_pb2_grpc
 from faults import FrameworkProcess, Tally, pause, resume, running_tasks, tally
-from ha import HA_FLAGS, role
+from ha import HA_FLAGS, acted_until, log_time, role
 from tcp_proxy import TcpProxy
 from wire_fakes import get_state
 
@@ -80,6 +80,8 @@ class HaTally:
     watch: LeaderWatch
     weights_acknowledged: int
     weights_lost: list[str]
+    fenced_checks: int  # paused or cut-off leaders whose end was compared with the next election
+    overlaps: list[str]  # those that may have acted after another master was elected
 
     def lines(self) -> list[str]:
         gaps = self.watch.gaps or [0.0]
@@ -88,6 +90,9 @@ class HaTally:
             f"leader changes:               {self.watch.changes}",
             f"time without a leader:        max {max(gaps):.2f} s, p50"
             f" {statistics.median(gaps):.2f} s ({len(self.watch.gaps)} gaps)",
+            f"leaders acting after another was elected: {len(self.overlaps)}"
+            f" (of {self.fenced_checks} paused or cut off)"
+            + (f" {self.overlaps}" if self.overlaps else ""),
             f"registry writes acknowledged: {self.weights_acknowledged}",
             f"acknowledged writes lost:     {len(self.weights_lost)}"
             + (f" {self.weights_lost[:10]}" if self.weights_lost else ""),
@@ -105,6 +110,8 @@ class HaScenario:
         self.masters: list[Daemon] = []
         self.watch = LeaderWatch()
         self.acknowledged: list[str] = []
+        self.fenced_checks = 0
+        self.overlaps: list[str] = []
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.frameworks: list[FrameworkProcess] = []
@@ -208,25 +215,37 @@ class HaScenario:
         self.masters[index] = self._start_master(index, "--port", port)
         self.settle("the workload whole after a leader kill -9")
 
+    def check_fenced(self, old: Daemon, new: Daemon, terms_ended: int) -> None:
+        """The old leader stopped acting before the new one was elected (one clock)."""
+        ended = wait_for(lambda: acted_until(old)[terms_ended:], SETTLE, "the old leader deposed")
+        elected = log_time(new, "leader.elected")
+        self.fenced_checks += 1
+        if ended[0] >= elected:
+            self.overlaps.append(f"{old.address} acted until {ended[0]}, {new.address} {elected}")
+
     def pause_leader(self) -> None:
         old = wait_for(self.leader, SETTLE, "a leader")
+        terms_ended = len(acted_until(old))
         pause(old)
         self.faults["leader SIGSTOP"] += 1
         try:
-            self.new_leader(old)
+            new = self.new_leader(old)
         finally:
             resume(old)
+        self.check_fenced(old, new, terms_ended)
         self.settle("the workload whole after a leader hang")
 
     def partition_leader(self) -> None:
         old = wait_for(self.leader, SETTLE, "a leader")
         proxy = self.proxies[self.masters.index(old)]
+        terms_ended = len(acted_until(old))
         proxy.hold(upstream=True, downstream=True)
         self.faults["leader cut off from etcd"] += 1
         try:
-            self.new_leader(old)
+            new = self.new_leader(old)
         finally:
             proxy.cut()  # heal: what was held is lost, connections reset
+        self.check_fenced(old, new, terms_ended)
         self.settle("the workload whole after a leader partition")
 
     def run(self, rounds: int = 1) -> HaTally:
@@ -250,7 +269,12 @@ class HaScenario:
         kept = {w.role for w in weights.weights if w.role}
         lost = [name for name in self.acknowledged if name not in kept]
         return HaTally(
-            tally(self.frameworks, state, self.faults), self.watch, len(self.acknowledged), lost
+            tally(self.frameworks, state, self.faults),
+            self.watch,
+            len(self.acknowledged),
+            lost,
+            self.fenced_checks,
+            self.overlaps,
         )
 
     def stop(self) -> None:
@@ -276,7 +300,9 @@ def main() -> int:
         scenario.stop()
     print("\n".join(result.lines()))
     print(f"logs: {directory}")
-    failed = result.tasks.lost_unreported or result.tasks.duplicate_launches or result.weights_lost
+    tasks = result.tasks
+    failed = tasks.lost_unreported or tasks.duplicate_launches or result.weights_lost
+    failed = failed or result.overlaps
     return 1 if failed else 0
 
 

@@ -25,3 +25,4 @@ def test_ha_fault_tally_loses_nothing(tmp_path: Path) -> None:
     assert tasks.duplicate_launches == 0
     assert result.weights_acknowledged > 0
     assert not result.weights_lost, result.lines()
+    assert result.fenced_checks == 2 and not result.overlaps, result.lines()

@@ -24,7 +24,7 @@ import grpc
 from daemons import ROOT, Daemon, daemon_env, start_agent, wait_for
 from fairshare.masters import LEADER_METADATA
 from faults import FrameworkProcess, agent_states, cluster_state, pause, resume, running_tasks
-from ha import HAMasters, role
+from ha import HAMasters, acted_until, log_time, role
 from wire_fakes import get_state
 
 SETTLE = 60.0
@@ -157,6 +157,8 @@ def test_paused_leader_stops_leading_before_another_starts(etcd_url: str, tmp_pa
         resume(old)
     # Woken up, the old leader's lease has long run out: it refuses calls and names the leader.
     wait_for(lambda: role(old) == "follower", 10, "the paused leader a follower")
+    ended = wait_for(lambda: acted_until(old), 10, "the paused leader deposed")
+    assert ended[-1] < log_time(new, "leader.elected")  # it acted no later than that
     log = old.log()
     assert "leader.term.ended" in log, log[-3000:]
     with grpc.insecure_channel(old.address) as channel:

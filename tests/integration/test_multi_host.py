@@ -6,8 +6,9 @@ wait until the workload is whole again:
 
 1. kill -9 of the leader: another master leads, every task runs on, nothing is launched again;
 2. SIGSTOP of the leader: another leads; woken, the old one is a follower;
-3. the leader cut off from etcd (but not from agents and frameworks): it stops leading *before*
-   another master is elected (log times on this one machine's clock), then another leads;
+3. the leader cut off from etcd (but not from agents and frameworks): it stops acting as leader
+   *before* another master is elected (its ``leader.deposed`` line says until when it may have
+   acted; both on this one machine's clock), then another leads;
 4. both agents cut off from every master: the leader marks them unreachable; back, they
    reregister with their tasks;
 5. an etcd member lost (kill -9), then the leader killed: the two members left elect a leader.
@@ -19,11 +20,9 @@ every process are removed even when the test fails.
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ import pytest
 from daemons import ROOT, Daemon, daemon_env, wait_for
 from etcd_server import EtcdMember, start_cluster
 from faults import FrameworkProcess, pause, resume
+from ha import acted_until, log_time
 
 SETTLE = 60.0
 PROBE = Path(__file__).with_name("ns_probe.py")
@@ -151,13 +151,6 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         sandbox.close()
 
 
-def log_time(daemon: Daemon, event: str) -> datetime:
-    """When ``event`` was last logged (the daemons log UTC times with milliseconds)."""
-    found = re.findall(rf"^(\S+Z) \S+ {re.escape(event)}\b", daemon.log(), re.MULTILINE)
-    assert found, f"{event} not in the log:\n{daemon.log()[-3000:]}"
-    return datetime.fromisoformat(found[-1].replace("Z", "+00:00"))
-
-
 def restart(cluster: Cluster, name: str) -> None:
     cluster.masters[name].kill()
     cluster.masters[name] = cluster.start_master(name)
@@ -187,12 +180,15 @@ def test_a_cluster_across_hosts_survives_leader_agent_and_etcd_faults(cluster: C
 
     # 3. The leader cut off from etcd: it stops leading before another master starts.
     old = cluster.leader()
+    terms_ended = len(acted_until(cluster.masters[old]))
     cluster.sandbox.block(old, ["e0", "e1", "e2"])
     try:
         new = cluster.leader(exclude=old)
-        stepped_down = log_time(cluster.masters[old], "leader.deposed")
+        ended = wait_for(
+            lambda: acted_until(cluster.masters[old])[terms_ended:], 20, "the old leader deposed"
+        )
         elected = log_time(cluster.masters[new], "leader.elected")
-        assert stepped_down < elected, (stepped_down, elected)
+        assert ended[0] < elected, (ended[0], elected)
         assert cluster.steady() == before
     finally:
         cluster.sandbox.unblock(old)
