@@ -8,14 +8,19 @@ write per message; settings), send due status updates (every due head of a task'
 ``updates`` message, re-sent with jittered backoff until acknowledged), and send a heartbeat
 whenever nothing else was sent for ``heartbeat_interval``.
 
+The master is found by ``fairshare.masters.MasterFinder`` (``--master``: one address, a list of
+HA masters, or etcd://): a master that does not lead names the leader, which is tried next; a
+master that did not answer, or whose session ended, is not tried first next time.
+
+A master whose leadership epoch is lower than the highest the agent admitted (checkpointed) is a
+former leader: its ``registered`` is refused and a ``commands`` message of it ends the session
+unapplied (agent.proto: Leadership).
+
 Error contract (agent.proto): NOT_FOUND -> reconnect at once and reregister;
 FAILED_PRECONDITION -> stop every task silently, forget them and register afresh; anything else
-(UNAVAILABLE, a stream the master ended, a timeout) -> reconnect after a jittered exponential
-backoff, reset once a session was established; the first attempt after losing an established
-session also waits a random time in [0, reconnect_jitter] (the master sizes it to the cluster),
-so a fleet that lost its master does not come back all at once, and once the agent has been
-connected its attempts are at most ``RECONNECT_CAP_ONCE_CONNECTED`` (2 s, jittered) apart, so
-a restarted master has all its agents back within seconds. INVALID_ARGUMENT in answer to
+(UNAVAILABLE, a stream the master ended, a timeout) -> reconnect after the delay
+``agent.reconnect.Reconnection`` says (a jittered backoff, capped at 2 s once connected, spread
+over the master's reconnect jitter after losing a session). INVALID_ARGUMENT in answer to
 the first message raises ``AgentFatalError`` (retrying cannot help).
 
 Checkpoint (issue 5): with a ``CheckpointStore`` the state is restored from it at construction
@@ -52,6 +57,7 @@ from typing import TypeVar
 
 import grpc
 from fairshare.logs import log_event
+from fairshare.masters import MasterFinder, MasterUnknown
 from fairshare.task_states import TaskState
 from fairshare.v1 import agent_pb2, common_pb2
 from google.protobuf.duration_pb2 import Duration
@@ -60,9 +66,10 @@ from agent.backoff import Backoff
 from agent.checkpoint import CheckpointError, CheckpointStore
 from agent.executors.base import Report, TaskEvent
 from agent.executors.router import TaskExecutors
+from agent.reconnect import Reconnection
 from agent.records import AgentMetrics, AgentSpec, LaunchSpec, Reason, TaskKey
 from agent.recovery import recover
-from agent.session import MasterStream, Outcome, RefusedError, classify
+from agent.session import PING_INTERVAL, PING_TIMEOUT, MasterStream, Outcome, RefusedError, classify
 from agent.state import AgentState, KillDecision, Outgoing, ReregisterCall
 from agent.wire import (
     duration_seconds,
@@ -78,9 +85,6 @@ T = TypeVar("T")
 _LOG = logging.getLogger("fairshare.agent")
 _TS = common_pb2.TaskStatus
 _MAX_UPDATES_PER_MESSAGE = 1000
-RECONNECT_CAP_ONCE_CONNECTED = 2.0
-"""Seconds between reconnection attempts at most, once a session was established (or the
-master's reconnect jitter, if longer): a restarted master finds its agents back quickly."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,14 +137,12 @@ class AgentRuntime:
             snapshot = checkpoint.load()
             self.state = AgentState.restore(spec, snapshot, retry=retry, new_uuid=minter)
         self.executor = executors(self._on_task_event)
+        self._finder = MasterFinder(config.master, rng)
         self.heartbeat_interval = config.default_heartbeat_interval
-        self._reconnect = Backoff(config.reconnect_initial, config.reconnect_max, rng)
+        self._reconnection = Reconnection(config.reconnect_initial, config.reconnect_max, rng)
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
-        self._rng = rng
-        self.reconnect_jitter = 0.0  # as the master last said
         self._healthy = False  # the current session was established (registered)
-        self._known_master = False  # a session was established once (a master will be back)
         self._last_sent = 0.0  # loop time of the last message to the master
         self.reconnects_total = 0
         self.registrations_total = 0
@@ -178,7 +180,6 @@ class AgentRuntime:
 
     async def run(self) -> None:
         """Connect, serve and reconnect until ``stop()``; raises ``AgentFatalError``."""
-        attempt = 0
         try:
             self._recover()
             while not self._stop.is_set():
@@ -187,9 +188,7 @@ class AgentRuntime:
                     break
                 if outcome is Outcome.REMOVED:
                     self._forget()
-                attempt = 1 if self._healthy else attempt + 1
-                self._known_master = self._known_master or self._healthy
-                delay = self._reconnect_delay(outcome, attempt)
+                delay = self._reconnection.delay(outcome, self._healthy)
                 self.reconnects_total += 1
                 log_event(_LOG, "master.reconnecting", why=outcome.why, delay=f"{delay:.3f}")
                 await self._sleep_unless_stopped(delay)
@@ -198,20 +197,9 @@ class AgentRuntime:
                 self.executor.kill_all(_TS.REASON_AGENT_SHUTDOWN)
             await self.executor.aclose()
             self._persist()
+            await self._finder.close()
         if self._fatal is not None:
             raise AgentFatalError(self._fatal)
-
-    def _reconnect_delay(self, outcome: Outcome, attempt: int) -> float:
-        """How long to wait before reconnection ``attempt`` (agent.proto's error contract)."""
-        if outcome is not Outcome.RECONNECT and attempt == 1:
-            return 0.0  # NOT_FOUND, FAILED_PRECONDITION: at once
-        delay = self._reconnect.delay(attempt)
-        if self._known_master:  # a restarting master is back in seconds: keep trying often
-            cap = max(RECONNECT_CAP_ONCE_CONNECTED, self.reconnect_jitter)
-            delay = min(delay, cap * (0.5 + 0.5 * self._rng.random()))
-        if attempt == 1:  # the fleet spreads out (agent.proto)
-            delay += self._rng.random() * self.reconnect_jitter
-        return delay
 
     # -- checkpoint -----------------------------------------------------------------------------
 
@@ -241,16 +229,28 @@ class AgentRuntime:
 
     async def _session(self) -> Outcome:
         self._healthy = False
-        stream = MasterStream(self.config.master)
+        try:
+            address = await self._finder.next()
+        except MasterUnknown as error:
+            log_event(_LOG, "master.unknown", logging.WARNING, error=error.details())
+            return Outcome.RECONNECT
+        outcome = await self._session_with(address)
+        if outcome is Outcome.RECONNECT:
+            self._finder.failed(address)
+        return outcome
+
+    async def _session_with(self, address: str) -> Outcome:
+        stream = MasterStream(address, self._finder.report())
         try:
             await self._open(stream)
+            self._finder.answered(address)
             self.state.on_connected(self._now())
             self._last_sent = self._now()
             log_event(
                 _LOG,
                 "master.connected",
                 agent_id=self.state.agent_id,
-                master=self.config.master,
+                master=address,
                 master_id=self.state.master_id,
             )
             outcome = await self._serve(stream)
@@ -261,8 +261,17 @@ class AgentRuntime:
             return Outcome.STOP
         except RefusedError as error:
             log_event(
-                _LOG, "master.refused", logging.WARNING, code=error.code.name, details=error.details
+                _LOG,
+                "master.refused",
+                logging.WARNING,
+                master=address,
+                code=error.code.name,
+                details=error.details,
             )
+            if error.code == grpc.StatusCode.UNAVAILABLE and self._finder.redirected(
+                address, error.leader
+            ):
+                return Outcome.REDIRECTED
             return classify(error.code)
         except grpc.aio.AioRpcError as error:
             log_event(
@@ -303,6 +312,12 @@ class AgentRuntime:
             if error.code == grpc.StatusCode.INVALID_ARGUMENT:
                 raise AgentFatalError(f"the master rejected {what}: {error.details}") from None
             raise
+        if not self.state.admits(answer.epoch):
+            raise RefusedError(
+                grpc.StatusCode.UNAVAILABLE,
+                f"a former leader (epoch {answer.epoch}; seen {self.state.epoch}): refused",
+            )
+        self.state.saw_epoch(answer.epoch)
         if isinstance(registration, ReregisterCall):
             self.state.on_reregistered(answer.master_id)
             self.reregistrations_total += 1
@@ -327,7 +342,7 @@ class AgentRuntime:
     def _apply_settings(self, heartbeat: Duration, jitter: Duration) -> None:
         seconds = heartbeat.ToTimedelta().total_seconds()
         self.heartbeat_interval = seconds if seconds > 0 else self.config.default_heartbeat_interval
-        self.reconnect_jitter = max(0.0, jitter.ToTimedelta().total_seconds())
+        self._reconnection.jitter = max(0.0, jitter.ToTimedelta().total_seconds())
 
     async def _serve(self, stream: MasterStream) -> Outcome:
         """Run the reader, the update sender and heartbeats until one ends the session."""
@@ -335,6 +350,7 @@ class AgentRuntime:
             asyncio.ensure_future(self._read(stream)),
             asyncio.ensure_future(self._heartbeats(stream)),
             asyncio.ensure_future(self._send_updates(stream)),
+            asyncio.ensure_future(self._watch_master(stream)),
             asyncio.ensure_future(self._await_stop()),
         ]
         try:
@@ -345,6 +361,20 @@ class AgentRuntime:
                 future.cancel()
             await asyncio.gather(*loops, return_exceptions=True)
 
+    async def _watch_master(self, stream: MasterStream) -> Outcome:
+        """End the session when the master, silent for ``PING_INTERVAL``, does not answer a
+        health check on the session's connection within ``PING_TIMEOUT`` (it hangs)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            silent = loop.time() - stream.last_received
+            if silent < PING_INTERVAL:
+                await asyncio.sleep(PING_INTERVAL - silent)
+                continue
+            if not await stream.ping(PING_TIMEOUT):
+                log_event(_LOG, "master.unresponsive", logging.WARNING, silent=f"{silent:.1f}")
+                return Outcome.RECONNECT
+            stream.last_received = loop.time()
+
     async def _await_stop(self) -> Outcome:
         await self._stop.wait()
         return Outcome.STOP
@@ -352,6 +382,9 @@ class AgentRuntime:
     async def _read(self, stream: MasterStream) -> Outcome:
         try:
             async for message in stream.messages():
+                if message.HasField("commands") and not self.state.admits(message.commands.epoch):
+                    log_event(_LOG, "master.stale", logging.WARNING, epoch=message.commands.epoch)
+                    return Outcome.RECONNECT  # a former leader's commands: none is applied
                 self._dispatch(message)
         except grpc.aio.AioRpcError as error:
             log_event(

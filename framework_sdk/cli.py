@@ -47,6 +47,7 @@ from typing import Final, TextIO
 import grpc
 from fairshare.cli import Command, command_settings
 from fairshare.logs import log_event
+from fairshare.masters import call_leader
 from fairshare.resources import ResourceError, ResourceVector
 from fairshare.settings import (
     SHARED_SETTINGS,
@@ -476,13 +477,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def fetch_state(master: str, timeout: float = STATUS_TIMEOUT) -> operator_pb2.GetStateResponse:
-    """The master's cluster state (raises ``grpc.RpcError`` if unreachable)."""
-    with grpc.insecure_channel(master) as channel:
+    """The leading master's cluster state (raises ``grpc.RpcError`` if no master answers)."""
+
+    def get_state(channel: grpc.Channel) -> operator_pb2.GetStateResponse:
         stub = operator_pb2_grpc.OperatorServiceStub(channel)
         response: operator_pb2.GetStateResponse = stub.GetState(
             operator_pb2.GetStateRequest(), timeout=timeout
         )
         return response
+
+    return call_leader(master, get_state)
 
 
 def _rpc_failure(master: str, error: grpc.RpcError) -> str:

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from fairshare.master_target import EtcdTarget, parse_address
 from fairshare.settings import (
     SHARED_SETTINGS,
     Setting,
@@ -46,6 +47,29 @@ PLACEMENTS: Final = tuple(PLACEMENT_POLICIES)
 REGISTRY_SYNC: Final = ("full", "normal")
 
 
+def registry(raw: object) -> str:
+    """``sqlite``, or an ``etcd://`` target (normalized)."""
+    text = non_empty_text(raw)
+    if text.lower() == "sqlite":
+        return "sqlite"
+    if EtcdTarget.is_url(text):
+        return str(EtcdTarget.parse(text))
+    raise ValueError(f"{text!r} is neither sqlite nor etcd://HOST:PORT,...[/prefix]")
+
+
+def election_ttl(raw: object) -> float:
+    """Whole seconds, at least 2 (etcd grants leases in seconds)."""
+    seconds = positive_duration(raw)
+    if seconds < 2 or not float(seconds).is_integer():
+        raise ValueError(f"{raw!r} must be whole seconds, at least 2")
+    return seconds
+
+
+def optional_address(raw: object) -> str | None:
+    """An optional ``HOST:PORT``."""
+    return None if raw is None else parse_address(non_empty_text(raw))
+
+
 @dataclass(frozen=True, slots=True)
 class MasterConfig:
     """Every setting of ``fairshare master``."""
@@ -60,7 +84,10 @@ class MasterConfig:
     allocation_interval: float = 1.0
     agent_timeout: float = 15.0
     reregistration_timeout: float = 20.0
+    registry: str = "sqlite"
     registry_sync: str = "full"
+    election_ttl: float = 5.0
+    advertise: str | None = None
     offer_timeout: float | None = None
     heartbeat_interval: float = 5.0
     shutdown_grace: float = 5.0
@@ -90,7 +117,7 @@ MASTER_SETTINGS: Final = (
         "work_dir",
         non_empty_text,
         "./fairshare-master",
-        "state directory, holds the durable registry (registry.sqlite)",
+        "state directory: the durable registry (registry.sqlite), the lock, master.addr",
         metavar="DIR",
     ),
     Setting("policy", choice(*POLICIES), "drf", "fairness policy", choices=POLICIES),
@@ -124,6 +151,30 @@ MASTER_SETTINGS: Final = (
         "after a restart, how long known agents have to reregister before they are marked"
         " unreachable; nothing is offered meanwhile",
         metavar="DURATION",
+    ),
+    Setting(
+        "registry",
+        registry,
+        "sqlite",
+        "where the registry is: sqlite (a file in the work dir, one master), or"
+        " etcd://HOST:2379,...[/prefix] for HA masters that elect a leader in etcd",
+        metavar="sqlite|etcd://...",
+    ),
+    Setting(
+        "election_ttl",
+        election_ttl,
+        "5s",
+        "HA masters: the leader's etcd lease; when the leader dies or is cut off, another takes"
+        " over within about this long (whole seconds, at least 2)",
+        metavar="DURATION",
+    ),
+    Setting(
+        "advertise",
+        optional_address,
+        None,
+        "the HOST:PORT clients reach this master at (default: --host and the bound port; set it"
+        " when binding 0.0.0.0)",
+        metavar="HOST:PORT",
     ),
     Setting(
         "registry_sync",

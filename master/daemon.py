@@ -1,48 +1,64 @@
-"""``fairshare master``: the master daemon process (DESIGN.md §3, §4, §8).
+"""``fairshare master``: the master daemon process (DESIGN.md §3, §3b, §4, §8).
 
 Starts a grpc.aio server on one event loop with the Scheduler, Agent, Operator and health
-services over one ``MasterRuntime``, writes ``<work-dir>/master.addr`` once serving, and runs until
-SIGTERM or SIGINT. The metrics port (``--metrics-port``, one HTTP port on the same loop) serves
-Prometheus metrics (``master.metrics``) at ``/metrics``, ``/health``, and the dashboard and JSON
-API (``master.web``) at ``/`` and ``/api/v1/``; its address is written to
-``<work-dir>/metrics.addr`` (before ``master.addr``).
+services, writes ``<work-dir>/master.addr`` once serving, and runs until SIGTERM or SIGINT. The
+Scheduler, Agent and Operator calls go through the ``LeaderGate`` to the runtime of the current
+leadership term (``master.ha.leadership``): with the embedded SQLite registry (the default) this
+master leads alone from its start; with ``--registry etcd://...`` it campaigns in etcd, runs a
+fresh runtime while it leads, and otherwise serves health and refuses every other call
+UNAVAILABLE naming the leader. The metrics port (``--metrics-port``, one HTTP port on the same
+loop) serves Prometheus metrics (``master.metrics``) at ``/metrics``, ``/health``, and the
+dashboard and JSON API (``master.web``, 503 naming the leader on a follower) at ``/`` and
+``/api/v1/``; its address is written to ``<work-dir>/metrics.addr`` (before ``master.addr``).
 
 Invariants:
 - ``master.addr`` holds ``HOST:PORT\\n`` of the bound port, written atomically (tmp + rename) only
   after the server accepts calls, and removed on a clean exit;
-- shutdown drains in order: health NOT_SERVING, the runtime stops offering and ends every stream
-  (UNAVAILABLE, so agents and SDKs reconnect elsewhere; nothing is removed), the server stops
-  with ``shutdown_grace`` for calls in flight; then the process exits 0;
+- shutdown drains in order: health NOT_SERVING, the gate refuses calls, the runtime stops
+  offering and ends every stream (UNAVAILABLE, so agents and SDKs reconnect elsewhere; nothing
+  is removed), the server stops with ``shutdown_grace`` for calls in flight, an HA leader gives
+  up its etcd lease (another master takes over at once); then the process exits 0;
 - keepalive is set for long streams (pings every 20 s, dead peers dropped after 10 s more) and
   clients may ping as often as every 5 s.
 
-The durable registry (``master.registry``: SQLite under the work dir) is opened before anything
-is served; a missing, corrupt or newer-schema registry stops the master (exit 1, one message
-saying why), it is never reset. The runtime then recovers from it (``Recovery.recover``).
+One master per work dir: ``<work-dir>/master.lock`` (``fairshare.work_dir_lock``) is taken
+before anything else; a second master on the same work dir exits 1 with one line naming the
+holder and touches nothing of it (not its registry, not its address files).
+
+The durable registry (``master.registry``: SQLite under the work dir, or etcd) is opened before
+the runtime serves; a missing, corrupt or newer-schema registry stops the master (exit 1, one
+message saying why), it is never reset. The runtime then recovers from it
+(``Recovery.recover``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 import os
 import signal
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
 import grpc
+from fairshare.etcd import LeaderRecord
 from fairshare.health import NOT_SERVING, SERVING, HealthServicer
 from fairshare.logs import configure_logging, log_event
+from fairshare.master_target import EtcdTarget
 from fairshare.ports import port_problem
 from fairshare.settings import add_setting_flags
-from fairshare.v1 import agent_pb2_grpc, operator_pb2_grpc, scheduler_pb2_grpc
+from fairshare.work_dir_lock import WorkDirLock, WorkDirLocked
 
 from master.config import MASTER_SETTINGS, MasterConfig, load_config
 from master.core import CoreConfig
+from master.ha.leadership import Leadership
 from master.metrics import (
     MasterCollector,
+    MasterSample,
     MetricsServer,
     build_registry,
     on_loop,
@@ -50,13 +66,11 @@ from master.metrics import (
     serve_http,
     write_metrics_addr,
 )
-from master.registry import Registry, RegistryError
-from master.runtime import MasterRuntime, RuntimeConfig
+from master.registry import Registry, RegistryError, SqliteRegistry
+from master.runtime import RuntimeConfig
+from master.runtime.counters import RuntimeCounters
 from master.runtime.rebalance_settings import RebalanceSettings
-from master.service.agent import AgentServicer
-from master.service.operator import OperatorServicer
 from master.service.rpc_metrics import RpcMetricsInterceptor
-from master.service.scheduler import SchedulerServicer
 from master.web.events import RecentEvents
 from master.web.history import ShareHistory
 from master.web.routes import WebApi
@@ -136,7 +150,7 @@ def _open_registry(config: MasterConfig) -> Registry | None:
     work_dir = Path(config.work_dir)
     try:
         work_dir.mkdir(parents=True, exist_ok=True)
-        return Registry.open(work_dir, config.registry_sync.upper())
+        return SqliteRegistry.open(work_dir, config.registry_sync.upper())
     except OSError as error:
         message = f"cannot use work dir {work_dir}: {error}"
     except RegistryError as error:
@@ -148,23 +162,34 @@ def _open_registry(config: MasterConfig) -> Registry | None:
 
 async def _start_http(
     config: MasterConfig,
-    runtime: MasterRuntime,
+    leadership: Leadership,
     rpc: RpcMetricsInterceptor,
     health: HealthServicer,
     web: WebApi,
 ) -> MetricsServer | None:
     """Serve /metrics, /health, the dashboard and /api/v1 on ``--metrics-port``; None (after
     logging why) if it cannot bind."""
-    take = on_loop(asyncio.get_running_loop(), sampler(runtime.state, runtime.operator, rpc.counts))
+
+    def sample() -> MasterSample:
+        term = leadership.term
+        if term is None:
+            return MasterSample(None, RuntimeCounters(), dict(rpc.counts), {}, leadership.sample())
+        taken = sampler(term.runtime.state, term.runtime.operator, rpc.counts)()
+        return dataclasses.replace(taken, leadership=leadership.sample())
+
+    take = on_loop(asyncio.get_running_loop(), sample)
 
     def healthy() -> dict[str, Any]:
-        state = runtime.state
+        term = leadership.term
+        state = term.runtime.state if term is not None else None
         return {
             "status": "SERVING" if health.status("") == SERVING else "NOT_SERVING",
             "daemon": "master",
-            "master_id": state.master_id,
-            "recovering": state.recovering,
-            "draining": state.draining,
+            "role": "leader" if term is not None else "follower",
+            "leader": term.info.address if term is not None else leadership.leader_address,
+            "master_id": state.master_id if state is not None else "",
+            "recovering": state.recovering if state is not None else False,
+            "draining": state.draining if state is not None else False,
         }
 
     try:
@@ -206,37 +231,62 @@ def _ports_taken(config: MasterConfig) -> bool:
     return False
 
 
+def _lock_work_dir(config: MasterConfig) -> WorkDirLock | None:
+    """The work dir's lock; None (after one line on stderr saying who holds it) if another
+    master has it."""
+    try:
+        Path(config.work_dir).mkdir(parents=True, exist_ok=True)
+        return WorkDirLock.acquire(
+            Path(config.work_dir), "master", f"pid {os.getpid()}, fairshare master (starting)"
+        )
+    except (WorkDirLocked, OSError) as error:
+        message = str(error) if isinstance(error, WorkDirLocked) else f"cannot lock: {error}"
+    print(f"fairshare master: {message}", file=sys.stderr)
+    return None
+
+
 async def serve(config: MasterConfig, stop: asyncio.Event | None = None) -> int:
     """Run the master until ``stop`` is set (or SIGTERM/SIGINT); returns the exit code."""
-    registry = _open_registry(config)
-    if registry is None:
+    lock = _lock_work_dir(config)
+    if lock is None:
         return EXIT_FAILED
-    runtime = MasterRuntime(_runtime_config(config), registry=registry)
-    events = RecentEvents()
-    log.addHandler(events)
     try:
-        return await _serve_runtime(config, registry, runtime, events, stop)
+        registry = None
+        if config.registry == "sqlite":
+            registry = _open_registry(config)
+            if registry is None:
+                return EXIT_FAILED
+        events = RecentEvents()
+        log.addHandler(events)
+        try:
+            return await _serve(config, registry, events, stop or asyncio.Event(), lock)
+        finally:
+            log.removeHandler(events)
     finally:
-        log.removeHandler(events)
+        lock.release()
 
 
-async def _serve_runtime(
+async def _serve(
     config: MasterConfig,
-    registry: Registry,
-    runtime: MasterRuntime,
+    registry: Registry | None,
     events: RecentEvents,
-    stop: asyncio.Event | None,
+    stop: asyncio.Event,
+    lock: WorkDirLock,
 ) -> int:
     work_dir = Path(config.work_dir)
-    runtime.recovery.recover()
+    fatal: list[str] = []
+
+    def on_fatal(message: str) -> None:
+        fatal.append(message)
+        log_event(log, "registry.failed", logging.ERROR, error=message)
+        print(f"fairshare master: {message}", file=sys.stderr)
+        stop.set()
+
+    leadership = Leadership(_runtime_config(config), on_fatal)
     health = HealthServicer(SERVICES)
     rpc_metrics = RpcMetricsInterceptor()
     server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=[rpc_metrics])
-    scheduler = SchedulerServicer(runtime.frameworks)
-    scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(scheduler, server)
-    agent_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(runtime.agents), server)
-    operator = OperatorServicer(runtime.operator)
-    operator_pb2_grpc.add_OperatorServiceServicer_to_server(operator, server)
+    leadership.gate.add_to_server(server)
     server.add_generic_rpc_handlers((health.handler(),))
     if _ports_taken(config):
         return EXIT_FAILED
@@ -247,37 +297,41 @@ async def _serve_runtime(
             log, "listen.failed", logging.ERROR, host=config.host, port=config.port, error=error
         )
         return EXIT_FAILED
+    leadership.address = config.advertise or f"{_connect_host(config.host)}:{port}"
     history = ShareHistory()
-    web = WebApi(runtime.operator.snapshot, events, history)
-    metrics = await _start_http(config, runtime, rpc_metrics, health, web)
+    web = WebApi(leadership.snapshot, events, history, leadership.follower_view)
+    metrics = await _start_http(config, leadership, rpc_metrics, health, web)
     if metrics is None:
         return EXIT_FAILED
     await server.start()
-    await runtime.start()
-    sampling = asyncio.create_task(history.run(runtime.operator.snapshot))
+    if registry is not None:
+        await leadership.lead_alone(registry)
+    else:
+        me = LeaderRecord(leadership.address, metrics.address, uuid.uuid4().hex, 0.0)
+        target = EtcdTarget.parse(config.registry)
+        leadership.campaign(target, me, config.election_ttl, work_dir)
+    sampling = asyncio.create_task(history.run(leadership.snapshot_or_none))
     metrics_path = write_metrics_addr(work_dir, metrics.address)
     log_event(log, "metrics.listening", address=metrics.address)
-    address = f"{_connect_host(config.host)}:{port}"
-    addr_path = write_addr(work_dir, address)
-    log_event(log, "listening", address=address, master_id=runtime.state.master_id)
-    stop = stop or asyncio.Event()
+    addr_path = write_addr(work_dir, leadership.address)
+    lock.describe(f"pid {os.getpid()}, fairshare master serving {leadership.address}")
+    log_event(log, "listening", address=leadership.address)
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     await stop.wait()
     log_event(log, "shutdown.started", grace=config.shutdown_grace)
     health.set_all(NOT_SERVING)
-    runtime.drain()
+    leadership.drain()
     health.close()
+    await leadership.stop()  # an HA leader gives up its lease now: another takes over at once
     await server.stop(config.shutdown_grace)
-    await runtime.stop()
     sampling.cancel()
-    registry.close()
     await metrics.close()
     addr_path.unlink(missing_ok=True)
     metrics_path.unlink(missing_ok=True)
     log_event(log, "shutdown.done")
-    return 0
+    return EXIT_FAILED if fatal else 0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

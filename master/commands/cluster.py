@@ -27,6 +27,7 @@ from typing import Final, TypeVar
 
 import grpc
 from fairshare.cli import Command, command_settings
+from fairshare.masters import call_leader
 from fairshare.resources import ResourceVector
 from fairshare.settings import SHARED_SETTINGS, add_setting_flags
 from fairshare.task_states import TaskState
@@ -75,8 +76,7 @@ def call_master(master: str, call: Callable[[Stub], T]) -> T:
     """Run ``call`` with an Operator API stub; raises ``CommandFailed`` with one line on errors
     (exit 2 when the master says the input is invalid)."""
     try:
-        with grpc.insecure_channel(master) as channel:
-            return call(Stub(channel))
+        return call_leader(master, lambda channel: call(Stub(channel)))
     except grpc.RpcError as error:
         code = error.code() if isinstance(error, grpc.Call) else None
         exit_code = EXIT_BAD_INPUT if code == grpc.StatusCode.INVALID_ARGUMENT else EXIT_FAILURE

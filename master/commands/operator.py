@@ -33,6 +33,7 @@ from typing import Final
 
 import grpc
 from fairshare.cli import Command, command_settings
+from fairshare.masters import call_leader
 from fairshare.settings import SHARED_SETTINGS, add_setting_flags
 from fairshare.v1 import common_pb2, operator_pb2, operator_pb2_grpc
 from fairshare.wire import resources_from_pb
@@ -108,8 +109,9 @@ def _remove_agent(master: str, agent_id: str) -> int:
 
 
 def _call(master: str, deactivate: bool, agent_ids: list[str]) -> None:
-    """One DeactivateAgents or ReactivateAgents call (raises ``grpc.RpcError``)."""
-    with grpc.insecure_channel(master) as channel:
+    """One DeactivateAgents or ReactivateAgents call on the leader (raises ``grpc.RpcError``)."""
+
+    def call(channel: grpc.Channel) -> None:
         stub = operator_pb2_grpc.OperatorServiceStub(channel)
         if deactivate:
             stub.DeactivateAgents(
@@ -119,6 +121,8 @@ def _call(master: str, deactivate: bool, agent_ids: list[str]) -> None:
             stub.ReactivateAgents(
                 operator_pb2.ReactivateAgentsRequest(agent_ids=agent_ids), timeout=CALL_TIMEOUT
             )
+
+    call_leader(master, call)
 
 
 def add_agents_arguments(parser: argparse.ArgumentParser) -> None:
@@ -228,24 +232,32 @@ def run_weights(args: argparse.Namespace) -> int:
         print(f"fairshare weights: {problem}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        with grpc.insecure_channel(master) as channel:
-            stub = operator_pb2_grpc.OperatorServiceStub(channel)
-            if args.set is None and not args.clear:
-                listed = stub.GetWeights(operator_pb2.GetWeightsRequest(), timeout=CALL_TIMEOUT)
-                for weight in listed.weights:
-                    print(_weight_text(weight))
-                if not listed.weights:
-                    print(
-                        "(no weights set: every framework has the weight it subscribed with,"
-                        " 1 by default)"
-                    )
-                return EXIT_OK
-            request = operator_pb2.SetWeightRequest(clear=args.clear, weight=args.set or 0.0)
-            if args.role is not None:
-                request.role = args.role.strip()
-            else:
-                request.framework_id = args.framework.strip()
-            answer = stub.SetWeight(request, timeout=CALL_TIMEOUT)
+        if args.set is None and not args.clear:
+            listed = call_leader(
+                master,
+                lambda channel: operator_pb2_grpc.OperatorServiceStub(channel).GetWeights(
+                    operator_pb2.GetWeightsRequest(), timeout=CALL_TIMEOUT
+                ),
+            )
+            for weight in listed.weights:
+                print(_weight_text(weight))
+            if not listed.weights:
+                print(
+                    "(no weights set: every framework has the weight it subscribed with,"
+                    " 1 by default)"
+                )
+            return EXIT_OK
+        request = operator_pb2.SetWeightRequest(clear=args.clear, weight=args.set or 0.0)
+        if args.role is not None:
+            request.role = args.role.strip()
+        else:
+            request.framework_id = args.framework.strip()
+        answer = call_leader(
+            master,
+            lambda channel: operator_pb2_grpc.OperatorServiceStub(channel).SetWeight(
+                request, timeout=CALL_TIMEOUT
+            ),
+        )
     except grpc.RpcError as error:
         code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
         details = error.details() if isinstance(error, grpc.Call) else str(error)

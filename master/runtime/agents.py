@@ -82,6 +82,7 @@ class AgentSession:
     heartbeat_interval: float
     reconnect_jitter: float
     channel: Channel[AgentCommand] = field(repr=False)
+    epoch: int = 0  # of the leadership term (agent.proto: on every commands message too)
 
 
 class AgentCalls:
@@ -143,6 +144,7 @@ class AgentCalls:
             state.liveness.interval,
             reconnect_jitter(len(state.agents)),
             channel,
+            state.leader.epoch,
         )
 
     def _tell_settings(self) -> None:

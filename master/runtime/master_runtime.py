@@ -19,8 +19,8 @@ another and none imports one above it: ``dispatcher`` < ``loss`` < ``agents``; `
 
 Invariants (DESIGN.md §3, §8): every call runs synchronously on the runtime's event loop, so each
 is one atomic step over the state (no locks); timers run the periodic allocation, framework
-heartbeats and the liveness check; ``drain`` (SIGTERM) stops offering and ends every stream with
-UNAVAILABLE, removing nothing.
+heartbeats and the liveness check; ``drain`` (SIGTERM, or the end of a leadership term) stops
+offering and ends every stream with UNAVAILABLE, removing nothing.
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ from master.runtime.state import RuntimeConfig, RuntimeState
 __all__ = ["MasterRuntime"]
 
 log = logging.getLogger("fairshare.master")
+
+SHUTTING_DOWN = StreamEnd("UNAVAILABLE", "the master is shutting down")
 
 
 class MasterRuntime:
@@ -87,15 +89,15 @@ class MasterRuntime:
             self._timers.append(asyncio.create_task(self.rebalancer.run()))
         log_event(log, "master.started", master_id=state.master_id, policy=config.core.policy)
 
-    def drain(self) -> None:
-        """Stop offering and end every stream with UNAVAILABLE (SIGTERM)."""
+    def drain(self, end: StreamEnd = SHUTTING_DOWN) -> None:
+        """Stop offering and end every stream with ``end`` (UNAVAILABLE: SIGTERM, or this
+        master no longer leads)."""
         state = self.state
         if state.draining:
             return
         state.draining = True
         for timer in self._timers:
             timer.cancel()
-        end = StreamEnd("UNAVAILABLE", "the master is shutting down")
         for link in state.frameworks.values():
             link.detach_current(None, end)
             if link.failover_timer is not None:
@@ -107,9 +109,9 @@ class MasterRuntime:
             log, "master.draining", frameworks=len(state.frameworks), agents=len(state.agents)
         )
 
-    async def stop(self) -> None:
+    async def stop(self, end: StreamEnd = SHUTTING_DOWN) -> None:
         """Drain and wait for the timers to end."""
-        self.drain()
+        self.drain(end)
         await asyncio.gather(*self._timers, return_exceptions=True)
 
 

@@ -41,7 +41,8 @@ from master.core import (
     MasterState,
     NotFound,
 )
-from master.registry import Registry, RegistryWriteError
+from master.model import LeaderInfo
+from master.registry import Registry, RegistryWriteError, SqliteRegistry
 from master.runtime.counters import RuntimeCounters
 from master.runtime.liveness import Liveness, base_interval
 from master.runtime.rebalance_settings import RebalanceSettings
@@ -127,13 +128,14 @@ class RuntimeState:
         self.departed: dict[str, DepartedAgent] = {}
         self.removed_frameworks: set[str] = set()
         self.counters = RuntimeCounters()
-        self.registry = registry or Registry.in_memory()
+        self.registry: Registry = registry or SqliteRegistry.in_memory()
         self.registry.on_write = self.counters.registry_write_durations.observe
         self.liveness = Liveness(self.config.agent_timeout, self.config.agent_heartbeat)
         self.recovering = False  # after a restart, until recovered agents are back or time is up
         self.awaited: set[str] = set()  # while recovering: the agents not back yet
         self.draining = False
         self.started_at = time.time()
+        self.leader = LeaderInfo("", 0, self.started_at)  # the term this runtime serves
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- clocks -----------------------------------------------------------------------------------

@@ -91,19 +91,25 @@ def registered_to_pb(session: AgentSession) -> agent_pb2.AgentRegistered:
         master_id=session.master_id,
         heartbeat_interval=duration(session.heartbeat_interval),
         reconnect_jitter=duration(session.reconnect_jitter),
+        epoch=session.epoch,
     )
 
 
-def agent_messages(items: Sequence[AgentCommand]) -> list[agent_pb2.ConnectResponse]:
-    """Queued items of an agent's channel as stream messages: runs of commands batched, each
-    ``AgentSettings`` on its own (``StreamEnd`` is not sent)."""
+def agent_messages(
+    items: Sequence[AgentCommand], epoch: int = 0
+) -> list[agent_pb2.ConnectResponse]:
+    """Queued items of an agent's channel as stream messages: runs of commands batched (each
+    ``commands`` message carries the leadership ``epoch``), each ``AgentSettings`` on its own
+    (``StreamEnd`` is not sent)."""
     pb = agent_pb2
     messages: list[agent_pb2.ConnectResponse] = []
     run: list[agent_pb2.AgentCommand] = []
     for item in items:
         if isinstance(item, AgentSettings):
             if run:
-                messages.append(pb.ConnectResponse(commands=pb.AgentCommands(commands=run)))
+                messages.append(
+                    pb.ConnectResponse(commands=pb.AgentCommands(commands=run, epoch=epoch))
+                )
                 run = []
             settings = pb.AgentSettings(
                 heartbeat_interval=duration(item.heartbeat_interval),
@@ -113,7 +119,7 @@ def agent_messages(items: Sequence[AgentCommand]) -> list[agent_pb2.ConnectRespo
         else:
             run.append(command_to_pb(item))
     if run:
-        messages.append(pb.ConnectResponse(commands=pb.AgentCommands(commands=run)))
+        messages.append(pb.ConnectResponse(commands=pb.AgentCommands(commands=run, epoch=epoch)))
     return messages
 
 

@@ -1,4 +1,5 @@
-"""``Registry``: the master's durable state in SQLite under its work dir (DESIGN.md §6).
+"""``SqliteRegistry``: the master's durable registry in SQLite under its work dir (DESIGN.md §6),
+the embedded default for one master (``etcd_store`` keeps it in etcd for HA masters).
 
 What is durable is what Mesos keeps in its registry: the agents admitted (with their spec and
 whether they are admitted, unreachable or gone, and whether the operator deactivated them), the
@@ -7,33 +8,29 @@ were removed, so their ids are refused for good), and operator-set weights of ro
 frameworks. Offers, filters, demands and tasks are soft state: tasks are rebuilt from the agents
 when they reregister.
 
-Invariants:
-- every write is one committed transaction, made *before* the runtime changes its memory or
-  acknowledges the call (a write that fails raises ``RegistryWriteError`` and the caller changes
-  nothing); the file is in WAL mode with ``synchronous=FULL`` by default, so a committed change
-  survives kill -9 and power loss (``NORMAL`` survives process crashes only);
+Invariants (beside those of ``operations.Registry``, whose operations it stores):
+- every write is one committed SQLite transaction (a write that fails raises
+  ``RegistryWriteError`` and rolls back); the file is in WAL mode with ``synchronous=FULL`` by
+  default, so a committed change survives kill -9 and power loss (``NORMAL`` survives process
+  crashes only);
 - the registry is never silently reset: opening a work dir whose marker (``cluster.id``) says a
   registry was created there fails with ``RegistryError`` when ``registry.sqlite`` is missing,
   unreadable, corrupt, of another cluster, or written by a newer schema;
-- the in-memory mirror (``agents``, ``frameworks``, ``role_weights``, ``framework_weights``)
-  equals the file's content after every successful call.
+- the in-memory mirror equals the file's content after every successful call.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
 from fairshare.sqlite_transaction import transaction
 
-from master.model import FrameworkSpec
 from master.registry.entries import (
     AGENT_STATES,
     AgentEntry,
@@ -44,9 +41,12 @@ from master.registry.entries import (
     agent_spec_to_json,
     framework_spec_from_json,
     framework_spec_to_json,
+    read_marker,
+    write_marker,
 )
+from master.registry.operations import Change, Registry
 
-__all__ = ["MARKER_FILE", "REGISTRY_FILE", "SCHEMA_VERSION", "Registry"]
+__all__ = ["MARKER_FILE", "REGISTRY_FILE", "SCHEMA_VERSION", "SqliteRegistry"]
 
 REGISTRY_FILE: Final = "registry.sqlite"
 MARKER_FILE: Final = "cluster.id"
@@ -76,8 +76,8 @@ CREATE TABLE weights (
 """
 
 
-class Registry:
-    """The durable registry and its in-memory mirror."""
+class SqliteRegistry(Registry):
+    """The durable registry in one SQLite file, and its in-memory mirror."""
 
     def __init__(
         self,
@@ -86,21 +86,15 @@ class Registry:
         path: Path | None,
         on_write: Callable[[float], None] | None = None,
     ) -> None:
+        super().__init__(cluster_id, on_write)
         self._db = connection
-        self.cluster_id = cluster_id
         self.path = path
-        self.on_write = on_write
-        self.agents: dict[str, AgentEntry] = {}
-        self.frameworks: dict[str, FrameworkEntry] = {}
-        self.role_weights: dict[str, float] = {}
-        self.framework_weights: dict[str, float] = {}
-        self.writes = 0
         self._load()
 
     # -- opening ----------------------------------------------------------------------------------
 
     @classmethod
-    def in_memory(cls) -> Registry:
+    def in_memory(cls) -> SqliteRegistry:
         """A registry that keeps nothing across processes (unit tests, ``fairshare`` tools)."""
         connection = sqlite3.connect(":memory:", isolation_level=None)
         connection.executescript(_SCHEMA)
@@ -109,7 +103,7 @@ class Registry:
         return cls(connection, cluster_id, None)
 
     @classmethod
-    def open(cls, work_dir: Path, synchronous: str = "FULL") -> Registry:
+    def open(cls, work_dir: Path, synchronous: str = "FULL") -> SqliteRegistry:
         """Open (or, in a work dir that never had one, create) the registry; ``RegistryError``."""
         path = work_dir / REGISTRY_FILE
         marker = work_dir / MARKER_FILE
@@ -117,7 +111,7 @@ class Registry:
             work_dir.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise RegistryError(f"cannot create work dir {work_dir}: {error.strerror}") from None
-        expected = cls._read_marker(marker)
+        expected = read_marker(marker)
         if not path.exists():
             if expected is not None:
                 raise RegistryError(
@@ -136,7 +130,7 @@ class Registry:
                     f" cluster {expected}: the work dir holds another cluster's registry"
                 )
             if expected is None:
-                cls._write_marker(marker, cluster_id)
+                write_marker(marker, cluster_id)
             return cls(connection, cluster_id, path)
         except RegistryError:
             connection.close()
@@ -144,25 +138,6 @@ class Registry:
         except sqlite3.DatabaseError as error:
             connection.close()
             raise RegistryError(f"registry {path} is corrupt or unreadable: {error}") from None
-
-    @staticmethod
-    def _read_marker(marker: Path) -> str | None:
-        try:
-            text = marker.read_text(encoding="utf-8").strip()
-        except FileNotFoundError:
-            return None
-        except OSError as error:
-            raise RegistryError(f"cannot read {marker}: {error.strerror}") from None
-        return text or None
-
-    @staticmethod
-    def _write_marker(marker: Path, cluster_id: str) -> None:
-        tmp = marker.with_name(marker.name + ".tmp")
-        try:
-            tmp.write_text(cluster_id + "\n", encoding="utf-8")
-            os.replace(tmp, marker)
-        except OSError as error:
-            raise RegistryError(f"cannot write {marker}: {error.strerror}") from None
 
     @staticmethod
     def _connect(path: Path, synchronous: str) -> sqlite3.Connection:
@@ -177,7 +152,7 @@ class Registry:
         return connection
 
     @classmethod
-    def _create(cls, path: Path, marker: Path, synchronous: str) -> Registry:
+    def _create(cls, path: Path, marker: Path, synchronous: str) -> SqliteRegistry:
         """Build the file under a temporary name and rename it: a crash leaves no half registry."""
         tmp = path.with_name(path.name + ".new")
         for leftover in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
@@ -193,7 +168,7 @@ class Registry:
             os.replace(tmp, path)
         except (sqlite3.Error, OSError) as error:
             raise RegistryError(f"cannot create registry {path}: {error}") from None
-        cls._write_marker(marker, cluster_id)
+        write_marker(marker, cluster_id)
         return cls(cls._connect(path, synchronous), cluster_id, path)
 
     @staticmethod
@@ -268,115 +243,45 @@ class Registry:
 
     # -- writes -----------------------------------------------------------------------------------
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        started = time.perf_counter()
+    def _commit(self, changes: Sequence[Change]) -> None:
         try:
             with transaction(self._db):
-                yield self._db
+                for change in changes:
+                    self._write_row(change)
         except sqlite3.Error as error:
             raise RegistryWriteError(f"registry write failed: {error}") from None
-        self.writes += 1
-        if self.on_write is not None:
-            self.on_write(time.perf_counter() - started)
 
-    def admit_agent(self, entry: AgentEntry) -> None:
-        """Record an agent admitted (or readmitted with a new spec)."""
-        with self._write() as db:
+    def _write_row(self, change: Change) -> None:
+        db = self._db
+        if isinstance(change, AgentEntry):
             db.execute(
                 "INSERT OR REPLACE INTO agents (agent_id, spec, registered_at, state, active)"
                 " VALUES (?, ?, ?, ?, ?)",
                 (
-                    entry.agent_id,
-                    agent_spec_to_json(entry.spec),
-                    entry.registered_at,
-                    entry.state,
-                    int(entry.active),
+                    change.agent_id,
+                    agent_spec_to_json(change.spec),
+                    change.registered_at,
+                    change.state,
+                    int(change.active),
                 ),
             )
-        self.agents[entry.agent_id] = entry
-
-    def set_agent_state(self, agent_id: str, state: str) -> None:
-        """Mark an admitted agent ADMITTED, UNREACHABLE or GONE."""
-        if state not in AGENT_STATES:
-            raise ValueError(f"unknown agent state {state!r}")
-        entry = self.agents[agent_id]
-        if entry.state == state:
-            return
-        with self._write() as db:
-            db.execute("UPDATE agents SET state = ? WHERE agent_id = ?", (state, agent_id))
-        self.agents[agent_id] = dataclasses.replace(entry, state=state)
-
-    def set_agents_state(self, agent_ids: list[str], state: str) -> None:
-        """``set_agent_state`` for several agents, in one transaction."""
-        if state not in AGENT_STATES:
-            raise ValueError(f"unknown agent state {state!r}")
-        changed = [a for a in agent_ids if self.agents[a].state != state]
-        if not changed:
-            return
-        with self._write() as db:
-            db.executemany(
-                "UPDATE agents SET state = ? WHERE agent_id = ?",
-                [(state, agent_id) for agent_id in changed],
-            )
-        for agent_id in changed:
-            self.agents[agent_id] = dataclasses.replace(self.agents[agent_id], state=state)
-
-    def set_agents_active(self, agent_ids: list[str], active: bool) -> None:
-        """Record operator (de)activation of several agents in one transaction."""
-        changed = [a for a in agent_ids if a in self.agents and self.agents[a].active != active]
-        if not changed:
-            return
-        with self._write() as db:
-            db.executemany(
-                "UPDATE agents SET active = ? WHERE agent_id = ?",
-                [(int(active), agent_id) for agent_id in changed],
-            )
-        for agent_id in changed:
-            self.agents[agent_id] = dataclasses.replace(self.agents[agent_id], active=active)
-
-    def put_framework(self, spec: FrameworkSpec, registered_at: float) -> None:
-        """Record a framework registered, or its spec changed on resubscription."""
-        with self._write() as db:
+        elif isinstance(change, FrameworkEntry):
             db.execute(
                 "INSERT OR REPLACE INTO frameworks (framework_id, spec, registered_at, removed)"
-                " VALUES (?, ?, ?, 0)",
-                (spec.framework_id, framework_spec_to_json(spec), registered_at),
+                " VALUES (?, ?, ?, ?)",
+                (
+                    change.spec.framework_id,
+                    framework_spec_to_json(change.spec),
+                    change.registered_at,
+                    int(change.removed),
+                ),
             )
-        self.frameworks[spec.framework_id] = FrameworkEntry(spec, registered_at)
-
-    def remove_framework(self, framework_id: str) -> None:
-        """Record a framework removed for good (its id is refused from now on)."""
-        entry = self.frameworks.get(framework_id)
-        if entry is None or entry.removed:
-            return
-        with self._write() as db:
-            db.execute("UPDATE frameworks SET removed = 1 WHERE framework_id = ?", (framework_id,))
+        elif change.weight is None:
             db.execute(
-                "DELETE FROM weights WHERE kind = 'framework' AND target = ?", (framework_id,)
+                "DELETE FROM weights WHERE kind = ? AND target = ?", (change.kind, change.target)
             )
-        self.frameworks[framework_id] = dataclasses.replace(entry, removed=True)
-        self.framework_weights.pop(framework_id, None)
-
-    def _weights(self, kind: str) -> dict[str, float]:
-        if kind == "role":
-            return self.role_weights
-        if kind == "framework":
-            return self.framework_weights
-        raise ValueError(f"unknown weight kind {kind!r}")
-
-    def set_weight(self, kind: str, target: str, weight: float | None) -> None:
-        """Record (``None``: remove) an operator weight of a ``"role"`` or a ``"framework"``."""
-        weights = self._weights(kind)
-        with self._write() as db:
-            if weight is None:
-                db.execute("DELETE FROM weights WHERE kind = ? AND target = ?", (kind, target))
-            else:
-                db.execute(
-                    "INSERT OR REPLACE INTO weights (kind, target, weight) VALUES (?, ?, ?)",
-                    (kind, target, weight),
-                )
-        if weight is None:
-            weights.pop(target, None)
         else:
-            weights[target] = weight
+            db.execute(
+                "INSERT OR REPLACE INTO weights (kind, target, weight) VALUES (?, ?, ?)",
+                (change.kind, change.target, change.weight),
+            )
