@@ -2,7 +2,9 @@
 
 What it keeps (schema version 2; a version 1 file is upgraded in place when opened):
 
-- ``meta(key, value)``: ``schema_version`` (this module writes and reads ``SCHEMA_VERSION``);
+- ``meta(key, value)``: ``schema_version`` (this module writes and reads ``SCHEMA_VERSION``)
+  and ``leader_epoch``, the highest leadership epoch of a master the agent admitted (HA
+  masters; absent: 0);
 - ``agent`` (one row): ``agent_id`` and ``master_id`` (NULL before the first registration), and the
   ``resources`` and ``attributes`` the agent was started with, in their flag syntax;
 - ``tasks``: one row per tracked task (``framework_id``, ``task_id``): the ``TaskInfo`` as
@@ -267,6 +269,10 @@ class CheckpointStore:
             agent_id, master_id = self._db.execute(
                 "SELECT agent_id, master_id FROM agent"
             ).fetchone()
+            epoch_row = self._db.execute(
+                "SELECT value FROM meta WHERE key = 'leader_epoch'"
+            ).fetchone()
+            epoch = 0 if epoch_row is None else int(epoch_row[0])
             tasks = tuple(
                 self._task(row)
                 for row in self._db.execute(
@@ -292,7 +298,7 @@ class CheckpointStore:
             KeyError,
         ) as error:
             raise self._corrupt(f"unreadable rows: {error}") from None
-        return AgentSnapshot(agent_id, master_id, tasks, updates)
+        return AgentSnapshot(agent_id, master_id, tasks, updates, epoch)
 
     @staticmethod
     def _task(row: tuple[Any, ...]) -> TaskView:
@@ -325,6 +331,11 @@ class CheckpointStore:
                 if changes.identity is not None:
                     self._db.execute(
                         "UPDATE agent SET agent_id = ?, master_id = ?", changes.identity
+                    )
+                if changes.epoch is not None:
+                    self._db.execute(
+                        "INSERT OR REPLACE INTO meta (key, value) VALUES ('leader_epoch', ?)",
+                        (str(changes.epoch),),
                     )
                 for change in changes.tasks:
                     self._write_key(change)

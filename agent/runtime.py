@@ -8,14 +8,19 @@ write per message; settings), send due status updates (every due head of a task'
 ``updates`` message, re-sent with jittered backoff until acknowledged), and send a heartbeat
 whenever nothing else was sent for ``heartbeat_interval``.
 
+The master is found by ``fairshare.masters.MasterFinder`` (``--master``: one address, a list of
+HA masters, or etcd://): a master that does not lead names the leader, which is tried next; a
+master that did not answer, or whose session ended, is not tried first next time.
+
+A master whose leadership epoch is lower than the highest the agent admitted (checkpointed) is a
+former leader: its ``registered`` is refused and a ``commands`` message of it ends the session
+unapplied (agent.proto: Leadership).
+
 Error contract (agent.proto): NOT_FOUND -> reconnect at once and reregister;
 FAILED_PRECONDITION -> stop every task silently, forget them and register afresh; anything else
-(UNAVAILABLE, a stream the master ended, a timeout) -> reconnect after a jittered exponential
-backoff, reset once a session was established; the first attempt after losing an established
-session also waits a random time in [0, reconnect_jitter] (the master sizes it to the cluster),
-so a fleet that lost its master does not come back all at once, and once the agent has been
-connected its attempts are at most ``RECONNECT_CAP_ONCE_CONNECTED`` (2 s, jittered) apart, so
-a restarted master has all its agents back within seconds. INVALID_ARGUMENT in answer to
+(UNAVAILABLE, a stream the master ended, a timeout) -> reconnect after the delay
+``agent.reconnect.Reconnection`` says (a jittered backoff, capped at 2 s once connected, spread
+over the master's reconnect jitter after losing a session). INVALID_ARGUMENT in answer to
 the first message raises ``AgentFatalError`` (retrying cannot help).
 
 Checkpoint (issue 5): with a ``CheckpointStore`` the state is restored from it at construction
@@ -52,6 +57,7 @@ from typing import TypeVar
 
 import grpc
 from fairshare.logs import log_event
+from fairshare.masters import MasterFinder, MasterUnknown
 from fairshare.task_states import TaskState
 from fairshare.transport import INSECURE, ClientSecurity
 from fairshare.v1 import agent_pb2, common_pb2
@@ -62,11 +68,18 @@ from agent.backoff import Backoff
 from agent.checkpoint import CheckpointError, CheckpointStore
 from agent.executors.base import Report, TaskEvent
 from agent.executors.router import TaskExecutors
-from agent.records import AgentMetrics, AgentSpec, LaunchSpec, TaskKey
+from agent.reconnect import Reconnection
+from agent.records import AgentMetrics, AgentSpec, LaunchSpec, Reason, TaskKey
 from agent.recovery import recover
-from agent.session import MasterStream, Outcome, RefusedError, classify
+from agent.session import PING_INTERVAL, PING_TIMEOUT, MasterStream, Outcome, RefusedError, classify
 from agent.state import AgentState, KillDecision, Outgoing, ReregisterCall
-from agent.wire import heartbeat_message, register_message, reregister_message, updates_message
+from agent.wire import (
+    duration_seconds,
+    heartbeat_message,
+    register_message,
+    reregister_message,
+    updates_message,
+)
 
 __all__ = ["AgentFatalError", "AgentMetrics", "AgentRuntime", "RuntimeConfig"]
 
@@ -74,13 +87,10 @@ T = TypeVar("T")
 _LOG = logging.getLogger("fairshare.agent")
 _TS = common_pb2.TaskStatus
 _MAX_UPDATES_PER_MESSAGE = 1000
-RECONNECT_CAP_ONCE_CONNECTED = 2.0
 MAX_HEARTBEAT_INTERVAL = 3600.0
 """The longest heartbeat interval the agent accepts from a master (longer ones are clamped)."""
 MAX_RECONNECT_JITTER = 600.0
 """The longest reconnect jitter the agent accepts from a master (longer ones are clamped)."""
-"""Seconds between reconnection attempts at most, once a session was established (or the
-master's reconnect jitter, if longer): a restarted master finds its agents back quickly."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,14 +152,12 @@ class AgentRuntime:
             snapshot = checkpoint.load()
             self.state = AgentState.restore(spec, snapshot, retry=retry, new_uuid=minter)
         self.executor = executors(self._on_task_event)
+        self._finder = MasterFinder(config.master, rng)
         self.heartbeat_interval = config.default_heartbeat_interval
-        self._reconnect = Backoff(config.reconnect_initial, config.reconnect_max, rng)
+        self._reconnection = Reconnection(config.reconnect_initial, config.reconnect_max, rng)
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
-        self._rng = rng
-        self.reconnect_jitter = 0.0  # as the master last said
         self._healthy = False  # the current session was established (registered)
-        self._known_master = False  # a session was established once (a master will be back)
         self._last_sent = 0.0  # loop time of the last message to the master
         self.reconnects_total = 0
         self.registrations_total = 0
@@ -187,7 +195,6 @@ class AgentRuntime:
 
     async def run(self) -> None:
         """Connect, serve and reconnect until ``stop()``; raises ``AgentFatalError``."""
-        attempt = 0
         try:
             self._recover()
             while not self._stop.is_set():
@@ -196,9 +203,7 @@ class AgentRuntime:
                     break
                 if outcome is Outcome.REMOVED:
                     self._forget()
-                attempt = 1 if self._healthy else attempt + 1
-                self._known_master = self._known_master or self._healthy
-                delay = self._reconnect_delay(outcome, attempt)
+                delay = self._reconnection.delay(outcome, self._healthy)
                 self.reconnects_total += 1
                 log_event(_LOG, "master.reconnecting", why=outcome.why, delay=f"{delay:.3f}")
                 await self._sleep_unless_stopped(delay)
@@ -207,20 +212,9 @@ class AgentRuntime:
                 self.executor.kill_all(_TS.REASON_AGENT_SHUTDOWN)
             await self.executor.aclose()
             self._persist()
+            await self._finder.close()
         if self._fatal is not None:
             raise AgentFatalError(self._fatal)
-
-    def _reconnect_delay(self, outcome: Outcome, attempt: int) -> float:
-        """How long to wait before reconnection ``attempt`` (agent.proto's error contract)."""
-        if outcome is not Outcome.RECONNECT and attempt == 1:
-            return 0.0  # NOT_FOUND, FAILED_PRECONDITION: at once
-        delay = self._reconnect.delay(attempt)
-        if self._known_master:  # a restarting master is back in seconds: keep trying often
-            cap = max(RECONNECT_CAP_ONCE_CONNECTED, self.reconnect_jitter)
-            delay = min(delay, cap * (0.5 + 0.5 * self._rng.random()))
-        if attempt == 1:  # the fleet spreads out (agent.proto)
-            delay += self._rng.random() * self.reconnect_jitter
-        return delay
 
     # -- checkpoint -----------------------------------------------------------------------------
 
@@ -250,16 +244,28 @@ class AgentRuntime:
 
     async def _session(self) -> Outcome:
         self._healthy = False
-        stream = MasterStream(self.config.master, self.config.security)
+        try:
+            address = await self._finder.next()
+        except MasterUnknown as error:
+            log_event(_LOG, "master.unknown", logging.WARNING, error=error.details())
+            return Outcome.RECONNECT
+        outcome = await self._session_with(address)
+        if outcome is Outcome.RECONNECT:
+            self._finder.failed(address)
+        return outcome
+
+    async def _session_with(self, address: str) -> Outcome:
+        stream = MasterStream(address, self._finder.report(), self.config.security)
         try:
             await self._open(stream)
+            self._finder.answered(address)
             self.state.on_connected(self._now())
             self._last_sent = self._now()
             log_event(
                 _LOG,
                 "master.connected",
                 agent_id=self.state.agent_id,
-                master=self.config.master,
+                master=address,
                 master_id=self.state.master_id,
             )
             outcome = await self._serve(stream)
@@ -270,8 +276,17 @@ class AgentRuntime:
             return Outcome.STOP
         except RefusedError as error:
             log_event(
-                _LOG, "master.refused", logging.WARNING, code=error.code.name, details=error.details
+                _LOG,
+                "master.refused",
+                logging.WARNING,
+                master=address,
+                code=error.code.name,
+                details=error.details,
             )
+            if error.code == grpc.StatusCode.UNAVAILABLE and self._finder.redirected(
+                address, error.leader
+            ):
+                return Outcome.REDIRECTED
             return classify(error.code)
         except grpc.aio.AioRpcError as error:
             log_event(
@@ -312,6 +327,12 @@ class AgentRuntime:
             if error.code == grpc.StatusCode.INVALID_ARGUMENT:
                 raise AgentFatalError(f"the master rejected {what}: {error.details}") from None
             raise
+        if not self.state.admits(answer.epoch):
+            raise RefusedError(
+                grpc.StatusCode.UNAVAILABLE,
+                f"a former leader (epoch {answer.epoch}; seen {self.state.epoch}): refused",
+            )
+        self.state.saw_epoch(answer.epoch)
         if isinstance(registration, ReregisterCall):
             self.state.on_reregistered(answer.master_id)
             self.reregistrations_total += 1
@@ -336,7 +357,7 @@ class AgentRuntime:
     def _apply_settings(self, heartbeat: Duration, jitter: Duration) -> None:
         seconds = _seconds(heartbeat, MAX_HEARTBEAT_INTERVAL)
         self.heartbeat_interval = seconds if seconds > 0 else self.config.default_heartbeat_interval
-        self.reconnect_jitter = _seconds(jitter, MAX_RECONNECT_JITTER)
+        self._reconnection.jitter = _seconds(jitter, MAX_RECONNECT_JITTER)
 
     async def _serve(self, stream: MasterStream) -> Outcome:
         """Run the reader, the update sender and heartbeats until one ends the session."""
@@ -344,6 +365,7 @@ class AgentRuntime:
             asyncio.ensure_future(self._read(stream)),
             asyncio.ensure_future(self._heartbeats(stream)),
             asyncio.ensure_future(self._send_updates(stream)),
+            asyncio.ensure_future(self._watch_master(stream)),
             asyncio.ensure_future(self._await_stop()),
         ]
         try:
@@ -354,6 +376,20 @@ class AgentRuntime:
                 future.cancel()
             await asyncio.gather(*loops, return_exceptions=True)
 
+    async def _watch_master(self, stream: MasterStream) -> Outcome:
+        """End the session when the master, silent for ``PING_INTERVAL``, does not answer a
+        health check on the session's connection within ``PING_TIMEOUT`` (it hangs)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            silent = loop.time() - stream.last_received
+            if silent < PING_INTERVAL:
+                await asyncio.sleep(PING_INTERVAL - silent)
+                continue
+            if not await stream.ping(PING_TIMEOUT):
+                log_event(_LOG, "master.unresponsive", logging.WARNING, silent=f"{silent:.1f}")
+                return Outcome.RECONNECT
+            stream.last_received = loop.time()
+
     async def _await_stop(self) -> Outcome:
         await self._stop.wait()
         return Outcome.STOP
@@ -361,6 +397,9 @@ class AgentRuntime:
     async def _read(self, stream: MasterStream) -> Outcome:
         try:
             async for message in stream.messages():
+                if message.HasField("commands") and not self.state.admits(message.commands.epoch):
+                    log_event(_LOG, "master.stale", logging.WARNING, epoch=message.commands.epoch)
+                    return Outcome.RECONNECT  # a former leader's commands: none is applied
                 self._dispatch(message)
         except grpc.aio.AioRpcError as error:
             log_event(
@@ -477,7 +516,7 @@ class AgentRuntime:
                 return
             starting = []
             if kind == "kill_task":
-                self._kill(command.kill_task.framework_id, command.kill_task.task_id)
+                self._kill_command(command.kill_task)
             elif kind == "acknowledge_status":
                 ack = command.acknowledge_status
                 applied = self.state.handle_ack(
@@ -526,7 +565,23 @@ class AgentRuntime:
             log_event(_LOG, "task.launched", framework_id=key[0], task_id=key[1], **fields)
         return True
 
-    def _kill(self, framework_id: str, task_id: str) -> None:
+    def _kill_command(self, kill: agent_pb2.KillTaskCommand) -> None:
+        """A master's kill: its reason (one this agent does not know: none) and grace period
+        (a negative one: the task's own)."""
+        reason = kill.reason if kill.reason in _TS.Reason.values() else _TS.REASON_UNSPECIFIED
+        grace = None
+        if kill.HasField("grace_period"):
+            with contextlib.suppress(ValueError):
+                grace = duration_seconds(kill.grace_period)
+        self._kill(kill.framework_id, kill.task_id, reason, grace)
+
+    def _kill(
+        self,
+        framework_id: str,
+        task_id: str,
+        reason: Reason = _TS.REASON_UNSPECIFIED,
+        grace: float | None = None,
+    ) -> None:
         key = (framework_id, task_id)
         decision = self.state.handle_kill(framework_id, task_id, self._now(), time.time())
         log_event(
@@ -535,8 +590,9 @@ class AgentRuntime:
             framework_id=framework_id,
             task_id=task_id,
             decision=decision.value,
+            reason=_TS.Reason.Name(reason),
         )
-        if decision is KillDecision.KILL and not self.executor.kill(key):
+        if decision is KillDecision.KILL and not self.executor.kill(key, reason, grace=grace):
             # Admitted but not running in the executor (cannot normally happen): report it.
             self._on_task_event(TaskEvent(key, TaskState.KILLED, message="killed"))
 

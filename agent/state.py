@@ -119,6 +119,7 @@ class AgentSnapshot:
     master_id: str | None
     tasks: tuple[TaskView, ...]
     updates: tuple[StatusUpdate, ...]  # unacknowledged, FIFO order per task
+    epoch: int = 0  # the highest leadership epoch seen (agent.proto: Leadership)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,9 +137,10 @@ class CheckpointChanges:
 
     identity: tuple[str | None, str | None] | None  # (agent_id, master_id) if it changed
     tasks: tuple[TaskChange, ...]
+    epoch: int | None = None  # the highest epoch seen, if it grew
 
     def __bool__(self) -> bool:
-        return self.identity is not None or bool(self.tasks)
+        return self.identity is not None or bool(self.tasks) or self.epoch is not None
 
 
 @dataclass(slots=True)
@@ -175,6 +177,8 @@ class AgentState:
         self.spec = spec
         self.agent_id: str | None = None
         self.master_id: str | None = None
+        self.epoch = 0  # the highest leadership epoch of a master seen (checkpointed)
+        self._epoch_dirty = False
         self.connected = False
         self._retry = retry
         self._new_uuid = new_uuid
@@ -200,6 +204,16 @@ class AgentState:
         return ReregisterCall(
             self.agent_id, self.spec, tuple(self.tasks()), tuple(self.framework_ids())
         )
+
+    def admits(self, epoch: int) -> bool:
+        """A master of leadership ``epoch`` may command this agent (not an older leader's)."""
+        return epoch >= self.epoch
+
+    def saw_epoch(self, epoch: int) -> None:
+        """A master of ``epoch`` was admitted: older leaders are refused from now on."""
+        if epoch > self.epoch:
+            self.epoch = epoch
+            self._epoch_dirty = True
 
     def on_registered(self, agent_id: str, master_id: str) -> None:
         """The master registered the agent: remember the master-minted id."""
@@ -479,7 +493,9 @@ class AgentState:
         updates: Iterable[StatusUpdate] = (
             update for stream in self._streams.values() for update in stream.updates
         )
-        return AgentSnapshot(self.agent_id, self.master_id, tuple(self.tasks()), tuple(updates))
+        return AgentSnapshot(
+            self.agent_id, self.master_id, tuple(self.tasks()), tuple(updates), self.epoch
+        )
 
     def take_changes(self) -> CheckpointChanges:
         """The rows changed since the last call (each key once, as it is now); forgets them."""
@@ -487,13 +503,14 @@ class AgentState:
         changes = tuple(
             TaskChange(key, self.task(key), tuple(self.pending(key))) for key in sorted(self._dirty)
         )
+        epoch = self.epoch if self._epoch_dirty else None
         self._dirty.clear()
-        self._identity_dirty = False
-        return CheckpointChanges(identity, changes)
+        self._identity_dirty = self._epoch_dirty = False
+        return CheckpointChanges(identity, changes, epoch)
 
     def has_changes(self) -> bool:
         """True if something changed since the last ``take_changes()``."""
-        return self._identity_dirty or bool(self._dirty)
+        return self._identity_dirty or self._epoch_dirty or bool(self._dirty)
 
     @classmethod
     def restore(
@@ -512,6 +529,7 @@ class AgentState:
         state = cls(spec, retry=retry, new_uuid=new_uuid)
         state.agent_id = snapshot.agent_id
         state.master_id = snapshot.master_id
+        state.epoch = snapshot.epoch
         for update in snapshot.updates:
             stream = state._streams.get(update.key)
             if stream is None:

@@ -47,6 +47,7 @@ from typing import Final, TextIO
 import grpc
 from fairshare.cli import Command, command_settings
 from fairshare.logs import log_event
+from fairshare.masters import call_leader
 from fairshare.resources import ResourceError, ResourceVector
 from fairshare.settings import (
     CLIENT_SETTINGS,
@@ -61,7 +62,7 @@ from fairshare.settings import (
     positive_int,
     positive_number,
 )
-from fairshare.transport import INSECURE, ClientSecurity, client_channel_sync
+from fairshare.transport import INSECURE, ClientSecurity
 from fairshare.v1 import operator_pb2, operator_pb2_grpc
 
 from framework_sdk.cluster_state import render_share_bars, render_table, state_to_dict
@@ -172,6 +173,7 @@ class RunConfig:
     detach_wait: float = DETACH_WAIT
     security: ClientSecurity = INSECURE
     command: str | None = None  # a command task's shell line; None: placeholder tasks
+    preemptible: bool = True  # its tasks' TaskInfo.preemptible
 
     @property
     def effective_failover_timeout(self) -> float:
@@ -213,7 +215,14 @@ def run_config(args: argparse.Namespace) -> RunConfig:
         failover_timeout=values["failover_timeout"],
         security=client_security(values),
         command=command,
+        preemptible=_preemptible(args, command),
     )
+
+
+def _preemptible(args: argparse.Namespace, command: str | None) -> bool:
+    """``--preemptible``/``--no-preemptible``; unset: placeholder tasks are, command tasks not."""
+    chosen = getattr(args, "preemptible", None)
+    return command is None if chosen is None else bool(chosen)
 
 
 class TaskKeeper:
@@ -272,9 +281,17 @@ class TaskKeeper:
         task_id = f"{self._config.name}-{self._launched}"
         if self._config.command is not None:
             command = TaskCommand(shell=self._config.command)
-            return TaskSpec(task_id=task_id, resources=self._config.shape, command=command)
+            return TaskSpec(
+                task_id=task_id,
+                resources=self._config.shape,
+                command=command,
+                preemptible=self._config.preemptible,
+            )
         return TaskSpec(
-            task_id=task_id, resources=self._config.shape, duration=self._config.duration
+            task_id=task_id,
+            resources=self._config.shape,
+            duration=self._config.duration,
+            preemptible=self._config.preemptible,
         )
 
     async def _use(self, offer: Offer) -> None:
@@ -322,6 +339,7 @@ class TaskKeeper:
             "task.ended",
             task_id=update.task_id,
             state=update.state.value,
+            reason=update.reason.value,
             message=update.message,
         )
         if self._config.command is not None:
@@ -470,13 +488,16 @@ def run(args: argparse.Namespace) -> int:
 def fetch_state(
     master: str, timeout: float = STATUS_TIMEOUT, security: ClientSecurity = INSECURE
 ) -> operator_pb2.GetStateResponse:
-    """The master's cluster state (raises ``grpc.RpcError`` if unreachable)."""
-    with client_channel_sync(master, security) as channel:
+    """The leading master's cluster state (raises ``grpc.RpcError`` if no master answers)."""
+
+    def get_state(channel: grpc.Channel) -> operator_pb2.GetStateResponse:
         stub = operator_pb2_grpc.OperatorServiceStub(channel)
         response: operator_pb2.GetStateResponse = stub.GetState(
             operator_pb2.GetStateRequest(), timeout=timeout
         )
         return response
+
+    return call_leader(master, get_state, security=security)
 
 
 def _rpc_failure(master: str, error: grpc.RpcError) -> str:
@@ -578,6 +599,15 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="CMD",
         help="run CMD (with /bin/sh -c) in --count command tasks once and exit when all have"
         " ended (0 if all finished); their output: fairshare logs TASK_ID",
+    )
+    parser.add_argument(
+        "--preemptible",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="let a master started with --rebalance kill these tasks (after its grace period,"
+        " reason PREEMPTED) to move the cluster toward its fair allocation; placeholder tasks"
+        " are replaced as any that end. Default: placeholder tasks are preemptible, --command"
+        " tasks are not",
     )
     add_setting_flags(parser, RUN_SETTINGS)
 

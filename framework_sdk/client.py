@@ -29,6 +29,12 @@ Invariants:
   (``framework_sdk.acknowledgements``): at once while fewer than 4 calls are in flight, else
   with the next batch; each caller gets its own outcome.
 
+Several masters (``master``: a list ``a:5050,b:5050,c:5050`` or ``etcd://...``, see
+``fairshare.masters``): each session subscribes to the address ``MasterFinder`` names; a master
+that does not lead ends the subscription UNAVAILABLE naming the leader, which is tried at once
+(at most ``MAX_REDIRECTS`` times in a row before backing off), and a master whose stream ended
+is not tried first next time. ``Subscribed.address`` is the master that answered.
+
 Failover (a new process takes over): save the ``framework_id`` of the first ``Subscribed``
 and start the new client with ``FrameworkInfo(name, role, framework_id=saved,
 failover_timeout=...)`` (same name and role). Within the failover timeout the master keeps the
@@ -54,7 +60,7 @@ from typing import Any, Final
 
 import grpc
 from fairshare.logs import log_event
-from fairshare.transport import client_channel
+from fairshare.masters import MasterFinder, MasterUnknown, leader_hint, open_channel
 from fairshare.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from framework_sdk import wire
@@ -91,7 +97,15 @@ _FATAL_SUBSCRIBE_CODES: Final = frozenset(
         grpc.StatusCode.UNIMPLEMENTED,
     }
 )
-_CHANNEL_OPTIONS: Final = [("grpc.primary_user_agent", "fairshare-sdk/0.1")]
+_CHANNEL_OPTIONS: Final = [
+    ("grpc.primary_user_agent", "fairshare-sdk/0.1"),
+    # A master that hangs (SIGSTOP) or whose host went away is noticed within 15 s.
+    ("grpc.keepalive_time_ms", 10_000),
+    ("grpc.keepalive_timeout_ms", 5_000),
+    ("grpc.http2.max_pings_without_data", 0),
+]
+MAX_REDIRECTS: Final = 3
+"""Redirects to a named leader followed at once in a row; then the backoff applies."""
 _CLOSE_GRACE: Final = 2.0  # seconds close() lets in-flight acknowledgements finish
 
 OfferLike = Offer | str
@@ -99,6 +113,7 @@ OfferLike = Offer | str
 
 
 class _Outcome(enum.Enum):
+    REDIRECTED = "redirected to the leader"
     LOST_BEFORE_SUBSCRIBED = "lost before subscribed"
     LOST_AFTER_SUBSCRIBED = "lost after subscribed"
     FATAL = "fatal"
@@ -126,6 +141,7 @@ class SchedulerClient:
         self._suppressed = suppressed
         self._options = options or ClientOptions()
         self._rng = random.Random(self._options.seed)
+        self._finder = MasterFinder(master, self._rng)
         self._framework_id = info.framework_id
         self._master_id = ""
         self._stub: scheduler_pb2_grpc.SchedulerServiceAsyncStub | None = None
@@ -146,7 +162,7 @@ class SchedulerClient:
 
     @property
     def master(self) -> str:
-        """The master address (HOST:PORT)."""
+        """Where the master is, as given (HOST:PORT, a list, or etcd://...)."""
         return self._master
 
     @property
@@ -259,7 +275,7 @@ class SchedulerClient:
     # -- connection -------------------------------------------------------------------------
 
     async def _run(self) -> None:
-        failures = 0
+        failures, redirects = 0, 0
         loop = asyncio.get_running_loop()
         started, warned, subscribed_once = loop.time(), -math.inf, False
         try:
@@ -267,6 +283,9 @@ class SchedulerClient:
                 outcome = await self._session()
                 if outcome is _Outcome.FATAL or self._closed or self._stopping:
                     return
+                redirects = redirects + 1 if outcome is _Outcome.REDIRECTED else 0
+                if 0 < redirects <= MAX_REDIRECTS:
+                    continue  # a master named the leader: try it at once
                 if outcome is _Outcome.LOST_AFTER_SUBSCRIBED:
                     failures, subscribed_once = 0, True
                 elif not subscribed_once:  # is a master there at all?
@@ -298,6 +317,7 @@ class SchedulerClient:
             self._subscribed.clear()
             self._ended = True
             self._queue.put_nowait(None)
+            await self._finder.close()
 
     def _gave_up(self, waited: float) -> bool:
         """After ``registration_timeout`` without ever subscribing: a last ``ErrorEvent``."""
@@ -322,20 +342,39 @@ class SchedulerClient:
         return request
 
     async def _session(self) -> _Outcome:
-        channel = client_channel(self._master, self._options.security, _CHANNEL_OPTIONS)
+        try:
+            address = await self._finder.next()
+        except MasterUnknown as error:
+            self._last_error = error.details()
+            return _Outcome.LOST_BEFORE_SUBSCRIBED
+        outcome = await self._session_with(address)
+        if outcome in (_Outcome.LOST_BEFORE_SUBSCRIBED, _Outcome.LOST_AFTER_SUBSCRIBED):
+            self._finder.failed(address)
+        return outcome
+
+    async def _session_with(self, address: str) -> _Outcome:
+        channel = open_channel(address, _CHANNEL_OPTIONS, self._options.security)
         stub: scheduler_pb2_grpc.SchedulerServiceAsyncStub = (
             scheduler_pb2_grpc.SchedulerServiceStub(channel)
         )
-        call = stub.Subscribe(self._subscribe_request())
+        call = stub.Subscribe(self._subscribe_request(), metadata=self._finder.report() or None)
         subscribed = False
         outcome = _Outcome.LOST_BEFORE_SUBSCRIBED
         try:
-            first = await self._first_event(call)
+            first = await self._first_event(call, address)
+            self._finder.answered(address)
             self._on_subscribed(first, stub)
             subscribed = True
             outcome = await self._pump(call, first.heartbeat_interval)
         except grpc.aio.AioRpcError as error:
             outcome = self._on_stream_error(error, subscribed)
+            hint = leader_hint(error.trailing_metadata())
+            if (
+                not subscribed
+                and error.code() == grpc.StatusCode.UNAVAILABLE
+                and self._finder.redirected(address, hint)
+            ):
+                outcome = _Outcome.REDIRECTED
         except _StreamLostError as lost:
             self._last_error = str(lost)
             outcome = _Outcome.LOST_AFTER_SUBSCRIBED if subscribed else outcome
@@ -361,6 +400,7 @@ class SchedulerClient:
         call: grpc.aio.UnaryStreamCall[
             scheduler_pb2.SubscribeRequest, scheduler_pb2.SubscribeResponse
         ],
+        address: str,
     ) -> Subscribed:
         timeout = self._options.subscribe_timeout
         try:
@@ -370,7 +410,7 @@ class SchedulerClient:
         if not isinstance(message, scheduler_pb2.SubscribeResponse):  # grpc.aio.EOF
             raise _StreamLostError("the master ended the stream before SUBSCRIBED")
         try:
-            event = wire.event_from_pb(message, self._master)
+            event = wire.event_from_pb(message, address)
         except ValueError as error:
             raise _StreamLostError(f"malformed SUBSCRIBED event: {error}") from None
         if not isinstance(event, Subscribed):
@@ -389,7 +429,7 @@ class SchedulerClient:
         log_event(
             _LOG,
             "framework.subscribed",
-            master=self._master,
+            master=event.address,
             framework_id=event.framework_id,
             master_id=event.master_id,
             resubscribed=event.resubscribed,

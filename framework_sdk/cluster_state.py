@@ -3,6 +3,7 @@
 The JSON document (``fairshare status --json``, DESIGN.md §4) is one object::
 
     {"master_id", "version", "policy", "placement",
+     "leader": {"address", "elected_at" (seconds since the epoch), "epoch"},
      "agents": [{"id", "hostname", "state", "reachable", "attributes",
                  "resources": {"total", "free", "used", "offered"}}],
      "frameworks": [{"id", "name", "role", "state", "weight", "dominant_share",
@@ -10,7 +11,8 @@ The JSON document (``fairshare status --json``, DESIGN.md §4) is one object::
                      "tasks": {STATE: count}, "demand": {"task", "max_tasks"} | null,
                      "capabilities": [NAME, ...]}],
      "offers": [{"id", "framework_id", "agent_id", "resources"}],
-     "tasks": [{"framework_id", "task_id", "name", "agent_id", "state", "resources"}],
+     "tasks": [{"framework_id", "task_id", "name", "agent_id", "state", "resources",
+                "preemptible"}],
      "total", "used", "offered", "free"}
 
 Invariants:
@@ -19,15 +21,18 @@ Invariants:
   their ``TASK_STATE_`` prefix (``"RUNNING"``), agent and framework states without ``STATE_``.
 - Pure functions: no I/O. ``share_bar`` draws a share in [0, 1] (clamped) in exactly
   ``width`` characters.
-- The table shows, per framework, the dominant share, the weighted share (dominant share /
-  weight: what DRF orders by), the dominant resource and running vs wanted tasks; per agent its
-  attributes. When agents have GPUs it says that only GPU-capable frameworks are offered them
-  (the master's rule: a framework without the GPU_RESOURCES capability is never offered an
-  agent with GPUs, so that GPU machines are kept for GPU work, as Mesos does).
+- The table says which master leads and since when (HA masters elect one; a master with the
+  embedded registry leads alone from its start), then, per framework, the dominant share, the
+  weighted share (dominant share / weight: what DRF orders by), the dominant resource and
+  running vs wanted tasks; per agent its attributes. When agents have GPUs it says that only
+  GPU-capable frameworks are offered them (the master's rule: a framework without the
+  GPU_RESOURCES capability is never offered an agent with GPUs, so that GPU machines are kept
+  for GPU work, as Mesos does).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -101,6 +106,11 @@ def state_to_dict(state: operator_pb2.GetStateResponse) -> dict[str, Any]:
         "version": state.version,
         "policy": state.policy,
         "placement": state.placement,
+        "leader": {
+            "address": state.leader.address,
+            "elected_at": state.leader.elected_at.ToMicroseconds() / 1e6,
+            "epoch": state.leader.epoch,
+        },
         "agents": [_agent(agent) for agent in state.agents],
         "frameworks": [_framework(framework) for framework in state.frameworks],
         "offers": [
@@ -120,6 +130,7 @@ def state_to_dict(state: operator_pb2.GetStateResponse) -> dict[str, Any]:
                 "agent_id": task.info.agent_id,
                 "state": _task_state(task.status.state),
                 "resources": _resources(task.info.resources),
+                "preemptible": task.info.preemptible,
             }
             for task in state.tasks
         ],
@@ -146,11 +157,32 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return lines
 
 
+def _leader_line(leader: dict[str, Any] | None, now: float | None = None) -> list[str]:
+    """``leader ADDRESS since TIME (for 3m12s), epoch N``; nothing for a master too old to say."""
+    if not leader or not leader.get("address"):
+        return []
+    elected = float(leader["elected_at"])
+    since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(elected))
+    held = max(0.0, (time.time() if now is None else now) - elected)
+    term = f"epoch {leader['epoch']}" if leader["epoch"] else "alone (embedded registry)"
+    return [f"leader {leader['address']} since {since} (for {_span(held)}), {term}"]
+
+
+def _span(seconds: float) -> str:
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+
+
 def render_table(document: dict[str, Any]) -> str:
     """A readable summary: the pool, then agents, then frameworks with shares and tasks."""
     lines = [
         f"master {document['master_id'][:12]}  policy {document['policy']}"
         f"  placement {document['placement']}  version {document['version']}",
+        *_leader_line(document.get("leader")),
         f"pool   total {_text(document['total'])}  used {_text(document['used'])}"
         f"  offered {_text(document['offered'])}  free {_text(document['free'])}",
         "",

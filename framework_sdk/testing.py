@@ -89,6 +89,7 @@ class LaunchedTask:
     duration: float | None
     labels: Mapping[str, str]
     info: common_pb2.TaskInfo = field(repr=False, compare=False)
+    preemptible: bool = False
 
     @classmethod
     def from_pb(cls, info: common_pb2.TaskInfo) -> LaunchedTask:
@@ -104,6 +105,7 @@ class LaunchedTask:
             duration,
             dict(info.labels),
             info,
+            info.preemptible,
         )
 
 

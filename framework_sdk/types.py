@@ -68,6 +68,7 @@ class TaskReason(enum.Enum):
     MEMORY_LIMIT = "MEMORY_LIMIT"
     LAUNCH_FAILED = "LAUNCH_FAILED"
     COMMAND_INVALID = "COMMAND_INVALID"
+    PREEMPTED = "PREEMPTED"
 
 
 class UpdateSource(enum.Enum):
@@ -148,6 +149,10 @@ class TaskSpec:
     exit code and the last lines of stderr); its output is read with ``framework_sdk.logs``.
     The placeholder fields must keep their defaults then. ``agent_id`` empty is filled from the
     offer.
+
+    ``preemptible``: the master may kill the task to move the cluster toward its fair allocation
+    (a master started with ``--rebalance``; Mesos's revocable resources): it is then KILLED with
+    reason ``PREEMPTED`` after the master's grace period. False (the default): never preempted.
     """
 
     task_id: str
@@ -160,6 +165,7 @@ class TaskSpec:
     fail_on_start: bool = False
     labels: Mapping[str, str] = field(default_factory=dict)
     command: Command | None = None
+    preemptible: bool = False
 
     def __post_init__(self) -> None:
         if not self.task_id:

@@ -102,6 +102,7 @@ def task_info_to_pb(task: TaskSpec, agent_id: str = "") -> common_pb2.TaskInfo:
         agent_id=task.agent_id or agent_id,
         resources=resources_to_pb(task.resources),
         labels=dict(task.labels),
+        preemptible=task.preemptible,
     )
     if task.command is not None:
         info.process.CopyFrom(command_to_pb(task.command))

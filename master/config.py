@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from fairshare.master_target import EtcdTarget, parse_address
 from fairshare.settings import (
     SHARED_SETTINGS,
     Setting,
@@ -48,14 +49,38 @@ from fairshare.settings import (
 )
 from fairshare.transport import is_loopback
 
-from master.core.fairness import FAIRNESS_POLICIES
+from master.core.fairness import FAIRNESS_POLICIES, make_fairness_policy
 from master.core.placement import DEFAULT_SAMPLE_SIZE, PLACEMENT_POLICIES
+from master.runtime.rebalance_settings import REBALANCE_SETTINGS
 
 __all__ = ["MASTER_SETTINGS", "MasterConfig", "load_config"]
 
 POLICIES: Final = tuple(FAIRNESS_POLICIES)  # the core's strategy tables name the choices
 PLACEMENTS: Final = tuple(PLACEMENT_POLICIES)
 REGISTRY_SYNC: Final = ("full", "normal")
+
+
+def registry(raw: object) -> str:
+    """``sqlite``, or an ``etcd://`` target (normalized)."""
+    text = non_empty_text(raw)
+    if text.lower() == "sqlite":
+        return "sqlite"
+    if EtcdTarget.is_url(text):
+        return str(EtcdTarget.parse(text))
+    raise ValueError(f"{text!r} is neither sqlite nor etcd://HOST:PORT,...[/prefix]")
+
+
+def election_ttl(raw: object) -> float:
+    """Whole seconds, at least 2 (etcd grants leases in seconds)."""
+    seconds = positive_duration(raw)
+    if seconds < 2 or not float(seconds).is_integer():
+        raise ValueError(f"{raw!r} must be whole seconds, at least 2")
+    return seconds
+
+
+def optional_address(raw: object) -> str | None:
+    """An optional ``HOST:PORT``."""
+    return None if raw is None else parse_address(non_empty_text(raw))
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +97,10 @@ class MasterConfig:
     allocation_interval: float = 1.0
     agent_timeout: float = 15.0
     reregistration_timeout: float = 20.0
+    registry: str = "sqlite"
     registry_sync: str = "full"
+    election_ttl: float = 5.0
+    advertise: str | None = None
     offer_timeout: float | None = None
     heartbeat_interval: float = 5.0
     shutdown_grace: float = 5.0
@@ -97,6 +125,12 @@ class MasterConfig:
     registry_max_framework_age: float = 14 * 86400.0
     registry_max_framework_count: int = 10_000
     fault_drop_acks: float = 0.0  # tests only (no flag): share of acknowledgements to drop
+    rebalance: bool = False  # REBALANCE_SETTINGS (master.runtime.rebalance_settings)
+    rebalance_interval: float = 5.0
+    rebalance_threshold: float = 0.1
+    rebalance_hysteresis: float = 15.0
+    rebalance_max_kills: int = 4
+    rebalance_grace: float = 3.0
 
     @property
     def authenticated(self) -> bool:
@@ -252,7 +286,7 @@ MASTER_SETTINGS: Final = (
         "work_dir",
         non_empty_text,
         "./fairshare-master",
-        "state directory, holds the durable registry (registry.sqlite)",
+        "state directory: the durable registry (registry.sqlite), the lock, master.addr",
         metavar="DIR",
     ),
     Setting("policy", choice(*POLICIES), "drf", "fairness policy", choices=POLICIES),
@@ -286,6 +320,30 @@ MASTER_SETTINGS: Final = (
         "after a restart, how long known agents have to reregister before they are marked"
         " unreachable; nothing is offered meanwhile",
         metavar="DURATION",
+    ),
+    Setting(
+        "registry",
+        registry,
+        "sqlite",
+        "where the registry is: sqlite (a file in the work dir, one master), or"
+        " etcd://HOST:2379,...[/prefix] for HA masters that elect a leader in etcd",
+        metavar="sqlite|etcd://...",
+    ),
+    Setting(
+        "election_ttl",
+        election_ttl,
+        "5s",
+        "HA masters: the leader's etcd lease; when the leader dies or is cut off, another takes"
+        " over within about this long (whole seconds, at least 2)",
+        metavar="DURATION",
+    ),
+    Setting(
+        "advertise",
+        optional_address,
+        None,
+        "the HOST:PORT clients reach this master at (default: --host and the bound port; set it"
+        " when binding 0.0.0.0)",
+        metavar="HOST:PORT",
     ),
     Setting(
         "registry_sync",
@@ -333,15 +391,22 @@ MASTER_SETTINGS: Final = (
         "tests only: the share of acknowledgements to drop",
         flag=False,
     ),
+    *REBALANCE_SETTINGS,
 )
 """The settings of ``fairshare master``, in the order ``--help`` shows them."""
 
 
 def load_config(args: argparse.Namespace, environ: Mapping[str, str]) -> MasterConfig:
     """Resolve the settings: flags > environment > TOML file > defaults; then check that the
-    security settings fit together (``SettingsError`` naming the flag)."""
+    security settings fit together and that --rebalance has a policy it can move toward
+    (``SettingsError`` naming the flag)."""
     config = MasterConfig(**resolve_settings("master", MASTER_SETTINGS, args, environ))
     check_security(config)
+    if config.rebalance and not make_fairness_policy(config.policy).dominant_shares:
+        raise SettingsError(
+            f"--rebalance: moves toward DRFH's allocation, which needs --policy drf"
+            f" (or another that equalizes dominant shares), not {config.policy!r}"
+        )
     return config
 
 

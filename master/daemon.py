@@ -1,55 +1,69 @@
-"""``fairshare master``: the master daemon process (DESIGN.md §3, §4, §8).
+"""``fairshare master``: the master daemon process (DESIGN.md §3, §3b, §4, §8).
 
 Starts a grpc.aio server on one event loop with the Scheduler, Agent, Operator and health
-services over one ``MasterRuntime``, writes ``<work-dir>/master.addr`` once serving, and runs until
-SIGTERM or SIGINT. The metrics port (``--metrics-port``, one HTTP port on the same loop) serves
-Prometheus metrics (``master.metrics``) at ``/metrics``, ``/health``, and the dashboard and JSON
-API (``master.web``) at ``/`` and ``/api/v1/``; its address is written to
-``<work-dir>/metrics.addr`` (before ``master.addr``).
+services, writes ``<work-dir>/master.addr`` once serving, and runs until SIGTERM or SIGINT. The
+Scheduler, Agent and Operator calls go through the ``LeaderGate`` to the runtime of the current
+leadership term (``master.ha.leadership``): with the embedded SQLite registry (the default) this
+master leads alone from its start; with ``--registry etcd://...`` it campaigns in etcd, runs a
+fresh runtime while it leads, and otherwise serves health and refuses every other call
+UNAVAILABLE naming the leader. The metrics port (``--metrics-port``, one HTTP port on the same
+loop) serves Prometheus metrics (``master.metrics``) at ``/metrics``, ``/health``, and the
+dashboard and JSON API (``master.web``, 503 naming the leader on a follower) at ``/`` and
+``/api/v1/``; its address is written to ``<work-dir>/metrics.addr`` (before ``master.addr``).
 
 Invariants:
 - ``master.addr`` holds ``HOST:PORT\\n`` of the bound port, written atomically (tmp + rename) only
   after the server accepts calls, and removed on a clean exit;
-- shutdown drains in order: health NOT_SERVING, the runtime stops offering and ends every stream
-  (UNAVAILABLE, so agents and SDKs reconnect elsewhere; nothing is removed), the server stops
-  with ``shutdown_grace`` for calls in flight; then the process exits 0;
+- shutdown drains in order: health NOT_SERVING, the gate refuses calls, the runtime stops
+  offering and ends every stream (UNAVAILABLE, so agents and SDKs reconnect elsewhere; nothing
+  is removed), the server stops with ``shutdown_grace`` for calls in flight, an HA leader gives
+  up its etcd lease (another master takes over at once); then the process exits 0;
 - keepalive is set for long streams (pings every 20 s, dead peers dropped after 10 s more);
   clients may ping as often as every 5 s, more often is a strike and two strikes close the
   connection (``fairshare.transport.server_options``);
 - security (``master.security``, DESIGN.md §3a): both ports serve TLS with ``--tls-cert``; every
   call passes ``RpcGuard`` (undecodable requests are INVALID_ARGUMENT, callers are
-  authenticated, refusals logged a few times a second at most) before the servicers, which
-  hand the caller's principal to the runtime (``Authority``: ACL, owners, limits). Without TLS
-  and authentication the master serves loopback only unless ``--allow-insecure``; one line,
-  ``security.exposure``, says where each port listens (the address bound, truly) and how it is
-  protected;
+  authenticated, refusals logged a few times a second at most) before the leader gate and the
+  servicers, which hand the caller's principal to the runtime (``Authority``: ACL, owners,
+  limits). Without TLS and authentication the master serves loopback only unless
+  ``--allow-insecure``; one line, ``security.exposure``, says where each port listens (the
+  address bound, truly) and how it is protected;
 - limits: gRPC connections at most the file descriptor limit minus a reserve (the soft limit is
   raised to the hard one first; ``fds.high`` warns as it fills), streams per connection, idle
-  connections closed, handshakes bounded; the registry forgets agents and frameworks that left
-  long ago (``Housekeeping``, every ``GC_PERIOD``).
+  connections closed, handshakes bounded; the leading runtime's registry forgets agents and
+  frameworks that left long ago (``MasterRuntime.housekeeping``).
 
-The durable registry (``master.registry``: SQLite under the work dir) is opened before anything
-is served; a missing, corrupt or newer-schema registry stops the master (exit 1, one message
-saying why), it is never reset. The runtime then recovers from it (``Recovery.recover``).
+One master per work dir: ``<work-dir>/master.lock`` (``fairshare.work_dir_lock``) is taken
+before anything else; a second master on the same work dir exits 1 with one line naming the
+holder and touches nothing of it (not its registry, not its address files).
+
+The durable registry (``master.registry``: SQLite under the work dir, or etcd) is opened before
+the runtime serves; a missing, corrupt or newer-schema registry stops the master (exit 1, one
+message saying why), it is never reset. The runtime then recovers from it
+(``Recovery.recover``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 import os
 import signal
 import ssl
 import sys
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import grpc
+from fairshare.etcd import LeaderRecord
 from fairshare.fd_watch import connection_cap, watch_fds
 from fairshare.health import NOT_SERVING, SERVING, HealthServicer
 from fairshare.logs import configure_logging, log_event
+from fairshare.master_target import EtcdTarget
 from fairshare.metrics_server import HttpSecurity
 from fairshare.ports import port_problem
 from fairshare.rpc_guard import RpcGuard
@@ -61,12 +75,14 @@ from fairshare.transport import (
     raise_fd_limit,
     server_options,
 )
-from fairshare.v1 import agent_pb2_grpc, operator_pb2_grpc, scheduler_pb2_grpc
+from fairshare.work_dir_lock import WorkDirLock, WorkDirLocked
 
 from master.config import MASTER_SETTINGS, MasterConfig, load_config
 from master.core import CoreConfig
+from master.ha.leadership import Leadership
 from master.metrics import (
     MasterCollector,
+    MasterSample,
     MetricsServer,
     build_registry,
     on_loop,
@@ -74,19 +90,18 @@ from master.metrics import (
     serve_http,
     write_metrics_addr,
 )
-from master.registry import Registry, RegistryError
-from master.runtime import MasterRuntime, RuntimeConfig
+from master.registry import Registry, RegistryError, SqliteRegistry
+from master.runtime import RuntimeConfig
 from master.runtime.authority import RuntimeLimits
+from master.runtime.counters import RuntimeCounters
+from master.runtime.rebalance_settings import RebalanceSettings
 from master.security import MasterSecurity, exposure, load_security
-from master.service.agent import AgentServicer
-from master.service.operator import OperatorServicer
 from master.service.rpc_metrics import RpcMetricsInterceptor
-from master.service.scheduler import SchedulerServicer
 from master.web.events import RecentEvents
 from master.web.history import ShareHistory
 from master.web.routes import WebApi
 
-__all__ = ["ADDR_FILE", "GC_PERIOD", "add_arguments", "main", "serve"]
+__all__ = ["ADDR_FILE", "add_arguments", "main", "serve"]
 
 log = logging.getLogger("fairshare.master")
 
@@ -96,8 +111,6 @@ SERVICES = (
     "fairshare.v1.AgentService",
     "fairshare.v1.OperatorService",
 )
-GC_PERIOD = 60.0
-"""Seconds between two garbage collections of the registry."""
 EXIT_BAD_CONFIG = 2
 EXIT_FAILED = 1
 
@@ -133,6 +146,20 @@ def _runtime_config(config: MasterConfig, security: MasterSecurity) -> RuntimeCo
         acl=security.acl,
         authenticated=security.authenticator.required,
         limits=_limits(config),
+        rebalance=rebalance_settings(config),
+    )
+
+
+def rebalance_settings(config: MasterConfig) -> RebalanceSettings | None:
+    """The rebalancer's knobs; None without ``--rebalance``."""
+    if not config.rebalance:
+        return None
+    return RebalanceSettings(
+        interval=config.rebalance_interval,
+        threshold=config.rebalance_threshold,
+        hysteresis=config.rebalance_hysteresis,
+        max_kills=config.rebalance_max_kills,
+        grace=config.rebalance_grace,
     )
 
 
@@ -156,7 +183,7 @@ def _open_registry(config: MasterConfig) -> Registry | None:
     work_dir = Path(config.work_dir)
     try:
         work_dir.mkdir(parents=True, exist_ok=True)
-        return Registry.open(work_dir, config.registry_sync.upper())
+        return SqliteRegistry.open(work_dir, config.registry_sync.upper())
     except OSError as error:
         message = f"cannot use work dir {work_dir}: {error}"
     except RegistryError as error:
@@ -186,23 +213,34 @@ def _view_level(security: MasterSecurity) -> Callable[[str | None], str]:
 async def _start_http(
     config: MasterConfig,
     security: MasterSecurity,
-    runtime: MasterRuntime,
+    leadership: Leadership,
     rpc: RpcMetricsInterceptor,
     health: HealthServicer,
     web: WebApi,
 ) -> MetricsServer | None:
     """Serve /metrics, /health, the dashboard and /api/v1 on ``--metrics-port``; None (after
     logging why) if it cannot bind."""
-    take = on_loop(asyncio.get_running_loop(), sampler(runtime.state, runtime.operator, rpc.counts))
+
+    def sample() -> MasterSample:
+        term = leadership.term
+        if term is None:
+            return MasterSample(None, RuntimeCounters(), dict(rpc.counts), {}, leadership.sample())
+        taken = sampler(term.runtime.state, term.runtime.operator, rpc.counts)()
+        return dataclasses.replace(taken, leadership=leadership.sample())
+
+    take = on_loop(asyncio.get_running_loop(), sample)
 
     def healthy() -> dict[str, Any]:
-        state = runtime.state
+        term = leadership.term
+        state = term.runtime.state if term is not None else None
         return {
             "status": "SERVING" if health.status("") == SERVING else "NOT_SERVING",
             "daemon": "master",
-            "master_id": state.master_id,
-            "recovering": state.recovering,
-            "draining": state.draining,
+            "role": "leader" if term is not None else "follower",
+            "leader": term.info.address if term is not None else leadership.leader_address,
+            "master_id": state.master_id if state is not None else "",
+            "recovering": state.recovering if state is not None else False,
+            "draining": state.draining if state is not None else False,
         }
 
     try:
@@ -245,21 +283,42 @@ def _ports_taken(config: MasterConfig) -> bool:
     return False
 
 
+def _lock_work_dir(config: MasterConfig) -> WorkDirLock | None:
+    """The work dir's lock; None (after one line on stderr saying who holds it) if another
+    master has it."""
+    try:
+        Path(config.work_dir).mkdir(parents=True, exist_ok=True)
+        return WorkDirLock.acquire(
+            Path(config.work_dir), "master", f"pid {os.getpid()}, fairshare master (starting)"
+        )
+    except (WorkDirLocked, OSError) as error:
+        message = str(error) if isinstance(error, WorkDirLocked) else f"cannot lock: {error}"
+    print(f"fairshare master: {message}", file=sys.stderr)
+    return None
+
+
 async def serve(
     config: MasterConfig, security: MasterSecurity | None = None, stop: asyncio.Event | None = None
 ) -> int:
     """Run the master until ``stop`` is set (or SIGTERM/SIGINT); returns the exit code."""
     security = security or load_security(config)
-    registry = _open_registry(config)
-    if registry is None:
+    lock = _lock_work_dir(config)
+    if lock is None:
         return EXIT_FAILED
-    runtime = MasterRuntime(_runtime_config(config, security), registry=registry)
-    events = RecentEvents()
-    log.addHandler(events)
     try:
-        return await _serve_runtime(config, security, registry, runtime, events, stop)
+        registry = None
+        if config.registry == "sqlite":
+            registry = _open_registry(config)
+            if registry is None:
+                return EXIT_FAILED
+        events = RecentEvents()
+        log.addHandler(events)
+        try:
+            return await _serve(config, security, registry, events, stop or asyncio.Event(), lock)
+        finally:
+            log.removeHandler(events)
     finally:
-        log.removeHandler(events)
+        lock.release()
 
 
 def _server(config: MasterConfig, guard: RpcGuard, rpc: RpcMetricsInterceptor) -> grpc.aio.Server:
@@ -273,25 +332,29 @@ def _server(config: MasterConfig, guard: RpcGuard, rpc: RpcMetricsInterceptor) -
     return grpc.aio.server(options=server_options(limits), interceptors=[rpc, guard])
 
 
-async def _serve_runtime(
+async def _serve(
     config: MasterConfig,
     security: MasterSecurity,
-    registry: Registry,
-    runtime: MasterRuntime,
+    registry: Registry | None,
     events: RecentEvents,
-    stop: asyncio.Event | None,
+    stop: asyncio.Event,
+    lock: WorkDirLock,
 ) -> int:
     work_dir = Path(config.work_dir)
-    runtime.recovery.recover()
+    fatal: list[str] = []
+
+    def on_fatal(message: str) -> None:
+        fatal.append(message)
+        log_event(log, "registry.failed", logging.ERROR, error=message)
+        print(f"fairshare master: {message}", file=sys.stderr)
+        stop.set()
+
+    leadership = Leadership(_runtime_config(config, security), on_fatal)
     health = HealthServicer(SERVICES)
     rpc_metrics = RpcMetricsInterceptor()
     guard = RpcGuard(security.authenticator)
     server = _server(config, guard, rpc_metrics)
-    scheduler = SchedulerServicer(runtime.frameworks)
-    scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(scheduler, server)
-    agent_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(runtime.agents), server)
-    operator = OperatorServicer(runtime.operator)
-    operator_pb2_grpc.add_OperatorServiceServicer_to_server(operator, server)
+    leadership.gate.add_to_server(server)
     server.add_generic_rpc_handlers((health.handler(),))
     if _ports_taken(config):
         return EXIT_FAILED
@@ -302,47 +365,48 @@ async def _serve_runtime(
             log, "listen.failed", logging.ERROR, host=config.host, port=config.port, error=error
         )
         return EXIT_FAILED
+    leadership.address = config.advertise or f"{_connect_host(config.host)}:{port}"
     history = ShareHistory()
-    web = WebApi(runtime.operator.view, events, history, _view_level(security))
-    metrics = await _start_http(config, security, runtime, rpc_metrics, health, web)
+    web = WebApi(leadership.view, events, history, _view_level(security), leadership.follower_view)
+    metrics = await _start_http(config, security, leadership, rpc_metrics, health, web)
     if metrics is None:
         return EXIT_FAILED
     await server.start()
-    await runtime.start()
+    if registry is not None:
+        await leadership.lead_alone(registry)
+    else:
+        me = LeaderRecord(leadership.address, metrics.address, uuid.uuid4().hex, 0.0)
+        target = EtcdTarget.parse(config.registry)
+        leadership.campaign(target, me, config.election_ttl, work_dir)
     limit = raise_fd_limit()
     background = [
-        asyncio.create_task(history.run(runtime.operator.snapshot)),
+        asyncio.create_task(history.run(leadership.snapshot_or_none)),
         asyncio.create_task(watch_fds(limit, config.max_connections or connection_cap(limit), log)),
-        asyncio.create_task(runtime.housekeeping(GC_PERIOD)),
     ]
     metrics_path = write_metrics_addr(work_dir, metrics.address)
     level, fields = exposure(config, security, port, metrics.port)
     log_event(log, "security.exposure", level, **fields)
     log_event(log, "metrics.listening", address=metrics.address, bind=fields["http"])
-    address = f"{_connect_host(config.host)}:{port}"
-    addr_path = write_addr(work_dir, address)
-    log_event(
-        log, "listening", address=address, bind=fields["grpc"], master_id=runtime.state.master_id
-    )
-    stop = stop or asyncio.Event()
+    addr_path = write_addr(work_dir, leadership.address)
+    lock.describe(f"pid {os.getpid()}, fairshare master serving {leadership.address}")
+    log_event(log, "listening", address=leadership.address, bind=fields["grpc"])
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     await stop.wait()
     log_event(log, "shutdown.started", grace=config.shutdown_grace)
     health.set_all(NOT_SERVING)
-    runtime.drain()
+    leadership.drain()
     health.close()
+    await leadership.stop()  # an HA leader gives up its lease now: another takes over at once
     await server.stop(config.shutdown_grace)
-    await runtime.stop()
     for task in background:
         task.cancel()
-    registry.close()
     await metrics.close()
     addr_path.unlink(missing_ok=True)
     metrics_path.unlink(missing_ok=True)
     log_event(log, "shutdown.done")
-    return 0
+    return EXIT_FAILED if fatal else 0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -25,7 +25,9 @@ Invariants:
   offer or agent ids;
 - ``fairshare_tasks`` counts the tasks the master tracks now (a task that ended is dropped once its
   framework acknowledged it, so terminal states are mostly 0); ``fairshare_tasks_ended_total``
-  counts every task that reached a terminal state, by that state, since the master started.
+  counts every task that reached a terminal state, by that state, since the master started;
+  ``fairshare_tasks_preempted_total`` the tasks the rebalancer (``--rebalance``) killed, by
+  framework id (the ``MAX_FRAMEWORK_SERIES`` frameworks with the most).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from master.runtime import RuntimeState
+from master.runtime import RuntimeConfig, RuntimeState
 from master.runtime.counters import DurationHistogram, RuntimeCounters
 from master.runtime.operator import OperatorCalls
 from master.runtime.views import ClusterSnapshot
@@ -61,6 +63,7 @@ __all__ = [
     "AGENT_STATES",
     "FRAMEWORK_STATES",
     "METRICS_ADDR_FILE",
+    "LeadershipSample",
     "MasterCollector",
     "MasterSample",
     "MetricsServer",
@@ -86,12 +89,24 @@ ENDED_STATES = tuple(s.value.lower() for s in TaskState if s.is_terminal)
 
 @dataclass(frozen=True, slots=True)
 class MasterSample:
-    """Everything one scrape reports, taken in one step of the runtime's loop."""
+    """Everything one scrape reports, taken in one step of the runtime's loop; a master that
+    does not lead (HA) has no snapshot, and reports its build, leadership and RPC counts only."""
 
-    snapshot: ClusterSnapshot
+    snapshot: ClusterSnapshot | None
     counters: RuntimeCounters
     rpc_counts: dict[tuple[str, str], int]
     tasks_ended: dict[TaskState, int]
+    leadership: LeadershipSample | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LeadershipSample:
+    """This master's part in the election: leading now, its epoch, terms won since it
+    started."""
+
+    leading: bool
+    epoch: int
+    terms_won: int
 
 
 def base_units(resources: ResourceVector) -> dict[str, float]:
@@ -139,20 +154,17 @@ class MasterCollector(Collector):
         info = GaugeMetricFamily(
             "fairshare_build_info", "Version of the master.", labels=["version", "python"]
         )
-        info.add_metric([snapshot.version, platform.python_version()], 1)
+        version = snapshot.version if snapshot is not None else RuntimeConfig().version
+        info.add_metric([version, platform.python_version()], 1)
         yield info
-        yield from self._cluster(snapshot)
-        yield from self._resources(snapshot)
-        yield from self._frameworks(snapshot)
-        yield from self._counters(sample.counters)
-        ended = CounterMetricFamily(
-            "fairshare_tasks_ended",
-            "Tasks that reached a terminal state since the master started, by that state.",
-            labels=["state"],
-        )
-        for state in ENDED_STATES:
-            ended.add_metric([state], sample.tasks_ended.get(TaskState(state.upper()), 0))
-        yield ended
+        if sample.leadership is not None:
+            yield from self._leadership(sample.leadership)
+        if snapshot is not None:
+            yield from self._cluster(snapshot)
+            yield from self._resources(snapshot)
+            yield from self._frameworks(snapshot)
+            yield from self._counters(sample.counters)
+            yield self._ended(sample.tasks_ended)
         rpc = CounterMetricFamily(
             "fairshare_rpc_requests",
             "gRPC requests served, by method and status code.",
@@ -161,6 +173,35 @@ class MasterCollector(Collector):
         for (method, code), n in sorted(sample.rpc_counts.items()):
             rpc.add_metric([method, code], n)
         yield rpc
+
+    @staticmethod
+    def _ended(tasks_ended: dict[TaskState, int]) -> Metric:
+        ended = CounterMetricFamily(
+            "fairshare_tasks_ended",
+            "Tasks that reached a terminal state since the master started, by that state.",
+            labels=["state"],
+        )
+        for state in ENDED_STATES:
+            ended.add_metric([state], tasks_ended.get(TaskState(state.upper()), 0))
+        return ended
+
+    @staticmethod
+    def _leadership(sample: LeadershipSample) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "fairshare_master_leader",
+            "1 while this master leads (HA masters: the others are followers), else 0.",
+            value=int(sample.leading),
+        )
+        yield GaugeMetricFamily(
+            "fairshare_master_epoch",
+            "The leadership epoch of this master's current term (0: not leading, or alone).",
+            value=sample.epoch,
+        )
+        yield CounterMetricFamily(
+            "fairshare_master_terms_won",
+            "Leadership terms this master won since it started.",
+            value=sample.terms_won,
+        )
 
     @staticmethod
     def _cluster(snapshot: ClusterSnapshot) -> Iterator[Metric]:
@@ -276,6 +317,15 @@ class MasterCollector(Collector):
         ):
             updates.add_metric([event], n)
         yield updates
+        preempted = CounterMetricFamily(
+            "fairshare_tasks_preempted",
+            "Tasks the rebalancer (--rebalance) killed since the master started, by framework.",
+            labels=["framework_id"],
+        )
+        most = sorted(counters.tasks_preempted.items(), key=lambda item: (-item[1], item[0]))
+        for framework_id, n in sorted(most[:MAX_FRAMEWORK_SERIES]):
+            preempted.add_metric([framework_id], n)
+        yield preempted
         yield _histogram(
             "fairshare_registry_write_duration_seconds",
             "Duration of one durable registry write.",

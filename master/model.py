@@ -40,6 +40,7 @@ __all__ = [
     "FrameworkEvent",
     "FrameworkSpec",
     "HeartbeatEvent",
+    "LeaderInfo",
     "OffersEvent",
     "RescindEvent",
     "StatusUpdate",
@@ -47,6 +48,17 @@ __all__ = [
     "TaskDetails",
     "UpdateEvent",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderInfo:
+    """The leadership term a runtime serves: the leader's address (what clients dial), its
+    epoch (0 for a master leading alone with its embedded registry) and since when it leads
+    (wall clock)."""
+
+    address: str
+    epoch: int
+    elected_at: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,12 +14,31 @@ import os
 import signal
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from etcd_server import EtcdMember, start_cluster
 from session_guard import SESSION_MARK, marked_processes
 
 LEAK_GRACE = 5.0
+
+
+@pytest.fixture(scope="session")
+def etcd_member(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdMember]:
+    """One etcd member on loopback for the whole session (tests keep apart by key prefix:
+    ``etcd_url``); killed at the end of the session."""
+    members = start_cluster(tmp_path_factory.mktemp("etcd"), ["127.0.0.1"])
+    try:
+        yield members[0]
+    finally:
+        members[0].kill()
+
+
+@pytest.fixture
+def etcd_url(etcd_member: EtcdMember) -> str:
+    """``etcd://127.0.0.1:PORT/test-<random>``: the session's etcd, a prefix of the test's own."""
+    return f"etcd://{etcd_member.endpoint}/test-{uuid.uuid4().hex[:12]}"
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -54,9 +54,15 @@ class Executor(Protocol):
     """What the runtime needs of an executor (``TaskExecutors`` and each kind's executor)."""
 
     def kill(
-        self, key: TaskKey, reason: Reason = _TS.REASON_UNSPECIFIED, *, silent: bool = False
+        self,
+        key: TaskKey,
+        reason: Reason = _TS.REASON_UNSPECIFIED,
+        *,
+        silent: bool = False,
+        grace: float | None = None,
     ) -> bool:
-        """Stop the task's run; it reports KILLED unless ``silent``. False if not running."""
+        """Stop the task's run; it reports KILLED unless ``silent``. False if not running.
+        ``grace`` replaces the task's kill grace period (command tasks; None: the task's own)."""
         ...
 
     def kill_all(self, reason: Reason = _TS.REASON_UNSPECIFIED, *, silent: bool = False) -> int:

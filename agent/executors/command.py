@@ -140,9 +140,15 @@ class CommandExecutor:
         asyncio.get_running_loop().call_soon(self._reattach, run, state)
 
     def kill(
-        self, key: TaskKey, reason: Reason = _TS.REASON_UNSPECIFIED, *, silent: bool = False
+        self,
+        key: TaskKey,
+        reason: Reason = _TS.REASON_UNSPECIFIED,
+        *,
+        silent: bool = False,
+        grace: float | None = None,
     ) -> bool:
-        """Ask the run to stop (SIGTERM, SIGKILL after the grace period); it reports KILLED
+        """Ask the run to stop (SIGTERM, SIGKILL after the grace period: ``grace`` when set,
+        written to the run's ``kill.json`` first, else the task's own); it reports KILLED
         unless ``silent``. False if the key has no run."""
         run = self._runs.get(key)
         if run is None:
@@ -152,6 +158,9 @@ class CommandExecutor:
             return True
         run.kill_requested = True
         run.kill_reason = reason
+        if grace is not None:
+            with contextlib.suppress(OSError):  # unwritable: the task's own grace applies
+                records.write_json(run.run_dir / records.KILL_FILE, {"grace": grace})
         if run.start is not None:  # nothing started yet: nothing to stop
             run.start.cancel()
             run.start = None

@@ -69,9 +69,15 @@ class PlaceholderExecutor:
         self._unfinished.add(run.task)
 
     def kill(
-        self, key: TaskKey, reason: Reason = _TS.REASON_UNSPECIFIED, *, silent: bool = False
+        self,
+        key: TaskKey,
+        reason: Reason = _TS.REASON_UNSPECIFIED,
+        *,
+        silent: bool = False,
+        grace: float | None = None,
     ) -> bool:
-        """Cancel the task's run; it reports KILLED unless ``silent``. False if not running."""
+        """Cancel the task's run; it reports KILLED unless ``silent``. False if not running.
+        A placeholder ends at once: ``grace`` changes nothing."""
         run = self._runs.pop(key, None)
         if run is None or run.task is None:
             return False

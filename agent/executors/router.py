@@ -60,10 +60,15 @@ class TaskExecutors:
         self.command.reattach(key, task, state)
 
     def kill(
-        self, key: TaskKey, reason: Reason = _TS.REASON_UNSPECIFIED, *, silent: bool = False
+        self,
+        key: TaskKey,
+        reason: Reason = _TS.REASON_UNSPECIFIED,
+        *,
+        silent: bool = False,
+        grace: float | None = None,
     ) -> bool:
         """Kill the task in whichever executor runs it; False if none does."""
-        return any(executor.kill(key, reason, silent=silent) for executor in self._all)
+        return any(executor.kill(key, reason, silent=silent, grace=grace) for executor in self._all)
 
     def kill_all(self, reason: Reason = _TS.REASON_UNSPECIFIED, *, silent: bool = False) -> int:
         """Kill every run of every executor; returns how many were running."""

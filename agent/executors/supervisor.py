@@ -13,6 +13,8 @@ written by the agent and the supervisor only, never by the task):
   pid, start time (``/proc/PID/stat`` field 22, clock ticks since boot) and the boot id, so a
   restarted agent never mistakes another process that reuses the pid for it;
 - ``task.json`` (supervisor, once the task's process runs): the same for the task's process;
+- ``kill.json`` (agent, before the SIGTERM of a kill that sets its own grace period, e.g. a
+  preemption): ``{"grace": seconds}``, used instead of ``launch.json``'s;
 - ``exit.json`` (supervisor, last): how the run ended. ``outcome`` is ``not_started`` (the
   agent went away before saying "go"), ``launch_failed`` (``error`` says why: program not
   found, permission denied, ...), or ``exited`` with ``exit_code`` or ``signal``, ``killed``
@@ -53,6 +55,7 @@ if TYPE_CHECKING:  # typing costs the supervisor's start time; annotations are n
 
 __all__ = [
     "EXIT_FILE",
+    "KILL_FILE",
     "LAUNCH_FILE",
     "SUPERVISOR_FILE",
     "TASK_FILE",
@@ -70,6 +73,7 @@ LAUNCH_FILE: Final = "launch.json"
 SUPERVISOR_FILE: Final = "supervisor.json"
 TASK_FILE: Final = "task.json"
 EXIT_FILE: Final = "exit.json"
+KILL_FILE: Final = "kill.json"
 _RESET_SIGNALS: Final = (
     signal.SIGTERM,
     signal.SIGINT,
@@ -181,6 +185,9 @@ class _Supervisor:
         with _Ignore(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGTERM)
         grace = float(self.spec.get("grace", 3.0))
+        override = read_json(os.path.join(self.run_dir, KILL_FILE))
+        if override is not None and isinstance(override.get("grace"), int | float):
+            grace = float(override["grace"])
         if grace <= 0:
             self.kill_hard(signal.SIGALRM, None)
         else:

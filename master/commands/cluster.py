@@ -28,10 +28,11 @@ from typing import Any, Final, TypeVar
 
 import grpc
 from fairshare.cli import Command, command_settings
+from fairshare.masters import call_leader
 from fairshare.resources import ResourceVector
 from fairshare.settings import CLIENT_SETTINGS, add_setting_flags, client_security
 from fairshare.task_states import TaskState
-from fairshare.transport import INSECURE, ClientSecurity, client_channel_sync
+from fairshare.transport import INSECURE, ClientSecurity
 from fairshare.v1 import common_pb2, operator_pb2, operator_pb2_grpc
 from fairshare.wire import WireRangeError, resources_from_pb, seconds_from_timestamp
 
@@ -95,12 +96,17 @@ def master_failure(master: MasterAddress | str, error: grpc.RpcError) -> str:
     return f"the master at {master} refused: {code.name}: {details}"
 
 
+def on_leader(master: MasterAddress, call: Callable[[grpc.Channel], T]) -> T:
+    """``call(channel)`` on the leading master, with the command's TLS and identity (raises
+    ``grpc.RpcError``)."""
+    return call_leader(master.address, call, security=master.security)
+
+
 def call_master(master: MasterAddress, call: Callable[[Stub], T]) -> T:
     """Run ``call`` with an Operator API stub; raises ``CommandFailed`` with one line on errors
     (exit 2 when the master says the input is invalid)."""
     try:
-        with client_channel_sync(master.address, master.security) as channel:
-            return call(Stub(channel))
+        return on_leader(master, lambda channel: call(Stub(channel)))
     except grpc.RpcError as error:
         code = error.code() if isinstance(error, grpc.Call) else None
         exit_code = EXIT_BAD_INPUT if code == grpc.StatusCode.INVALID_ARGUMENT else EXIT_FAILURE

@@ -34,7 +34,6 @@ from typing import Final
 import grpc
 from fairshare.cli import Command, command_settings
 from fairshare.settings import CLIENT_SETTINGS, add_setting_flags
-from fairshare.transport import client_channel_sync
 from fairshare.v1 import common_pb2, operator_pb2, operator_pb2_grpc
 from fairshare.wire import WireRangeError, resources_from_pb, seconds_from_timestamp
 
@@ -43,6 +42,7 @@ from master.commands.cluster import (
     MasterAddress,
     call_master,
     master_failure,
+    on_leader,
     render_rows,
 )
 
@@ -116,8 +116,9 @@ def _remove_agent(master: MasterAddress, agent_id: str) -> int:
 
 
 def _call(master: MasterAddress, deactivate: bool, agent_ids: list[str]) -> None:
-    """One DeactivateAgents or ReactivateAgents call (raises ``grpc.RpcError``)."""
-    with client_channel_sync(master.address, master.security) as channel:
+    """One DeactivateAgents or ReactivateAgents call on the leader (raises ``grpc.RpcError``)."""
+
+    def call(channel: grpc.Channel) -> None:
         stub = operator_pb2_grpc.OperatorServiceStub(channel)
         if deactivate:
             stub.DeactivateAgents(
@@ -127,6 +128,8 @@ def _call(master: MasterAddress, deactivate: bool, agent_ids: list[str]) -> None
             stub.ReactivateAgents(
                 operator_pb2.ReactivateAgentsRequest(agent_ids=agent_ids), timeout=CALL_TIMEOUT
             )
+
+    on_leader(master, call)
 
 
 def add_agents_arguments(parser: argparse.ArgumentParser) -> None:
@@ -236,24 +239,32 @@ def run_weights(args: argparse.Namespace) -> int:
         print(f"fairshare weights: {problem}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        with client_channel_sync(master.address, master.security) as channel:
-            stub = operator_pb2_grpc.OperatorServiceStub(channel)
-            if args.set is None and not args.clear:
-                listed = stub.GetWeights(operator_pb2.GetWeightsRequest(), timeout=CALL_TIMEOUT)
-                for weight in listed.weights:
-                    print(_weight_text(weight))
-                if not listed.weights:
-                    print(
-                        "(no weights set: every framework has the weight it subscribed with,"
-                        " 1 by default)"
-                    )
-                return EXIT_OK
-            request = operator_pb2.SetWeightRequest(clear=args.clear, weight=args.set or 0.0)
-            if args.role is not None:
-                request.role = args.role.strip()
-            else:
-                request.framework_id = args.framework.strip()
-            answer = stub.SetWeight(request, timeout=CALL_TIMEOUT)
+        if args.set is None and not args.clear:
+            listed = on_leader(
+                master,
+                lambda channel: operator_pb2_grpc.OperatorServiceStub(channel).GetWeights(
+                    operator_pb2.GetWeightsRequest(), timeout=CALL_TIMEOUT
+                ),
+            )
+            for weight in listed.weights:
+                print(_weight_text(weight))
+            if not listed.weights:
+                print(
+                    "(no weights set: every framework has the weight it subscribed with,"
+                    " 1 by default)"
+                )
+            return EXIT_OK
+        request = operator_pb2.SetWeightRequest(clear=args.clear, weight=args.set or 0.0)
+        if args.role is not None:
+            request.role = args.role.strip()
+        else:
+            request.framework_id = args.framework.strip()
+        answer = on_leader(
+            master,
+            lambda channel: operator_pb2_grpc.OperatorServiceStub(channel).SetWeight(
+                request, timeout=CALL_TIMEOUT
+            ),
+        )
     except grpc.RpcError as error:
         code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
         details = error.details() if isinstance(error, grpc.Call) else str(error)

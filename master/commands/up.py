@@ -1,5 +1,10 @@
 """``fairshare up``: a master and N agents as local processes (and, with ``--demo``, a workload).
 
+With ``--masters N`` above 1 it also starts one local etcd member (``master.commands.local_etcd``,
+Debian's ``etcd-server``) and N HA masters on it (``--registry etcd://...``; master i on ports
+``--port + i`` and ``--metrics-port + i``); agents and frameworks get the list of the masters
+and find the leader themselves (DESIGN.md §3b). etcd is stopped last.
+
 Each daemon is the real ``fairshare master`` / ``fairshare agent`` command, started as a child
 process with its own work directory under ``--work-dir`` and a port picked by the OS (the master's
 port is ``--port``, default 5050). ``--demo`` adds two built-in frameworks (``fairshare run``)
@@ -57,6 +62,7 @@ from fairshare.settings import (
     positive_int,
 )
 
+from master.commands.local_etcd import LocalEtcd, LocalEtcdError
 from master.core.fairness import FAIRNESS_POLICIES
 from master.core.placement import PLACEMENT_POLICIES
 
@@ -87,6 +93,14 @@ def _resources(raw: Any) -> str:
 
 UP_SETTINGS: Final = (
     Setting("agents", positive_int, 2, "how many agents", metavar="N"),
+    Setting(
+        "masters",
+        positive_int,
+        1,
+        "how many masters; above 1 they are HA masters electing a leader in a local etcd"
+        " (Debian's etcd-server)",
+        metavar="N",
+    ),
     Setting(
         "resources",
         _resources,
@@ -186,11 +200,13 @@ class LocalCluster:
     policy: str = "drf"
     placement: str = "best-fit"
     log_flags: tuple[str, ...] = ()  # --log-level and --log-format of every child
-    master: subprocess.Popen[bytes] | None = None
-    address: str = ""
+    masters: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    address: str = ""  # HOST:PORT of the master, or the list a,b,c of HA masters
+    dashboards: list[str] = field(default_factory=list)
     agents: list[subprocess.Popen[bytes]] = field(default_factory=list)
     frameworks: list[subprocess.Popen[bytes]] = field(default_factory=list)
     ca: LocalCa | None = None  # --tls: every daemon serves mutual TLS with this CA's certificates
+    etcd: LocalEtcd | None = None
 
     def tls_flags(self, name: str) -> tuple[str, ...]:
         """``--tls-ca/--tls-cert/--tls-key`` of ``name``'s certificate (issued on first use;
@@ -203,22 +219,38 @@ class LocalCluster:
             cert, key = issued.cert, issued.key
         return ("--tls-ca", str(self.ca.cert), "--tls-cert", str(cert), "--tls-key", str(key))
 
-    def start_master(self) -> str:
-        """Start the master and return its ``HOST:PORT`` once it serves."""
-        work = self.base / "master"
-        work.mkdir(parents=True, exist_ok=True)
-        (work / "master.addr").unlink(missing_ok=True)
-        self.master = _spawn(
-            _fairshare(
-                "master", "--port", str(self.port), "--metrics-port", str(self.metrics_port),
-                "--work-dir", str(work), "--policy", self.policy, "--placement", self.placement,
-                *self.log_flags, *self.tls_flags("master"),
-            ),
-            work / "master.log",
-        )  # fmt: skip
-        self.address = _wait_for_file(
-            work / "master.addr", self.master, "the master", work / "master.log"
-        )
+    def start_masters(self, count: int) -> str:
+        """Start ``count`` masters (above 1: a local etcd and HA masters on it) and return
+        what clients take as ``--master`` once every one serves."""
+        registry: tuple[str, ...] = ()
+        if count > 1:
+            self.etcd = LocalEtcd.start(self.base / "etcd")
+            registry = ("--registry", self.etcd.url())
+        addresses = []
+        for index in range(count):
+            name = "master" if count == 1 else f"master-{index + 1}"
+            work = self.base / name
+            work.mkdir(parents=True, exist_ok=True)
+            for stale in ("master.addr", "metrics.addr"):
+                (work / stale).unlink(missing_ok=True)
+            port = _nth_port(self.port, index)
+            metrics = _nth_port(self.metrics_port, index)
+            process = _spawn(
+                _fairshare(
+                    "master", "--port", str(port), "--metrics-port", str(metrics),
+                    "--work-dir", str(work), "--policy", self.policy,
+                    "--placement", self.placement, *registry, *self.log_flags,
+                    *self.tls_flags(name),
+                ),
+                work / "master.log",
+            )  # fmt: skip
+            self.masters.append(process)
+            what = "the master" if count == 1 else f"master {index + 1}"
+            addresses.append(
+                _wait_for_file(work / "master.addr", process, what, work / "master.log")
+            )
+            self.dashboards.append((work / "metrics.addr").read_text().strip())
+        self.address = ",".join(addresses)
         return self.address
 
     def start_agents(self, count: int, resources: str | None) -> None:
@@ -227,7 +259,7 @@ class LocalCluster:
             work = self.base / f"agent-{index + 1}"
             work.mkdir(parents=True, exist_ok=True)
             (work / "agent.addr").unlink(missing_ok=True)
-            metrics = self.metrics_port + index + 1 if self.metrics_port else 0
+            metrics = self.metrics_port + len(self.masters) + index if self.metrics_port else 0
             if port_problem("", metrics) is not None:  # taken (node_exporter's 9101?): any port
                 metrics = 0
             args = ["agent", "--master", self.address, "--port", "0"]
@@ -249,16 +281,19 @@ class LocalCluster:
 
     def dead(self) -> str | None:
         """A description of the first daemon that exited, or None while all run."""
-        if self.master is not None and self.master.poll() is not None:
-            return f"the master exited with code {self.master.returncode}"
+        for index, master in enumerate(self.masters):
+            if master.poll() is not None:
+                which = "the master" if len(self.masters) == 1 else f"master {index + 1}"
+                return f"{which} exited with code {master.returncode}"
         for index, agent in enumerate(self.agents):
             if agent.poll() is not None:
                 return f"agent {index + 1} exited with code {agent.returncode}"
         return None
 
     def stop(self) -> None:
-        """SIGTERM every child (frameworks, agents, master), SIGKILL what outlives the wait."""
-        for group in (self.frameworks, self.agents, [self.master] if self.master else []):
+        """SIGTERM every child (frameworks, agents, masters), SIGKILL what outlives the wait;
+        then etcd."""
+        for group in (self.frameworks, self.agents, self.masters):
             for process in group:
                 if process.poll() is None:
                     process.send_signal(signal.SIGTERM)
@@ -268,6 +303,16 @@ class LocalCluster:
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait()
+        if self.etcd is not None:
+            self.etcd.stop()
+
+
+def _nth_port(first: int, index: int) -> int:
+    """Port ``first + index`` if it is free (0 when ``first`` is 0 or it is taken: any)."""
+    if not first or not index:
+        return first
+    wanted = first + index
+    return wanted if port_problem("", wanted) is None else 0
 
 
 @contextlib.contextmanager
@@ -374,22 +419,28 @@ def _run_cluster(
         try:
             if values["tls"]:
                 cluster.ca = LocalCa.create(base / "tls")
-            address = cluster.start_master()
+            address = cluster.start_masters(values["masters"])
             if args.demo:  # frameworks first: offers are not preempted, so arrival order matters
                 for name, task in DEMO_FRAMEWORKS:
                     cluster.start_framework(name, task, 20)
             cluster.start_agents(values["agents"], resources)
-            dashboard = (cluster.base / "master" / "metrics.addr").read_text().strip()
+            masters = "master" if values["masters"] == 1 else f"{values['masters']} HA masters"
             scheme = "https" if cluster.ca is not None else "http"
+            dashboards = " ".join(f"{scheme}://{d}/" for d in cluster.dashboards)
             print(
-                f"fairshare up: master at {address}, {values['agents']} agent(s), logs in {base};"
-                f" dashboard {scheme}://{dashboard}/ ; Ctrl-C stops everything"
+                f"fairshare up: {masters} at {address}, {values['agents']} agent(s), logs in"
+                f" {base}; dashboard {dashboards} ; Ctrl-C stops everything"
             )
             if cluster.ca is not None:
                 flags = " ".join(cluster.tls_flags("operator"))
                 print(f"fairshare up: mutual TLS; try: fairshare status --master {address} {flags}")
             return _watch(cluster, args.demo, values["for"])
-        except (ClusterError, OSError, LocalCaError) as error:  # OSError: a work dir
+        except (
+            ClusterError,
+            LocalCaError,
+            LocalEtcdError,
+            OSError,
+        ) as error:  # OSError: a work dir that cannot be made
             print(f"fairshare up: {error}", file=sys.stderr)
             return 1
         except KeyboardInterrupt:

@@ -58,6 +58,7 @@ class TaskLaunch:
     resources: ResourceVector
     agent_id: str | None = None  # as the framework named it; must match the offers' agent
     details: object = None
+    preemptible: bool = False  # the rebalancer may kill it (``master.core.rebalance``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +71,7 @@ class RunningTask:
     name: str
     resources: ResourceVector
     state: TaskState  # non-terminal: STAGING, STARTING, RUNNING or KILLING
+    preemptible: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,11 +85,14 @@ class LaunchTasks:
 
 @dataclass(frozen=True, slots=True)
 class KillTask:
-    """Ask an agent to kill one task."""
+    """Ask an agent to kill one task; ``reason`` (a ``TaskStatus.Reason`` name, empty: none)
+    is what its KILLED update says, ``grace_period`` replaces the task's own (None: keep it)."""
 
     agent_id: str
     framework_id: str
     task_id: str
+    reason: str = ""
+    grace_period: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,11 +64,13 @@ __all__ = [
     "ClusterView",
     "FrameworkDemand",
     "LiveTask",
+    "RawView",
     "RebalanceConfig",
     "RebalanceDecision",
     "Rebalancer",
     "gap_of",
     "plan_kills",
+    "raw_view_of",
     "view_of",
 ]
 
@@ -135,24 +137,70 @@ class RebalanceDecision:
     target: Placement = field(default_factory=dict)
 
 
-def view_of(state: MasterState, preemptible: Callable[[str, str], bool]) -> ClusterView:
+@dataclass(frozen=True, slots=True)
+class RawView:
+    """What ``view_of`` reads of a ``MasterState``, as it lies: cheap to take where the state
+    lives (the master's event loop); ``ordered()`` (filtering, sorting, building the view: most
+    of the cost) may then run anywhere, since nothing in it refers to the live state."""
+
+    agents: list[tuple[str, ResourceVector]]
+    frameworks: list[FrameworkDemand]  # the active ones
+    tasks: list[tuple[str, str, str, ResourceVector, bool]]  # framework, task, agent, ..
+
+    def ordered(self) -> ClusterView:
+        """The ``ClusterView``: agents, frameworks and tasks by id, tasks of active agents and
+        frameworks only."""
+        agents = tuple(sorted(self.agents))
+        active = {agent_id for agent_id, _ in agents}
+        frameworks = tuple(sorted(self.frameworks, key=lambda fw: fw.id))
+        known = {fw.id for fw in frameworks}
+        tasks = tuple(
+            LiveTask(*task)
+            for task in sorted(self.tasks, key=lambda t: (t[0], t[1]))
+            if task[2] in active and task[0] in known
+        )
+        return ClusterView(agents, frameworks, tasks)
+
+
+def raw_view_of(
+    state: MasterState,
+    preemptible: Callable[[str, str], bool] | None = None,
+    running_only: bool = False,
+) -> RawView:
+    """The ``RawView`` of a ``MasterState`` (see ``view_of``): one pass over its agents,
+    frameworks and tasks, nothing sorted. ``running_only``: a task that is not RUNNING (still
+    starting, or being killed) is listed as not preemptible."""
+    records = state.tasks
+    if preemptible is not None:
+        flags = [preemptible(*key) for key in records]
+    else:
+        flags = [task.preemptible for task in records.values()]
+    if running_only:
+        running = TaskState.RUNNING
+        tasks = records.values()
+        flags = [f and task.state is running for f, task in zip(flags, tasks, strict=True)]
+    return RawView(
+        [(agent.id, agent.total) for agent in state.agent_list],
+        [
+            FrameworkDemand(fw.id, fw.demand, fw.wanted, fw.weight)
+            for fw in state.frameworks.values()
+            if fw.active
+        ],
+        [
+            (task.framework_id, task.id, task.agent_id, task.resources, flag)
+            for task, flag in zip(records.values(), flags, strict=True)
+        ],
+    )
+
+
+def view_of(
+    state: MasterState, preemptible: Callable[[str, str], bool] | None = None
+) -> ClusterView:
     """The view of a ``MasterState``: its active agents, its active frameworks with their
     demands, and the live tasks on active agents; ``preemptible(framework_id, task_id)`` says
-    which tasks their frameworks declared preemptible."""
-    agents = tuple(sorted((agent.id, agent.total) for agent in state.agent_list))
-    active = {agent_id for agent_id, _ in agents}
-    frameworks = tuple(
-        FrameworkDemand(fw.id, fw.demand, fw.wanted, fw.weight)
-        for fw in sorted(state.frameworks.values(), key=lambda f: f.id)
-        if fw.active
-    )
-    known = {fw.id for fw in frameworks}
-    tasks = tuple(
-        LiveTask(task.framework_id, task.id, task.agent_id, task.resources, preemptible(*key))
-        for key, task in sorted(state.tasks.items())
-        if task.agent_id in active and task.framework_id in known
-    )
-    return ClusterView(agents, frameworks, tasks)
+    which tasks their frameworks declared preemptible (``None``: each task's own
+    ``TaskRecord.preemptible``, what its ``TaskInfo`` said)."""
+    return raw_view_of(state, preemptible).ordered()
 
 
 def _target_inputs(

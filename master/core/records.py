@@ -285,3 +285,4 @@ class TaskRecord:
     resources: ResourceVector
     state: TaskState
     updated_at: float
+    preemptible: bool = False  # its framework lets the rebalancer kill it (TaskInfo.preemptible)

@@ -279,7 +279,14 @@ class MasterState(OperatorHandlers):
         for task in running:
             fw = self.frameworks[task.framework_id]
             record = TaskRecord(
-                task.task_id, fw.id, agent_id, task.name, task.resources, task.state, now
+                task.task_id,
+                fw.id,
+                agent_id,
+                task.name,
+                task.resources,
+                task.state,
+                now,
+                task.preemptible,
             )
             self.tasks[(fw.id, task.task_id)] = record
             agent.task_keys.add((fw.id, task.task_id))
@@ -519,6 +526,7 @@ class MasterState(OperatorHandlers):
                 launch.resources,
                 TaskState.STAGING,
                 now,
+                launch.preemptible,
             )
             self.tasks[(fw.id, task.id)] = task
             agent.task_keys.add((fw.id, task.id))

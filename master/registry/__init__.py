@@ -1,5 +1,7 @@
-"""Durable master state (agents admitted, frameworks, weights): what it holds (``entries``) and
-the SQLite store that keeps it (``store``)."""
+"""Durable master state (agents admitted, frameworks, weights): what it holds (``entries``), the
+operations the runtime calls on it (``operations.Registry``), and the stores that keep it:
+SQLite under the work dir (``sqlite_store``, the default for one master) and etcd for HA
+masters (``etcd_store``)."""
 
 from master.registry.entries import (
     ADMITTED,
@@ -10,7 +12,8 @@ from master.registry.entries import (
     RegistryError,
     RegistryWriteError,
 )
-from master.registry.store import MARKER_FILE, REGISTRY_FILE, SCHEMA_VERSION, Registry
+from master.registry.operations import Change, Registry, WeightChange
+from master.registry.sqlite_store import MARKER_FILE, REGISTRY_FILE, SCHEMA_VERSION, SqliteRegistry
 
 __all__ = [
     "ADMITTED",
@@ -20,8 +23,11 @@ __all__ = [
     "SCHEMA_VERSION",
     "UNREACHABLE",
     "AgentEntry",
+    "Change",
     "FrameworkEntry",
     "Registry",
     "RegistryError",
     "RegistryWriteError",
+    "SqliteRegistry",
+    "WeightChange",
 ]

@@ -1,5 +1,6 @@
 """What the master's registry holds (DESIGN.md §6), whatever store keeps it: agent and framework
-entries, the agent states the registry records, and their JSON form.
+entries, the agent states the registry records, their JSON form, and the work dir's marker of
+the cluster whose registry it kept (``cluster.id``: a registry is never silently reset).
 
 Invariants: entries are immutable values; ``*_to_json`` and ``*_from_json`` are inverse (a spec
 read back equals the spec written); an agent's registry state is one of ``AGENT_STATES``.
@@ -9,7 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final
 
 from fairshare.resources import ResourceVector
@@ -29,6 +32,8 @@ __all__ = [
     "agent_spec_to_json",
     "framework_spec_from_json",
     "framework_spec_to_json",
+    "read_marker",
+    "write_marker",
 ]
 
 ADMITTED: Final = "ADMITTED"
@@ -107,3 +112,24 @@ def framework_spec_from_json(text: str) -> FrameworkSpec:
     raw = json.loads(text)
     raw["capabilities"] = frozenset(raw["capabilities"])
     return FrameworkSpec(**raw)
+
+
+def read_marker(marker: Path) -> str | None:
+    """The cluster id a work dir's marker (``cluster.id``) names, None if it has none."""
+    try:
+        text = marker.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise RegistryError(f"cannot read {marker}: {error.strerror}") from None
+    return text or None
+
+
+def write_marker(marker: Path, cluster_id: str) -> None:
+    """Record in the work dir that it kept (or knew) the registry of cluster ``cluster_id``."""
+    tmp = marker.with_name(marker.name + ".tmp")
+    try:
+        tmp.write_text(cluster_id + "\n", encoding="utf-8")
+        os.replace(tmp, marker)
+    except OSError as error:
+        raise RegistryError(f"cannot write {marker}: {error.strerror}") from None

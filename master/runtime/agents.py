@@ -91,6 +91,7 @@ class AgentSession:
     heartbeat_interval: float
     reconnect_jitter: float
     channel: Channel[AgentCommand] = field(repr=False)
+    epoch: int = 0  # of the leadership term (agent.proto: on every commands message too)
 
 
 class AgentCalls:
@@ -157,6 +158,7 @@ class AgentCalls:
             state.liveness.interval,
             reconnect_jitter(len(state.agents)),
             channel,
+            state.leader.epoch,
         )
 
     def _tell_settings(self) -> None:
@@ -282,7 +284,14 @@ class AgentCalls:
                 continue
             if framework_id in state.frameworks and (framework_id, task_id) not in state.core.tasks:
                 adopt.append(
-                    RunningTask(framework_id, task_id, launch.name, launch.resources, status.state)
+                    RunningTask(
+                        framework_id,
+                        task_id,
+                        launch.name,
+                        launch.resources,
+                        status.state,
+                        launch.preemptible,
+                    )
                 )
             else:
                 kill.append((framework_id, task_id))

@@ -75,7 +75,8 @@ class RuntimeCounters:
     ``status_updates`` counts every agent update received; ``status_forwarded`` the updates
     forwarded to their framework the first time, ``status_retried`` those forwarded again (the
     agent retried a uuid still pending); ``acknowledgements`` the framework acknowledgements
-    passed back to agents.
+    passed back to agents; ``tasks_preempted`` the tasks the rebalancer killed, per framework
+    id (``master.runtime.rebalancing``).
     """
 
     allocation_runs: int = 0
@@ -90,6 +91,7 @@ class RuntimeCounters:
     status_forwarded: int = 0
     status_retried: int = 0
     acknowledgements: int = 0
+    tasks_preempted: dict[str, int] = field(default_factory=dict)
 
     def copy(self) -> RuntimeCounters:
         """An independent copy (take it on the runtime's loop)."""
@@ -97,4 +99,5 @@ class RuntimeCounters:
             self,
             allocation_durations=self.allocation_durations.copy(),
             registry_write_durations=self.registry_write_durations.copy(),
+            tasks_preempted=dict(self.tasks_preempted),
         )

@@ -9,7 +9,8 @@ uses:
 - ``frameworks`` (``FrameworkCalls``): the Scheduler API, failover timers, heartbeats;
 - ``operator`` (``OperatorCalls``): the Operator API (state, weights, maintenance, teardown,
   kills and agent removal on the operator's behalf);
-- ``recovery`` (``Recovery``): the restart from the registry.
+- ``recovery`` (``Recovery``): the restart from the registry;
+- ``rebalancer`` (``RebalanceTimer``, only with ``--rebalance``): preemptions toward DRFH.
 
 The gRPC adapters (``master.service``) each take the part they serve. No part inherits from
 another and none imports one above it: ``dispatcher`` < ``loss`` < ``agents``; ``frameworks`` <
@@ -18,11 +19,11 @@ another and none imports one above it: ``dispatcher`` < ``loss`` < ``agents``; `
 
 Invariants (DESIGN.md §3, §8): every call runs synchronously on the runtime's event loop, so each
 is one atomic step over the state (no locks); timers run the periodic allocation, framework
-heartbeats and the liveness check; ``drain`` (SIGTERM) stops offering and ends every stream with
-UNAVAILABLE, removing nothing. ``collect_garbage`` (at the start and every ``housekeeping``
-period) makes the registry forget agents and frameworks that left long ago
-(``RuntimeLimits``: age and count, as Mesos's registry_max_agent_age/_count), and the runtime
-forget them with it (a forgotten agent that comes back must register afresh).
+heartbeats and the liveness check; ``drain`` (SIGTERM, or the end of a leadership term) stops
+offering and ends every stream with UNAVAILABLE, removing nothing. ``collect_garbage`` (at the
+start and every ``housekeeping`` period) makes the registry forget agents and frameworks that left
+long ago (``RuntimeLimits``: age and count, as Mesos's registry_max_agent_age/_count), and the
+runtime forget them with it (a forgotten agent that comes back must register afresh).
 """
 
 from __future__ import annotations
@@ -41,12 +42,19 @@ from master.runtime.agents import AgentCalls
 from master.runtime.dispatch import Dispatcher
 from master.runtime.frameworks import FrameworkCalls
 from master.runtime.operator import OperatorCalls
+from master.runtime.rebalancing import RebalanceTimer
 from master.runtime.recovery import Recovery
 from master.runtime.state import RuntimeConfig, RuntimeState
 
 __all__ = ["MasterRuntime"]
 
 log = logging.getLogger("fairshare.master")
+
+SHUTTING_DOWN = StreamEnd("UNAVAILABLE", "the master is shutting down")
+
+
+GC_PERIOD = 60.0
+"""Seconds between two garbage collections of the registry (``housekeeping``)."""
 
 
 class MasterRuntime:
@@ -66,6 +74,10 @@ class MasterRuntime:
         self.operator = OperatorCalls(self.state, self.dispatcher, self.frameworks)
         self.recovery = Recovery(self.state, self.dispatcher, self.loss, self.frameworks)
         self.agents.on_rejoined = self.recovery.agent_back
+        settings = self.state.config.rebalance
+        self.rebalancer = (
+            None if settings is None else RebalanceTimer(self.state, self.dispatcher, settings)
+        )
         self._timers: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -81,17 +93,20 @@ class MasterRuntime:
             asyncio.create_task(_every(config.heartbeat_interval, self.frameworks.heartbeat)),
             asyncio.create_task(_every(liveness, self.loss.check_liveness)),
         ]
+        self._timers.append(asyncio.create_task(self.housekeeping(GC_PERIOD)))
+        if self.rebalancer is not None:
+            self._timers.append(asyncio.create_task(self.rebalancer.run()))
         log_event(log, "master.started", master_id=state.master_id, policy=config.core.policy)
 
-    def drain(self) -> None:
-        """Stop offering and end every stream with UNAVAILABLE (SIGTERM)."""
+    def drain(self, end: StreamEnd = SHUTTING_DOWN) -> None:
+        """Stop offering and end every stream with ``end`` (UNAVAILABLE: SIGTERM, or this
+        master no longer leads)."""
         state = self.state
         if state.draining:
             return
         state.draining = True
         for timer in self._timers:
             timer.cancel()
-        end = StreamEnd("UNAVAILABLE", "the master is shutting down")
         for link in state.frameworks.values():
             link.detach_current(None, end)
             if link.failover_timer is not None:
@@ -103,9 +118,9 @@ class MasterRuntime:
             log, "master.draining", frameworks=len(state.frameworks), agents=len(state.agents)
         )
 
-    async def stop(self) -> None:
+    async def stop(self, end: StreamEnd = SHUTTING_DOWN) -> None:
         """Drain and wait for the timers to end."""
-        self.drain()
+        self.drain(end)
         await asyncio.gather(*self._timers, return_exceptions=True)
 
     def collect_garbage(self) -> None:

@@ -118,9 +118,10 @@ class Recovery:
             self.finish()
 
     def finish(self) -> None:
-        """End the recovery: allocation resumes; agents still missing become unreachable."""
+        """End the recovery: allocation resumes; agents still missing become unreachable (not
+        once drained: SIGTERM, or the end of a leadership term, whose registry is gone)."""
         state = self.state
-        if not state.recovering:
+        if not state.recovering or state.draining:
             return
         state.recovering = False
         missing = sorted(state.awaited)

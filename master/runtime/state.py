@@ -44,10 +44,12 @@ from master.core import (
     MasterState,
     NotFound,
 )
-from master.registry import Registry, RegistryWriteError
+from master.model import LeaderInfo
+from master.registry import Registry, RegistryWriteError, SqliteRegistry
 from master.runtime.authority import Authority, RuntimeLimits
 from master.runtime.counters import RuntimeCounters
 from master.runtime.liveness import Liveness, base_interval
+from master.runtime.rebalance_settings import RebalanceSettings
 from master.runtime.sessions import AgentLink, DepartedAgent, FrameworkLink
 from master.runtime.taskbook import TaskBook
 
@@ -88,6 +90,7 @@ class RuntimeConfig:
     # with the cluster either way (``master.runtime.liveness``)
     reregistration_timeout: float = 20.0  # after a restart: how long agents have to reregister
     fault_drop_acks: float = 0.0  # fault injection (tests): drop this share of acks to agents
+    rebalance: RebalanceSettings | None = None  # None: no rebalancer (``--rebalance`` off)
     version: str = "0.1.0"
     acl: Acl = OPEN  # who may do what (``master.acl``); OPEN: everything, weights capped
     authenticated: bool = False  # every caller has a principal: ownership is enforced
@@ -138,7 +141,7 @@ class RuntimeState:
         self.departed: dict[str, DepartedAgent] = {}
         self.removed_frameworks: set[str] = set()
         self.counters = RuntimeCounters()
-        self.registry = registry or Registry.in_memory()
+        self.registry: Registry = registry or SqliteRegistry.in_memory()
         self.registry.on_write = self.counters.registry_write_durations.observe
         self.liveness = Liveness(self.config.agent_timeout, self.config.agent_heartbeat)
         self.authority = Authority(self.config.acl, self.config.authenticated, self.config.limits)
@@ -146,6 +149,7 @@ class RuntimeState:
         self.awaited: set[str] = set()  # while recovering: the agents not back yet
         self.draining = False
         self.started_at = time.time()
+        self.leader = LeaderInfo("", 0, self.started_at)  # the term this runtime serves
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- clocks -----------------------------------------------------------------------------------

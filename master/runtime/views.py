@@ -22,7 +22,7 @@ from fairshare.task_states import TaskState
 
 from master.core import TaskLaunch
 from master.core.records import Offer
-from master.model import AgentSpec, DemandSpec, FrameworkSpec, StatusUpdate
+from master.model import AgentSpec, DemandSpec, FrameworkSpec, LeaderInfo, StatusUpdate
 from master.runtime.state import RuntimeState
 
 __all__ = [
@@ -111,6 +111,7 @@ class ClusterSnapshot:
     used: ResourceVector
     offered: ResourceVector
     free: ResourceVector
+    leader: LeaderInfo
 
 
 def _dominant(allocated: ResourceVector, total: ResourceVector) -> tuple[float, str]:
@@ -257,6 +258,7 @@ def build_snapshot(runtime: RuntimeState) -> ClusterSnapshot:
         used,
         offered,
         sum((a.free for a in active), EMPTY),
+        runtime.leader,
     )
 
 

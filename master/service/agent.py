@@ -68,7 +68,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             yield pb.ConnectResponse(registered=streams.registered_to_pb(session))
             while True:
                 items, end = await channel.get_batch(MAX_COMMANDS_PER_MESSAGE)
-                for message in streams.agent_messages(items):
+                for message in streams.agent_messages(items, session.epoch):
                     yield message
                 if end is not None:
                     if end.code != "OK":

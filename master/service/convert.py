@@ -327,6 +327,7 @@ def task_launch(info: common_pb2.TaskInfo) -> TaskLaunch:
         resources(info.resources, f"{what}: resources"),
         info.agent_id or None,
         details,
+        info.preemptible,
     )
 
 
@@ -346,6 +347,7 @@ def task_info(launch: TaskLaunch, agent_id: str) -> common_pb2.TaskInfo:
         agent_id=agent_id,
         resources=resources_to_pb(launch.resources),
         labels=dict(details.labels),
+        preemptible=launch.preemptible,
     )
     if details.command is not None:
         info.process.CopyFrom(command_to_pb(details.command))

@@ -92,4 +92,9 @@ def state_to_pb(snapshot: ClusterSnapshot) -> pb.GetStateResponse:
         used=resources_to_pb(snapshot.used),
         offered=resources_to_pb(snapshot.offered),
         free=resources_to_pb(snapshot.free),
+        leader=pb.Leader(
+            address=snapshot.leader.address,
+            elected_at=timestamp(snapshot.leader.elected_at),
+            epoch=snapshot.leader.epoch,
+        ),
     )

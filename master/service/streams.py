@@ -91,19 +91,25 @@ def registered_to_pb(session: AgentSession) -> agent_pb2.AgentRegistered:
         master_id=session.master_id,
         heartbeat_interval=duration(session.heartbeat_interval),
         reconnect_jitter=duration(session.reconnect_jitter),
+        epoch=session.epoch,
     )
 
 
-def agent_messages(items: Sequence[AgentCommand]) -> list[agent_pb2.ConnectResponse]:
-    """Queued items of an agent's channel as stream messages: runs of commands batched, each
-    ``AgentSettings`` on its own (``StreamEnd`` is not sent)."""
+def agent_messages(
+    items: Sequence[AgentCommand], epoch: int = 0
+) -> list[agent_pb2.ConnectResponse]:
+    """Queued items of an agent's channel as stream messages: runs of commands batched (each
+    ``commands`` message carries the leadership ``epoch``), each ``AgentSettings`` on its own
+    (``StreamEnd`` is not sent)."""
     pb = agent_pb2
     messages: list[agent_pb2.ConnectResponse] = []
     run: list[agent_pb2.AgentCommand] = []
     for item in items:
         if isinstance(item, AgentSettings):
             if run:
-                messages.append(pb.ConnectResponse(commands=pb.AgentCommands(commands=run)))
+                messages.append(
+                    pb.ConnectResponse(commands=pb.AgentCommands(commands=run, epoch=epoch))
+                )
                 run = []
             settings = pb.AgentSettings(
                 heartbeat_interval=duration(item.heartbeat_interval),
@@ -113,7 +119,7 @@ def agent_messages(items: Sequence[AgentCommand]) -> list[agent_pb2.ConnectRespo
         else:
             run.append(command_to_pb(item))
     if run:
-        messages.append(pb.ConnectResponse(commands=pb.AgentCommands(commands=run)))
+        messages.append(pb.ConnectResponse(commands=pb.AgentCommands(commands=run, epoch=epoch)))
     return messages
 
 
@@ -126,6 +132,10 @@ def command_to_pb(command: AgentCommand) -> agent_pb2.AgentCommand:
         return pb.AgentCommand(launch_tasks=launch)
     if isinstance(command, KillTask):
         kill = pb.KillTaskCommand(framework_id=command.framework_id, task_id=command.task_id)
+        if command.reason:
+            kill.reason = common_pb2.TaskStatus.Reason.Value(f"REASON_{command.reason}")
+        if command.grace_period is not None:
+            kill.grace_period.CopyFrom(duration(command.grace_period))
         return pb.AgentCommand(kill_task=kill)
     if isinstance(command, AckCommand):
         ack = pb.AcknowledgeStatusCommand(

@@ -108,6 +108,7 @@ def task_document(view: TaskView) -> dict[str, Any]:
         "message": status.message,
         "updated_at": status.timestamp or None,
         "exit_code": status.exit_code,
+        "preemptible": view.launch.preemptible,
     }
 
 

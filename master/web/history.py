@@ -64,11 +64,14 @@ class ShareHistory:
         """``/api/v1/history``: the kept points, oldest first."""
         return {"interval": self.interval, "window": self.window, "points": list(self._points)}
 
-    async def run(self, take: Callable[[], ClusterSnapshot]) -> None:
-        """Record a point now and every ``interval`` seconds (until cancelled)."""
+    async def run(self, take: Callable[[], ClusterSnapshot | None]) -> None:
+        """Record a point now and every ``interval`` seconds (until cancelled); ``take``
+        returns None while there is nothing to record (a master that does not lead)."""
         while True:
             try:
-                self.record(take(), time.time())
+                snapshot = take()
+                if snapshot is not None:
+                    self.record(snapshot, time.time())
             except Exception:  # one bad sample must not end the history
                 log.exception("history.sample.failed")
             await asyncio.sleep(self.interval)

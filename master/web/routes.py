@@ -19,12 +19,15 @@ name frameworks and agents; aiohttp's handlers run on that loop, so it is one st
 snapshot is immutable, so turning it into JSON happens in a worker thread, off the loop (a big
 cluster's document does not delay allocation runs); nothing here keeps a copy of the state; a bad
 query parameter is 400 with ``{"error": ...}`` naming it; every other path is 404 (aiohttp's
-router); answers are never cached by the browser.
+router); answers are never cached by the browser. A master that does not lead (HA masters)
+answers the dashboard and every API path 503, saying which master leads and where its dashboard
+is.
 """
 
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 from collections.abc import Awaitable, Callable
 from importlib import resources
@@ -66,6 +69,22 @@ class BadQuery(Exception):
     """A query parameter the API cannot use (400)."""
 
 
+def _follower_answer(request: web.Request, following: dict[str, str | None]) -> web.Response:
+    """503 from a master that does not lead: which master does, and its dashboard."""
+    leader, dashboard = following.get("leader"), following.get("dashboard")
+    text = f"this master is a follower of {leader}" if leader else "this master does not lead"
+    if not leader:
+        text += " and knows no leader now (an election is on)"
+    if request.path == "/":
+        link = (
+            f' <a href="{html.escape(dashboard)}">{html.escape(dashboard)}</a>' if dashboard else ""
+        )
+        page = f"<!doctype html><title>fairshare: follower</title><p>{html.escape(text)}.{link}</p>"
+        return web.Response(text=page, status=503, content_type="text/html", headers=NO_STORE)
+    document = {"error": text, "leader": leader, "dashboard": dashboard}
+    return web.json_response(document, status=503, headers=NO_STORE)
+
+
 def _int_param(request: web.Request, name: str, default: int, most: int) -> int:
     text = request.query.get(name)
     if text is None:
@@ -103,11 +122,13 @@ class WebApi:
         events: RecentEvents,
         history: ShareHistory,
         level: Level = lambda principal: "full",
+        follower: Callable[[], dict[str, str | None] | None] = lambda: None,
     ) -> None:
         self.view = view
         self.level = level
         self.events = events
         self.history = history
+        self.follower = follower
         self._page = dashboard_page().encode("utf-8")
 
     def snapshot(self, request: web.Request) -> ClusterSnapshot:
@@ -132,9 +153,11 @@ class WebApi:
         for path, handler in routes.items():
             app.router.add_get(path, self._bad_query_is_400(handler))
 
-    @staticmethod
-    def _bad_query_is_400(handler: Handler) -> Handler:
+    def _bad_query_is_400(self, handler: Handler) -> Handler:
         async def wrapped(request: web.Request) -> web.StreamResponse:
+            following = self.follower()
+            if following is not None:
+                return _follower_answer(request, following)
             try:
                 return await handler(request)
             except BadQuery as error:

@@ -46,6 +46,8 @@ from typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:  # the transport imports grpc: only commands that talk to a master need it
     from fairshare.transport import ClientSecurity
 
+from fairshare.master_target import MasterTarget
+
 __all__ = [
     "CLIENT_SECURITY_SETTINGS",
     "CLIENT_SETTINGS",
@@ -273,12 +275,9 @@ def log_level(raw: Any) -> str:
 
 
 def master_address(raw: Any) -> str:
-    """The master's ``HOST:PORT``."""
-    text = non_empty_text(raw)
-    host, sep, number = text.rpartition(":")
-    if not sep or not host or not number.isdigit() or not 0 < int(number) < 65536:
-        raise ValueError(f"{text!r} is not HOST:PORT")
-    return text
+    """Where the master is: ``HOST:PORT``, a list ``a:5050,b:5050`` of HA masters, or
+    ``etcd://HOST:PORT,...[/prefix]`` (``fairshare.master_target``), normalized."""
+    return str(MasterTarget.parse(non_empty_text(raw)))
 
 
 SHARED_SETTINGS: Final = (
@@ -286,9 +285,10 @@ SHARED_SETTINGS: Final = (
         "master",
         master_address,
         DEFAULT_MASTER,
-        "the master's HOST:PORT",
+        "the master's HOST:PORT; HA masters as a list a:5050,b:5050,c:5050 or"
+        " etcd://HOST:2379,...[/prefix] (the leader is found, and followed when it changes)",
         shared=True,
-        metavar="HOST:PORT",
+        metavar="HOST:PORT[,...]",
     ),
     Setting(
         "log_level",

@@ -150,8 +150,9 @@ class ClientSecurity:
         )
 
     def options(self, extra: Sequence[tuple[str, Any]] = ()) -> list[tuple[str, Any]]:
-        """``CHANNEL_OPTIONS`` plus ``extra`` (and the server name override)."""
-        options = [*CHANNEL_OPTIONS, *extra]
+        """``CHANNEL_OPTIONS`` with ``extra`` added or overriding (each option once), and the
+        server name override."""
+        options = list({**dict(CHANNEL_OPTIONS), **dict(extra)}.items())
         if self.server_name:
             options.append(("grpc.ssl_target_name_override", self.server_name))
         return options

@@ -15,6 +15,8 @@ Run: ``python tests/bench/bench_core.py`` (``--quick`` for a smaller, faster pas
 4. Heterogeneous agents (DRFH's Google server mix, scaled to cpus:16;mem:65536): demand-aware
    filling from an empty cluster, and the run after the second half of the agents joins a
    cluster whose first half the frameworks filled (where the fit-aware choice is contested).
+5. The rebalancer's check (``--rebalance``) on that filled cluster, every task preemptible: the
+   copy of the view the master's loop makes, then ordering it and the check (a worker thread's).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from collections.abc import Callable
 from fairshare.resources import ResourceVector
 
 from master.core import CoreConfig, MasterState, SendOffers, TaskLaunch
+from master.core.rebalance import RebalanceConfig, Rebalancer, raw_view_of
 from master.sim.servers import draw_servers
 
 AGENT = ResourceVector.parse("cpus:16;mem:65536")
@@ -222,6 +225,36 @@ def bench_heterogeneous(agents: int, frameworks: int, repeats: int = 3) -> None:
         )
 
 
+def bench_rebalance(agents: int, frameworks: int) -> None:
+    """One rebalancer check on the Google-mix cluster filled in two halves (all preemptible)."""
+    capacities = _google_agents(agents)
+    state = MasterState(CoreConfig())
+    for index, resources in enumerate(capacities[: agents // 2]):
+        state.handle_add_agent(f"agent-{index:05d}", resources, 0.0)
+    for index, shape in enumerate(_shapes(frameworks, seed=7)):
+        framework_id = f"framework-{index:04d}"
+        state.handle_add_framework(framework_id, 0.0)
+        state.handle_update_demand(framework_id, shape, agents * 16 // frameworks // 2, 0.0)
+    _accept_all(state, state.handle_allocate(0.5))
+    for index, resources in enumerate(capacities[agents // 2 :], start=agents // 2):
+        state.handle_add_agent(f"agent-{index:05d}", resources, 0.0)
+    _accept_all(state, state.handle_allocate(1.0))
+    gc.collect()
+    start = time.perf_counter()
+    raw = raw_view_of(state, lambda _framework, _task: True)
+    copied = time.perf_counter()
+    view = raw.ordered()
+    ordered = time.perf_counter()
+    decision = Rebalancer(RebalanceConfig(patience=1), CoreConfig()).check(view)
+    checked = time.perf_counter()
+    print(
+        f"Rebalancer check: {agents} agents x {frameworks} frameworks, {len(view.tasks)} tasks:"
+        f" view copied on the loop {(copied - start) * 1000:.0f} ms; in the worker: ordered"
+        f" {(ordered - copied) * 1000:.0f} ms, checked {checked - ordered:.2f} s"
+        f" (gap {float(decision.gap):.3f}, {len(decision.kills)} kills)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smaller, faster pass")
@@ -230,7 +263,7 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=20)
     parser.add_argument(
         "--only",
-        choices=["decline", "filling", "memory", "heterogeneous"],
+        choices=["decline", "filling", "memory", "heterogeneous", "rebalance"],
         help="run one scenario",
     )
     args = parser.parse_args()
@@ -245,6 +278,8 @@ def main() -> None:
         bench_memory(agents)
     if args.only in (None, "heterogeneous"):
         bench_heterogeneous(agents, frameworks)
+    if args.only in (None, "rebalance"):
+        bench_rebalance(agents, frameworks)
 
 
 def bench_all_filling(agents: int, frameworks: int) -> None:

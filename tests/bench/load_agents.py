@@ -51,6 +51,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
+from fairshare.masters import UNREACHABLE_LEADER_METADATA as UNREACHABLE
+from fairshare.masters import leader_hint
 from fairshare.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 from load_common import channel, emit, resources_pb, run_process, serve_control
 
@@ -119,8 +121,16 @@ class Fleet:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.resources = resources_pb(args.resources)
-        self.channels = [channel(args.master, i) for i in range(args.channels)]
-        stubs = [agent_pb2_grpc.AgentServiceStub(c) for c in self.channels]
+        # HA masters (--master a,b,c): every agent dials the master believed to lead; a
+        # follower's hint moves the fleet to the leader it names, a master that does not
+        # answer moves it to the next one.
+        self.masters = args.master.split(",")
+        self.leader = self.masters[0]
+        self.hinted: str | None = None  # the leader a follower named last
+        self.unreachable: str | None = None  # a named leader that did not answer
+        self.channels: list[grpc.aio.Channel] = []
+        self._stubs: dict[str, list[agent_pb2_grpc.AgentServiceAsyncStub]] = {}
+        stubs = self.stubs(self.leader)
         self.agents = [SimAgent(i, stubs[i % len(stubs)]) for i in range(args.agents)]
         self.counters: Counter[str] = Counter()
         self.lost_codes: Counter[str] = Counter()
@@ -135,6 +145,15 @@ class Fleet:
         self.gate = asyncio.Semaphore(args.concurrency)
         self.first_round: asyncio.Future[None] = self.loop.create_future()
         self.pending_first = len(self.agents)
+
+    def stubs(self, master: str) -> list[agent_pb2_grpc.AgentServiceAsyncStub]:
+        """The stubs over ``--channels`` connections to ``master`` (made on first use)."""
+        found = self._stubs.get(master)
+        if found is None:
+            made = [channel(master, i) for i in range(self.args.channels)]
+            self.channels += made
+            found = self._stubs[master] = [agent_pb2_grpc.AgentServiceStub(c) for c in made]
+        return found
 
     def spawn(self, coroutine: Any) -> asyncio.Task[Any]:
         """Run ``coroutine`` in the background, keeping a reference until it ends."""
@@ -175,7 +194,8 @@ class Fleet:
                 return
             attempt += 1
             known = known or established
-            delay = 0.0 if outcome == "NOT_FOUND" and attempt == 1 else self.backoff(attempt)
+            at_once = outcome == "REDIRECTED" or (outcome == "NOT_FOUND" and attempt == 1)
+            delay = 0.0 if at_once else self.backoff(attempt)
             if known:  # as the real agent: at most 2 s apart once it was connected
                 cap = max(RECONNECT_CAP_ONCE_CONNECTED, agent.jitter)
                 delay = min(delay, cap * (0.5 + 0.5 * self.rng.random()))
@@ -215,7 +235,11 @@ class Fleet:
 
     async def open(self, agent: SimAgent) -> tuple[str, bool]:
         """Open a stream and (re)register; (status code name, established)."""
-        call = agent.stub.Connect()  # type: ignore[call-arg]
+        master = self.leader
+        stubs = self.stubs(master)
+        agent.stub = stubs[agent.index % len(stubs)]
+        report = () if self.unreachable is None else ((UNREACHABLE, self.unreachable),)
+        call = agent.stub.Connect(metadata=report or None)  # type: ignore[call-arg]
         first = self.first_message(agent)
         try:
             async with asyncio.timeout(CALL_TIMEOUT):
@@ -223,6 +247,10 @@ class Fleet:
                 answer = await call.read()
             if not isinstance(answer, agent_pb2.ConnectResponse):  # EOF
                 code = (await call.code()).name
+                hint = leader_hint(await call.trailing_metadata())
+                if hint:
+                    self.leader = self.hinted = hint
+                    return "REDIRECTED", False
                 raise ConnectionError(code)
         except (
             grpc.aio.AioRpcError,
@@ -231,6 +259,13 @@ class Fleet:
             asyncio.InvalidStateError,
         ) as e:
             call.cancel()
+            if isinstance(e, grpc.aio.AioRpcError) and (hint := leader_hint(e.trailing_metadata())):
+                self.leader = self.hinted = hint
+                return "REDIRECTED", False
+            if master == self.hinted:  # followers name a dead leader until its lease ends
+                self.unreachable = master
+            if master in self.masters and len(self.masters) > 1 and self.leader == master:
+                self.leader = self.masters[(self.masters.index(master) + 1) % len(self.masters)]
             code = e.code().name if isinstance(e, grpc.aio.AioRpcError) else type(e).__name__
             if isinstance(e, ConnectionError):
                 code = str(e)
@@ -240,6 +275,7 @@ class Fleet:
                 self.error_samples.append(f"connect: {code}")
             return code, False
         registered = answer.registered
+        self.unreachable = None
         self.counters["connected"] += 1
         self.counters["reregistered" if agent.agent_id else "registered"] += 1
         agent.agent_id = registered.agent_id

@@ -27,7 +27,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +82,7 @@ class Daemon:
         work_dir: Path,
         addr_file: str,
         env: dict[str, str] | None = None,
+        wrap: Sequence[str] = (),
     ) -> None:
         self.kind = kind
         self.work_dir = work_dir
@@ -90,7 +91,7 @@ class Daemon:
         work_dir.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "fairshare.cli", kind, *argv],
+            [*wrap, sys.executable, "-m", "fairshare.cli", kind, *argv],  # wrap: ip netns exec
             cwd=ROOT,
             env=daemon_env(env),
             stdin=subprocess.DEVNULL,

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,8 +41,10 @@ class FrameworkProcess:
         tasks: int,
         directory: Path,
         duration: float | None = None,
+        wrap: Sequence[str] = (),
     ) -> None:
         self.name = name
+        self.wrap = list(wrap)  # a command prefix: ip netns exec NAME
         self.duration = duration
         self.master = master
         self.task = task
@@ -54,7 +57,7 @@ class FrameworkProcess:
 
     def start(self, resume: bool = True, failover_timeout: float = 120.0) -> None:
         """Start (or, with ``resume``, restart from its log) the framework process."""
-        argv = [sys.executable, str(FRAMEWORK_SCRIPT), "--master", self.master]
+        argv = [*self.wrap, sys.executable, str(FRAMEWORK_SCRIPT), "--master", self.master]
         argv += ["--name", self.name, "--task", self.task, "--tasks", str(self.tasks)]
         argv += ["--log", str(self.log_path), "--failover-timeout", str(failover_timeout)]
         if self.duration is not None:

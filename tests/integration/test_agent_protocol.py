@@ -82,6 +82,8 @@ class FakeMaster(agent_pb2_grpc.AgentServiceServicer):
     """Records messages; scripts acknowledgements, commands and stream ends."""
 
     master_id: str = "m-1"
+    epoch: int = 0  # the leadership epoch on ``registered`` (HA masters)
+    command_epoch: int | None = None  # on ``commands`` (None: ``epoch``)
     ack_on_copy: int = 1  # acknowledge an update when its N-th copy arrives; 0: never
     duplicate_acks: bool = False
     stream_errors: list[grpc.StatusCode] = field(default_factory=list)  # at the next heartbeat
@@ -157,7 +159,10 @@ class FakeMaster(agent_pb2_grpc.AgentServiceServicer):
         queue: asyncio.Queue[agent_pb2.AgentCommand | grpc.StatusCode | None] = asyncio.Queue()
         self.stream = queue  # a new stream replaces the old one
         registered = agent_pb2.AgentRegistered(
-            agent_id=agent_id, master_id=self.master_id, heartbeat_interval=INTERVAL
+            agent_id=agent_id,
+            master_id=self.master_id,
+            heartbeat_interval=INTERVAL,
+            epoch=self.epoch,
         )
         yield agent_pb2.ConnectResponse(registered=registered)
         self.record("Connect", Session(agent_id))
@@ -170,7 +175,8 @@ class FakeMaster(agent_pb2_grpc.AgentServiceServicer):
                 end = next((c for c in commands if not isinstance(c, agent_pb2.AgentCommand)), 0)
                 batch = [c for c in commands if isinstance(c, agent_pb2.AgentCommand)]
                 if batch:
-                    message = agent_pb2.AgentCommands(commands=batch)
+                    epoch = self.epoch if self.command_epoch is None else self.command_epoch
+                    message = agent_pb2.AgentCommands(commands=batch, epoch=epoch)
                     yield agent_pb2.ConnectResponse(commands=message)
                 if isinstance(end, grpc.StatusCode):
                     await context.abort(end, "scripted by the test")
@@ -565,5 +571,33 @@ def test_agent_waits_for_a_master_that_starts_later(tmp_path: Path) -> None:
                 assert json.loads(first_line)["event"] == "listening"
             finally:
                 await server.stop(0)
+
+    run(scenario())
+
+
+def test_an_agent_refuses_a_former_leader_and_its_commands(tmp_path: Path) -> None:
+    """HA masters (agent.proto: Leadership): commands of an epoch older than the highest the
+    agent admitted end the stream unapplied; a master of an older epoch is not admitted."""
+
+    async def scenario() -> None:
+        fake = FakeMaster(epoch=7)
+        async with cluster(tmp_path, fake) as agent:
+            fake.launch(task("t-new", SMALL))
+            await fake.wait_for(lambda: bool(fake.updates("t-new")), "t-new launched")
+            fake.command_epoch = 6  # a deposed leader's commands reach the agent
+            fake.launch(task("t-stale", SMALL))
+            await fake.wait_for(lambda: bool(fake.of("Reregister")), "the agent left the stream")
+            assert not fake.updates("t-stale")  # never applied
+            (rereg,) = fake.of("Reregister")
+            assert [t.info.task_id for t in rereg.tasks] == ["t-new"]
+            assert "master.stale" in agent.stderr()
+
+            fake.epoch, fake.command_epoch = 5, None  # a master of an older term answers
+            fake.stream_errors.append(grpc.StatusCode.UNAVAILABLE)
+            await fake.wait_for(lambda: len(fake.of("Reregister")) >= 3, "more attempts")
+            beats = len(fake.of("Heartbeat"))
+            assert "a former leader (epoch 5; seen 7)" in agent.stderr()
+            fake.epoch = 8  # the current leader
+            await fake.wait_for(lambda: len(fake.of("Heartbeat")) > beats, "a session again")
 
     run(scenario())

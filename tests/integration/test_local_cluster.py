@@ -68,3 +68,36 @@ def test_up_rejects_bad_flags_naming_them(tmp_path: Path) -> None:
         assert done.returncode == 2, done.stderr
         assert named in done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_up_with_three_masters_runs_etcd_and_ha_masters(tmp_path: Path) -> None:
+    up = _up(tmp_path, "--masters", "3", "--agents", "2", "--resources", "cpus:2;mem:2048")
+    try:
+        addr_files = [tmp_path / f"master-{i}" / "master.addr" for i in (1, 2, 3)]
+        masters = wait_for(
+            lambda: (
+                all(f.exists() for f in addr_files)
+                and ",".join(f.read_text().strip() for f in addr_files)
+            ),
+            60,
+            "the three masters' addresses",
+        )
+        status = wait_for(
+            lambda: (s := fairshare_status(masters)) and len(s["agents"]) == 2 and s,
+            30,
+            "two agents registered with the leader",
+        )
+        assert status["leader"]["address"] in masters.split(",")
+        up.send_signal(signal.SIGTERM)
+        output, _ = up.communicate(timeout=60)
+    finally:
+        if up.poll() is None:  # SIGTERM stops its children; SIGKILL only if it hangs
+            up.send_signal(signal.SIGTERM)
+            try:
+                up.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                up.kill()
+                up.communicate()
+    assert up.returncode == 0, output
+    assert "fairshare up: 3 HA masters at" in output
+    assert not [f for f in addr_files if f.exists()]

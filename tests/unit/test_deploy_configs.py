@@ -44,6 +44,7 @@ MASTER_METRICS = frozenset(
         "fairshare_framework_weighted_share",
         "fairshare_framework_allocation",
         "fairshare_tasks_ended_total",
+        "fairshare_tasks_preempted_total",
         "fairshare_allocation_runs_total",
         "fairshare_allocation_run_duration_seconds",
         "fairshare_status_updates_total",

@@ -52,6 +52,13 @@ Status update acknowledgement (at least once, as in Mesos):
 4. Until then the agent re-sends the same update (same uuid) with backoff, and immediately
    after every reregistration. Acknowledgements that were in flight when a stream broke are
    lost; the retry makes the master forward the update to the framework again.
+
+Leadership (HA masters, DESIGN.md §3b): `registered` and every `commands` message carry the
+leading master's epoch, which grows with every new leader. An agent remembers (checkpoints)
+the highest epoch it has seen and refuses a master whose epoch is lower: it ends that stream
+without applying its commands and reconnects, looking for the current leader. A master that
+does not lead refuses Connect with UNAVAILABLE, naming the leader's HOST:PORT in the
+trailing metadata `fairshare-leader` when it knows it.
 """
 
 from collections import abc as _abc
@@ -237,6 +244,7 @@ class AgentRegistered(_message.Message):
     MASTER_ID_FIELD_NUMBER: _builtins.int
     HEARTBEAT_INTERVAL_FIELD_NUMBER: _builtins.int
     RECONNECT_JITTER_FIELD_NUMBER: _builtins.int
+    EPOCH_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
     """The agent's id: master-minted after a register (the agent checkpoints it), the same after
     a reregister.
@@ -245,6 +253,8 @@ class AgentRegistered(_message.Message):
     """Id of the master instance; a different master_id than last time means the master
     restarted.
     """
+    epoch: _builtins.int
+    """The master's leadership epoch (see Leadership above); 0 for a master leading alone."""
     @_builtins.property
     def heartbeat_interval(self) -> _duration_pb2.Duration:
         """Send a heartbeat whenever nothing else was sent for this long."""
@@ -262,10 +272,11 @@ class AgentRegistered(_message.Message):
         master_id: _builtins.str = ...,
         heartbeat_interval: _duration_pb2.Duration | None = ...,
         reconnect_jitter: _duration_pb2.Duration | None = ...,
+        epoch: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["heartbeat_interval", b"heartbeat_interval", "reconnect_jitter", b"reconnect_jitter"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "heartbeat_interval", b"heartbeat_interval", "master_id", b"master_id", "reconnect_jitter", b"reconnect_jitter"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "epoch", b"epoch", "heartbeat_interval", b"heartbeat_interval", "master_id", b"master_id", "reconnect_jitter", b"reconnect_jitter"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -392,6 +403,11 @@ class AgentCommands(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     COMMANDS_FIELD_NUMBER: _builtins.int
+    EPOCH_FIELD_NUMBER: _builtins.int
+    epoch: _builtins.int
+    """The epoch of the master that sends them (as in AgentRegistered): an agent that has seen a
+    higher one applies none of them and ends the stream.
+    """
     @_builtins.property
     def commands(self) -> _containers.RepeatedCompositeFieldContainer[Global___AgentCommand]:
         """The commands."""
@@ -400,10 +416,11 @@ class AgentCommands(_message.Message):
         self,
         *,
         commands: _abc.Iterable[Global___AgentCommand] | None = ...,
+        epoch: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["commands", b"commands"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["commands", b"commands", "epoch", b"epoch"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -487,19 +504,33 @@ class KillTaskCommand(_message.Message):
 
     FRAMEWORK_ID_FIELD_NUMBER: _builtins.int
     TASK_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    GRACE_PERIOD_FIELD_NUMBER: _builtins.int
     framework_id: _builtins.str
     """Framework that owns the task."""
     task_id: _builtins.str
     """The task to kill."""
+    reason: _common_pb2.TaskStatus.Reason.ValueType
+    """Why the master kills it: the agent reports KILLED with this reason (REASON_PREEMPTED for the
+    rebalancer's kills); REASON_UNSPECIFIED for a kill the framework or the operator asked for.
+    """
+    @_builtins.property
+    def grace_period(self) -> _duration_pb2.Duration:
+        """When set, replaces the task's kill grace period (a command task's time between SIGTERM and
+        SIGKILL): the master's --rebalance-grace for a preemption. Unset: the task's own.
+        """
+
     def __init__(
         self,
         *,
         framework_id: _builtins.str = ...,
         task_id: _builtins.str = ...,
+        reason: _common_pb2.TaskStatus.Reason.ValueType = ...,
+        grace_period: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["grace_period", b"grace_period"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["framework_id", b"framework_id", "task_id", b"task_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["framework_id", b"framework_id", "grace_period", b"grace_period", "reason", b"reason", "task_id", b"task_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

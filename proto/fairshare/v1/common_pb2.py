@@ -26,7 +26,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x66\x61irshare/v1/common.proto\x12\x0c\x66\x61irshare.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"(\n\x08Resource\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06millis\x18\x02 \x01(\x03\"2\n\tResources\x12%\n\x05items\x18\x01 \x03(\x0b\x32\x16.fairshare.v1.Resource\"(\n\tAttribute\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\"\x90\x07\n\nTaskStatus\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12&\n\x05state\x18\x03 \x01(\x0e\x32\x17.fairshare.v1.TaskState\x12/\n\x06reason\x18\x04 \x01(\x0e\x32\x1f.fairshare.v1.TaskStatus.Reason\x12\x0f\n\x07message\x18\x05 \x01(\t\x12-\n\ttimestamp\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0c\n\x04uuid\x18\x07 \x01(\x0c\x12/\n\x06source\x18\x08 \x01(\x0e\x32\x1f.fairshare.v1.TaskStatus.Source\x12\x14\n\x07healthy\x18\t \x01(\x08H\x00\x88\x01\x01\x12\x16\n\texit_code\x18\n \x01(\x05H\x01\x88\x01\x01\x12*\n\x05usage\x18\x0b \x01(\x0b\x32\x1b.fairshare.v1.ResourceUsage\"\xcb\x03\n\x06Reason\x12\x16\n\x12REASON_UNSPECIFIED\x10\x00\x12\x18\n\x14REASON_AGENT_REMOVED\x10\x01\x12\x1c\n\x18REASON_AGENT_UNREACHABLE\x10\x02\x12\x1a\n\x16REASON_AGENT_RESTARTED\x10\x03\x12\x1d\n\x19REASON_AGENT_DISCONNECTED\x10\x04\x12\x19\n\x15REASON_AGENT_SHUTDOWN\x10\x05\x12\x1e\n\x1aREASON_EXECUTOR_TERMINATED\x10\x06\x12\x19\n\x15REASON_COMMAND_FAILED\x10\x07\x12\x17\n\x13REASON_TASK_INVALID\x10\x08\x12$\n REASON_TASK_KILLED_DURING_LAUNCH\x10\t\x12\x1c\n\x18REASON_FRAMEWORK_REMOVED\x10\n\x12\x19\n\x15REASON_RECONCILIATION\x10\x0b\x12\x19\n\x15REASON_INVALID_OFFERS\x10\x0c\x12\x17\n\x13REASON_MEMORY_LIMIT\x10\r\x12\x18\n\x14REASON_LAUNCH_FAILED\x10\x0e\x12\x1a\n\x16REASON_COMMAND_INVALID\x10\x0f\"E\n\x06Source\x12\x16\n\x12SOURCE_UNSPECIFIED\x10\x00\x12\x11\n\rSOURCE_MASTER\x10\x01\x12\x10\n\x0cSOURCE_AGENT\x10\x02\x42\n\n\x08_healthyB\x0c\n\n_exit_code\"W\n\rResourceUsage\x12+\n\x08\x63pu_time\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x19\n\x11memory_peak_bytes\x18\x02 \x01(\x03\"9\n\x07\x46ilters\x12\x1b\n\x0erefuse_seconds\x18\x01 \x01(\x01H\x00\x88\x01\x01\x42\x11\n\x0f_refuse_seconds\"\xf0\x01\n\x05Offer\x12\x10\n\x08offer_id\x18\x01 \x01(\t\x12\x14\n\x0c\x66ramework_id\x18\x02 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x03 \x01(\t\x12\x10\n\x08hostname\x18\x04 \x01(\t\x12*\n\tresources\x18\x05 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12+\n\nattributes\x18\x06 \x03(\x0b\x32\x17.fairshare.v1.Attribute\x12\x12\n\nfair_tasks\x18\x07 \x01(\x03\x12.\n\nexpires_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x96\x01\n\x0b\x43ommandInfo\x12+\n\x08\x64uration\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x11\n\texit_code\x18\x02 \x01(\x05\x12\x30\n\rstartup_delay\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x15\n\rfail_on_start\x18\x04 \x01(\x08\"\xe0\x01\n\x0bProcessInfo\x12\x0c\n\x04\x61rgv\x18\x01 \x03(\t\x12\r\n\x05shell\x18\x02 \x01(\t\x12/\n\x03\x65nv\x18\x03 \x03(\x0b\x32\".fairshare.v1.ProcessInfo.EnvEntry\x12\x13\n\x0bworking_dir\x18\x04 \x01(\t\x12\x0c\n\x04user\x18\x05 \x01(\t\x12\x34\n\x11kill_grace_period\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xc3\x02\n\x08TaskInfo\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x03 \x01(\t\x12*\n\tresources\x18\x04 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12,\n\x07\x63ommand\x18\x05 \x01(\x0b\x32\x19.fairshare.v1.CommandInfoH\x00\x12,\n\x07process\x18\x07 \x01(\x0b\x32\x19.fairshare.v1.ProcessInfoH\x00\x12\x32\n\x06labels\x18\x06 \x03(\x0b\x32\".fairshare.v1.TaskInfo.LabelsEntry\x12\x13\n\x0bpreemptible\x18\x08 \x01(\x08\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x06\n\x04kind\"l\n\x04Task\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12$\n\x04info\x18\x02 \x01(\x0b\x32\x16.fairshare.v1.TaskInfo\x12(\n\x06status\x18\x03 \x01(\x0b\x32\x18.fairshare.v1.TaskStatus\"\x93\x03\n\rFrameworkInfo\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\x13\n\x06weight\x18\x04 \x01(\x01H\x00\x88\x01\x01\x12\x33\n\x10\x66\x61ilover_timeout\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x11\n\tprincipal\x18\x06 \x01(\t\x12\x0c\n\x04user\x18\x07 \x01(\t\x12\x10\n\x08hostname\x18\x08 \x01(\t\x12<\n\x0c\x63\x61pabilities\x18\t \x03(\x0e\x32&.fairshare.v1.FrameworkInfo.Capability\"\x89\x01\n\nCapability\x12\x1a\n\x16\x43\x41PABILITY_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x43\x41PABILITY_PARTITION_AWARE\x10\x01\x12!\n\x1d\x43\x41PABILITY_TASK_KILLING_STATE\x10\x02\x12\x1c\n\x18\x43\x41PABILITY_GPU_RESOURCES\x10\x03\x42\t\n\x07_weight\"\x95\x01\n\tAgentInfo\x12\x10\n\x08hostname\x18\x01 \x01(\t\x12\x0c\n\x04port\x18\x02 \x01(\x05\x12*\n\tresources\x18\x03 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12+\n\nattributes\x18\x04 \x03(\x0b\x32\x17.fairshare.v1.Attribute\x12\x0f\n\x07version\x18\x05 \x01(\t\"_\n\x06\x44\x65mand\x12/\n\x0etask_resources\x18\x01 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12\x16\n\tmax_tasks\x18\x02 \x01(\x03H\x00\x88\x01\x01\x42\x0c\n\n_max_tasks*\xdb\x02\n\tTaskState\x12\x1a\n\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x16\n\x12TASK_STATE_STAGING\x10\x01\x12\x17\n\x13TASK_STATE_STARTING\x10\x02\x12\x16\n\x12TASK_STATE_RUNNING\x10\x03\x12\x16\n\x12TASK_STATE_KILLING\x10\x04\x12\x17\n\x13TASK_STATE_FINISHED\x10\x05\x12\x15\n\x11TASK_STATE_FAILED\x10\x06\x12\x15\n\x11TASK_STATE_KILLED\x10\x07\x12\x14\n\x10TASK_STATE_ERROR\x10\x08\x12\x13\n\x0fTASK_STATE_LOST\x10\t\x12\x16\n\x12TASK_STATE_DROPPED\x10\n\x12\x1a\n\x16TASK_STATE_UNREACHABLE\x10\x0b\x12\x13\n\x0fTASK_STATE_GONE\x10\x0c\x12\x16\n\x12TASK_STATE_UNKNOWN\x10\rb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x66\x61irshare/v1/common.proto\x12\x0c\x66\x61irshare.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"(\n\x08Resource\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06millis\x18\x02 \x01(\x03\"2\n\tResources\x12%\n\x05items\x18\x01 \x03(\x0b\x32\x16.fairshare.v1.Resource\"(\n\tAttribute\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\"\xa6\x07\n\nTaskStatus\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12&\n\x05state\x18\x03 \x01(\x0e\x32\x17.fairshare.v1.TaskState\x12/\n\x06reason\x18\x04 \x01(\x0e\x32\x1f.fairshare.v1.TaskStatus.Reason\x12\x0f\n\x07message\x18\x05 \x01(\t\x12-\n\ttimestamp\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0c\n\x04uuid\x18\x07 \x01(\x0c\x12/\n\x06source\x18\x08 \x01(\x0e\x32\x1f.fairshare.v1.TaskStatus.Source\x12\x14\n\x07healthy\x18\t \x01(\x08H\x00\x88\x01\x01\x12\x16\n\texit_code\x18\n \x01(\x05H\x01\x88\x01\x01\x12*\n\x05usage\x18\x0b \x01(\x0b\x32\x1b.fairshare.v1.ResourceUsage\"\xe1\x03\n\x06Reason\x12\x16\n\x12REASON_UNSPECIFIED\x10\x00\x12\x18\n\x14REASON_AGENT_REMOVED\x10\x01\x12\x1c\n\x18REASON_AGENT_UNREACHABLE\x10\x02\x12\x1a\n\x16REASON_AGENT_RESTARTED\x10\x03\x12\x1d\n\x19REASON_AGENT_DISCONNECTED\x10\x04\x12\x19\n\x15REASON_AGENT_SHUTDOWN\x10\x05\x12\x1e\n\x1aREASON_EXECUTOR_TERMINATED\x10\x06\x12\x19\n\x15REASON_COMMAND_FAILED\x10\x07\x12\x17\n\x13REASON_TASK_INVALID\x10\x08\x12$\n REASON_TASK_KILLED_DURING_LAUNCH\x10\t\x12\x1c\n\x18REASON_FRAMEWORK_REMOVED\x10\n\x12\x19\n\x15REASON_RECONCILIATION\x10\x0b\x12\x19\n\x15REASON_INVALID_OFFERS\x10\x0c\x12\x17\n\x13REASON_MEMORY_LIMIT\x10\r\x12\x18\n\x14REASON_LAUNCH_FAILED\x10\x0e\x12\x1a\n\x16REASON_COMMAND_INVALID\x10\x0f\x12\x14\n\x10REASON_PREEMPTED\x10\x10\"E\n\x06Source\x12\x16\n\x12SOURCE_UNSPECIFIED\x10\x00\x12\x11\n\rSOURCE_MASTER\x10\x01\x12\x10\n\x0cSOURCE_AGENT\x10\x02\x42\n\n\x08_healthyB\x0c\n\n_exit_code\"W\n\rResourceUsage\x12+\n\x08\x63pu_time\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x19\n\x11memory_peak_bytes\x18\x02 \x01(\x03\"9\n\x07\x46ilters\x12\x1b\n\x0erefuse_seconds\x18\x01 \x01(\x01H\x00\x88\x01\x01\x42\x11\n\x0f_refuse_seconds\"\xf0\x01\n\x05Offer\x12\x10\n\x08offer_id\x18\x01 \x01(\t\x12\x14\n\x0c\x66ramework_id\x18\x02 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x03 \x01(\t\x12\x10\n\x08hostname\x18\x04 \x01(\t\x12*\n\tresources\x18\x05 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12+\n\nattributes\x18\x06 \x03(\x0b\x32\x17.fairshare.v1.Attribute\x12\x12\n\nfair_tasks\x18\x07 \x01(\x03\x12.\n\nexpires_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x96\x01\n\x0b\x43ommandInfo\x12+\n\x08\x64uration\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x11\n\texit_code\x18\x02 \x01(\x05\x12\x30\n\rstartup_delay\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x15\n\rfail_on_start\x18\x04 \x01(\x08\"\xe0\x01\n\x0bProcessInfo\x12\x0c\n\x04\x61rgv\x18\x01 \x03(\t\x12\r\n\x05shell\x18\x02 \x01(\t\x12/\n\x03\x65nv\x18\x03 \x03(\x0b\x32\".fairshare.v1.ProcessInfo.EnvEntry\x12\x13\n\x0bworking_dir\x18\x04 \x01(\t\x12\x0c\n\x04user\x18\x05 \x01(\t\x12\x34\n\x11kill_grace_period\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xc3\x02\n\x08TaskInfo\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x03 \x01(\t\x12*\n\tresources\x18\x04 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12,\n\x07\x63ommand\x18\x05 \x01(\x0b\x32\x19.fairshare.v1.CommandInfoH\x00\x12,\n\x07process\x18\x07 \x01(\x0b\x32\x19.fairshare.v1.ProcessInfoH\x00\x12\x32\n\x06labels\x18\x06 \x03(\x0b\x32\".fairshare.v1.TaskInfo.LabelsEntry\x12\x13\n\x0bpreemptible\x18\x08 \x01(\x08\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x06\n\x04kind\"l\n\x04Task\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12$\n\x04info\x18\x02 \x01(\x0b\x32\x16.fairshare.v1.TaskInfo\x12(\n\x06status\x18\x03 \x01(\x0b\x32\x18.fairshare.v1.TaskStatus\"\x93\x03\n\rFrameworkInfo\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\x13\n\x06weight\x18\x04 \x01(\x01H\x00\x88\x01\x01\x12\x33\n\x10\x66\x61ilover_timeout\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x11\n\tprincipal\x18\x06 \x01(\t\x12\x0c\n\x04user\x18\x07 \x01(\t\x12\x10\n\x08hostname\x18\x08 \x01(\t\x12<\n\x0c\x63\x61pabilities\x18\t \x03(\x0e\x32&.fairshare.v1.FrameworkInfo.Capability\"\x89\x01\n\nCapability\x12\x1a\n\x16\x43\x41PABILITY_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x43\x41PABILITY_PARTITION_AWARE\x10\x01\x12!\n\x1d\x43\x41PABILITY_TASK_KILLING_STATE\x10\x02\x12\x1c\n\x18\x43\x41PABILITY_GPU_RESOURCES\x10\x03\x42\t\n\x07_weight\"\x95\x01\n\tAgentInfo\x12\x10\n\x08hostname\x18\x01 \x01(\t\x12\x0c\n\x04port\x18\x02 \x01(\x05\x12*\n\tresources\x18\x03 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12+\n\nattributes\x18\x04 \x03(\x0b\x32\x17.fairshare.v1.Attribute\x12\x0f\n\x07version\x18\x05 \x01(\t\"_\n\x06\x44\x65mand\x12/\n\x0etask_resources\x18\x01 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12\x16\n\tmax_tasks\x18\x02 \x01(\x03H\x00\x88\x01\x01\x42\x0c\n\n_max_tasks*\xdb\x02\n\tTaskState\x12\x1a\n\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x16\n\x12TASK_STATE_STAGING\x10\x01\x12\x17\n\x13TASK_STATE_STARTING\x10\x02\x12\x16\n\x12TASK_STATE_RUNNING\x10\x03\x12\x16\n\x12TASK_STATE_KILLING\x10\x04\x12\x17\n\x13TASK_STATE_FINISHED\x10\x05\x12\x15\n\x11TASK_STATE_FAILED\x10\x06\x12\x15\n\x11TASK_STATE_KILLED\x10\x07\x12\x14\n\x10TASK_STATE_ERROR\x10\x08\x12\x13\n\x0fTASK_STATE_LOST\x10\t\x12\x16\n\x12TASK_STATE_DROPPED\x10\n\x12\x1a\n\x16TASK_STATE_UNREACHABLE\x10\x0b\x12\x13\n\x0fTASK_STATE_GONE\x10\x0c\x12\x16\n\x12TASK_STATE_UNKNOWN\x10\rb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,8 +37,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PROCESSINFO_ENVENTRY']._serialized_options = b'8\001'
   _globals['_TASKINFO_LABELSENTRY']._loaded_options = None
   _globals['_TASKINFO_LABELSENTRY']._serialized_options = b'8\001'
-  _globals['_TASKSTATE']._serialized_start=3022
-  _globals['_TASKSTATE']._serialized_end=3369
+  _globals['_TASKSTATE']._serialized_start=3044
+  _globals['_TASKSTATE']._serialized_end=3391
   _globals['_RESOURCE']._serialized_start=108
   _globals['_RESOURCE']._serialized_end=148
   _globals['_RESOURCES']._serialized_start=150
@@ -46,35 +46,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ATTRIBUTE']._serialized_start=202
   _globals['_ATTRIBUTE']._serialized_end=242
   _globals['_TASKSTATUS']._serialized_start=245
-  _globals['_TASKSTATUS']._serialized_end=1157
+  _globals['_TASKSTATUS']._serialized_end=1179
   _globals['_TASKSTATUS_REASON']._serialized_start=601
-  _globals['_TASKSTATUS_REASON']._serialized_end=1060
-  _globals['_TASKSTATUS_SOURCE']._serialized_start=1062
-  _globals['_TASKSTATUS_SOURCE']._serialized_end=1131
-  _globals['_RESOURCEUSAGE']._serialized_start=1159
-  _globals['_RESOURCEUSAGE']._serialized_end=1246
-  _globals['_FILTERS']._serialized_start=1248
-  _globals['_FILTERS']._serialized_end=1305
-  _globals['_OFFER']._serialized_start=1308
-  _globals['_OFFER']._serialized_end=1548
-  _globals['_COMMANDINFO']._serialized_start=1551
-  _globals['_COMMANDINFO']._serialized_end=1701
-  _globals['_PROCESSINFO']._serialized_start=1704
-  _globals['_PROCESSINFO']._serialized_end=1928
-  _globals['_PROCESSINFO_ENVENTRY']._serialized_start=1886
-  _globals['_PROCESSINFO_ENVENTRY']._serialized_end=1928
-  _globals['_TASKINFO']._serialized_start=1931
-  _globals['_TASKINFO']._serialized_end=2254
-  _globals['_TASKINFO_LABELSENTRY']._serialized_start=2201
-  _globals['_TASKINFO_LABELSENTRY']._serialized_end=2246
-  _globals['_TASK']._serialized_start=2256
-  _globals['_TASK']._serialized_end=2364
-  _globals['_FRAMEWORKINFO']._serialized_start=2367
-  _globals['_FRAMEWORKINFO']._serialized_end=2770
-  _globals['_FRAMEWORKINFO_CAPABILITY']._serialized_start=2622
-  _globals['_FRAMEWORKINFO_CAPABILITY']._serialized_end=2759
-  _globals['_AGENTINFO']._serialized_start=2773
-  _globals['_AGENTINFO']._serialized_end=2922
-  _globals['_DEMAND']._serialized_start=2924
-  _globals['_DEMAND']._serialized_end=3019
+  _globals['_TASKSTATUS_REASON']._serialized_end=1082
+  _globals['_TASKSTATUS_SOURCE']._serialized_start=1084
+  _globals['_TASKSTATUS_SOURCE']._serialized_end=1153
+  _globals['_RESOURCEUSAGE']._serialized_start=1181
+  _globals['_RESOURCEUSAGE']._serialized_end=1268
+  _globals['_FILTERS']._serialized_start=1270
+  _globals['_FILTERS']._serialized_end=1327
+  _globals['_OFFER']._serialized_start=1330
+  _globals['_OFFER']._serialized_end=1570
+  _globals['_COMMANDINFO']._serialized_start=1573
+  _globals['_COMMANDINFO']._serialized_end=1723
+  _globals['_PROCESSINFO']._serialized_start=1726
+  _globals['_PROCESSINFO']._serialized_end=1950
+  _globals['_PROCESSINFO_ENVENTRY']._serialized_start=1908
+  _globals['_PROCESSINFO_ENVENTRY']._serialized_end=1950
+  _globals['_TASKINFO']._serialized_start=1953
+  _globals['_TASKINFO']._serialized_end=2276
+  _globals['_TASKINFO_LABELSENTRY']._serialized_start=2223
+  _globals['_TASKINFO_LABELSENTRY']._serialized_end=2268
+  _globals['_TASK']._serialized_start=2278
+  _globals['_TASK']._serialized_end=2386
+  _globals['_FRAMEWORKINFO']._serialized_start=2389
+  _globals['_FRAMEWORKINFO']._serialized_end=2792
+  _globals['_FRAMEWORKINFO_CAPABILITY']._serialized_start=2644
+  _globals['_FRAMEWORKINFO_CAPABILITY']._serialized_end=2781
+  _globals['_AGENTINFO']._serialized_start=2795
+  _globals['_AGENTINFO']._serialized_end=2944
+  _globals['_DEMAND']._serialized_start=2946
+  _globals['_DEMAND']._serialized_end=3041
 # @@protoc_insertion_point(module_scope)

@@ -245,6 +245,10 @@ class TaskStatus(_message.Message):
         the agent, its working directory leaves the sandbox through a symbolic link, the agent
         cannot run tasks as that user (state ERROR; message says which).
         """
+        REASON_PREEMPTED: TaskStatus._Reason.ValueType  # 16
+        """The master killed the task, which its framework declared preemptible, to move the cluster
+        toward its fair allocation (a master started with --rebalance; state KILLED).
+        """
 
     class Reason(_Reason, metaclass=_ReasonEnumTypeWrapper):
         """Why a status changed, for the states whose cause is not obvious."""
@@ -287,6 +291,10 @@ class TaskStatus(_message.Message):
     """The agent refused the command task before starting anything: its user does not exist on
     the agent, its working directory leaves the sandbox through a symbolic link, the agent
     cannot run tasks as that user (state ERROR; message says which).
+    """
+    REASON_PREEMPTED: TaskStatus.Reason.ValueType  # 16
+    """The master killed the task, which its framework declared preemptible, to move the cluster
+    toward its fair allocation (a master started with --rebalance; state KILLED).
     """
 
     class _Source:

@@ -299,6 +299,7 @@ class GetStateResponse(_message.Message):
     USED_FIELD_NUMBER: _builtins.int
     OFFERED_FIELD_NUMBER: _builtins.int
     FREE_FIELD_NUMBER: _builtins.int
+    LEADER_FIELD_NUMBER: _builtins.int
     master_id: _builtins.str
     """Id of this master instance (changes at every master start)."""
     version: _builtins.str
@@ -343,6 +344,10 @@ class GetStateResponse(_message.Message):
     def free(self) -> _common_pb2.Resources:
         """Pool resources neither used nor offered (total - used - offered)."""
 
+    @_builtins.property
+    def leader(self) -> Global___Leader:
+        """The master that answered: the leader (only the leader answers GetState)."""
+
     def __init__(
         self,
         *,
@@ -359,14 +364,51 @@ class GetStateResponse(_message.Message):
         used: _common_pb2.Resources | None = ...,
         offered: _common_pb2.Resources | None = ...,
         free: _common_pb2.Resources | None = ...,
+        leader: Global___Leader | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["free", b"free", "offered", b"offered", "started_at", b"started_at", "total", b"total", "used", b"used"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["free", b"free", "leader", b"leader", "offered", b"offered", "started_at", b"started_at", "total", b"total", "used", b"used"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agents", b"agents", "frameworks", b"frameworks", "free", b"free", "master_id", b"master_id", "offered", b"offered", "offers", b"offers", "placement", b"placement", "policy", b"policy", "started_at", b"started_at", "tasks", b"tasks", "total", b"total", "used", b"used", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agents", b"agents", "frameworks", b"frameworks", "free", b"free", "leader", b"leader", "master_id", b"master_id", "offered", b"offered", "offers", b"offers", "placement", b"placement", "policy", b"policy", "started_at", b"started_at", "tasks", b"tasks", "total", b"total", "used", b"used", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetStateResponse: _TypeAlias = GetStateResponse  # noqa: Y015
+
+@_typing.final
+class Leader(_message.Message):
+    """The leading master (DESIGN.md §3b). HA masters on etcd elect one leader at a time; a master
+    with the embedded SQLite registry leads alone from its start, with epoch 0.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ADDRESS_FIELD_NUMBER: _builtins.int
+    ELECTED_AT_FIELD_NUMBER: _builtins.int
+    EPOCH_FIELD_NUMBER: _builtins.int
+    address: _builtins.str
+    """HOST:PORT clients dial to reach it."""
+    epoch: _builtins.int
+    """Its term: the create revision of its leadership key in etcd, higher for every new term;
+    0 for a master leading alone.
+    """
+    @_builtins.property
+    def elected_at(self) -> _timestamp_pb2.Timestamp:
+        """When it was elected (HA), or started (alone)."""
+
+    def __init__(
+        self,
+        *,
+        address: _builtins.str = ...,
+        elected_at: _timestamp_pb2.Timestamp | None = ...,
+        epoch: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["elected_at", b"elected_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "elected_at", b"elected_at", "epoch", b"epoch"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Leader: _TypeAlias = Leader  # noqa: Y015
 
 @_typing.final
 class SetWeightRequest(_message.Message):

@@ -129,6 +129,30 @@ def test_a_killed_sleep_is_killed_within_grace_plus_1s(
     run(work_dir, with_cgroups, body)
 
 
+def test_a_kill_with_its_own_grace_period_replaces_the_tasks(
+    work_dir: Path, with_cgroups: Isolation
+) -> None:
+    """A preemption (``KillTaskCommand.grace_period``): SIGKILL after the kill's grace (0.2 s),
+    not the task's (``GRACE``, 1 s), and KILLED with the kill's reason."""
+
+    async def body(h: Harness) -> None:
+        key = h.launch("sleeper", task(shell='trap "" TERM; echo ready; sleep 1000'))
+        await h.wait(lambda: RUNNING in h.states(key), "RUNNING")
+        deadline = time.monotonic() + 10  # "ready": its trap is set
+        while h.stdout(key) != "ready\n":
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        killed_at = time.monotonic()
+        assert h.executor.kill(key, TS.REASON_PREEMPTED, grace=0.2)
+        end = await h.ended(key)
+        took = time.monotonic() - killed_at
+        assert took < GRACE * 0.9, f"KILLED {took:.3f}s after the kill: {h.events}"
+        assert end.message == "killed (SIGKILL after the grace period)", h.events
+        assert (end.state, end.reason) == (KILLED, TS.REASON_PREEMPTED)
+
+    run(work_dir, with_cgroups, body)
+
+
 def test_a_kill_before_the_start_starts_nothing(work_dir: Path, with_cgroups: Isolation) -> None:
     async def body(h: Harness) -> None:
         key = h.launch("never", task(argv=["sleep", "1000"]))

@@ -218,3 +218,30 @@ def test_an_unchanged_view_is_not_planned_again(monkeypatch: pytest.MonkeyPatch)
     assert len(plans) == 1
     rebalancer.check(view(FIG2))  # another view: planned
     assert len(plans) == 2
+
+
+def test_view_of_reads_each_tasks_own_preemptible_flag() -> None:
+    from fairshare.task_states import TaskState
+
+    from master.core import MasterState, SendOffers, TaskLaunch
+    from master.core.rebalance import raw_view_of, view_of
+
+    state = MasterState(CoreConfig())
+    state.handle_add_framework("u1", 0.0)
+    state.handle_add_agent("s1", R("cpus:2;mem:2048"), 0.0)
+    offers = [m for m in state.handle_allocate(0.0) if isinstance(m, SendOffers)]
+    offer_id = offers[0].offers[0].offer_id
+    launches = [
+        TaskLaunch("keep", "keep", R("cpus:1;mem:512")),
+        TaskLaunch("spare", "spare", R("cpus:1;mem:512"), preemptible=True),
+    ]
+    state.handle_accept("u1", [offer_id], launches, 0.0)
+    flags = {task.task_id: task.preemptible for task in view_of(state).tasks}
+    assert flags == {"keep": False, "spare": True}
+    assert {t.preemptible for t in view_of(state, lambda _f, _t: True).tasks} == {True}
+    staging = raw_view_of(state, running_only=True).ordered()  # not RUNNING yet: none may go
+    assert [t.preemptible for t in staging.tasks] == [False, False]
+    state.handle_task_status("s1", "u1", "spare", TaskState.RUNNING, 0.0)
+    running = raw_view_of(state, running_only=True).ordered()
+    assert {t.task_id: t.preemptible for t in running.tasks} == {"keep": False, "spare": True}
+    assert raw_view_of(state).ordered() == view_of(state)

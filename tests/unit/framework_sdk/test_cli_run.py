@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import dataclasses
 
@@ -11,7 +12,7 @@ from fairshare.v1 import scheduler_pb2
 from sdk_helpers import run_async
 
 from framework_sdk import ResourceVector
-from framework_sdk.cli import RunConfig, run_framework
+from framework_sdk.cli import RunConfig, add_run_arguments, run_config, run_framework
 from framework_sdk.testing import FakeAgent, FakeMaster
 
 SHAPE = ResourceVector.parse("cpus:1;mem:1024")
@@ -43,6 +44,44 @@ def test_bad_flags_exit_2_naming_the_flag(
     assert err.startswith("fairshare run: ")
     assert message in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("flags", "preemptible"),
+    [
+        ([], True),
+        (["--no-preemptible"], False),
+        (["--command", "true"], False),
+        (["--command", "true", "--preemptible"], True),
+    ],
+)
+def test_placeholder_tasks_are_preemptible_unless_told_command_tasks_only_if_told(
+    flags: list[str], preemptible: bool
+) -> None:
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser)
+    args = parser.parse_args(["--name", "web", "--task", "cpus:1", *flags])
+    assert run_config(args).preemptible is preemptible
+
+
+def test_tasks_carry_the_preemptible_flag_to_the_master() -> None:
+    agents = [FakeAgent("ag-1", ResourceVector.parse("cpus:2;mem:4096"))]
+
+    async def scenario() -> None:
+        async with FakeMaster(agents=agents) as master:
+            stop = asyncio.Event()
+            for preemptible in (True, False):
+                cfg = config(master.address, count=1, preemptible=preemptible)
+                runner = asyncio.ensure_future(run_framework(cfg, stop))
+                await master.wait_for(lambda: master.launched_tasks, 5, "a task launched")
+                assert [t.preemptible for t in master.launched_tasks] == [preemptible]
+                assert master.launched_tasks[0].info.preemptible is preemptible
+                stop.set()
+                assert await asyncio.wait_for(runner, 5) == 0
+                master.launched_tasks.clear()
+                stop.clear()
+
+    run_async(scenario())
 
 
 def config(master: str, **changes: object) -> RunConfig:

@@ -16,9 +16,9 @@ from master.registry import (
     SCHEMA_VERSION,
     UNREACHABLE,
     AgentEntry,
-    Registry,
     RegistryError,
     RegistryWriteError,
+    SqliteRegistry,
 )
 
 SPEC = AgentSpec("host-1", 5051, ResourceVector.parse("cpus:4;mem:1024;gpus:1"), (("rack", "r1"),))
@@ -27,8 +27,8 @@ FRAMEWORK = FrameworkSpec(
 )
 
 
-def filled(work_dir: Path) -> Registry:
-    registry = Registry.open(work_dir)
+def filled(work_dir: Path) -> SqliteRegistry:
+    registry = SqliteRegistry.open(work_dir)
     registry.admit_agent(AgentEntry("ag-1", SPEC, 100.0))
     registry.admit_agent(AgentEntry("ag-2", SPEC, 101.0))
     registry.set_agent_state("ag-2", UNREACHABLE)
@@ -51,7 +51,7 @@ def test_everything_written_is_read_back_after_a_reopen(tmp_path: Path) -> None:
     mirror = (registry.agents, registry.frameworks, weights, registry.cluster_id)
     assert registry.writes == 12
     registry.close()
-    reopened = Registry.open(tmp_path)
+    reopened = SqliteRegistry.open(tmp_path)
     reopened_weights = (reopened.role_weights, reopened.framework_weights)
     assert (reopened.agents, reopened.frameworks, reopened_weights) == mirror[:3]
     assert reopened.cluster_id == mirror[3]
@@ -63,8 +63,8 @@ def test_everything_written_is_read_back_after_a_reopen(tmp_path: Path) -> None:
 
 
 def test_a_fresh_work_dir_gets_a_new_registry(tmp_path: Path) -> None:
-    first = Registry.open(tmp_path / "a")
-    second = Registry.open(tmp_path / "b")
+    first = SqliteRegistry.open(tmp_path / "a")
+    second = SqliteRegistry.open(tmp_path / "b")
     assert first.cluster_id != second.cluster_id
     assert not first.agents and not first.frameworks
     assert not list((tmp_path / "a").glob("*.new*"))  # built aside, then renamed
@@ -74,7 +74,7 @@ def test_a_missing_registry_is_never_recreated(tmp_path: Path) -> None:
     filled(tmp_path).close()
     (tmp_path / REGISTRY_FILE).unlink()
     with pytest.raises(RegistryError, match=r"is missing, but .*cluster\.id says cluster"):
-        Registry.open(tmp_path)
+        SqliteRegistry.open(tmp_path)
     assert not (tmp_path / REGISTRY_FILE).exists()
 
 
@@ -82,7 +82,7 @@ def test_a_corrupt_registry_is_refused(tmp_path: Path) -> None:
     filled(tmp_path).close()
     (tmp_path / REGISTRY_FILE).write_bytes(b"\x00garbage" * 512)
     with pytest.raises(RegistryError, match="corrupt"):
-        Registry.open(tmp_path)
+        SqliteRegistry.open(tmp_path)
 
 
 def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
@@ -93,14 +93,14 @@ def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
     with pytest.raises(
         RegistryError, match=f"schema version {newer}, newer than this master's {SCHEMA_VERSION}"
     ):
-        Registry.open(tmp_path)
+        SqliteRegistry.open(tmp_path)
 
 
 def test_another_clusters_registry_is_refused(tmp_path: Path) -> None:
     filled(tmp_path).close()
     (tmp_path / MARKER_FILE).write_text("someone-else\n")
     with pytest.raises(RegistryError, match="another cluster's registry"):
-        Registry.open(tmp_path)
+        SqliteRegistry.open(tmp_path)
 
 
 def test_a_row_that_does_not_parse_is_refused(tmp_path: Path) -> None:
@@ -108,7 +108,7 @@ def test_a_row_that_does_not_parse_is_refused(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / REGISTRY_FILE) as db:
         db.execute("UPDATE agents SET state = 'SLEEPING' WHERE agent_id = 'ag-1'")
     with pytest.raises(RegistryError, match="invalid row"):
-        Registry.open(tmp_path)
+        SqliteRegistry.open(tmp_path)
 
 
 def test_a_failed_write_changes_nothing(tmp_path: Path) -> None:
@@ -122,4 +122,4 @@ def test_a_failed_write_changes_nothing(tmp_path: Path) -> None:
     assert registry.frameworks == before
     registry._db.execute("PRAGMA query_only = OFF")
     registry.close()
-    assert Registry.open(tmp_path).frameworks == before
+    assert SqliteRegistry.open(tmp_path).frameworks == before

@@ -15,16 +15,16 @@ from master.registry import (
     REGISTRY_FILE,
     UNREACHABLE,
     AgentEntry,
-    Registry,
     RegistryError,
     RegistryWriteError,
+    SqliteRegistry,
 )
 
 SPEC = AgentSpec("host", 5051, ResourceVector.parse("cpus:1;mem:64"), ())
 DAY = 86_400.0
 
 
-def _left(registry: Registry, count: int, at: float) -> None:
+def _left(registry: SqliteRegistry, count: int, at: float) -> None:
     for index in range(count):
         registry.admit_agent(AgentEntry(f"ag-{at}-{index}", SPEC, at))
         registry.clock = lambda: at
@@ -34,7 +34,7 @@ def _left(registry: Registry, count: int, at: float) -> None:
 
 
 def test_garbage_collection_forgets_by_age_then_by_count_oldest_first(tmp_path: Path) -> None:
-    registry = Registry.open(tmp_path)
+    registry = SqliteRegistry.open(tmp_path)
     registry.admit_agent(AgentEntry("ag-live", SPEC, 0.0))
     registry.put_framework(FrameworkSpec("fw-live", "live"), 0.0)
     _left(registry, 3, 1 * DAY)
@@ -44,7 +44,7 @@ def test_garbage_collection_forgets_by_age_then_by_count_oldest_first(tmp_path: 
     assert "ag-live" in registry.agents and "fw-live" in registry.frameworks
     assert len([a for a in registry.agents.values() if a.state == UNREACHABLE]) == 2
     registry.close()
-    reopened = Registry.open(tmp_path)  # durable
+    reopened = SqliteRegistry.open(tmp_path)  # durable
     assert len(reopened.agents) == 3 and len(reopened.frameworks) == 3
     assert reopened.collect_garbage(12 * DAY, 5 * DAY, 2, 5 * DAY, 2) == ([], [])
 
@@ -53,7 +53,7 @@ def test_garbage_collection_forgets_by_age_then_by_count_oldest_first(tmp_path: 
 def test_a_file_deleted_or_replaced_under_the_master_fails_the_next_write(
     tmp_path: Path, what: str
 ) -> None:
-    registry = Registry.open(tmp_path)
+    registry = SqliteRegistry.open(tmp_path)
     registry.admit_agent(AgentEntry("ag-1", SPEC, 0.0))
     path = tmp_path / (MARKER_FILE if what == "marker deleted" else REGISTRY_FILE)
     if what == "replaced":
@@ -70,10 +70,10 @@ def test_a_file_deleted_or_replaced_under_the_master_fails_the_next_write(
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes read-only directories")
 def test_a_work_dir_that_cannot_be_written_stops_the_open(tmp_path: Path) -> None:
-    Registry.open(tmp_path).close()
+    SqliteRegistry.open(tmp_path).close()
     tmp_path.chmod(0o500)
     try:
         with pytest.raises(RegistryError, match="cannot be written"):
-            Registry.open(tmp_path)
+            SqliteRegistry.open(tmp_path)
     finally:
         tmp_path.chmod(0o700)

@@ -27,7 +27,7 @@ from test_runtime_cycle import (
 from master.core import CoreConfig
 from master.core.errors import NotFound
 from master.model import DemandSpec
-from master.registry import Registry
+from master.registry import SqliteRegistry
 from master.runtime.sessions import Channel
 
 CONFIG = RuntimeConfig(
@@ -42,7 +42,7 @@ SMALL = R("cpus:1;mem:128")
 
 async def first_life(work_dir: Path) -> dict[str, str]:
     """A master where A runs 2 tasks on agent "busy" and B 1 task; agent "idle" has room."""
-    runtime = MasterRuntime(CONFIG, registry=Registry.open(work_dir))
+    runtime = MasterRuntime(CONFIG, registry=SqliteRegistry.open(work_dir))
     await runtime.start()
     ids: dict[str, str] = {}
     demand = DemandSpec(SMALL, 2)
@@ -78,7 +78,7 @@ def test_restart_recovers_and_offers_in_drf_order_only_once_agents_are_back(
 ) -> None:
     async def main() -> None:
         ids = await first_life(tmp_path)
-        runtime = MasterRuntime(CONFIG, registry=Registry.open(tmp_path))
+        runtime = MasterRuntime(CONFIG, registry=SqliteRegistry.open(tmp_path))
         runtime.recovery.recover()
         await runtime.start()
         try:
@@ -132,7 +132,7 @@ def test_restart_recovers_and_offers_in_drf_order_only_once_agents_are_back(
 
 def test_operator_weights_are_durable_and_follow_their_precedence(tmp_path: Path) -> None:
     async def main() -> None:
-        runtime = MasterRuntime(CONFIG, registry=Registry.open(tmp_path))
+        runtime = MasterRuntime(CONFIG, registry=SqliteRegistry.open(tmp_path))
         await runtime.start()
         spec_a = FrameworkSpec("", "A", role="batch", weight=2.0, failover_timeout=60.0)
         a = runtime.frameworks.subscribe(spec_a, None, True).framework_id
@@ -149,7 +149,7 @@ def test_operator_weights_are_durable_and_follow_their_precedence(tmp_path: Path
         await runtime.stop()
         runtime.state.registry.close()
 
-        again = MasterRuntime(CONFIG, registry=Registry.open(tmp_path))
+        again = MasterRuntime(CONFIG, registry=SqliteRegistry.open(tmp_path))
         again.recovery.recover()
         assert again.operator.weights() == [("role", "batch", 3.0), ("framework", a, 7.0)]
         assert again.state.core.frameworks[a].weight == 7.0

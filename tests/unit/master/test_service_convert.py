@@ -237,6 +237,14 @@ def test_task_launch_round_trip() -> None:
     assert plain.details == TaskDetails()
     assert not convert.task_info(plain, "ag-2").command.HasField("duration")
     assert convert.task_info(plain, "ag-2").agent_id == "ag-2"
+    assert not plain.preemptible and not convert.task_info(plain, "ag-2").preemptible
+
+
+def test_preemptible_flag_round_trips() -> None:
+    info = C.TaskInfo(task_id="p", resources=wire(("cpus", 1)), preemptible=True)
+    launch = convert.task_launch(info)
+    assert launch.preemptible
+    assert convert.task_info(launch, "ag-1").preemptible
 
 
 def test_task_with_negative_duration_is_invalid() -> None:

@@ -1,4 +1,5 @@
-"""``Registry``: the master's durable state in SQLite under its work dir (DESIGN.md §6).
+"""``SqliteRegistry``: the master's durable registry in SQLite under its work dir (DESIGN.md §6),
+the embedded default for one master (``etcd_store`` keeps it in etcd for HA masters).
 
 What is durable is what Mesos keeps in its registry: the agents admitted (with their spec and
 whether they are admitted, unreachable or gone, and whether the operator deactivated them), the
@@ -7,42 +8,34 @@ were removed, so their ids are refused for good), and operator-set weights of ro
 frameworks. Offers, filters, demands and tasks are soft state: tasks are rebuilt from the agents
 when they reregister.
 
-Invariants:
-- every write is one committed transaction, made *before* the runtime changes its memory or
-  acknowledges the call (a write that fails raises ``RegistryWriteError`` and the caller changes
-  nothing); the file is in WAL mode with ``synchronous=FULL`` by default, so a committed change
-  survives kill -9 and power loss (``NORMAL`` survives process crashes only);
+Invariants (beside those of ``operations.Registry``, whose operations it stores):
+- every write is one committed SQLite transaction (a write that fails raises
+  ``RegistryWriteError`` and rolls back); the file is in WAL mode with ``synchronous=FULL`` by
+  default, so a committed change survives kill -9 and power loss (``NORMAL`` survives process
+  crashes only);
 - the registry is never silently reset: opening a work dir whose marker (``cluster.id``) says a
   registry was created there fails with ``RegistryError`` when ``registry.sqlite`` is missing,
   unreadable, corrupt, of another cluster, or written by a newer schema;
-- the in-memory mirror (``agents``, ``frameworks``, ``role_weights``, ``framework_weights``)
-  equals the file's content after every successful call;
+- the in-memory mirror equals the file's content after every successful call;
 - before each commit the file is checked to be the one opened (same device and inode, and the
   marker still there): a registry deleted or replaced under a running master fails the write
   (``RegistryWriteError`` saying so) instead of acknowledging changes that would be lost;
 - opening checks that the work dir can be written (a read-only disk stops the master before
-  it serves); a registry of schema 1 is upgraded in place, in one transaction;
-- ``collect_garbage`` forgets unreachable and gone agents, and removed frameworks, older than a
-  maximum age or beyond a maximum count (oldest first), as Mesos's registry_max_agent_age and
-  registry_max_agent_count do; a forgotten agent must register afresh.
+  it serves); a registry of schema 1 is upgraded in place, in one transaction.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sqlite3
 import time
 import uuid
-from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
 from fairshare.sqlite_transaction import transaction
 
-from master.model import FrameworkSpec
 from master.registry.entries import (
     AGENT_STATES,
     AgentEntry,
@@ -53,9 +46,12 @@ from master.registry.entries import (
     agent_spec_to_json,
     framework_spec_from_json,
     framework_spec_to_json,
+    read_marker,
+    write_marker,
 )
+from master.registry.operations import Change, Forgotten, Registry, WeightChange
 
-__all__ = ["MARKER_FILE", "REGISTRY_FILE", "SCHEMA_VERSION", "Registry"]
+__all__ = ["MARKER_FILE", "REGISTRY_FILE", "SCHEMA_VERSION", "SqliteRegistry"]
 
 REGISTRY_FILE: Final = "registry.sqlite"
 MARKER_FILE: Final = "cluster.id"
@@ -91,12 +87,10 @@ _UPGRADE_1_TO_2: Final = (
     "ALTER TABLE agents ADD COLUMN changed_at REAL NOT NULL DEFAULT 0",
     "ALTER TABLE frameworks ADD COLUMN removed_at REAL NOT NULL DEFAULT 0",
 )
-LEFT: Final = ("UNREACHABLE", "GONE")
-"""Registry states of agents that left: what garbage collection may forget."""
 
 
-class Registry:
-    """The durable registry and its in-memory mirror."""
+class SqliteRegistry(Registry):
+    """The durable registry in one SQLite file, and its in-memory mirror."""
 
     def __init__(
         self,
@@ -105,25 +99,16 @@ class Registry:
         path: Path | None,
         on_write: Callable[[float], None] | None = None,
     ) -> None:
+        super().__init__(cluster_id, on_write)
         self._db = connection
-        self.cluster_id = cluster_id
         self.path = path
-        self.on_write = on_write
-        self.agents: dict[str, AgentEntry] = {}
-        self.frameworks: dict[str, FrameworkEntry] = {}
-        self.role_weights: dict[str, float] = {}
-        self.framework_weights: dict[str, float] = {}
-        self.writes = 0
-        self.clock: Callable[[], float] = time.time
-        self.agents_of: Counter[str] = Counter()  # principal -> agents not GONE
-        self.frameworks_of: Counter[str] = Counter()  # principal -> frameworks not removed
         self._identity = self._file_identity()
         self._load()
 
     # -- opening ----------------------------------------------------------------------------------
 
     @classmethod
-    def in_memory(cls) -> Registry:
+    def in_memory(cls) -> SqliteRegistry:
         """A registry that keeps nothing across processes (unit tests, ``fairshare`` tools)."""
         connection = sqlite3.connect(":memory:", isolation_level=None)
         connection.executescript(_SCHEMA)
@@ -132,7 +117,7 @@ class Registry:
         return cls(connection, cluster_id, None)
 
     @classmethod
-    def open(cls, work_dir: Path, synchronous: str = "FULL") -> Registry:
+    def open(cls, work_dir: Path, synchronous: str = "FULL") -> SqliteRegistry:
         """Open (or, in a work dir that never had one, create) the registry; ``RegistryError``."""
         path = work_dir / REGISTRY_FILE
         marker = work_dir / MARKER_FILE
@@ -141,7 +126,7 @@ class Registry:
         except OSError as error:
             raise RegistryError(f"cannot create work dir {work_dir}: {error.strerror}") from None
         cls._probe_dir(work_dir)
-        expected = cls._read_marker(marker)
+        expected = read_marker(marker)
         if not path.exists():
             if expected is not None:
                 raise RegistryError(
@@ -162,7 +147,7 @@ class Registry:
                     f" cluster {expected}: the work dir holds another cluster's registry"
                 )
             if expected is None:
-                cls._write_marker(marker, cluster_id)
+                write_marker(marker, cluster_id)
             return cls(connection, cluster_id, path)
         except RegistryError:
             connection.close()
@@ -224,25 +209,6 @@ class Registry:
             raise RegistryError(f"cannot upgrade registry {path}: {error}") from None
 
     @staticmethod
-    def _read_marker(marker: Path) -> str | None:
-        try:
-            text = marker.read_text(encoding="utf-8").strip()
-        except FileNotFoundError:
-            return None
-        except OSError as error:
-            raise RegistryError(f"cannot read {marker}: {error.strerror}") from None
-        return text or None
-
-    @staticmethod
-    def _write_marker(marker: Path, cluster_id: str) -> None:
-        tmp = marker.with_name(marker.name + ".tmp")
-        try:
-            tmp.write_text(cluster_id + "\n", encoding="utf-8")
-            os.replace(tmp, marker)
-        except OSError as error:
-            raise RegistryError(f"cannot write {marker}: {error.strerror}") from None
-
-    @staticmethod
     def _connect(path: Path, synchronous: str) -> sqlite3.Connection:
         if synchronous not in ("FULL", "NORMAL"):
             raise ValueError(f"synchronous must be FULL or NORMAL, not {synchronous!r}")
@@ -255,7 +221,7 @@ class Registry:
         return connection
 
     @classmethod
-    def _create(cls, path: Path, marker: Path, synchronous: str) -> Registry:
+    def _create(cls, path: Path, marker: Path, synchronous: str) -> SqliteRegistry:
         """Build the file under a temporary name and rename it: a crash leaves no half registry."""
         tmp = path.with_name(path.name + ".new")
         for leftover in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
@@ -271,7 +237,7 @@ class Registry:
             os.replace(tmp, path)
         except (sqlite3.Error, OSError) as error:
             raise RegistryError(f"cannot create registry {path}: {error}") from None
-        cls._write_marker(marker, cluster_id)
+        write_marker(marker, cluster_id)
         return cls(cls._connect(path, synchronous), cluster_id, path)
 
     @staticmethod
@@ -316,6 +282,7 @@ class Registry:
 
     def _load(self) -> None:
         try:
+            rows: list[Change] = []
             for (
                 agent_id,
                 spec,
@@ -330,44 +297,33 @@ class Registry:
             ):
                 if state not in AGENT_STATES:
                     raise ValueError(f"agent {agent_id} has unknown state {state!r}")
-                entry = AgentEntry(
-                    agent_id,
-                    agent_spec_from_json(spec),
-                    registered_at,
-                    state,
-                    bool(active),
-                    str(principal),
-                    float(changed),
+                rows.append(
+                    AgentEntry(
+                        agent_id,
+                        agent_spec_from_json(spec),
+                        registered_at,
+                        state,
+                        bool(active),
+                        str(principal),
+                        float(changed),
+                    )
                 )
-                self.agents[agent_id] = entry
             for framework_id, spec, registered_at, removed, removed_at in self._db.execute(
                 "SELECT framework_id, spec, registered_at, removed, removed_at FROM frameworks"
             ):
                 parsed = framework_spec_from_json(spec)
                 if parsed.framework_id != framework_id:
                     raise ValueError(f"framework row {framework_id} holds {parsed.framework_id}")
-                self.frameworks[framework_id] = FrameworkEntry(
-                    parsed, registered_at, bool(removed), float(removed_at)
-                )
+                rows.append(FrameworkEntry(parsed, registered_at, bool(removed), float(removed_at)))
             for kind, target, weight in self._db.execute(
                 "SELECT kind, target, weight FROM weights"
             ):
-                self._weights(kind)[target] = float(weight)
-            for entry in self.agents.values():
-                self._count_agent(entry, 1)
-            for framework in self.frameworks.values():
-                self._count_framework(framework, 1)
+                self._weights(kind)  # raises for an unknown kind
+                rows.append(WeightChange(kind, target, float(weight)))
+            self._apply(rows)
         except (ValueError, KeyError, TypeError) as error:
             where = self.path or "(memory)"
             raise RegistryError(f"registry {where} holds an invalid row: {error}") from None
-
-    def _count_agent(self, entry: AgentEntry | None, sign: int) -> None:
-        if entry is not None and entry.state != "GONE":
-            self.agents_of[entry.principal] += sign
-
-    def _count_framework(self, entry: FrameworkEntry | None, sign: int) -> None:
-        if entry is not None and not entry.removed:
-            self.frameworks_of[entry.spec.principal] += sign
 
     def close(self) -> None:
         """Close the file (the WAL is checkpointed by SQLite)."""
@@ -398,159 +354,54 @@ class Registry:
             " opened it: a write now would be lost; restore the file and restart the master"
         )
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        started = time.perf_counter()
+    def _commit(self, changes: Sequence[Change]) -> None:
         self._check_file()
         try:
             with transaction(self._db):
-                yield self._db
+                for change in changes:
+                    self._write_row(change)
         except sqlite3.Error as error:
             raise RegistryWriteError(f"registry write failed: {error}") from None
-        self.writes += 1
-        if self.on_write is not None:
-            self.on_write(time.perf_counter() - started)
 
-    def admit_agent(self, entry: AgentEntry) -> None:
-        """Record an agent admitted (or readmitted with a new spec)."""
-        with self._write() as db:
+    def _write_row(self, change: Change) -> None:
+        db = self._db
+        if isinstance(change, AgentEntry):
             db.execute(
                 "INSERT OR REPLACE INTO agents (agent_id, spec, registered_at, state, active,"
                 " principal, changed_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (
-                    entry.agent_id,
-                    agent_spec_to_json(entry.spec),
-                    entry.registered_at,
-                    entry.state,
-                    int(entry.active),
-                    entry.principal,
-                    entry.changed_at,
+                    change.agent_id,
+                    agent_spec_to_json(change.spec),
+                    change.registered_at,
+                    change.state,
+                    int(change.active),
+                    change.principal,
+                    change.changed_at,
                 ),
             )
-        self._count_agent(self.agents.get(entry.agent_id), -1)
-        self.agents[entry.agent_id] = entry
-        self._count_agent(entry, 1)
-
-    def set_agent_state(self, agent_id: str, state: str) -> None:
-        """Mark an admitted agent ADMITTED, UNREACHABLE or GONE."""
-        if state not in AGENT_STATES:
-            raise ValueError(f"unknown agent state {state!r}")
-        self.set_agents_state([agent_id], state)
-
-    def set_agents_state(self, agent_ids: list[str], state: str) -> None:
-        """``set_agent_state`` for several agents, in one transaction."""
-        if state not in AGENT_STATES:
-            raise ValueError(f"unknown agent state {state!r}")
-        changed = [a for a in agent_ids if self.agents[a].state != state]
-        if not changed:
-            return
-        now = self.clock()
-        with self._write() as db:
-            db.executemany(
-                "UPDATE agents SET state = ?, changed_at = ? WHERE agent_id = ?",
-                [(state, now, agent_id) for agent_id in changed],
-            )
-        for agent_id in changed:
-            entry = self.agents[agent_id]
-            self._count_agent(entry, -1)
-            self.agents[agent_id] = dataclasses.replace(entry, state=state, changed_at=now)
-            self._count_agent(self.agents[agent_id], 1)
-
-    def set_agents_active(self, agent_ids: list[str], active: bool) -> None:
-        """Record operator (de)activation of several agents in one transaction."""
-        changed = [a for a in agent_ids if a in self.agents and self.agents[a].active != active]
-        if not changed:
-            return
-        with self._write() as db:
-            db.executemany(
-                "UPDATE agents SET active = ? WHERE agent_id = ?",
-                [(int(active), agent_id) for agent_id in changed],
-            )
-        for agent_id in changed:
-            self.agents[agent_id] = dataclasses.replace(self.agents[agent_id], active=active)
-
-    def put_framework(self, spec: FrameworkSpec, registered_at: float) -> None:
-        """Record a framework registered, or its spec changed on resubscription."""
-        with self._write() as db:
+        elif isinstance(change, FrameworkEntry):
             db.execute(
-                "INSERT OR REPLACE INTO frameworks (framework_id, spec, registered_at, removed)"
-                " VALUES (?, ?, ?, 0)",
-                (spec.framework_id, framework_spec_to_json(spec), registered_at),
+                "INSERT OR REPLACE INTO frameworks (framework_id, spec, registered_at, removed,"
+                " removed_at) VALUES (?, ?, ?, ?, ?)",
+                (
+                    change.spec.framework_id,
+                    framework_spec_to_json(change.spec),
+                    change.registered_at,
+                    int(change.removed),
+                    change.removed_at,
+                ),
             )
-        self._count_framework(self.frameworks.get(spec.framework_id), -1)
-        self.frameworks[spec.framework_id] = FrameworkEntry(spec, registered_at)
-        self._count_framework(self.frameworks[spec.framework_id], 1)
-
-    def remove_framework(self, framework_id: str) -> None:
-        """Record a framework removed for good (its id is refused from now on)."""
-        entry = self.frameworks.get(framework_id)
-        if entry is None or entry.removed:
-            return
-        now = self.clock()
-        with self._write() as db:
-            db.execute(
-                "UPDATE frameworks SET removed = 1, removed_at = ? WHERE framework_id = ?",
-                (now, framework_id),
-            )
-            db.execute(
-                "DELETE FROM weights WHERE kind = 'framework' AND target = ?", (framework_id,)
-            )
-        self._count_framework(entry, -1)
-        self.frameworks[framework_id] = dataclasses.replace(entry, removed=True, removed_at=now)
-        self.framework_weights.pop(framework_id, None)
-
-    def collect_garbage(
-        self,
-        now: float,
-        agent_age: float,
-        agent_count: int,
-        framework_age: float,
-        framework_count: int,
-    ) -> tuple[list[str], list[str]]:
-        """Forget agents that left (unreachable, gone) and removed frameworks older than the
-        ages or beyond the counts (oldest first), in one transaction; the ids forgotten."""
-        left = sorted((e.changed_at, e.agent_id) for e in self.agents.values() if e.state in LEFT)
-        agents = _expired(left, now - agent_age, agent_count)
-        removed = sorted((e.removed_at, i) for i, e in self.frameworks.items() if e.removed)
-        frameworks = _expired(removed, now - framework_age, framework_count)
-        if not agents and not frameworks:
-            return [], []
-        with self._write() as db:
-            db.executemany("DELETE FROM agents WHERE agent_id = ?", [(a,) for a in agents])
-            db.executemany(
-                "DELETE FROM frameworks WHERE framework_id = ?", [(f,) for f in frameworks]
-            )
-        for agent_id in agents:
-            self._count_agent(self.agents.pop(agent_id), -1)
-        for framework_id in frameworks:
-            del self.frameworks[framework_id]
-        return agents, frameworks
-
-    def _weights(self, kind: str) -> dict[str, float]:
-        if kind == "role":
-            return self.role_weights
-        if kind == "framework":
-            return self.framework_weights
-        raise ValueError(f"unknown weight kind {kind!r}")
-
-    def set_weight(self, kind: str, target: str, weight: float | None) -> None:
-        """Record (``None``: remove) an operator weight of a ``"role"`` or a ``"framework"``."""
-        weights = self._weights(kind)
-        with self._write() as db:
-            if weight is None:
-                db.execute("DELETE FROM weights WHERE kind = ? AND target = ?", (kind, target))
+        elif isinstance(change, Forgotten):
+            if change.kind == "agent":
+                db.execute("DELETE FROM agents WHERE agent_id = ?", (change.key,))
             else:
-                db.execute(
-                    "INSERT OR REPLACE INTO weights (kind, target, weight) VALUES (?, ?, ?)",
-                    (kind, target, weight),
-                )
-        if weight is None:
-            weights.pop(target, None)
+                db.execute("DELETE FROM frameworks WHERE framework_id = ?", (change.key,))
+        elif change.weight is None:
+            db.execute(
+                "DELETE FROM weights WHERE kind = ? AND target = ?", (change.kind, change.target)
+            )
         else:
-            weights[target] = weight
-
-
-def _expired(entries: list[tuple[float, str]], oldest: float, most: int) -> list[str]:
-    """Ids of ``entries`` (sorted oldest first) older than ``oldest`` or beyond ``most``."""
-    beyond = max(0, len(entries) - most)
-    return [key for index, (at, key) in enumerate(entries) if index < beyond or at < oldest]
+            db.execute(
+                "INSERT OR REPLACE INTO weights (kind, target, weight) VALUES (?, ?, ?)",
+                (change.kind, change.target, change.weight),
+            )

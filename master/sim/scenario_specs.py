@@ -1,0 +1,96 @@
+"""The checked scenario of ``fairshare simulate``: immutable specs (``parse_scenario`` makes them).
+
+Invariant: every value here was checked by the parser (``master.sim.scenario``); nothing
+downstream re-validates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fairshare.resources import ResourceVector
+
+from master.core.rebalance import RebalanceConfig
+
+__all__ = ["AgentSpec", "Duration", "JobSpec", "RebalanceSpec", "Scenario", "UserSpec"]
+
+
+@dataclass(frozen=True, slots=True)
+class Duration:
+    """Task duration distribution: deterministic, exponential or Erlang-k with ``mean``."""
+
+    dist: str
+    mean: float
+    k: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSpec:
+    """One simulated agent, joining the pool at ``join`` seconds."""
+
+    id: str
+    resources: ResourceVector
+    join: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """One job: ``tasks`` tasks of its user's shape, submitted at ``submit`` seconds."""
+
+    submit: float
+    tasks: int
+    duration: Duration
+
+
+@dataclass(frozen=True, slots=True)
+class UserSpec:
+    """One simulated user (framework) with task shape ``task`` and its jobs.
+
+    ``tasks`` is the total over ``jobs`` (sorted by submission time); ``duration`` is the law of
+    the job submitted at join (the first job) for users written with ``tasks``/``duration``.
+    """
+
+    id: str
+    name: str
+    task: ResourceVector
+    tasks: int
+    duration: Duration
+    join: float
+    leave: float | None
+    weight: float
+    jobs: tuple[JobSpec, ...] = ()
+    preemptible: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceSpec:
+    """The core's rebalancer on a timer: a check every ``every`` s, kills end ``grace`` s later."""
+
+    every: float
+    grace: float
+    config: RebalanceConfig
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A checked scenario; servers from a mix are drawn later, with ``seed``."""
+
+    seed: int
+    policy: str
+    placement: str
+    slots_per_agent: int
+    agents: tuple[AgentSpec, ...]
+    mix: str | None
+    mix_count: int
+    mix_scale: float
+    users: tuple[UserSpec, ...]
+    until: float | None
+    sample_every: float
+    allocation_interval: float = 0.0
+    variants: tuple[tuple[str, Scenario], ...] = ()
+    sample_size: int = 8
+    mix_join_start: float = 0.0
+    mix_join_every: float = 0.0
+    fit_window: int = 8
+    measure_from: float = 0.0
+    rebalance: RebalanceSpec | None = None

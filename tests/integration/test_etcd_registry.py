@@ -1,0 +1,123 @@
+"""The HA masters' registry in a real etcd (``master.registry.etcd_store``, DESIGN.md §3b):
+what one term writes, the next term reads back; a write of a term that is no longer the leader's
+is refused (fenced), changes nothing, and tells the leadership to step down; a registry that
+etcd lost is never silently recreated."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fairshare.etcd import leader_key
+from fairshare.master_target import EtcdTarget
+from fairshare.resources import ResourceVector
+
+from master.ha.etcd_thread import EtcdThread
+from master.model import AgentSpec, FrameworkSpec
+from master.registry import UNREACHABLE, AgentEntry, RegistryError, RegistryWriteError
+from master.registry.etcd_store import EtcdRegistry, RegistryFenced
+
+SPEC = AgentSpec("host-1", 5051, ResourceVector.parse("cpus:4;mem:1024"), (("rack", "r1"),))
+FRAMEWORK = FrameworkSpec("fw-1", "batch", "analytics", 2.0, 30.0)
+
+
+@pytest.fixture
+def etcd(etcd_url: str) -> Iterator[EtcdThread]:
+    thread = EtcdThread(EtcdTarget.parse(etcd_url), timeout=2.0)
+    try:
+        yield thread
+    finally:
+        thread.stop()
+
+
+def take_leadership(etcd: EtcdThread, value: bytes) -> int:
+    """Put the leader key afresh (a new term) and return its create revision (the epoch)."""
+    key = leader_key(etcd.client.target)
+
+    async def put() -> int:
+        await etcd.client.call(lambda client: client.delete(key))
+        await etcd.client.call(lambda client: client.put(key, value))
+        found: Any = await etcd.client.call(lambda client: client.get(key))
+        return int(found.create_revision)
+
+    return etcd.run(put(), 10)
+
+
+def work_dir(tmp_path: Path, name: str) -> Path:
+    path = tmp_path / name
+    path.mkdir(exist_ok=True)
+    return path
+
+
+def registry(etcd: EtcdThread, epoch: int, fenced: list[str] | None = None) -> EtcdRegistry:
+    return EtcdRegistry(
+        etcd.client.target,
+        etcd.client,
+        etcd.run,
+        epoch,
+        2.0,
+        on_fenced=None if fenced is None else fenced.append,
+    )
+
+
+def test_the_next_term_reads_what_the_last_wrote(etcd: EtcdThread, tmp_path: Path) -> None:
+    first = registry(etcd, take_leadership(etcd, b"one"))
+    first.load(work_dir(tmp_path, "m1"))
+    first.admit_agent(AgentEntry("ag-1", SPEC, 100.0))
+    first.set_agent_state("ag-1", UNREACHABLE)
+    first.put_framework(FRAMEWORK, 101.0)
+    first.set_weight("role", "analytics", 3.0)
+
+    second = registry(etcd, take_leadership(etcd, b"two"))
+    second.load(work_dir(tmp_path, "m2"))
+    assert second.cluster_id == first.cluster_id
+    assert second.agents == first.agents and second.agents["ag-1"].state == UNREACHABLE
+    assert second.frameworks == first.frameworks
+    assert second.role_weights == {"analytics": 3.0}
+
+
+def test_a_deposed_leaders_write_is_refused_and_changes_nothing(
+    etcd: EtcdThread, tmp_path: Path
+) -> None:
+    fenced: list[str] = []
+    old = registry(etcd, take_leadership(etcd, b"old"), fenced)
+    old.load(work_dir(tmp_path, "old"))
+    old.admit_agent(AgentEntry("ag-1", SPEC, 100.0))
+
+    new_epoch = take_leadership(etcd, b"new")  # another master won a later term
+    with pytest.raises(RegistryFenced):
+        old.admit_agent(AgentEntry("ag-2", SPEC, 101.0))
+    assert fenced and "no longer leads" in fenced[0]
+    assert "ag-2" not in old.agents  # the mirror did not change either
+
+    new = registry(etcd, new_epoch)
+    new.load(work_dir(tmp_path, "new"))
+    assert set(new.agents) == {"ag-1"}
+
+
+def test_a_registry_etcd_lost_is_not_recreated(etcd: EtcdThread, tmp_path: Path) -> None:
+    first = registry(etcd, take_leadership(etcd, b"one"))
+    first.load(work_dir(tmp_path, "m1"))
+    prefix = etcd.client.target.key("registry", "")
+
+    async def wipe() -> None:
+        await etcd.client.call(lambda client: client.delete_prefix(prefix))
+
+    etcd.run(wipe(), 10)
+    again = registry(etcd, take_leadership(etcd, b"two"))
+    with pytest.raises(RegistryError, match="holds no registry"):
+        again.load(work_dir(tmp_path, "m1"))  # this work dir knew the cluster
+
+
+def test_a_closed_registry_writes_nothing_and_does_not_call_fenced(
+    etcd: EtcdThread, tmp_path: Path
+) -> None:
+    fenced: list[str] = []
+    ended = registry(etcd, take_leadership(etcd, b"one"), fenced)
+    ended.load(work_dir(tmp_path, "m1"))
+    ended.close()  # its term ended; its runtime may still try a write
+    with pytest.raises(RegistryWriteError, match="closed"):
+        ended.admit_agent(AgentEntry("ag-late", SPEC, 100.0))
+    assert not fenced and "ag-late" not in ended.agents
