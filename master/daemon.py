@@ -291,8 +291,13 @@ def _lock_work_dir(config: MasterConfig) -> WorkDirLock | None:
         return WorkDirLock.acquire(
             Path(config.work_dir), "master", f"pid {os.getpid()}, fairshare master (starting)"
         )
-    except (WorkDirLocked, OSError) as error:
-        message = str(error) if isinstance(error, WorkDirLocked) else f"cannot lock: {error}"
+    except WorkDirLocked as error:
+        message = str(error)
+    except OSError as error:
+        message = (
+            f"work dir {config.work_dir} cannot be written ({error.strerror}): the master keeps"
+            " its lock and registry there; give a writable --work-dir"
+        )
     print(f"fairshare master: {message}", file=sys.stderr)
     return None
 

@@ -68,7 +68,7 @@ class Cluster:
         )
 
     def start_master(self, name: str) -> Daemon:
-        argv = ["--host", self.sandbox.hosts[name], "--port", str(MASTER_PORT)]
+        argv = ["--host", self.sandbox.hosts[name], "--port", str(MASTER_PORT), "--allow-insecure"]
         argv += ["--metrics-port", str(HTTP_PORT), "--work-dir", str(self.directory / name)]
         argv += ["--registry", self.registry, "--election-ttl", "2s", "--agent-timeout", "5s"]
         argv += [*daemons.DEFAULT_MASTER_FLAGS, "--reregistration-timeout", "30s"]
@@ -79,7 +79,15 @@ class Cluster:
         return master
 
     def start_agent(self, name: str) -> Daemon:
-        argv = ["--master", "", "--host", self.sandbox.hosts[name], "--port", "0"]
+        argv = [
+            "--master",
+            "",
+            "--host",
+            self.sandbox.hosts[name],
+            "--port",
+            "0",
+            "--allow-insecure",
+        ]
         argv[1] = ",".join(f"{self.sandbox.hosts[f'm{i}']}:{MASTER_PORT}" for i in range(3))
         argv += ["--metrics-port", "0", "--work-dir", str(self.directory / name)]
         argv += ["--resources", AGENT_RESOURCES]
