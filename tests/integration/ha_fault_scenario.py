@@ -59,6 +59,11 @@ class LeaderWatch:
     _last: str | None = None
     _gap_since: float | None = None
 
+    @property
+    def last(self) -> str | None:
+        """The leader seen last (None before any)."""
+        return self._last
+
     def saw(self, leader: str | None, now: float) -> None:
         if leader is None:
             if self._gap_since is None:
@@ -196,9 +201,12 @@ class HaScenario:
         return found
 
     def new_leader(self, old: Daemon) -> Daemon:
+        """The next leader, once the watcher has seen it too (so that no change goes
+        uncounted when a loaded machine slows the watcher's rounds)."""
         found: Daemon = wait_for(
             lambda: (leader := self.leader()) is not old and leader, SETTLE, "a new leader"
         )
+        wait_for(lambda: self.watch.last == found.address, SETTLE, "the watcher seeing it")
         return found
 
     # -- faults -------------------------------------------------------------------------------
