@@ -347,6 +347,10 @@ async def _serve(
 ) -> int:
     work_dir = Path(config.work_dir)
     fatal: list[str] = []
+    # SIGTERM/SIGINT drain from here on: a stop right after master.addr appears exits 0
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
 
     def on_fatal(message: str) -> None:
         fatal.append(message)
@@ -395,9 +399,6 @@ async def _serve(
     addr_path = write_addr(work_dir, leadership.address)
     lock.describe(f"pid {os.getpid()}, fairshare master serving {leadership.address}")
     log_event(log, "listening", address=leadership.address, bind=fields["grpc"])
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
     await stop.wait()
     log_event(log, "shutdown.started", grace=config.shutdown_grace)
     health.set_all(NOT_SERVING)

@@ -186,11 +186,16 @@ class Client:
             self._log.close()
 
 
-def health_status(address: str, service: str = "", timeout: float = 5.0) -> int:
-    """``grpc.health.v1.Health/Check`` of ``service``: 1 is SERVING (0 if unreachable)."""
+def health_status(
+    address: str, service: str = "", timeout: float = 5.0, fresh: bool = False
+) -> int:
+    """``grpc.health.v1.Health/Check`` of ``service``: 1 is SERVING (0 if unreachable).
+    ``fresh``: on a connection of its own (gRPC otherwise shares one process-wide connection
+    per address between channels, so a check may not open a new connection at all)."""
     from fairshare.health import HealthCheckRequest, HealthCheckResponse
 
-    with grpc.insecure_channel(address) as channel:
+    options = [("grpc.use_local_subchannel_pool", 1)] if fresh else []
+    with grpc.insecure_channel(address, options=options) as channel:
         check = channel.unary_unary(
             "/grpc.health.v1.Health/Check",
             request_serializer=HealthCheckRequest.SerializeToString,
