@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from fairshare.credentials import Credentials, CredentialsError
 from fairshare.resources import ResourceError, ResourceVector
 from fairshare.rpc_guard import Authenticator
 from fairshare.settings import (
@@ -47,6 +46,7 @@ from fairshare.settings import (
     positive_duration,
     positive_int,
     resolve_settings,
+    server_authentication,
 )
 from fairshare.transport import (
     INSECURE,
@@ -279,21 +279,8 @@ def load_security(settings: AgentSettings) -> AgentSecurity:
     """Read the security files of ``settings`` (``SettingsError`` naming the flag when one
     cannot be used): before the agent serves or registers anything."""
     server = _server_security(settings)
-    try:
-        if server.tls:
-            server.credentials()
-    except SecurityError as error:
-        raise SettingsError(f"--tls-cert/--tls-key/--tls-ca: {error}") from None
-    credentials = None
-    if settings.credentials is not None:
-        try:
-            credentials = Credentials.load(settings.credentials)
-        except CredentialsError as error:
-            raise SettingsError(f"--credentials: {error}") from None
-    certificates = server.tls and settings.tls_ca is not None
-    return AgentSecurity(
-        _master_security(settings), server, Authenticator(credentials, certificates)
-    )
+    authenticator = server_authentication(server, settings.credentials)
+    return AgentSecurity(_master_security(settings), server, authenticator)
 
 
 def _master_security(settings: AgentSettings) -> ClientSecurity:

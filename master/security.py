@@ -18,9 +18,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from fairshare.credentials import Credentials, CredentialsError
 from fairshare.rpc_guard import Authenticator
-from fairshare.settings import SettingsError
+from fairshare.settings import SettingsError, server_authentication
 from fairshare.transport import SecurityError, ServerSecurity, is_loopback
 
 from master.acl import OPEN, Acl, AclError
@@ -48,22 +47,15 @@ def load_security(config: MasterConfig) -> MasterSecurity:
             config.tls_ca,
             require_client_cert=config.tls_ca is not None,
         )
-        server.credentials() if server.tls else None  # read the files now: fail before serving
     except SecurityError as error:
         raise SettingsError(f"--tls-cert/--tls-key/--tls-ca: {error}") from None
-    credentials = None
-    if config.credentials is not None:
-        try:
-            credentials = Credentials.load(config.credentials)
-        except CredentialsError as error:
-            raise SettingsError(f"--credentials: {error}") from None
+    authenticator = server_authentication(server, config.credentials)  # reads the files now
     acl = OPEN
     if config.acls is not None:
         try:
             acl = Acl.load(config.acls)
         except AclError as error:
             raise SettingsError(f"--acls: {error}") from None
-    authenticator = Authenticator(credentials, certificates=config.tls_ca is not None)
     return MasterSecurity(server, authenticator, acl)
 
 

@@ -44,7 +44,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:  # the transport imports grpc: only commands that talk to a master need it
-    from fairshare.transport import ClientSecurity
+    from fairshare.rpc_guard import Authenticator
+    from fairshare.transport import ClientSecurity, ServerSecurity
 
 from fairshare.master_target import MasterTarget
 
@@ -75,6 +76,7 @@ __all__ = [
     "positive_int",
     "positive_number",
     "resolve_settings",
+    "server_authentication",
     "share",
 ]
 
@@ -373,6 +375,28 @@ def client_security(values: Mapping[str, Any]) -> ClientSecurity:
     except SecurityError as error:
         flag = "--tls-ca" if values.get("tls_ca") is None else "--tls-cert/--tls-key"
         raise SettingsError(f"{flag}: {error}") from None
+
+
+def server_authentication(server: ServerSecurity, credentials: Path | None) -> Authenticator:
+    """Who may call a daemon's ports: reads ``server``'s TLS files and the ``--credentials``
+    file now (before the daemon serves), client certificates counting when ``server`` verifies
+    them; raises ``SettingsError`` naming the flag of a file that cannot be used."""
+    from fairshare.credentials import Credentials, CredentialsError
+    from fairshare.rpc_guard import Authenticator
+    from fairshare.transport import SecurityError
+
+    try:
+        if server.tls:
+            server.credentials()
+    except SecurityError as error:
+        raise SettingsError(f"--tls-cert/--tls-key/--tls-ca: {error}") from None
+    loaded = None
+    if credentials is not None:
+        try:
+            loaded = Credentials.load(credentials)
+        except CredentialsError as error:
+            raise SettingsError(f"--credentials: {error}") from None
+    return Authenticator(loaded, certificates=server.tls and server.ca is not None)
 
 
 # -- flags and resolution --------------------------------------------------------------------------
