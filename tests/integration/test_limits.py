@@ -38,6 +38,26 @@ def _http2(address: str) -> socket.socket:
     return connection
 
 
+def _held_http2(address: str, within: float = 10.0) -> socket.socket:
+    """A raw HTTP/2 connection the server has taken: its SETTINGS frame came back. A connection
+    refused at the cap is closed without one (a connection the test closed a moment ago, such as
+    the readiness probe's, may still count there), so that one is dropped and another opened."""
+    deadline = time.monotonic() + within
+    while True:
+        connection = _http2(address)
+        connection.settimeout(max(0.1, deadline - time.monotonic()))
+        try:
+            header = connection.recv(9)
+        except (TimeoutError, ConnectionResetError):
+            header = b""
+        if len(header) >= 4 and header[3] == 0x4:
+            return connection
+        connection.close()
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the master took no new connection within {within:g}s")
+        time.sleep(0.05)
+
+
 def _frames_until_closed(connection: socket.socket, within: float) -> list[int]:
     """Frame types the server sends until it closes the connection (bounded by ``within``)."""
     data, deadline = b"", time.monotonic() + within
@@ -105,8 +125,10 @@ def test_connections_beyond_the_cap_are_refused_until_there_is_room(
     master_factory: Callable[..., Daemon],
 ) -> None:
     master = master_factory("--max-connections", "4")
-    idle = [_http2(master.address) for _ in range(4)]
+    idle: list[socket.socket] = []
     try:
+        for _ in range(4):
+            idle.append(_held_http2(master.address))
         refused = lambda: health_status(master.address, timeout=1, fresh=True) == 0  # noqa: E731
         wait_for(refused, 10, "a refused client")
     finally:
