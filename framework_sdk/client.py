@@ -4,14 +4,16 @@
 typed events on a queue, and makes the unary calls of the Scheduler API.
 
 Invariants:
-- One task (``_run``) owns the connection: it subscribes, reads the stream, and on a lost
-  connection (stream error or end, or ``missed_heartbeats`` heartbeat intervals without any
-  message) emits ``Disconnected``, waits a jittered exponential backoff and resubscribes with
-  the framework id, the current demand and the current suppression, then reconciles
-  implicitly. Only a refused subscription or an ``ErrorEvent`` ends it for good (with an
-  ``ErrorEvent`` as the last event), or ``close``/``teardown``; so does a master that never
-  answered: a client that has not subscribed once within ``ClientOptions.registration_timeout``
-  gives up with an ``ErrorEvent`` (UNAVAILABLE). Until then a master that does not answer is
+- One task (``_run``) owns the connection: it subscribes, reads the stream
+  (``framework_sdk.subscription.EventStream``), and on a lost connection (stream error or end,
+  ``missed_heartbeats`` heartbeat intervals without any message, or a silent master that did not
+  answer a health check: a hung leader is left within about 15 s) emits ``Disconnected``,
+  waits a jittered exponential backoff and resubscribes with the framework id, the current
+  demand and the current suppression, then reconciles implicitly. Only a refused subscription
+  or an ``ErrorEvent`` ends it for good (with an ``ErrorEvent`` as the last event), or
+  ``close``/``teardown``; so does a master that never answered: a client that has not
+  subscribed once within ``ClientOptions.registration_timeout`` gives up with an
+  ``ErrorEvent`` (UNAVAILABLE). Until then a master that does not answer is
   logged as a WARNING (``master.unreachable``: at the first failure, then every
   ``UNREACHABLE_WARNING_EVERY`` seconds), so even a script that configured no logging says so.
 - Events are queued in stream order and handed out by ``next_event``; after the last one it
@@ -61,7 +63,7 @@ from typing import Any, Final
 import grpc
 from fairshare.logs import log_event
 from fairshare.masters import MasterFinder, MasterUnknown, leader_hint, open_channel
-from fairshare.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
+from fairshare.v1 import scheduler_pb2, scheduler_pb2_grpc
 
 from framework_sdk import wire
 from framework_sdk.acknowledgements import AckBatcher, Acknowledgement
@@ -69,6 +71,7 @@ from framework_sdk.delivery import Delivery, DeliveryLedger
 from framework_sdk.errors import CallError, NotConnectedError, call_error
 from framework_sdk.events import Disconnected, ErrorEvent, Event, StatusUpdate, Subscribed
 from framework_sdk.options import ClientOptions
+from framework_sdk.subscription import CHANNEL_OPTIONS, EventStream, StreamLostError
 from framework_sdk.types import (
     Capability,
     Demand,
@@ -97,13 +100,6 @@ _FATAL_SUBSCRIBE_CODES: Final = frozenset(
         grpc.StatusCode.UNIMPLEMENTED,
     }
 )
-_CHANNEL_OPTIONS: Final = [
-    ("grpc.primary_user_agent", "fairshare-sdk/0.1"),
-    # A master that hangs (SIGSTOP) or whose host went away is noticed within 15 s.
-    ("grpc.keepalive_time_ms", 10_000),
-    ("grpc.keepalive_timeout_ms", 5_000),
-    ("grpc.http2.max_pings_without_data", 0),
-]
 MAX_REDIRECTS: Final = 3
 """Redirects to a named leader followed at once in a row; then the backoff applies."""
 _CLOSE_GRACE: Final = 2.0  # seconds close() lets in-flight acknowledgements finish
@@ -117,10 +113,6 @@ class _Outcome(enum.Enum):
     LOST_BEFORE_SUBSCRIBED = "lost before subscribed"
     LOST_AFTER_SUBSCRIBED = "lost after subscribed"
     FATAL = "fatal"
-
-
-class _StreamLostError(Exception):
-    """The event stream ended or went silent; reconnect."""
 
 
 class SchedulerClient:
@@ -353,19 +345,26 @@ class SchedulerClient:
         return outcome
 
     async def _session_with(self, address: str) -> _Outcome:
-        channel = open_channel(address, _CHANNEL_OPTIONS, self._options.security)
+        channel = open_channel(address, CHANNEL_OPTIONS, self._options.security)
         stub: scheduler_pb2_grpc.SchedulerServiceAsyncStub = (
             scheduler_pb2_grpc.SchedulerServiceStub(channel)
         )
         call = stub.Subscribe(self._subscribe_request(), metadata=self._finder.report() or None)
+        stream = EventStream(
+            call,
+            channel,
+            address,
+            subscribe_timeout=self._options.subscribe_timeout,
+            missed_heartbeats=self._options.missed_heartbeats,
+        )
         subscribed = False
         outcome = _Outcome.LOST_BEFORE_SUBSCRIBED
         try:
-            first = await self._first_event(call, address)
+            first = await stream.first()
             self._finder.answered(address)
             self._on_subscribed(first, stub)
             subscribed = True
-            outcome = await self._pump(call, first.heartbeat_interval)
+            outcome = await self._pump(stream)
         except grpc.aio.AioRpcError as error:
             outcome = self._on_stream_error(error, subscribed)
             hint = leader_hint(error.trailing_metadata())
@@ -375,11 +374,11 @@ class SchedulerClient:
                 and self._finder.redirected(address, hint)
             ):
                 outcome = _Outcome.REDIRECTED
-        except _StreamLostError as lost:
+        except StreamLostError as lost:
             self._last_error = str(lost)
             outcome = _Outcome.LOST_AFTER_SUBSCRIBED if subscribed else outcome
         finally:
-            call.cancel()
+            await stream.close()
             self._stub = None
             self._subscribed.clear()
             if (
@@ -394,28 +393,6 @@ class SchedulerClient:
             # within their deadline; the next session uses a new channel meanwhile.
             self._spawn(channel.close(grace=self._options.call_timeout))
         return outcome
-
-    async def _first_event(
-        self,
-        call: grpc.aio.UnaryStreamCall[
-            scheduler_pb2.SubscribeRequest, scheduler_pb2.SubscribeResponse
-        ],
-        address: str,
-    ) -> Subscribed:
-        timeout = self._options.subscribe_timeout
-        try:
-            message = await asyncio.wait_for(call.read(), timeout)
-        except TimeoutError:
-            raise _StreamLostError(f"no SUBSCRIBED event within {timeout:g} s") from None
-        if not isinstance(message, scheduler_pb2.SubscribeResponse):  # grpc.aio.EOF
-            raise _StreamLostError("the master ended the stream before SUBSCRIBED")
-        try:
-            event = wire.event_from_pb(message, address)
-        except ValueError as error:
-            raise _StreamLostError(f"malformed SUBSCRIBED event: {error}") from None
-        if not isinstance(event, Subscribed):
-            raise _StreamLostError(f"the master's first event was not SUBSCRIBED: {event!r}")
-        return event
 
     def _on_subscribed(
         self, event: Subscribed, stub: scheduler_pb2_grpc.SchedulerServiceAsyncStub
@@ -437,31 +414,9 @@ class SchedulerClient:
         if resubscribing and self._options.reconcile_on_resubscribe:
             self._spawn(self._reconcile_quietly())
 
-    async def _pump(
-        self,
-        call: grpc.aio.UnaryStreamCall[
-            scheduler_pb2.SubscribeRequest, scheduler_pb2.SubscribeResponse
-        ],
-        heartbeat_interval: float,
-    ) -> _Outcome:
-        misses = self._options.missed_heartbeats
-        timeout = heartbeat_interval * misses if heartbeat_interval > 0 else None
-        while True:
-            try:
-                message = await asyncio.wait_for(call.read(), timeout)
-            except TimeoutError:
-                raise _StreamLostError(
-                    f"no message from the master for {timeout:g} s ({misses} heartbeats missed)"
-                ) from None
-            if not isinstance(message, scheduler_pb2.SubscribeResponse):  # grpc.aio.EOF
-                raise _StreamLostError("the master ended the event stream")
-            try:
-                event = wire.event_from_pb(message, self._master)
-            except ValueError as error:  # includes ResourceError: a malformed message
-                log_event(_LOG, "event.malformed", logging.ERROR, master=self._master, error=error)
-                continue
-            if event is None or isinstance(event, Subscribed):
-                continue
+    async def _pump(self, stream: EventStream) -> _Outcome:
+        """Queue the stream's events until it ends (raises) or an ``ErrorEvent`` ends it."""
+        async for event in stream.events():
             if isinstance(event, StatusUpdate) and not self._admit(event):
                 continue
             self._queue.put_nowait(event)
@@ -473,6 +428,7 @@ class SchedulerClient:
                 self._fatal = call_error("Subscribe", event.code, event.message)
                 log_event(_LOG, "subscription.ended", logging.ERROR, message=event.message)
                 return _Outcome.FATAL
+        raise StreamLostError("the event stream ended")  # events() ends only by raising
 
     def _on_stream_error(self, error: grpc.aio.AioRpcError, subscribed: bool) -> _Outcome:
         code, details = error.code(), error.details() or ""
@@ -561,21 +517,10 @@ class SchedulerClient:
         (LOST if not partition-aware) update with reason INVALID_OFFERS, as in Mesos.
         """
         offer_list = [offers] if isinstance(offers, (Offer, str)) else list(offers)
-        offer_ids = [o.offer_id if isinstance(o, Offer) else o for o in offer_list]
         agent_id = next((o.agent_id for o in offer_list if isinstance(o, Offer)), "")
-        request = scheduler_pb2.AcceptRequest(
-            framework_id=self._framework_id,
-            offer_ids=offer_ids,
-            operations=[
-                scheduler_pb2.Operation(
-                    launch=scheduler_pb2.Operation.Launch(
-                        task_infos=[wire.task_info_to_pb(t, agent_id) for t in op.tasks]
-                    )
-                )
-                for op in operations
-            ],
+        request = wire.accept_request(
+            self._framework_id, _offer_ids(offer_list), operations, agent_id, refuse_seconds
         )
-        _set_filters(request.filters, refuse_seconds)
         try:
             await self._invoke("Accept", lambda stub, t: stub.Accept(request, timeout=t))
         except CallError as error:
@@ -615,10 +560,9 @@ class SchedulerClient:
         """Decline ``offers``, filtering their agents for ``refuse_seconds`` (None: default)."""
         offer_list = [offers] if isinstance(offers, (Offer, str)) else list(offers)
         request = scheduler_pb2.DeclineRequest(
-            framework_id=self._framework_id,
-            offer_ids=[o.offer_id if isinstance(o, Offer) else o for o in offer_list],
+            framework_id=self._framework_id, offer_ids=_offer_ids(offer_list)
         )
-        _set_filters(request.filters, refuse_seconds)
+        wire.set_refuse_seconds(request.filters, refuse_seconds)
         await self._invoke("Decline", lambda stub, t: stub.Decline(request, timeout=t))
 
     async def revive(self) -> None:
@@ -659,12 +603,7 @@ class SchedulerClient:
 
     async def reconcile(self, tasks: Iterable[TaskRef | StatusUpdate | str]) -> None:
         """Ask for the latest status of ``tasks`` (empty: of every task the master knows)."""
-        pairs = []
-        for task in tasks:
-            if isinstance(task, str):
-                pairs.append((task, ""))
-            else:
-                pairs.append((task.task_id, task.agent_id))
+        pairs = [(t, "") if isinstance(t, str) else (t.task_id, t.agent_id) for t in tasks]
         request = scheduler_pb2.ReconcileRequest(
             framework_id=self._framework_id, tasks=wire.task_refs(pairs)
         )
@@ -695,9 +634,8 @@ async def _never(stub: scheduler_pb2_grpc.SchedulerServiceAsyncStub, timeout: fl
     """A call that is never made (``_invoke`` raises first when not subscribed)."""
 
 
-def _set_filters(filters: common_pb2.Filters, refuse_seconds: float | None) -> None:
-    if refuse_seconds is not None:
-        filters.refuse_seconds = refuse_seconds
+def _offer_ids(offers: Sequence[OfferLike]) -> list[str]:
+    return [o.offer_id if isinstance(o, Offer) else o for o in offers]
 
 
 def _with_host_defaults(info: FrameworkInfo) -> FrameworkInfo:

@@ -40,6 +40,7 @@ from types import TracebackType
 from typing import Any, Final, TypeVar
 
 import grpc
+from fairshare.health import HealthServicer
 from fairshare.resources import ResourceVector
 from fairshare.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
 from fairshare.wire import (
@@ -166,6 +167,7 @@ class FakeMaster:
         self._loop = asyncio.get_running_loop()
         self._server = grpc.aio.server()
         scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(_Servicer(self), self._server)
+        self._server.add_generic_rpc_handlers((HealthServicer(()).handler(),))  # SDK's pings
         port = self._server.add_insecure_port("127.0.0.1:0")
         await self._server.start()
         self.address = f"127.0.0.1:{port}"

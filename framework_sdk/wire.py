@@ -11,7 +11,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
 import grpc
@@ -42,6 +42,7 @@ from framework_sdk.types import (
     Capability,
     Demand,
     FrameworkInfo,
+    LaunchOperation,
     Offer,
     TaskReason,
     TaskSpec,
@@ -49,11 +50,13 @@ from framework_sdk.types import (
 )
 
 __all__ = [
+    "accept_request",
     "capabilities_from_pb",
     "demand_to_pb",
     "event_from_pb",
     "framework_info_to_pb",
     "offer_from_pb",
+    "set_refuse_seconds",
     "status_from_pb",
     "task_info_to_pb",
     "task_refs",
@@ -183,6 +186,36 @@ def event_from_pb(message: scheduler_pb2.SubscribeResponse, address: str) -> Eve
     if kind == "error":
         return ErrorEvent(message=message.error.message, code=_status_code(message.error.code))
     return None
+
+
+def set_refuse_seconds(filters: common_pb2.Filters, refuse_seconds: float | None) -> None:
+    """Set ``filters.refuse_seconds`` (None: leave the master's default)."""
+    if refuse_seconds is not None:
+        filters.refuse_seconds = refuse_seconds
+
+
+def accept_request(
+    framework_id: str,
+    offer_ids: Sequence[str],
+    operations: Sequence[LaunchOperation],
+    agent_id: str,
+    refuse_seconds: float | None,
+) -> scheduler_pb2.AcceptRequest:
+    """An ``AcceptRequest`` launching ``operations`` on ``offer_ids`` (all on ``agent_id``)."""
+    request = scheduler_pb2.AcceptRequest(
+        framework_id=framework_id,
+        offer_ids=offer_ids,
+        operations=[
+            scheduler_pb2.Operation(
+                launch=scheduler_pb2.Operation.Launch(
+                    task_infos=[task_info_to_pb(t, agent_id) for t in op.tasks]
+                )
+            )
+            for op in operations
+        ],
+    )
+    set_refuse_seconds(request.filters, refuse_seconds)
+    return request
 
 
 def task_refs(pairs: Iterable[tuple[str, str]]) -> list[scheduler_pb2.ReconcileRequest.TaskRef]:

@@ -9,7 +9,8 @@ three real masters, agents and frameworks that take the list of masters.
   on the same agents), nothing is launched twice;
 - SIGSTOP of the leader: another takes over; woken up, the old leader has stopped acting as
   leader (its lease ran out first: it refuses calls, naming the new leader, and none of its
-  commands reaches an agent), and nothing is launched twice.
+  commands reaches an agent), nothing is launched twice, and the frameworks left it because it
+  did not answer their health check.
 """
 
 from __future__ import annotations
@@ -171,6 +172,12 @@ def test_paused_leader_stops_leading_before_another_starts(etcd_url: str, tmp_pa
     assert steady(new, frameworks, 3) == before  # the old leader's wake-up changed nothing
     for agent in agents:
         assert agent.proc.poll() is None
+    # The frameworks left the silent leader because it did not answer a health check (within
+    # about 15 s), not after their 25 s of missed heartbeats.
+    wait_for(lambda: all(f.subscriptions() == 2 for f in frameworks), SETTLE, "resubscribed")
+    for framework in frameworks:
+        reasons = [r["reason"] for r in framework.records() if r["kind"] == "disconnected"]
+        assert len(reasons) == 1 and "did not answer a health check" in reasons[0], reasons
     for framework in frameworks:
         assert len(framework.launched()) == len(set(framework.launched()))
         assert sorted(framework.launched()) == sorted(
