@@ -110,6 +110,16 @@ class FrameworkProcess:
         return sum(1 for r in self.records() if r["kind"] == "subscribed")
 
 
+def registered(agents: Sequence[Daemon]) -> bool:
+    """Every agent has its id from the master: it logged ``agent.registered`` (or
+    ``agent.reregistered``) once it had saved the answer. The master marks an agent ACTIVE before
+    its answer arrives; killed in between, the master leaves the agent to register afresh."""
+    return all(
+        "agent.registered" in log or "agent.reregistered" in log
+        for log in (agent.log() for agent in agents)
+    )
+
+
 def restart_master(old: Daemon, *flags: str, env: dict[str, str] | None = None) -> Daemon:
     """kill -9 ``old`` (if alive) and start a master on the same work dir and port."""
     old.kill()

@@ -24,7 +24,15 @@ from pathlib import Path
 import grpc
 from daemons import ROOT, Daemon, daemon_env, start_agent, wait_for
 from fairshare.masters import LEADER_METADATA
-from faults import FrameworkProcess, agent_states, cluster_state, pause, resume, running_tasks
+from faults import (
+    FrameworkProcess,
+    agent_states,
+    cluster_state,
+    pause,
+    registered,
+    resume,
+    running_tasks,
+)
 from ha import HAMasters, acted_until, log_time, role
 from wire_fakes import get_state
 
@@ -80,6 +88,7 @@ def workload(
     b = FrameworkProcess(ha.addresses, "B", "cpus:2;mem:128", 2, tmp_path)
     leader = ha.leader()
     before = wait_for(lambda: steady(leader, [a, b], agents), SETTLE, "the workload running")
+    wait_for(lambda: registered(started), SETTLE, "every agent registered")
     return started, [a, b], before
 
 

@@ -16,7 +16,14 @@ from pathlib import Path
 
 import pytest
 from daemons import DEFAULT_MASTER_FLAGS, ROOT, Daemon, daemon_env, wait_for
-from faults import FrameworkProcess, agent_states, cluster_state, restart_master, running_tasks
+from faults import (
+    FrameworkProcess,
+    agent_states,
+    cluster_state,
+    registered,
+    restart_master,
+    running_tasks,
+)
 
 from master.registry import SCHEMA_VERSION
 
@@ -47,8 +54,9 @@ def test_kill_9_master_restart_keeps_every_task(
     b = FrameworkProcess(master.address, "B", "cpus:2;mem:256", 3, tmp_path)
     started: list[FrameworkProcess] = [a, b]
     try:
-        agent_factory(master, 3, "cpus:6;mem:4096")
+        agents = agent_factory(master, 3, "cpus:6;mem:4096")
         before = wait_for(lambda: steady(master, [a, b]), SETTLE, "A 6 and B 3 tasks running")
+        wait_for(lambda: registered(agents), SETTLE, "the three agents registered")
         ids = {a.name: a.framework_id(), b.name: b.framework_id()}
 
         master = restart_master(master, *MASTER_FLAGS)  # kill -9, then the same work dir
