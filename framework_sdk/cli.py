@@ -144,6 +144,13 @@ RUN_SETTINGS: Final = (
         " (default: 0, or a week with --detach)",
         metavar="DURATION",
     ),
+    Setting(
+        "connect_timeout",
+        positive_duration,
+        f"{CONNECT_TIMEOUT:g}s",
+        "give up (exit 1) when no master has answered within this long",
+        metavar="DURATION",
+    ),
 )
 """The settings of ``fairshare run`` (``--name`` and ``--task`` are its arguments)."""
 
@@ -213,6 +220,7 @@ def run_config(args: argparse.Namespace) -> RunConfig:
         duration=values["duration"],
         detach=bool(getattr(args, "detach", False)),
         failover_timeout=values["failover_timeout"],
+        connect_timeout=values["connect_timeout"],
         security=client_security(values),
         command=command,
         preemptible=_preemptible(args, command),

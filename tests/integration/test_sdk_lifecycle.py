@@ -152,7 +152,10 @@ def test_a_master_that_is_down_is_reported(clients: Callable[..., Client], tmp_p
     assert f"no master answered at {nowhere} within 3s" in output
     assert "run returned ABORTED" in output and "Traceback" not in output
 
-    done = fairshare("run", "--master", nowhere, "--name", "x", "--task", "cpus:1", timeout=90)
+    done = fairshare(
+        "run", "--master", nowhere, "--name", "x", "--task", "cpus:1", "--connect-timeout", "3s",
+        timeout=90,
+    )  # fmt: skip
     assert done.returncode == 1
     (last,) = [line for line in done.stderr.splitlines() if line.startswith("fairshare run:")]
     assert last.count("master at") == 1 and last.count("within") == 1, last  # said once
