@@ -22,6 +22,7 @@ Invariants:
 - A status update with a uuid reaches the application once per client: copies the master
   re-sends are dropped (never reordered: per-task FIFO holds), a copy of an acknowledged one is
   acknowledged again (the first ack may be lost); ``release`` undoes a delivery that failed.
+  Updates the application says it ``handled`` before a restart count as acknowledged.
   Bounded by ``ClientOptions.delivery_memory`` (``framework_sdk.delivery``).
 - Every unary call made while not subscribed raises ``NotConnectedError`` before anything is
   sent; a call the master refuses raises the ``CallError`` subclass of its gRPC code; nothing is
@@ -126,7 +127,10 @@ class SchedulerClient:
         demand: Demand | None = None,
         suppressed: bool = False,
         options: ClientOptions | None = None,
+        handled: Iterable[tuple[str, bytes]] = (),
     ) -> None:
+        """``handled``: status updates (task id, uuid) the application handled before a
+        restart (``Framework.connect``); their copies are acknowledged, not delivered."""
         self._master = master
         self._info = _with_host_defaults(info)
         self._demand = demand
@@ -147,6 +151,8 @@ class SchedulerClient:
         self._fatal: CallError | None = None
         self._last_error = "not connected yet"
         self._ledger = DeliveryLedger(self._options.delivery_memory)
+        for task_id, uuid in handled:
+            self._ledger.acknowledged(task_id, uuid)
         self._duplicates = 0
         self._acks = AckBatcher(self._send_acks, lambda: self._stub, self._spawn)
 

@@ -19,7 +19,8 @@ Invariants:
 - With implicit acknowledgements (the default) a status update is acknowledged when the next
   event is asked for, i.e. after the body of the ``async for`` handled it, or at a clean exit
   of the ``async with`` block; an exception in the body leaves it unacknowledged, so the master
-  delivers it again.
+  delivers it again. Within one process no update is delivered twice; across a restart, the
+  updates passed as ``handled`` are not delivered again either.
 - ``events()`` ends after ``teardown()``, ``close()`` or a final ``ErrorEvent``.
 - Every call raises ``NotConnectedError`` while disconnected and a ``CallError`` subclass
   when the master refuses it.
@@ -54,12 +55,13 @@ class Framework:
         implicit_acknowledgements: bool = True,
         connect_timeout: float | None = 30.0,
         options: ClientOptions | None = None,
+        handled: Iterable[tuple[str, bytes]] = (),
     ) -> None:
         options = dataclasses.replace(
             options or ClientOptions(), implicit_acknowledgements=implicit_acknowledgements
         )
         self._client = SchedulerClient(
-            master, info, demand=demand, suppressed=suppressed, options=options
+            master, info, demand=demand, suppressed=suppressed, options=options, handled=handled
         )
         self._connect_timeout = connect_timeout
         self._pending: Event | None = None
@@ -75,8 +77,16 @@ class Framework:
         implicit_acknowledgements: bool = True,
         connect_timeout: float | None = 30.0,
         options: ClientOptions | None = None,
+        handled: Iterable[tuple[str, bytes]] = (),
     ) -> Framework:
-        """A framework for ``async with``: it subscribes on entry and closes on exit."""
+        """A framework for ``async with``: it subscribes on entry and closes on exit.
+
+        ``handled``: the status updates (task id, uuid) this framework already handled, read
+        from its own durable record after a restart; the copies the master re-sends (their
+        acknowledgement may not have arrived before the crash) are acknowledged again instead
+        of delivered, so an application that records what it handled sees each update once
+        even across its own crash.
+        """
         return cls(
             master,
             info,
@@ -85,6 +95,7 @@ class Framework:
             implicit_acknowledgements=implicit_acknowledgements,
             connect_timeout=connect_timeout,
             options=options,
+            handled=handled,
         )
 
     async def __aenter__(self) -> Framework:

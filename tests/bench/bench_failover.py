@@ -40,7 +40,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from bench_procs import ROOT, Master, Worker, clean_env, wait_ready
+from bench_procs import FLEET_REGISTRATION, ROOT, Master, Worker, clean_env, wait_ready
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # tests/etcd_server.py
@@ -138,6 +138,7 @@ def run(args: argparse.Namespace, log_dir: Path) -> dict[str, Any]:
     members = start_cluster(log_dir / "etcd", ["127.0.0.1"])
     url = f"etcd://{members[0].endpoint}/bench"
     extra = ("--registry", url, "--election-ttl", args.ttl, "--reregistration-timeout", "60s")
+    extra += FLEET_REGISTRATION
     masters: list[Master] = []
     real: list[subprocess.Popen[bytes]] = []
     sims: list[Worker] = []

@@ -81,7 +81,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench_procs import Master, Worker, cpu_seconds, wait_ready
+from bench_procs import FLEET_REGISTRATION, Master, Worker, cpu_seconds, wait_ready
 from bench_report import Results, latencies, mib, print_table, quantile, verdict
 from metrics_scraper import Scraper
 from profile_report import print_profiles
@@ -511,10 +511,9 @@ def run(args: argparse.Namespace, log_dir: Path, command: str) -> Results:
     results = Results()
     profile_prefix = str(log_dir / "master-profile") if args.profile else None
     work_dir = log_dir / "master"
-    # The fleet registers at full speed (one anonymous principal): above the registration limits.
-    generous = ("--registration-rate", "100000", "--registration-burst", "100000")
+    level = args.master_log_level
     with Master(
-        work_dir, args.allocation_interval, args.master_log_level, profile_prefix, extra=generous
+        work_dir, args.allocation_interval, level, profile_prefix, extra=FLEET_REGISTRATION
     ) as master:
         bench = Bench(args, master, log_dir, results)
         try:

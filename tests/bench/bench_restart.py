@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_procs import Master, Worker, cpu_seconds, wait_ready
+from bench_procs import FLEET_REGISTRATION, Master, Worker, cpu_seconds, wait_ready
 from bench_report import mib
 from profile_report import print_profiles
 
@@ -114,7 +114,7 @@ def recovered(
 def run(args: argparse.Namespace, log_dir: Path) -> dict[str, Any]:
     port = free_port()
     work_dir = log_dir / "master"
-    extra = ("--registry-sync", "normal")
+    extra = ("--registry-sync", "normal", *FLEET_REGISTRATION)
     figures: dict[str, Any] = {"agents": args.agents, "port": port}
     first = Master(work_dir, "1s", "INFO", port=port, extra=extra, log_name="master-1.log")
     agents: list[Worker] = []

@@ -7,7 +7,8 @@ never reused: a task that ends (LOST, FAILED, ...) is replaced by a new id. One 
 line goes to ``--log`` (flushed at once, so a test can read it while the process runs):
 ``subscribed``, ``launch`` (task id, agent id), ``update`` (task id, state, reason, uuid, source)
 and ``disconnected``. With ``--resume`` it resubscribes with the framework id and continues the
-numbering of an existing log (a framework restarted after a crash).
+numbering of an existing log (a framework restarted after a crash), passing the updates the log
+holds as ``handled`` so the copies the master re-sends are acknowledged, not journaled twice.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class Journal:
         self.framework_id = ""
         self.next_task = 0
         self.live: set[str] = set()
+        self.handled: list[tuple[str, bytes]] = []  # updates journaled: (task id, uuid)
         if resume and path.exists():
             for line in path.read_text(encoding="utf-8").splitlines():
                 self._replay(json.loads(line))
@@ -59,8 +61,11 @@ class Journal:
         elif kind == "launch":
             self.next_task += 1
             self.live.add(record["task_id"])
-        elif kind == "update" and record["terminal"]:
-            self.live.discard(record["task_id"])
+        elif kind == "update":
+            if record["uuid"]:
+                self.handled.append((record["task_id"], bytes.fromhex(record["uuid"])))
+            if record["terminal"]:
+                self.live.discard(record["task_id"])
         elif kind == "launch_failed":
             self.live.difference_update(record["tasks"])
 
@@ -81,7 +86,10 @@ async def run(args: argparse.Namespace) -> int:
         capabilities=frozenset({Capability.PARTITION_AWARE}),
     )
     demand = Demand(shape, args.tasks)
-    async with Framework.connect(args.master, info, demand=demand) as framework:
+    # Updates journaled before a crash are not handed out again when the master re-sends them
+    # (their acknowledgement may have been lost with the process): the journal is the record.
+    handled = journal.handled
+    async with Framework.connect(args.master, info, demand=demand, handled=handled) as framework:
         async for event in framework.events():
             if isinstance(event, Subscribed):
                 journal.write(

@@ -287,6 +287,37 @@ def test_unacknowledged_updates_are_resent_but_delivered_once() -> None:
     run_async(scenario())
 
 
+def test_updates_handled_before_a_restart_are_acknowledged_not_delivered() -> None:
+    """A framework restarted from its own record passes what it handled: the master's copy of
+    an update whose acknowledgement was lost in the crash is acknowledged, not delivered."""
+
+    async def scenario() -> None:
+        async with FakeMaster() as master:
+            info = dataclasses.replace(INFO, failover_timeout=60.0)
+            first = Framework(master.address, info, implicit_acknowledgements=False, options=FAST)
+            await first.start()
+            await next_of(first, Subscribed)
+            uuid = master.send_update("t1", TaskState.RUNNING, agent_id="ag-1")
+            assert (await next_of(first, StatusUpdate)).uuid == uuid  # handled, never acked
+            await first.close()  # the crash: the master keeps the framework and t1's update
+
+            again = dataclasses.replace(info, framework_id=first.framework_id)
+            handled = [("t1", uuid)]
+            async with Framework.connect(
+                master.address, again, options=FAST, handled=handled
+            ) as fw:
+                assert (await next_of(fw, Subscribed)).resubscribed
+                master.send_update("t2", TaskState.RUNNING, agent_id="ag-1")
+                assert (await next_of(fw, StatusUpdate)).task_id == "t2"  # t1's copy dropped
+                unacked = master.state.frameworks[fw.framework_id].unacked
+                await until(  # t2 is acknowledged once the next event is asked for
+                    lambda: [s.task_id for s in unacked.values()] == ["t2"],
+                    what="t1's copy acknowledged",
+                )
+
+    run_async(scenario())
+
+
 def test_backoff_is_jittered_exponential_and_capped() -> None:
     backoff = Backoff(initial=0.5, maximum=4.0, multiplier=2.0)
     rng = random.Random(1)
