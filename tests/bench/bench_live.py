@@ -449,6 +449,8 @@ def phase_lifecycle(bench: Bench) -> None:
     print("phase 3: task launches per second to RUNNING + acknowledged", flush=True)
     extra = ["--tasks-per-offer", str(args.tasks_per_offer), "--live-tasks", str(args.live_tasks)]
     extra += ["--task-seconds", str(args.task_seconds), "--task", args.task]
+    if args.ack_calls is not None:
+        extra += ["--ack-calls", str(args.ack_calls)]
     with bench.master.profiled("lifecycle"), framework_processes(bench, "lifecycle", *extra) as fws:
         groups: Groups = {
             "RUNNING acked at agents": (bench.agents, "running_acked"),
@@ -592,6 +594,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add("--tasks-per-offer", type=int, default=8, help="lifecycle: cap for coarse offers")
     add("--live-tasks", type=int, help="lifecycle: Demand max_tasks per framework (default 5)")
     add("--task-seconds", type=float, default=0.05, help="lifecycle: task run time")
+    add("--ack-calls", type=int, help="lifecycle: Acknowledge calls in flight (default: SDK's)")
     add("--allocation-interval", default="1s", help="the master's --allocation-interval")
     add("--master-log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     add("--metrics-cost", action="store_true", help="also: offers/s with /metrics scraped vs not")

@@ -23,7 +23,8 @@ own channel and reads its event stream. What it does with offers depends on ``--
   most ``--tasks-per-offer``, for coarse offers) that run ``--task-seconds`` and finish
   (``refuse_seconds=0`` for the unused rest), and acknowledges every status update that carries
   a uuid as the SDK does: acknowledgements of the same loop step share one bulk Acknowledge
-  call, and while 4 calls are in flight the next ones wait for one to return.
+  call, and while ``--ack-calls`` calls are in flight (default: the SDK's
+  ``framework_sdk.acknowledgements.MAX_CALLS``) the next ones wait for one to return.
   ``--live-tasks`` bounds the tasks in flight, so the load is a closed loop: the master runs at
   its capacity instead of drowning in work it cannot finish.
 
@@ -49,9 +50,10 @@ from fairshare.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
 from google.protobuf.duration_pb2 import Duration
 from load_common import channel, emit, resources_pb, run_process, serve_control
 
+from framework_sdk.acknowledgements import MAX_CALLS
+
 S = scheduler_pb2
 RUNNING = common_pb2.TASK_STATE_RUNNING
-ACK_CALLS = 4  # Acknowledge calls in flight at most, as the SDK (framework_sdk.client)
 REFUSE_NONE = common_pb2.Filters(refuse_seconds=0.0)
 CALL_TIMEOUT = 30.0
 
@@ -256,7 +258,7 @@ class Frameworks:
 
     def flush(self, framework: SimFramework) -> None:
         framework.flush_due = False
-        if framework.acking >= ACK_CALLS:
+        if framework.acking >= self.args.ack_calls:
             return  # sent when a call in flight returns
         batch, framework.acks = framework.acks, []
         if batch:
@@ -358,6 +360,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument(
         "--task-seconds", type=float, default=0.05, help="lifecycle: task run time (<0: forever)"
+    )
+    parser.add_argument(
+        "--ack-calls",
+        type=int,
+        default=MAX_CALLS,
+        help="lifecycle: Acknowledge calls in flight at most per framework (default: the SDK's)",
     )
     parser.add_argument("--name", default="p0", help="distinguishes processes in names")
     parser.add_argument("--max-seconds", type=float, default=900.0, help="hard lifetime")
