@@ -30,7 +30,7 @@ from enum import Enum
 from typing import Any, Final
 
 import grpc
-from fairshare.health import HealthCheckRequest, HealthCheckResponse
+from fairshare.health import answers_health_check
 from fairshare.masters import leader_hint, open_channel
 from fairshare.transport import INSECURE, ClientSecurity
 from fairshare.v1 import agent_pb2, agent_pb2_grpc
@@ -176,16 +176,7 @@ class MasterStream:
     async def ping(self, timeout: float) -> bool:
         """The master answers a health check on this session's connection within
         ``timeout``."""
-        check = self._channel.unary_unary(
-            "/grpc.health.v1.Health/Check",
-            request_serializer=HealthCheckRequest.SerializeToString,
-            response_deserializer=HealthCheckResponse.FromString,
-        )
-        try:
-            await check(HealthCheckRequest(), timeout=timeout)
-        except grpc.aio.AioRpcError:
-            return False
-        return True
+        return await answers_health_check(self._channel, timeout)
 
     def send(self, message: agent_pb2.ConnectRequest) -> bool:
         """Queue ``message`` for the stream; False if the stream is over (nothing queued)."""

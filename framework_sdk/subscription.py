@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator
 from typing import Final
 
 import grpc
-from fairshare.health import HealthCheckRequest, HealthCheckResponse
+from fairshare.health import answers_health_check
 from fairshare.logs import log_event
 from fairshare.v1 import scheduler_pb2
 
@@ -116,7 +116,9 @@ class EventStream:
                         f"no message from the master for {silent:.1f} s"
                         f" ({misses} heartbeats missed)"
                     )
-                if silent >= self._ping_interval and not await self._answers_health_check():
+                if silent >= self._ping_interval and not await answers_health_check(
+                    self._channel, self._ping_timeout
+                ):
                     raise StreamLostError(
                         f"the master sent nothing for {silent:.0f} s and did not answer a health"
                         f" check within {self._ping_timeout:g} s"
@@ -145,18 +147,6 @@ class EventStream:
         if not isinstance(message, scheduler_pb2.SubscribeResponse):  # grpc.aio.EOF
             raise StreamLostError("the master ended the event stream")
         return message
-
-    async def _answers_health_check(self) -> bool:
-        check = self._channel.unary_unary(
-            "/grpc.health.v1.Health/Check",
-            request_serializer=HealthCheckRequest.SerializeToString,
-            response_deserializer=HealthCheckResponse.FromString,
-        )
-        try:
-            await check(HealthCheckRequest(), timeout=self._ping_timeout)
-        except grpc.aio.AioRpcError:
-            return False
-        return True
 
     async def close(self) -> None:
         """Cancel the call and the pending read (the channel is the caller's)."""

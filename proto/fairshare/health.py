@@ -30,6 +30,7 @@ __all__ = [
     "HealthCheckRequest",
     "HealthCheckResponse",
     "HealthServicer",
+    "answers_health_check",
 ]
 
 SERVICE_NAME = "grpc.health.v1.Health"
@@ -137,3 +138,20 @@ class HealthServicer:
                 ),
             },
         )
+
+
+async def answers_health_check(channel: grpc.aio.Channel, timeout: float) -> bool:
+    """True when the server behind ``channel`` answers ``Health/Check`` within ``timeout``
+    seconds (whatever the status: the process is there); on the channel's own connection, so a
+    client learns whether the peer of its open streams still runs (a SIGSTOPped process's kernel
+    keeps the TCP connection up, so keepalive alone may not tell)."""
+    check = channel.unary_unary(
+        f"/{SERVICE_NAME}/Check",
+        request_serializer=HealthCheckRequest.SerializeToString,
+        response_deserializer=HealthCheckResponse.FromString,
+    )
+    try:
+        await check(HealthCheckRequest(), timeout=timeout)
+    except grpc.aio.AioRpcError:
+        return False
+    return True
