@@ -29,8 +29,8 @@ Invariants:
   ever dropped silently. A launch on offers the master no longer has (NOT_FOUND) is reported as
   the SDK does in Mesos: one DROPPED (LOST if not partition-aware) update per task.
 - Acknowledgements (implicit and explicit) are coalesced into bulk ``Acknowledge`` calls
-  (``framework_sdk.acknowledgements``): at once while fewer than 4 calls are in flight, else
-  with the next batch; each caller gets its own outcome.
+  (``framework_sdk.acknowledgements``): at once while no call is in flight, else with the
+  next batch; each caller gets its own outcome.
 
 Several masters (``master``: a list ``a:5050,b:5050,c:5050`` or ``etcd://...``, see
 ``fairshare.masters``): each session subscribes to the address ``MasterFinder`` names; a master
