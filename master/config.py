@@ -53,7 +53,7 @@ from master.core.fairness import FAIRNESS_POLICIES, make_fairness_policy
 from master.core.placement import DEFAULT_SAMPLE_SIZE, PLACEMENT_POLICIES
 from master.runtime.rebalance_settings import REBALANCE_SETTINGS
 
-__all__ = ["MASTER_SETTINGS", "MasterConfig", "load_config"]
+__all__ = ["MASTER_SETTINGS", "MasterConfig", "check_rebalance", "load_config"]
 
 POLICIES: Final = tuple(FAIRNESS_POLICIES)  # the core's strategy tables name the choices
 PLACEMENTS: Final = tuple(PLACEMENT_POLICIES)
@@ -402,12 +402,17 @@ def load_config(args: argparse.Namespace, environ: Mapping[str, str]) -> MasterC
     (``SettingsError`` naming the flag)."""
     config = MasterConfig(**resolve_settings("master", MASTER_SETTINGS, args, environ))
     check_security(config)
-    if config.rebalance and not make_fairness_policy(config.policy).dominant_shares:
+    check_rebalance(config.rebalance, config.policy)
+    return config
+
+
+def check_rebalance(rebalance: bool, policy: str) -> None:
+    """``--rebalance`` needs a policy it can move toward (``SettingsError`` naming the flag)."""
+    if rebalance and not make_fairness_policy(policy).dominant_shares:
         raise SettingsError(
             f"--rebalance: moves toward DRFH's allocation, which needs --policy drf"
-            f" (or another that equalizes dominant shares), not {config.policy!r}"
+            f" (or another that equalizes dominant shares), not {policy!r}"
         )
-    return config
 
 
 def check_security(config: MasterConfig) -> None:

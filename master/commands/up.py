@@ -63,6 +63,7 @@ from fairshare.settings import (
 )
 
 from master.commands.local_etcd import LocalEtcd, LocalEtcdError
+from master.config import check_rebalance
 from master.core.fairness import FAIRNESS_POLICIES
 from master.core.placement import PLACEMENT_POLICIES
 
@@ -139,6 +140,14 @@ UP_SETTINGS: Final = (
         metavar="DURATION",
     ),
     Setting(
+        "rebalance",
+        boolean,
+        False,
+        "the master preempts preemptible tasks toward DRFH's allocation (fairshare master"
+        " --rebalance with its default settings; needs --policy drf)",
+        switch=True,
+    ),
+    Setting(
         "tls",
         boolean,
         False,
@@ -200,6 +209,7 @@ class LocalCluster:
     policy: str = "drf"
     placement: str = "best-fit"
     log_flags: tuple[str, ...] = ()  # --log-level and --log-format of every child
+    master_flags: tuple[str, ...] = ()  # more flags of every master (--rebalance)
     masters: list[subprocess.Popen[bytes]] = field(default_factory=list)
     address: str = ""  # HOST:PORT of the master, or the list a,b,c of HA masters
     dashboards: list[str] = field(default_factory=list)
@@ -239,7 +249,7 @@ class LocalCluster:
                 _fairshare(
                     "master", "--port", str(port), "--metrics-port", str(metrics),
                     "--work-dir", str(work), "--policy", self.policy,
-                    "--placement", self.placement, *registry, *self.log_flags,
+                    "--placement", self.placement, *registry, *self.master_flags, *self.log_flags,
                     *self.tls_flags(name),
                 ),
                 work / "master.log",
@@ -379,6 +389,7 @@ def free_port_or_any(flag: str, value: int, default: int) -> tuple[int, str | No
 def main(args: argparse.Namespace) -> int:
     """``fairshare up``: run the cluster until Ctrl-C, SIGTERM or ``--for`` elapses."""
     values = command_settings("up", UP_SETTINGS, args)
+    check_rebalance(values["rebalance"], values["policy"])
     log_flags = ("--log-level", values["log_level"], "--log-format", values["log_format"])
     temporary = not values["work_dir"]
     base = Path(values["work_dir"] or tempfile.mkdtemp(prefix="fairshare-up-"))
@@ -412,6 +423,7 @@ def _run_cluster(
             values["policy"],
             values["placement"],
             log_flags,
+            ("--rebalance",) if values["rebalance"] else (),
         )
         stack.enter_context(_stop_on_signals())
         stack.callback(cluster.stop)

@@ -96,7 +96,13 @@ class MasterRuntime:
         self._timers.append(asyncio.create_task(self.housekeeping(GC_PERIOD)))
         if self.rebalancer is not None:
             self._timers.append(asyncio.create_task(self.rebalancer.run()))
-        log_event(log, "master.started", master_id=state.master_id, policy=config.core.policy)
+        log_event(
+            log,
+            "master.started",
+            master_id=state.master_id,
+            policy=config.core.policy,
+            rebalance="on" if self.rebalancer is not None else "off",
+        )
 
     def drain(self, end: StreamEnd = SHUTTING_DOWN) -> None:
         """Stop offering and end every stream with ``end`` (UNAVAILABLE: SIGTERM, or this

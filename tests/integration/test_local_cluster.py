@@ -24,7 +24,7 @@ def _up(work_dir: Path, *flags: str) -> subprocess.Popen[str]:
 
 
 def test_up_runs_a_cluster_and_sigterm_stops_every_daemon(tmp_path: Path) -> None:
-    up = _up(tmp_path, "--agents", "2", "--resources", "cpus:2;mem:2048")
+    up = _up(tmp_path, "--agents", "2", "--resources", "cpus:2;mem:2048", "--rebalance")
     try:
         master_addr = tmp_path / "master" / "master.addr"
         address = wait_for(
@@ -46,6 +46,7 @@ def test_up_runs_a_cluster_and_sigterm_stops_every_daemon(tmp_path: Path) -> Non
             up.communicate()
     assert up.returncode == 0, output
     assert "fairshare up: master at" in output
+    assert "rebalance=on" in (tmp_path / "master" / "master.log").read_text()  # --rebalance
     # Clean exits remove the address files: the master and both agents were stopped, not killed.
     assert not master_addr.exists()
     assert not list(tmp_path.glob("agent-*/agent.addr"))
@@ -55,6 +56,7 @@ def test_up_rejects_bad_flags_naming_them(tmp_path: Path) -> None:
     for flags, named in (
         (["--agents", "0"], "--agents"),
         (["--resources", "cpus:-1"], "--resources"),
+        (["--rebalance", "--policy", "pf"], "--rebalance"),
     ):
         done = subprocess.run(
             [sys.executable, "-m", "fairshare.cli", "up", "--port", "0", *flags],
