@@ -24,17 +24,17 @@ say who it is. ``--credentials`` lets its HTTP port accept tokens and basic auth
 from __future__ import annotations
 
 import argparse
-import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from fairshare.resources import ResourceError, ResourceVector
+from fairshare.resources import ResourceVector
 from fairshare.rpc_guard import Authenticator
 from fairshare.settings import (
     SHARED_SETTINGS,
+    WIRE_NAME,
     Setting,
     SettingsError,
     boolean,
@@ -46,6 +46,7 @@ from fairshare.settings import (
     positive_duration,
     positive_int,
     resolve_settings,
+    resource_vector,
     server_authentication,
 )
 from fairshare.transport import (
@@ -66,11 +67,8 @@ __all__ = [
     "AgentSettings",
     "load_security",
     "parse_attributes",
-    "parse_resources",
     "resolve",
 ]
-
-_WIRE_NAME: Final = re.compile(r"^[a-z][a-z0-9_.\-]*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,20 +108,6 @@ class AgentSecurity:
     authenticator: Authenticator = field(default_factory=Authenticator)
 
 
-def parse_resources(text: str) -> ResourceVector:
-    """``cpus:8;mem:16384`` -> vector; non-empty, wire-alphabet names; ``ValueError`` if bad."""
-    try:
-        vector = ResourceVector.parse(text)
-    except ResourceError as error:
-        raise ValueError(str(error)) from None
-    if not vector:
-        raise ValueError("no resources given (e.g. 'cpus:8;mem:16384')")
-    for name in vector:
-        if not _WIRE_NAME.match(name):
-            raise ValueError(f"resource name {name!r} must be lower case [a-z0-9_.-]")
-    return vector
-
-
 def parse_attributes(text: str) -> tuple[tuple[str, str], ...]:
     """``rack:r1;zone:a`` -> ``(("rack", "r1"), ("zone", "a"))``; ``ValueError`` if bad."""
     entries = [part.strip() for part in text.split(";")]
@@ -134,7 +118,7 @@ def parse_attributes(text: str) -> tuple[tuple[str, str], ...]:
         if entry.count(":") != 1:
             raise ValueError(f"entry {position} {entry!r} is not NAME:VALUE")
         name, value = (piece.strip() for piece in entry.split(":"))
-        if not _WIRE_NAME.match(name):
+        if not WIRE_NAME.match(name):
             raise ValueError(
                 f"attribute name {name!r} must be lower case [a-z0-9_.-], starting with a letter"
             )
@@ -144,12 +128,6 @@ def parse_attributes(text: str) -> tuple[tuple[str, str], ...]:
             raise ValueError(f"attribute {name!r} is given twice")
         out[name] = value
     return tuple(out.items())
-
-
-def _resources(raw: Any) -> ResourceVector:
-    if not isinstance(raw, str):
-        raise ValueError(f"{raw!r} is not a string like 'cpus:8;mem:16384'")
-    return parse_resources(raw)
 
 
 def _attributes(raw: Any) -> tuple[tuple[str, str], ...]:
@@ -162,7 +140,7 @@ AGENT_SETTINGS: Final = (
     *SHARED_SETTINGS,
     Setting(
         "resources",
-        _resources,
+        resource_vector,
         None,
         "resources offered, e.g. 'cpus:8;mem:16384' (default: this host's CPUs, memory, disk);"
         " an agent with gpus is offered only to GPU-capable frameworks",

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Final
 
 from fairshare.master_target import EtcdTarget, parse_address
+from fairshare.resources import ResourceVector
 from fairshare.settings import (
     SHARED_SETTINGS,
     Setting,
@@ -45,12 +46,14 @@ from fairshare.settings import (
     positive_int,
     positive_number,
     resolve_settings,
+    resource_vector,
     share,
 )
 from fairshare.transport import is_loopback
 
 from master.core.fairness import FAIRNESS_POLICIES, make_fairness_policy
 from master.core.placement import DEFAULT_SAMPLE_SIZE, PLACEMENT_POLICIES
+from master.runtime.authority import DEFAULT_MAX_AGENT_RESOURCES
 from master.runtime.rebalance_settings import REBALANCE_SETTINGS
 
 __all__ = ["MASTER_SETTINGS", "MasterConfig", "check_rebalance", "load_config"]
@@ -124,6 +127,7 @@ class MasterConfig:
     registry_max_agent_count: int = 10_000
     registry_max_framework_age: float = 14 * 86400.0
     registry_max_framework_count: int = 10_000
+    max_agent_resources: ResourceVector = DEFAULT_MAX_AGENT_RESOURCES
     fault_drop_acks: float = 0.0  # tests only (no flag): share of acknowledgements to drop
     rebalance: bool = False  # REBALANCE_SETTINGS (master.runtime.rebalance_settings)
     rebalance_interval: float = 5.0
@@ -225,6 +229,14 @@ LIMIT_SETTINGS: Final = (
         20_000,
         "registered agents per principal (RESOURCE_EXHAUSTED beyond)",
         metavar="N",
+    ),
+    Setting(
+        "max_agent_resources",
+        resource_vector,
+        str(DEFAULT_MAX_AGENT_RESOURCES),
+        "the most of each named resource one agent may report (INVALID_ARGUMENT beyond);"
+        " resources not named are not capped",
+        metavar="RESOURCES",
     ),
     Setting(
         "registration_rate",

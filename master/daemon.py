@@ -125,6 +125,7 @@ def _limits(config: MasterConfig) -> RuntimeLimits:
         registry_max_agent_count=config.registry_max_agent_count,
         registry_max_framework_age=config.registry_max_framework_age,
         registry_max_framework_count=config.registry_max_framework_count,
+        max_agent_resources=config.max_agent_resources,
     )
 
 

@@ -13,7 +13,11 @@ authentication is off); the call classes ask the authority before they change an
 - ``admit(principal, kind, registered, most)``: a new framework or agent, within its
   principal's count (``most``) and registration rate (a token bucket per principal:
   ``RuntimeLimits.registration_rate`` per second after a burst of ``registration_burst``);
-  RESOURCE_EXHAUSTED otherwise (called once every other check of the registration passed).
+  RESOURCE_EXHAUSTED otherwise (called once every other check of the registration passed);
+- ``check_agent_size(resources)``: no agent reports more of a resource than
+  ``RuntimeLimits.max_agent_resources`` (INVALID_ARGUMENT naming the resource): a fake agent
+  with 2^62 cpus would shrink every framework's cpu share to nothing and bend DRF's order.
+  Resources the cap does not name are not capped.
 
 Invariants: pure bookkeeping on the runtime's loop (no I/O); the rate buckets of at most
 ``MAX_BUCKETS`` principals are kept (least recently used forgotten: a forgotten principal
@@ -27,12 +31,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from master.acl import OPEN, Acl, Rule
-from master.core.errors import PermissionDenied, ResourceExhausted
+from fairshare.resources import ResourceVector
 
-__all__ = ["MAX_BUCKETS", "Authority", "RuntimeLimits"]
+from master.acl import OPEN, Acl, Rule
+from master.core.errors import InvalidArgument, PermissionDenied, ResourceExhausted
+
+__all__ = ["DEFAULT_MAX_AGENT_RESOURCES", "MAX_BUCKETS", "Authority", "RuntimeLimits"]
 
 MAX_BUCKETS: Final = 4096
+DEFAULT_MAX_AGENT_RESOURCES: Final = ResourceVector.parse(
+    "cpus:100000;mem:1073741824;disk:1099511627776;gpus:10000"
+)
+"""The most one agent may report: 100,000 cpus, 1 PiB of memory and 1 EiB of disk (in MiB),
+10,000 gpus; far above any machine (the largest have ~2,000 cpus and 32 TiB)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +58,7 @@ class RuntimeLimits:
     registry_max_agent_count: int = 10_000
     registry_max_framework_age: float = 14 * 86400.0
     registry_max_framework_count: int = 10_000
+    max_agent_resources: ResourceVector = DEFAULT_MAX_AGENT_RESOURCES
 
 
 class Authority:
@@ -90,6 +102,16 @@ class Authority:
         if self.authenticated and (principal or "") != owner:
             self.denied += 1
             raise PermissionDenied(f"{what} was registered by another principal")
+
+    def check_agent_size(self, resources: ResourceVector) -> None:
+        """INVALID_ARGUMENT naming the first resource above ``max_agent_resources``."""
+        cap = self.limits.max_agent_resources
+        for name, millis in resources.millis_items():
+            if name in cap and millis > cap.millis(name):
+                raise InvalidArgument(
+                    f"agent_info.resources: {name}:{resources[name]:g} is more than one agent may"
+                    f" have (--max-agent-resources {name}:{cap[name]:g})"
+                )
 
     def admit(self, principal: str | None, kind: str, registered: int, most: int) -> None:
         """Charge one registration of ``kind`` to ``principal``, who has ``registered`` of them

@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # the transport imports grpc: only commands that talk to a ma
     from fairshare.transport import ClientSecurity, ServerSecurity
 
 from fairshare.master_target import MasterTarget
+from fairshare.resources import ResourceError, ResourceVector
 
 __all__ = [
     "CLIENT_SECURITY_SETTINGS",
@@ -56,6 +57,7 @@ __all__ = [
     "LOG_FORMATS",
     "LOG_LEVELS",
     "SHARED_SETTINGS",
+    "WIRE_NAME",
     "Setting",
     "SettingsError",
     "add_setting_flags",
@@ -76,6 +78,7 @@ __all__ = [
     "positive_int",
     "positive_number",
     "resolve_settings",
+    "resource_vector",
     "server_authentication",
     "share",
 ]
@@ -159,6 +162,27 @@ def duration(raw: Any) -> float:
     if not math.isfinite(seconds) or seconds < 0:
         raise ValueError(f"{raw!r} is not a non-negative duration")
     return seconds
+
+
+WIRE_NAME: Final = re.compile(r"^[a-z][a-z0-9_.\-]*$")
+"""Resource and attribute names as the wire carries them: lower case, starting with a letter."""
+
+
+def resource_vector(raw: Any) -> ResourceVector:
+    """``cpus:8;mem:16384`` -> a non-empty vector of wire-alphabet names; ``ValueError`` if
+    bad."""
+    if not isinstance(raw, str):
+        raise ValueError(f"{raw!r} is not a string like 'cpus:8;mem:16384'")
+    try:
+        vector = ResourceVector.parse(raw)
+    except ResourceError as error:
+        raise ValueError(str(error)) from None
+    if not vector:
+        raise ValueError("no resources given (e.g. 'cpus:8;mem:16384')")
+    for name in vector:
+        if not WIRE_NAME.match(name):
+            raise ValueError(f"resource name {name!r} must be lower case [a-z0-9_.-]")
+    return vector
 
 
 def positive_duration(raw: Any) -> float:

@@ -97,6 +97,20 @@ def test_absurd_subscriptions_are_invalid(
     assert not get_state(channel).frameworks
 
 
+def test_an_agent_bigger_than_any_machine_is_refused(channel: grpc.Channel) -> None:
+    """4*10^15 cpus (near the largest quantity the wire carries) would shrink every
+    framework's cpu share to nothing: INVALID_ARGUMENT naming the resource and the flag, nothing
+    registered. The largest machines, and resources the cap does not name, are admitted."""
+    with pytest.raises(grpc.RpcError) as caught:
+        FakeAgent(channel, "cpus:4000000000000000;mem:64")
+    assert caught.value.code() == Code.INVALID_ARGUMENT  # type: ignore[attr-defined]
+    details = caught.value.details()  # type: ignore[attr-defined]
+    assert "cpus" in details and "--max-agent-resources" in details, details
+    assert not get_state(channel).agents
+    FakeAgent(channel, "cpus:1920;mem:33554432;widgets:1000000000000")
+    assert len(get_state(channel).agents) == 1
+
+
 def test_undecodable_bytes_to_every_method_are_invalid_without_a_traceback(
     master: Daemon, channel: grpc.Channel
 ) -> None:

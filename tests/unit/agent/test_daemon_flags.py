@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 from fairshare.resources import ResourceVector
-from fairshare.settings import SettingsError
+from fairshare.settings import SettingsError, resource_vector
 
-from agent.config import parse_attributes, parse_resources, resolve
+from agent.config import parse_attributes, resolve
 from agent.resources_probe import host_resources
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -160,7 +160,7 @@ def test_shared_top_level_keys_and_source_names_in_errors(tmp_path: Path) -> Non
 def test_parse_attributes_and_resources() -> None:
     assert parse_attributes(" rack : r1 ; zone:a;") == (("rack", "r1"), ("zone", "a"))
     assert parse_attributes("") == ()
-    assert parse_resources("cpus:0.5;mem:512;gpus:1") == ResourceVector(cpus=0.5, mem=512, gpus=1)
+    assert resource_vector("cpus:0.5;mem:512;gpus:1") == ResourceVector(cpus=0.5, mem=512, gpus=1)
 
 
 def test_host_resources_probe(tmp_path: Path) -> None:
