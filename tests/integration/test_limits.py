@@ -1,7 +1,7 @@
 """Limits of a real master (issue 13): frameworks per principal and registration rate
 (RESOURCE_EXHAUSTED, nothing registered), a ping flood closed with GOAWAY after two strikes,
 connections beyond ``--max-connections`` refused while the cap is reached and served again once
-it is not, and one message size for every process."""
+it is not, idle and silent connections closed, and one message size for every process."""
 
 from __future__ import annotations
 
@@ -38,6 +38,17 @@ def _http2(address: str) -> socket.socket:
     return connection
 
 
+def _read_exactly(connection: socket.socket, size: int) -> bytes:
+    """``size`` bytes from ``connection`` (fewer only if it closes)."""
+    data = b""
+    while len(data) < size:
+        chunk = connection.recv(size - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
 def _held_http2(address: str, within: float = 10.0) -> socket.socket:
     """A raw HTTP/2 connection the server has taken: its SETTINGS frame came back. A connection
     refused at the cap is closed without one (a connection the test closed a moment ago, such as
@@ -47,10 +58,11 @@ def _held_http2(address: str, within: float = 10.0) -> socket.socket:
         connection = _http2(address)
         connection.settimeout(max(0.1, deadline - time.monotonic()))
         try:
-            header = connection.recv(9)
+            header = _read_exactly(connection, 9)
         except (TimeoutError, ConnectionResetError):
             header = b""
-        if len(header) >= 4 and header[3] == 0x4:
+        if len(header) == 9 and header[3] == 0x4:
+            _read_exactly(connection, int.from_bytes(header[:3], "big"))  # the SETTINGS payload
             return connection
         connection.close()
         if time.monotonic() > deadline:
@@ -136,6 +148,32 @@ def test_connections_beyond_the_cap_are_refused_until_there_is_room(
             connection.close()
     served = lambda: health_status(master.address, timeout=1, fresh=True) == 1  # noqa: E731
     wait_for(served, 10, "a served client again")
+
+
+def test_idle_and_silent_connections_are_closed(
+    master_factory: Callable[..., Daemon],
+) -> None:
+    """A connection that never sends the HTTP/2 preface is closed after the fixed handshake
+    timeout (``ServerLimits.handshake_timeout``, 10 s; the idle timeout, 5 min by default, cannot
+    be what closed it); one that finished the handshake but makes no call is closed with GOAWAY
+    after ``--idle-timeout``. Two masters, both watched at once."""
+    master = master_factory("--idle-timeout", "1s")
+    patient = master_factory()  # idle timeout 5 min: only the handshake timeout can close
+    host, _, port = patient.address.rpartition(":")
+    silent = socket.create_connection((host, int(port)), timeout=10)  # sends nothing at all
+    idle = _held_http2(master.address)
+    started = time.monotonic()
+    try:
+        idle_kinds = _frames_until_closed(idle, 20)
+        idle_closed = time.monotonic() - started
+        _frames_until_closed(silent, 25 - (time.monotonic() - started))  # its SETTINGS, then?
+        silent_closed = time.monotonic() - started  # below 20 s: the master closed it
+    finally:
+        idle.close()
+        silent.close()
+    assert GOAWAY in idle_kinds and idle_closed < 8, (idle_kinds, idle_closed)
+    assert 5 < silent_closed < 20, silent_closed
+    assert health_status(master.address) == 1 and health_status(patient.address) == 1
 
 
 def test_every_process_sends_and_accepts_the_same_largest_message() -> None:
