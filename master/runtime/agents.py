@@ -124,8 +124,8 @@ class AgentCalls:
         state.refuse_if_draining()
         if not spec.resources:
             raise InvalidArgument("agent_info.resources is empty")
-        authority.check_agent_size(spec.resources)
         authority.allow("register_agents", principal)
+        authority.check_agent_size(spec.resources)
         owner = authority.owner_of(principal)
         limit = state.config.limits.max_agents_per_principal
         authority.admit(principal, "agent", state.registry.agents_of[owner], limit)
@@ -212,8 +212,8 @@ class AgentCalls:
         require_id(agent_id, "agent_id")
         if not spec.resources:
             raise InvalidArgument("agent_info.resources is empty")
-        state.authority.check_agent_size(spec.resources)
         self._check_owner(agent_id, principal)
+        state.authority.check_agent_size(spec.resources)
         reported = {(fid, launch.task_id): (launch, status) for fid, launch, status in tasks}
         link = state.agents.get(agent_id)
         if link is None:

@@ -16,7 +16,7 @@ authentication is off); the call classes ask the authority before they change an
   RESOURCE_EXHAUSTED otherwise (called once every other check of the registration passed);
 - ``check_agent_size(resources)``: no agent reports more of a resource than
   ``RuntimeLimits.max_agent_resources`` (INVALID_ARGUMENT naming the resource): a fake agent
-  with 2^62 cpus would shrink every framework's cpu share to nothing and bend DRF's order.
+  with 4e15 cpus would shrink every framework's cpu share to nothing and bend DRF's order.
   Resources the cap does not name are not capped.
 
 Invariants: pure bookkeeping on the runtime's loop (no I/O); the rate buckets of at most
