@@ -384,7 +384,7 @@ class SchedulerClient:
             self._last_error = str(lost)
             outcome = _Outcome.LOST_AFTER_SUBSCRIBED if subscribed else outcome
         finally:
-            await stream.close()
+            stream.close()
             self._stub = None
             self._subscribed.clear()
             if (

@@ -17,7 +17,7 @@ Invariants:
   (the agent's session does the same, ``agent.session``). A master that answers health checks
   but sends no event for ``missed_heartbeats`` heartbeat intervals is left too.
 - The pending read is never cancelled by a timeout (cancelling a read cancels the call); it is
-  cancelled only by ``close()``, which also cancels the call.
+  cancelled only by ``close()`` (synchronous), which also cancels the call.
 """
 
 from __future__ import annotations
@@ -139,6 +139,7 @@ class EventStream:
         pending for the next call); ``StreamLostError`` when the master ended the stream."""
         if self._pending is None:
             self._pending = asyncio.ensure_future(self._call.read())
+            self._pending.add_done_callback(_retrieve)  # a read left behind raises nothing
         done, _ = await asyncio.wait({self._pending}, timeout=timeout)
         if not done:
             return None
@@ -148,10 +149,16 @@ class EventStream:
             raise StreamLostError("the master ended the event stream")
         return message
 
-    async def close(self) -> None:
-        """Cancel the call and the pending read (the channel is the caller's)."""
+    def close(self) -> None:
+        """Cancel the call and the pending read (the channel is the caller's); synchronous, so
+        a caller being cancelled still runs what follows it."""
         self._call.cancel()
         if self._pending is not None:
             self._pending.cancel()
-            await asyncio.gather(self._pending, return_exceptions=True)
             self._pending = None
+
+
+def _retrieve(read: asyncio.Future[object]) -> None:
+    """Mark the outcome of a read nobody awaits any more as seen."""
+    if not read.cancelled():
+        read.exception()

@@ -66,7 +66,7 @@ async def _with_stream(
     try:
         await asyncio.wait_for(body(stream), 10)
     finally:
-        await stream.close()
+        stream.close()
         await channel.close()
         await server.stop(None)
 
