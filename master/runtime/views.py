@@ -74,6 +74,7 @@ class FrameworkView:
     demand: DemandSpec | None
     registered_at: float
     failover_deadline: float | None
+    preempted: int = 0  # its tasks the rebalancer (--rebalance) killed since the master started
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +207,7 @@ def _frameworks(runtime: RuntimeState) -> list[FrameworkView]:
                 link.demand,
                 link.registered_at,
                 link.failover_deadline,
+                runtime.counters.tasks_preempted.get(framework_id, 0),
             )
         )
     return views

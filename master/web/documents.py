@@ -87,6 +87,7 @@ def framework_document(view: FrameworkView) -> dict[str, Any]:
         "demand": demand,
         "wanted": demand["max_tasks"] if demand is not None else None,
         "running": counts.get(TaskState.RUNNING.value, 0),
+        "preempted": view.preempted,
         "capabilities": sorted(spec.capabilities),
         "failover_timeout": spec.failover_timeout,
         "registered_at": view.registered_at or None,

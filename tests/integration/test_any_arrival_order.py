@@ -17,6 +17,7 @@ Every wait polls ``GetState`` with a deadline; each order starts its own process
 
 from __future__ import annotations
 
+import json
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
@@ -200,6 +201,10 @@ def test_rebalance_moves_long_running_tasks_to_drfh(
     time.sleep(4)
     assert preempted(cluster.master) == kills
     assert cluster.placement() == DRFH_PLACEMENT
+    url = f"http://{cluster.master.metrics_address}/api/v1/state"  # what the dashboard shows
+    with urllib.request.urlopen(url, timeout=10) as response:
+        frameworks = json.load(response)["frameworks"]
+    assert sum(f["preempted"] for f in frameworks) == kills
 
 
 def test_rebalance_leaves_tasks_not_declared_preemptible(

@@ -130,7 +130,9 @@ function renderFrameworks(state) {
     el("td", { class: "num weighted" }, f.weighted_share.toFixed(3)),
     el("td", {}, f.dominant_resource || "-"),
     el("td", { class: "num" }, el("span", { class: "running" }, f.running), " / ",
-      f.wanted === null ? "∞" : f.wanted),
+      f.wanted === null ? "∞" : f.wanted,
+      f.preempted > 0 ? el("span", { class: "preempted", title: "tasks the rebalancer killed" },
+        ` (${f.preempted} preempted)`) : null),
     el("td", {}, el("code", {}, resourcesText(f.allocated)))));
   fill(document.querySelector("#frameworks tbody"), rows, 10, "no frameworks");
   document.getElementById("frameworks-count").textContent = `(${state.frameworks.length})`;
