@@ -47,7 +47,7 @@ from types import FrameType
 from typing import Any, Final
 
 from fairshare.cli import command_settings
-from fairshare.local_ca import LocalCa, LocalCaError
+from fairshare.local_ca import IssuedCertificate, LocalCa, LocalCaError
 from fairshare.ports import port_problem
 from fairshare.resources import ResourceError, ResourceVector
 from fairshare.settings import (
@@ -218,16 +218,21 @@ class LocalCluster:
     ca: LocalCa | None = None  # --tls: every daemon serves mutual TLS with this CA's certificates
     etcd: LocalEtcd | None = None
 
+    def certificate(self, ca: LocalCa, name: str) -> IssuedCertificate:
+        """``name``'s certificate from ``ca`` (issued on first use)."""
+        cert, key = ca.directory / f"{name}.pem", ca.directory / f"{name}.key"
+        return IssuedCertificate(name, cert, key) if cert.exists() else ca.issue(name)
+
     def tls_flags(self, name: str) -> tuple[str, ...]:
         """``--tls-ca/--tls-cert/--tls-key`` of ``name``'s certificate (issued on first use;
         nothing without ``--tls``)."""
         if self.ca is None:
             return ()
-        cert, key = self.ca.directory / f"{name}.pem", self.ca.directory / f"{name}.key"
-        if not cert.exists():
-            issued = self.ca.issue(name)
-            cert, key = issued.cert, issued.key
-        return ("--tls-ca", str(self.ca.cert), "--tls-cert", str(cert), "--tls-key", str(key))
+        issued = self.certificate(self.ca, name)
+        return (
+            "--tls-ca", str(self.ca.cert), "--tls-cert", str(issued.cert),
+            "--tls-key", str(issued.key),
+        )  # fmt: skip
 
     def start_masters(self, count: int) -> str:
         """Start ``count`` masters (above 1: a local etcd and HA masters on it) and return
@@ -446,6 +451,11 @@ def _run_cluster(
             if cluster.ca is not None:
                 flags = " ".join(cluster.tls_flags("operator"))
                 print(f"fairshare up: mutual TLS; try: fairshare status --master {address} {flags}")
+                bundle = cluster.ca.browser_bundle(cluster.certificate(cluster.ca, "operator"))
+                print(
+                    f"fairshare up: the dashboard asks for a client certificate: import {bundle}"
+                    f" (no password) into your browser and trust {cluster.ca.cert}"
+                )
             return _watch(cluster, args.demo, values["for"])
         except (
             ClusterError,

@@ -123,3 +123,16 @@ class LocalCa:
             request.unlink(missing_ok=True)
             extensions.unlink(missing_ok=True)
         return IssuedCertificate(name, cert, key)
+
+    def browser_bundle(self, issued: IssuedCertificate) -> Path:
+        """``issued``'s certificate and key (with this CA) as a PKCS#12 file without a password,
+        ``NAME.p12`` beside them: what a browser imports to open a port that asks for a client
+        certificate (the dashboard of a mutual-TLS master)."""
+        bundle = self.directory / f"{issued.name}.p12"
+        _openssl(
+            "pkcs12", "-export", "-in", str(issued.cert), "-inkey", str(issued.key),
+            "-certfile", str(self.cert), "-name", issued.name, "-out", str(bundle),
+            "-passout", "pass:",
+        )  # fmt: skip
+        _private(bundle)
+        return bundle

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import signal
+import ssl
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +130,7 @@ def test_up_tls_runs_a_mutual_tls_cluster(tmp_path: Path) -> None:
 
         wait_for(one_agent, 30, "the agent registered over mutual TLS")
         assert fairshare_cli("status", "--master", address).returncode == 1  # plaintext: refused
+        _dashboard_with_the_browser_bundle(tmp_path)
         up.send_signal(signal.SIGTERM)
         output, _ = up.communicate(timeout=60)
     finally:
@@ -136,6 +139,25 @@ def test_up_tls_runs_a_mutual_tls_cluster(tmp_path: Path) -> None:
             up.communicate()
     assert up.returncode == 0, output
     assert "mutual TLS; try: fairshare status" in output
+    assert f"import {tmp_path / 'tls' / 'operator.p12'} (no password)" in output
+
+
+def _dashboard_with_the_browser_bundle(base: Path) -> None:
+    """The PKCS#12 bundle ``up --tls`` made for browsers opens the dashboard: what a browser
+    would take from it (certificate, key, no password) is what the HTTPS request presents."""
+    read = subprocess.run(
+        ["openssl", "pkcs12", "-in", str(base / "tls" / "operator.p12"), "-passin", "pass:",
+         "-nodes", "-clcerts"],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert read.returncode == 0, read.stderr
+    identity = base / "browser.pem"
+    identity.write_text(read.stdout)
+    context = ssl.create_default_context(cafile=str(base / "tls" / "ca.pem"))
+    context.load_cert_chain(identity)
+    dashboard = (base / "master" / "metrics.addr").read_text().strip()
+    with urllib.request.urlopen(f"https://{dashboard}/", context=context, timeout=10) as page:
+        assert page.status == 200 and b"fairshare" in page.read().lower()
 
 
 def test_an_exposed_master_says_so_in_one_line_with_its_true_bind_address(
