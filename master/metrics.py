@@ -27,7 +27,7 @@ Invariants:
   framework acknowledged it, so terminal states are mostly 0); ``fairshare_tasks_ended_total``
   counts every task that reached a terminal state, by that state, since the master started;
   ``fairshare_tasks_preempted_total`` the tasks the rebalancer (``--rebalance``) killed, by
-  framework id (the ``MAX_FRAMEWORK_SERIES`` frameworks with the most).
+  framework id (the same frameworks as ``fairshare_framework_info``, 0 until their first kill).
 """
 
 from __future__ import annotations
@@ -267,8 +267,15 @@ class MasterCollector(Collector):
             "Resources offered to or used by each framework (base units).",
             labels=["framework_id", "resource"],
         )
+        preempted = CounterMetricFamily(
+            "fairshare_tasks_preempted",
+            "Tasks the rebalancer (--rebalance) killed since the master started, by framework"
+            " (0 for every framework until then, so rate() and increase() see the first kill).",
+            labels=["framework_id"],
+        )
         for view in sorted(shown[:MAX_FRAMEWORK_SERIES], key=lambda f: f.spec.framework_id):
             framework_id = view.spec.framework_id
+            preempted.add_metric([framework_id], view.preempted)
             info.add_metric([framework_id, view.spec.name, view.spec.role or "*"], 1)
             share.add_metric([framework_id], view.dominant_share)
             weighted.add_metric(
@@ -280,6 +287,7 @@ class MasterCollector(Collector):
         yield share
         yield weighted
         yield amounts
+        yield preempted
 
     @staticmethod
     def _counters(counters: RuntimeCounters) -> Iterator[Metric]:
@@ -317,15 +325,6 @@ class MasterCollector(Collector):
         ):
             updates.add_metric([event], n)
         yield updates
-        preempted = CounterMetricFamily(
-            "fairshare_tasks_preempted",
-            "Tasks the rebalancer (--rebalance) killed since the master started, by framework.",
-            labels=["framework_id"],
-        )
-        most = sorted(counters.tasks_preempted.items(), key=lambda item: (-item[1], item[0]))
-        for framework_id, n in sorted(most[:MAX_FRAMEWORK_SERIES]):
-            preempted.add_metric([framework_id], n)
-        yield preempted
         yield _histogram(
             "fairshare_registry_write_duration_seconds",
             "Duration of one durable registry write.",
