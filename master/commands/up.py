@@ -47,9 +47,8 @@ from types import FrameType
 from typing import Any, Final
 
 from fairshare.cli import command_settings
-from fairshare.local_ca import IssuedCertificate, LocalCa, LocalCaError
+from fairshare.local_ca import LocalCa, LocalCaError
 from fairshare.ports import port_problem
-from fairshare.resources import ResourceError, ResourceVector
 from fairshare.settings import (
     SHARED_SETTINGS,
     Setting,
@@ -60,6 +59,7 @@ from fairshare.settings import (
     optional_positive_duration,
     port,
     positive_int,
+    resource_vector,
 )
 
 from master.commands.local_etcd import LocalEtcd, LocalEtcdError
@@ -82,14 +82,9 @@ PLACEMENTS: Final = tuple(PLACEMENT_POLICIES)
 
 
 def _resources(raw: Any) -> str:
-    text = non_empty_text(raw)
-    try:
-        vector = ResourceVector.parse(text)
-    except ResourceError as error:
-        raise ValueError(str(error)) from None
-    if not vector:
-        raise ValueError(f"{text!r} names no resources")
-    return text
+    """An agent's ``--resources`` text, checked as the agent will check it."""
+    resource_vector(raw)
+    return str(raw).strip()
 
 
 UP_SETTINGS: Final = (
@@ -218,17 +213,12 @@ class LocalCluster:
     ca: LocalCa | None = None  # --tls: every daemon serves mutual TLS with this CA's certificates
     etcd: LocalEtcd | None = None
 
-    def certificate(self, ca: LocalCa, name: str) -> IssuedCertificate:
-        """``name``'s certificate from ``ca`` (issued on first use)."""
-        cert, key = ca.directory / f"{name}.pem", ca.directory / f"{name}.key"
-        return IssuedCertificate(name, cert, key) if cert.exists() else ca.issue(name)
-
     def tls_flags(self, name: str) -> tuple[str, ...]:
         """``--tls-ca/--tls-cert/--tls-key`` of ``name``'s certificate (issued on first use;
         nothing without ``--tls``)."""
         if self.ca is None:
             return ()
-        issued = self.certificate(self.ca, name)
+        issued = self.ca.certificate(name)
         return (
             "--tls-ca", str(self.ca.cert), "--tls-cert", str(issued.cert),
             "--tls-key", str(issued.key),
@@ -451,7 +441,7 @@ def _run_cluster(
             if cluster.ca is not None:
                 flags = " ".join(cluster.tls_flags("operator"))
                 print(f"fairshare up: mutual TLS; try: fairshare status --master {address} {flags}")
-                bundle = cluster.ca.browser_bundle(cluster.certificate(cluster.ca, "operator"))
+                bundle = cluster.ca.browser_bundle(cluster.ca.certificate("operator"))
                 print(
                     f"fairshare up: the dashboard asks for a client certificate: import {bundle}"
                     f" (no password) into your browser and trust {cluster.ca.cert}"

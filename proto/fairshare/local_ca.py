@@ -101,6 +101,11 @@ class LocalCa:
         _private(ca.key)
         return ca
 
+    def certificate(self, name: str) -> IssuedCertificate:
+        """``name``'s certificate, issued on first use (kept in ``directory`` after that)."""
+        cert, key = self.directory / f"{name}.pem", self.directory / f"{name}.key"
+        return IssuedCertificate(name, cert, key) if cert.exists() else self.issue(name)
+
     def issue(self, name: str) -> IssuedCertificate:
         """A certificate for ``name`` (its common name: the principal), signed by this CA."""
         if not name or "/" in name or name.startswith("."):

@@ -37,10 +37,8 @@ class Pki:
 
     def files(self, name: str) -> tuple[Path, Path]:
         """(certificate, key) of ``name``, issued on first use."""
-        cert, key = self.directory / f"{name}.pem", self.directory / f"{name}.key"
-        if not cert.exists():
-            self.ca.issue(name)
-        return cert, key
+        issued = self.ca.certificate(name)
+        return issued.cert, issued.key
 
     def flags(self, name: str) -> tuple[str, ...]:
         """``--tls-ca``, ``--tls-cert`` and ``--tls-key`` of ``name``."""
