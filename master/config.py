@@ -51,12 +51,21 @@ from fairshare.settings import (
 )
 from fairshare.transport import is_loopback
 
+from master.core.config import CoreConfig
 from master.core.fairness import FAIRNESS_POLICIES, make_fairness_policy
+from master.core.hierarchy import HIERARCHIES
 from master.core.placement import DEFAULT_SAMPLE_SIZE, PLACEMENT_POLICIES
 from master.runtime.authority import DEFAULT_MAX_AGENT_RESOURCES
 from master.runtime.rebalance_settings import REBALANCE_SETTINGS
 
-__all__ = ["MASTER_SETTINGS", "MasterConfig", "check_rebalance", "load_config"]
+__all__ = [
+    "MASTER_SETTINGS",
+    "MasterConfig",
+    "check_hierarchy",
+    "check_rebalance",
+    "load_config",
+    "resource_names",
+]
 
 POLICIES: Final = tuple(FAIRNESS_POLICIES)  # the core's strategy tables name the choices
 PLACEMENTS: Final = tuple(PLACEMENT_POLICIES)
@@ -71,6 +80,27 @@ def registry(raw: object) -> str:
     if EtcdTarget.is_url(text):
         return str(EtcdTarget.parse(text))
     raise ValueError(f"{text!r} is neither sqlite nor etcd://HOST:PORT,...[/prefix]")
+
+
+def hierarchy(raw: object) -> str:
+    """``hdrf``, ``naive`` or ``flat``; empty (or ``auto``) for the policy's default."""
+    text = "" if raw is None else str(raw).strip().lower()
+    if text in ("", "auto"):
+        return ""
+    if text not in HIERARCHIES:
+        raise ValueError(f"{raw!r} is not one of {', '.join(HIERARCHIES)}")
+    return text
+
+
+def resource_names(raw: object) -> frozenset[str]:
+    """Comma-separated resource names (``gpus`` or ``gpus,fpgas``); empty for none."""
+    if raw is None:
+        return frozenset()
+    items = raw if isinstance(raw, (list, tuple)) else str(raw).split(",")
+    names = frozenset(str(item).strip() for item in items if str(item).strip())
+    for name in names:
+        ResourceVector.parse(f"{name}:1")  # the kernel's rule for a resource name
+    return names
 
 
 def election_ttl(raw: object) -> float:
@@ -95,6 +125,8 @@ class MasterConfig:
     metrics_port: int = 9100
     work_dir: str = "./fairshare-master"
     policy: str = "drf"
+    hierarchy: str = ""  # "": hdrf under drf, flat under the other policies
+    fair_sharing_excluded_resources: frozenset[str] = frozenset()
     placement: str = "best-fit"
     placement_sample: int = DEFAULT_SAMPLE_SIZE
     allocation_interval: float = 1.0
@@ -302,6 +334,24 @@ MASTER_SETTINGS: Final = (
         metavar="DIR",
     ),
     Setting("policy", choice(*POLICIES), "drf", "fairness policy", choices=POLICIES),
+    Setting(
+        "hierarchy",
+        hierarchy,
+        None,
+        "how roles (paths like eng/dev) share the pool: hdrf (H-DRF over the role tree, the"
+        " default under --policy drf), naive (Mesos's hierarchical sorter, for comparison),"
+        " flat (every framework on its own, a role's weight copied onto its frameworks; the"
+        " default and the only choice under the other policies)",
+        metavar="hdrf|naive|flat",
+    ),
+    Setting(
+        "fair_sharing_excluded_resources",
+        resource_names,
+        None,
+        "comma-separated resources that count in no share (Mesos's"
+        " --fair_sharing_excluded_resource_names), e.g. gpus; needs --policy drf",
+        metavar="NAMES",
+    ),
     Setting("placement", choice(*PLACEMENTS), "best-fit", "placement policy", choices=PLACEMENTS),
     Setting(
         "placement_sample",
@@ -415,7 +465,21 @@ def load_config(args: argparse.Namespace, environ: Mapping[str, str]) -> MasterC
     config = MasterConfig(**resolve_settings("master", MASTER_SETTINGS, args, environ))
     check_security(config)
     check_rebalance(config.rebalance, config.policy)
+    check_hierarchy(config.policy, config.hierarchy, config.fair_sharing_excluded_resources)
     return config
+
+
+def check_hierarchy(policy: str, hierarchy: str, excluded: frozenset[str]) -> None:
+    """The role tree and fair-sharing exclusions compare dominant shares: they need --policy
+    drf (``SettingsError`` naming the flag, with the core's own reason)."""
+    for flag, kwargs in (
+        ("--hierarchy", {"hierarchy": hierarchy}),
+        ("--fair-sharing-excluded-resources", {"fair_sharing_excluded_resources": excluded}),
+    ):
+        try:
+            CoreConfig(policy=policy, **kwargs)
+        except ValueError as error:
+            raise SettingsError(f"{flag}: {error}") from None
 
 
 def check_rebalance(rebalance: bool, policy: str) -> None:

@@ -132,6 +132,8 @@ def _limits(config: MasterConfig) -> RuntimeLimits:
 def _runtime_config(config: MasterConfig, security: MasterSecurity) -> RuntimeConfig:
     core = CoreConfig(
         policy=config.policy,
+        hierarchy=config.hierarchy,
+        fair_sharing_excluded_resources=config.fair_sharing_excluded_resources,
         placement=config.placement,
         sample_size=config.placement_sample,
         offer_timeout=config.offer_timeout,

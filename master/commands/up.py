@@ -63,7 +63,7 @@ from fairshare.settings import (
 )
 
 from master.commands.local_etcd import LocalEtcd, LocalEtcdError
-from master.config import check_rebalance
+from master.config import check_hierarchy, check_rebalance, hierarchy
 from master.core.fairness import FAIRNESS_POLICIES
 from master.core.placement import PLACEMENT_POLICIES
 
@@ -126,6 +126,14 @@ UP_SETTINGS: Final = (
         "best-fit",
         "the master's placement policy",
         choices=PLACEMENTS,
+    ),
+    Setting(
+        "hierarchy",
+        hierarchy,
+        None,
+        "how the master shares the pool between roles: hdrf (default under --policy drf),"
+        " naive or flat (fairshare master --hierarchy)",
+        metavar="hdrf|naive|flat",
     ),
     Setting(
         "for",
@@ -204,7 +212,7 @@ class LocalCluster:
     policy: str = "drf"
     placement: str = "best-fit"
     log_flags: tuple[str, ...] = ()  # --log-level and --log-format of every child
-    master_flags: tuple[str, ...] = ()  # more flags of every master (--rebalance)
+    master_flags: tuple[str, ...] = ()  # more flags of every master (--rebalance, --hierarchy)
     masters: list[subprocess.Popen[bytes]] = field(default_factory=list)
     address: str = ""  # HOST:PORT of the master, or the list a,b,c of HA masters
     dashboards: list[str] = field(default_factory=list)
@@ -385,6 +393,7 @@ def main(args: argparse.Namespace) -> int:
     """``fairshare up``: run the cluster until Ctrl-C, SIGTERM or ``--for`` elapses."""
     values = command_settings("up", UP_SETTINGS, args)
     check_rebalance(values["rebalance"], values["policy"])
+    check_hierarchy(values["policy"], values["hierarchy"], frozenset())
     log_flags = ("--log-level", values["log_level"], "--log-format", values["log_format"])
     temporary = not values["work_dir"]
     base = Path(values["work_dir"] or tempfile.mkdtemp(prefix="fairshare-up-"))
@@ -418,7 +427,8 @@ def _run_cluster(
             values["policy"],
             values["placement"],
             log_flags,
-            ("--rebalance",) if values["rebalance"] else (),
+            ("--rebalance",) * values["rebalance"]
+            + (("--hierarchy", values["hierarchy"]) if values["hierarchy"] else ()),
         )
         stack.enter_context(_stop_on_signals())
         stack.callback(cluster.stop)

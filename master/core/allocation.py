@@ -39,6 +39,7 @@ from fairshare.resources import ResourceVector
 
 from master.core.fairness import KeyStepper
 from master.core.fit import EqNine, Fit, exact_share, first_resource, fits_better
+from master.core.hierarchy import TreeRun
 from master.core.messages import Message, SendOffers
 from master.core.placement import PlacementQuery
 from master.core.records import AgentList, AgentRecord, FrameworkRecord, Offer
@@ -174,6 +175,7 @@ class _Run:
         )
         self.fit_window = config.fit_window if contested else 0
         self.eq9 = EqNine(state.total) if contested else None
+        self.tree: TreeRun | None = None  # the role tree's run (hdrf, naive); None when flat
 
     def refused_by(self, fw: FrameworkRecord) -> frozenset[str] | set[str]:
         """The agents not to offer ``fw`` in this run (computed once per framework)."""
@@ -195,6 +197,8 @@ class _Run:
         fw.allocated = fw.allocated + resources
         offer = _record_offer(self.state, fw, agent, resources, 0, self.now)
         self.made.setdefault(fw.id, []).append(offer)
+        if self.tree is not None:
+            self.tree.served(self.tree.group_of[fw.id], resources)
         return True
 
     def _demand_of(self, fw: FrameworkRecord, shape: ResourceVector) -> _Demand:
@@ -234,6 +238,8 @@ class _Run:
         placed = demand.placed
         placed[chosen.id] = placed.get(chosen.id, 0) + 1
         demand.count += 1
+        if self.tree is not None:
+            self.tree.served(self.tree.group_of[fw.id], footprint)
         step = demand.step or self._stepper(fw, demand)
         return step(demand.count)
 
@@ -261,6 +267,8 @@ class _Run:
         placed = demand.placed
         placed[chosen.id] = placed.get(chosen.id, 0) + 1
         demand.count += 1
+        if self.tree is not None:
+            self.tree.served(self.tree.group_of[fw.id], demand.footprint)
         step = demand.step or self._stepper(fw, demand)
         return step(demand.count)
 
@@ -383,6 +391,10 @@ class _Run:
 
 def run(state: MasterState, now: float) -> list[Message]:
     """Run progressive filling once and return the offers made, one message per framework."""
+    if state.hierarchy != "flat" and _roles_in_use(state) > 1:
+        return _run_tree(state, now)
+    # flat, or a tree of one role: every framework is in one leaf group, whose order is the
+    # sorter's (the tree would walk to that group at every step)
     heap = state.sorter.take_entries()  # sorted, hence already a binary heap
     frameworks = state.frameworks
     fairness = state.fairness
@@ -411,5 +423,98 @@ def run(state: MasterState, now: float) -> list[Message]:
         fw.times_chosen += 1
         heappush(heap, (key, fw.times_chosen, fw.id))
     messages = this_run.finish()
+    state.sorter.restore_entries(parked)
+    return messages
+
+
+def _roles_in_use(state: MasterState) -> int:
+    """How many roles the frameworks are in (stops counting at 2)."""
+    first = None
+    for fw in state.frameworks.values():
+        if first is None:
+            first = fw.role
+        elif fw.role != first:
+            return 2
+    return 0 if first is None else 1
+
+
+def used_of(state: MasterState) -> dict[str, int]:
+    """What the pool has that no active agent has free: held by frameworks (offered or used),
+    or free on a deactivated agent (never offered, so it does not keep a resource unsaturated)."""
+    used: dict[str, int] = {}
+    for fw in state.frameworks.values():
+        for name, millis in fw.allocated.millis_items():
+            used[name] = used.get(name, 0) + millis
+    if len(state.agent_list) != len(state.agents):
+        for agent in state.agents.values():
+            if not agent.active:
+                for name, millis in agent.free.millis_items():
+                    used[name] = used.get(name, 0) + millis
+    return used
+
+
+def tree_of(state: MasterState, entries: list[SorterEntry] | None = None) -> TreeRun:
+    """The role tree of ``state`` as a run starts it (``entries``: the candidates, by default
+    a copy of the sorter's, which stays untouched)."""
+    if entries is None:
+        entries = sorted(e for e in map(state.sorter.entry, state.sorter.ordered()) if e)
+    config = state.config
+    return TreeRun(
+        state.frameworks,
+        entries,
+        state.role_weights,
+        state.total,
+        used_of(state),
+        config.fair_sharing_excluded_resources,
+        state.hierarchy,
+    )
+
+
+def _run_tree(state: MasterState, now: float) -> list[Message]:
+    """Progressive filling over the role tree (``master.core.hierarchy``): each step walks the
+    tree to a leaf group and serves its most deprived framework, exactly as the flat run serves
+    the most deprived framework of all; a group none of whose frameworks can be served any more
+    is blocked for the rest of the run (H-DRF §4.4)."""
+    tree = tree_of(state, state.sorter.take_entries())
+    frameworks = state.frameworks
+    fairness = state.fairness
+    total = state.total
+    config = state.config
+    state.placement.begin_run()
+    this_run = _Run(state, now)
+    this_run.tree = tree
+    parked: list[SorterEntry] = []
+    gpu_agents = state.gpu_agents
+    validate = config.validate
+    while True:
+        selected = tree.select()
+        if selected is None:
+            break
+        group, heap = selected
+        entry = heappop(heap)
+        fw = frameworks[entry[2]]
+        if fw.filters or (gpu_agents and not fw.gpu_aware):
+            refused = this_run.refused_by(fw)
+        else:
+            refused = _NOTHING_REFUSED
+        shape = fw.demand
+        key: float | None
+        if shape is None:
+            served = this_run.serve_coarse(fw, refused)
+            key = fairness.key(fw.allocated, total, fw.weight, shape) if served else None
+        else:
+            key = this_run.serve_demand(fw, shape, refused, heap)
+        if key is None:
+            parked.append(entry)
+            if not heap:
+                tree.block(group)
+        else:
+            fw.times_chosen += 1
+            heappush(heap, (key, fw.times_chosen, fw.id))
+        if validate:
+            tree.check()
+    messages = this_run.finish()
+    for heap in tree.heaps.values():
+        parked.extend(heap)
     state.sorter.restore_entries(parked)
     return messages

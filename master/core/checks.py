@@ -10,6 +10,7 @@ from collections.abc import Callable, Container, Sequence
 from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 from fairshare.resources import ResourceVector
+from fairshare.roles import RoleError, check_role
 
 from master.core.errors import AlreadyExists, InvalidArgument, NotFound, PermissionDenied
 from master.core.messages import RunningTask, TaskLaunch
@@ -22,6 +23,7 @@ __all__ = [
     "check_running",
     "check_weight",
     "checked",
+    "checked_role",
 ]
 
 EMPTY = ResourceVector()
@@ -79,6 +81,15 @@ def check_weight(weight: float, what: str, cap: float = MAX_WEIGHT) -> float:
             " operator may set a larger one: fairshare weights)"
         )
     return float(weight)
+
+
+def checked_role(role: str, what: str = "role") -> str:
+    """``role`` as a checked path (``fairshare.roles``; ``"*"`` for empty), or
+    ``InvalidArgument`` naming ``what``."""
+    try:
+        return check_role(role, what)
+    except RoleError as error:
+        raise InvalidArgument(str(error)) from None
 
 
 def check_refuse(refuse_seconds: float | None, default: float) -> float:

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 
 from master.core.fairness import FAIRNESS_POLICIES
+from master.core.hierarchy import HIERARCHIES
 from master.core.placement import DEFAULT_SAMPLE_SIZE, PLACEMENT_POLICIES
 
 __all__ = ["CoreConfig"]
@@ -40,6 +41,21 @@ class CoreConfig:
     # The fit-aware choice (master.core.fit): how many frameworks within one task of the most
     # deprived may claim its chosen agent; 0 is plain progressive filling.
     fit_window: int = 8
+    # The role tree (master.core.hierarchy): "hdrf", "naive" or "flat"; "" is the default for
+    # the policy: hdrf under drf, flat under the others (H-DRF and Mesos's hierarchical sorter
+    # compare dominant shares; asset, pf and slots have no tree here, so asking for one with
+    # them is refused).
+    hierarchy: str = ""
+    # Resources that count in no share (Mesos's --fair_sharing_excluded_resource_names): a
+    # framework holding the only GPUs does not look like a dominant-share hog. drf only.
+    fair_sharing_excluded_resources: frozenset[str] = frozenset()
+
+    @property
+    def effective_hierarchy(self) -> str:
+        """The hierarchy in force: the one named, else hdrf under drf and flat otherwise."""
+        if self.hierarchy:
+            return self.hierarchy
+        return "hdrf" if self.policy == "drf" else "flat"
 
     def __post_init__(self) -> None:
         if self.policy not in FAIRNESS_POLICIES:
@@ -58,6 +74,19 @@ class CoreConfig:
             )
         if self.fit_window < 0:
             raise ValueError(f"fit_window must be >= 0, got {self.fit_window}")
+        if self.hierarchy and self.hierarchy not in HIERARCHIES:
+            known = ", ".join(HIERARCHIES)
+            raise ValueError(f"unknown hierarchy {self.hierarchy!r}; choose one of {known}")
+        if self.hierarchy in ("hdrf", "naive") and self.policy != "drf":
+            raise ValueError(
+                f"hierarchy {self.hierarchy!r} orders roles by dominant shares and needs policy"
+                f" 'drf', not {self.policy!r}; use hierarchy 'flat' with {self.policy!r}"
+            )
+        if self.fair_sharing_excluded_resources and self.policy != "drf":
+            raise ValueError(
+                "fair_sharing_excluded_resources leaves resources out of dominant shares and"
+                f" needs policy 'drf', not {self.policy!r}"
+            )
         timeout = self.offer_timeout
         if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
             raise ValueError(f"offer_timeout must be > 0 or None, got {timeout}")

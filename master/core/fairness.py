@@ -125,6 +125,14 @@ def _columns(
     return columns
 
 
+def _without(vector: ResourceVector, excluded: frozenset[str]) -> ResourceVector:
+    """``vector`` less the resources in ``excluded``."""
+    millis = vector.millis_view()
+    if excluded.isdisjoint(millis):
+        return vector
+    return ResourceVector.from_millis({n: m for n, m in millis.items() if n not in excluded})
+
+
 def _infinite(tasks: int) -> float:
     return math.inf
 
@@ -151,6 +159,9 @@ class DominantResourceFairness:
     def prepare(self, pool: PoolShape, demands: Sequence[DeclaredDemand]) -> None:
         """DRF needs nothing beyond the pool total passed to ``key``."""
 
+    def __init__(self, excluded: frozenset[str] = frozenset()) -> None:
+        self.excluded = excluded  # resources no share counts (fair-sharing exclusions)
+
     def key(
         self,
         allocated: ResourceVector,
@@ -158,7 +169,9 @@ class DominantResourceFairness:
         weight: float,
         shape: ResourceVector | None,
     ) -> float:
-        """``max_r alloc_r / total_r``, divided by the weight."""
+        """``max_r alloc_r / total_r`` over the resources that count, divided by the weight."""
+        if self.excluded:
+            allocated = _without(allocated, self.excluded)
         share = allocated.dominant_share(total)
         return share if weight == 1.0 else share / weight
 
@@ -179,6 +192,8 @@ class DominantResourceFairness:
         held, needs, totals = allocated.millis_view(), footprint.millis_view(), total.millis_view()
         columns = []
         for name in held.keys() | needs.keys():
+            if name in self.excluded:
+                continue
             denominator = totals.get(name, 0)
             if not denominator:
                 return _infinite
@@ -381,7 +396,7 @@ class SlotFairness:
 
 
 FAIRNESS_POLICIES: dict[str, Callable[[int], FairnessPolicy]] = {
-    "drf": lambda slots_per_agent: DominantResourceFairness(),
+    "drf": lambda slots_per_agent: DominantResourceFairness(),  # exclusions: make_fairness_policy
     "asset": lambda slots_per_agent: AssetFairness(),
     "pf": lambda slots_per_agent: ProportionalFairness(),
     "slots": SlotFairness,
@@ -389,11 +404,18 @@ FAIRNESS_POLICIES: dict[str, Callable[[int], FairnessPolicy]] = {
 """Policy name -> factory taking the slots per agent (only the slot baseline uses it)."""
 
 
-def make_fairness_policy(name: str, slots_per_agent: int = 14) -> FairnessPolicy:
-    """A fresh policy called ``name`` (``drf``, ``asset``, ``pf`` or ``slots``)."""
+def make_fairness_policy(
+    name: str, slots_per_agent: int = 14, excluded: frozenset[str] = frozenset()
+) -> FairnessPolicy:
+    """A fresh policy called ``name`` (``drf``, ``asset``, ``pf`` or ``slots``); ``excluded``
+    resources count in no share (``drf`` only, as Mesos's DRF sorter)."""
     try:
         factory = FAIRNESS_POLICIES[name]
     except KeyError:
         known = ", ".join(sorted(FAIRNESS_POLICIES))
         raise ValueError(f"unknown fairness policy {name!r}; choose one of {known}") from None
+    if excluded:
+        if name != "drf":
+            raise ValueError(f"only drf leaves resources out of shares, not {name!r}")
+        return DominantResourceFairness(excluded)
     return factory(slots_per_agent)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from master.core.checks import check_weight, checked
+from master.core.checks import check_weight, checked, checked_role
 from master.core.config import CoreConfig
 from master.core.errors import InvalidArgument
 from master.core.messages import Message
@@ -24,6 +24,7 @@ class OperatorHandlers:
     agent_list: AgentList
     frameworks: dict[str, FrameworkRecord]
     role_weights: dict[str, float]
+    hierarchy: str
 
     def validate(self) -> None:
         raise NotImplementedError
@@ -44,6 +45,14 @@ class OperatorHandlers:
 
     def _shapes_changed(self) -> None:
         raise NotImplementedError
+
+    def _role_weight_on(self, role: str, requested: float) -> float:
+        """The weight a framework of ``role`` gets unless the operator set its own: under the
+        ``flat`` hierarchy its role's operator weight (copied onto each framework, as before
+        roles were a tree), else what it subscribed with (the role's weight is its node's)."""
+        if self.hierarchy == "flat":
+            return self.role_weights.get(role, requested)
+        return requested
 
     def _maintained(self, agent_id: str) -> AgentRecord:
         if not agent_id:
@@ -78,10 +87,14 @@ class OperatorHandlers:
 
     @checked
     def handle_set_weight(self, role: str, weight: float | None, now: float) -> list[Message]:
-        """Set (``None``: clear) the operator weight of ``role``, now and later: it applies to
-        the role's frameworks that have no operator weight of their own."""
+        """Set (``None``: clear) the operator weight of the role path ``role``, now and later.
+
+        Under ``hdrf`` and ``naive`` it weighs the role's node among its siblings; under
+        ``flat`` it applies to the role's frameworks that have no operator weight of their own.
+        """
         if not role:
             raise InvalidArgument("role is empty")
+        role = checked_role(role)
         if weight is None:
             self.role_weights.pop(role, None)
         else:
@@ -103,7 +116,7 @@ class OperatorHandlers:
     def _reweigh(self, frameworks: list[FrameworkRecord]) -> None:
         """Weights in effect: the framework's operator weight, its role's, or its own."""
         for fw in frameworks:
-            role_weight = self.role_weights.get(fw.role, fw.requested_weight)
+            role_weight = self._role_weight_on(fw.role, fw.requested_weight)
             fw.weight = role_weight if fw.operator_weight is None else fw.operator_weight
         self._reposition(fw.id for fw in frameworks)
         self._shapes_changed()  # PF prices depend on weights

@@ -25,7 +25,13 @@ from fairshare.resources import ResourceVector
 from fairshare.task_states import TaskState, advance
 
 from master.core import allocation, invariants
-from master.core.checks import check_launches, check_refuse, check_running, check_weight
+from master.core.checks import (
+    check_launches,
+    check_refuse,
+    check_running,
+    check_weight,
+    checked_role,
+)
 from master.core.checks import checked as _checked
 from master.core.config import CoreConfig
 from master.core.errors import (
@@ -42,6 +48,7 @@ from master.core.fairness import (
     make_fairness_policy,
 )
 from master.core.fit import KindFits
+from master.core.hierarchy import RoleShare, node_shares
 from master.core.messages import (
     KillTask,
     LaunchTasks,
@@ -74,8 +81,11 @@ class MasterState(OperatorHandlers):
     def __init__(self, config: CoreConfig | None = None) -> None:
         self.config = config or CoreConfig()
         self.fairness: FairnessPolicy = make_fairness_policy(
-            self.config.policy, self.config.slots_per_agent
+            self.config.policy,
+            self.config.slots_per_agent,
+            self.config.fair_sharing_excluded_resources,
         )
+        self.hierarchy = self.config.effective_hierarchy  # master.core.hierarchy
         self.placement: PlacementPolicy = make_placement_policy(
             self.config.placement, self.config.sample_size, self.config.seed
         )
@@ -162,6 +172,28 @@ class MasterState(OperatorHandlers):
         """The framework's fairness key under the configured policy (its dominant share for drf)."""
         return self._key_of(framework_id)[0]
 
+    def role_shares(self) -> dict[str, RoleShare]:
+        """Every role of the tree (each role path that holds a framework, and its ancestors)
+        with its weight and its share as the hierarchy computes it now (``flat``: what each
+        role holds); see ``master.core.hierarchy.node_shares``."""
+        if self._policy_stale:
+            self._prepare_policy()
+        candidates = [
+            fw_id
+            for fw_id in self.sorter.ordered()
+            if (fw := self.frameworks[fw_id]).demand is None
+            or fw.live_tasks + fw.offered_tasks < fw.wanted
+        ]
+        return node_shares(
+            self.frameworks,
+            candidates,
+            self.role_weights,
+            self.total,
+            allocation.used_of(self),
+            self.config.fair_sharing_excluded_resources,
+            self.hierarchy,
+        )
+
     def dominant_share(self, framework_id: str) -> float:
         """``max_r allocated_r / total_r`` whatever the policy (DRF §4; DRFH global share)."""
         return self.frameworks[framework_id].allocated.dominant_share(self.total)
@@ -170,7 +202,9 @@ class MasterState(OperatorHandlers):
         """Active, unsuppressed framework ids, most deprived first."""
         if self._policy_stale:
             self._prepare_policy()
-        return list(self.sorter.ordered())
+        if self.hierarchy == "flat":
+            return list(self.sorter.ordered())
+        return allocation.tree_of(self).order()
 
     def validate(self) -> None:
         """Check every invariant; raises ``AssertionError`` naming the first one broken."""
@@ -358,12 +392,13 @@ class MasterState(OperatorHandlers):
             raise InvalidArgument("framework_id is empty")
         if framework_id in self.frameworks:
             raise AlreadyExists(f"framework {framework_id!r} is registered already")
+        role = checked_role(role, f"framework {framework_id!r}: role")
         requested = check_weight(weight, f"framework {framework_id!r}")
         fw = FrameworkRecord(
             id=framework_id,
             name=name or framework_id,
-            role=role or "*",
-            weight=self.role_weights.get(role or "*", requested),
+            role=role,
+            weight=self._role_weight_on(role, requested),
             requested_weight=requested,
             gpu_aware=gpu_aware,
             registered_at=now,

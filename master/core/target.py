@@ -7,6 +7,9 @@ The result is what a live master offers when every agent and framework is there 
 allocation run; the calculator prints it, and the rebalancer (``master.core.rebalance``) moves
 the live cluster toward it.
 
+Frameworks carry their role and the roles their operator weights, so the target is the role
+tree's allocation under the configured hierarchy (H-DRF by default).
+
 ``pinned`` tasks are adopted on their agents before the run (as an agent rejoining with running
 tasks): they hold their resources and count in their frameworks' shares, so the target is
 reachable by moving only the other tasks.
@@ -19,7 +22,7 @@ framework to the agents where it got at least one task, counting pinned tasks; t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from fairshare.resources import ResourceVector
@@ -41,6 +44,7 @@ class TargetFramework:
     wanted: int
     weight: float = 1.0
     name: str = ""
+    role: str = "*"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,11 +61,17 @@ def tasks_target(
     frameworks: Sequence[TargetFramework],
     config: CoreConfig,
     pinned: Sequence[PinnedTask] = (),
+    role_weights: Mapping[str, float] | None = None,
 ) -> dict[str, dict[str, int]]:
-    """Framework id -> agent id -> tasks, after one allocation run from a clean start."""
+    """Framework id -> agent id -> tasks, after one allocation run from a clean start (with
+    the roles' operator weights ``role_weights``, so the run walks the same role tree)."""
     state = MasterState(config)
+    for role, role_weight in sorted((role_weights or {}).items()):
+        state.handle_set_weight(role, role_weight, 0.0)
     for fw in frameworks:
-        state.handle_add_framework(fw.id, 0.0, name=fw.name or fw.id, weight=fw.weight)
+        state.handle_add_framework(
+            fw.id, 0.0, name=fw.name or fw.id, role=fw.role, weight=fw.weight
+        )
     counts: dict[str, dict[str, int]] = {fw.id: {} for fw in frameworks}
     for agent_id, resources in agents:
         running = [

@@ -101,6 +101,7 @@ class MasterRuntime:
             "master.started",
             master_id=state.master_id,
             policy=config.core.policy,
+            hierarchy=config.core.effective_hierarchy,
             rebalance="on" if self.rebalancer is not None else "off",
         )
 

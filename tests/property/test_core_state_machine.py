@@ -60,7 +60,7 @@ from master.core import (
 EMPTY = ResourceVector()
 NAMES = ("cpus", "mem", "disk", "gpus")
 SCALE = {"cpus": 1000, "mem": 512_000, "disk": 1_000_000, "gpus": 1000}
-ROLES = ("*", "analytics", "batch")
+ROLES = ("*", "analytics", "batch", "batch/nightly", "batch/nightly/ci")
 BAD_WEIGHTS = (math.nan, 0.0, -1.0, math.inf, -math.inf, True, "2")
 BAD_REFUSALS = (-1.0, -0.001, math.nan, -math.inf)
 
@@ -170,9 +170,11 @@ class CoreMachine(RuleBasedStateMachine):
             min_size=1,
             max_size=3,
         ),
+        hierarchy=st.sampled_from(("", "hdrf", "naive", "flat")),
     )
     def configure(
         self,
+        hierarchy: str,
         policy: str,
         placement: str,
         offer_timeout: float | None,
@@ -193,6 +195,7 @@ class CoreMachine(RuleBasedStateMachine):
                 default_refuse_seconds=default_refuse,
                 slots_per_agent=4,
                 sample_size=sample_size,
+                hierarchy=hierarchy if policy == "drf" else "",
             )
         )
         for resources in agents:
@@ -292,7 +295,10 @@ class CoreMachine(RuleBasedStateMachine):
             self.state.handle_add_framework(framework_id, self.now, role=role, weight=weight) == []
         )
         fw = self.state.frameworks[framework_id]
-        assert fw.weight == self.state.role_weights.get(role, float(weight))
+        if self.state.hierarchy == "flat":  # the role's weight is copied onto its frameworks
+            assert fw.weight == self.state.role_weights.get(role, float(weight))
+        else:  # the role's weight weighs its node in the tree
+            assert fw.weight == float(weight)
         assert fw.allocated == EMPTY and not fw.task_ids and not fw.offer_ids
         assert framework_id in self.state.ordered_frameworks()
 
@@ -355,7 +361,11 @@ class CoreMachine(RuleBasedStateMachine):
     def set_weight(self, role: str, weight: float) -> None:
         assert self.state.handle_set_weight(role, weight, self.now) == []
         assert self.state.role_weights[role] == weight
-        assert all(fw.weight == weight for fw in self.state.frameworks.values() if fw.role == role)
+        role_frameworks = [fw for fw in self.state.frameworks.values() if fw.role == role]
+        if self.state.hierarchy == "flat":
+            assert all(fw.weight == weight for fw in role_frameworks if fw.operator_weight is None)
+        elif role_frameworks:
+            assert self.state.role_shares()[role].weight == weight
 
     # -- allocation -------------------------------------------------------------------------------
 

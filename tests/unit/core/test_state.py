@@ -138,7 +138,7 @@ def test_offers_carry_agent_hostname_and_attributes() -> None:
 
 
 def test_add_framework_records_name_role_and_weight() -> None:
-    state = make_state()
+    state = make_state(hierarchy="flat")
     state.handle_add_framework("F", 0.0, name="spark", role="analytics", weight=2.5)
     state.handle_add_framework("G", 0.0)
     fw = state.frameworks["F"]
@@ -499,8 +499,10 @@ def test_without_offer_timeout_offers_never_expire() -> None:
 # -- weights ---------------------------------------------------------------------------------------
 
 
-def test_set_role_weight_reorders_frameworks() -> None:
-    state = make_state()
+@pytest.mark.parametrize("hierarchy", ["flat", "hdrf", "naive"])
+def test_set_role_weight_reorders_frameworks(hierarchy: str) -> None:
+    """Flat: the role's weight is copied onto its frameworks; the tree: it weighs the role."""
+    state = make_state(hierarchy=hierarchy)
     state.handle_add_agent("a1", R(AGENT), 0.0)
     state.handle_add_agent("a2", R(AGENT), 0.0)
     state.handle_add_framework("F", 0.0, role="r1")
@@ -509,14 +511,16 @@ def test_set_role_weight_reorders_frameworks() -> None:
     assert state.dominant_share("F") == state.dominant_share("G") == 0.5
     assert state.ordered_frameworks() == ["F", "G"]  # tie: times chosen, then id
     assert state.handle_set_weight("r2", 2.0, 1.0) == []
-    assert state.frameworks["G"].weight == 2.0
-    assert state.share("G") == 0.25
+    flat = hierarchy == "flat"
+    assert state.frameworks["G"].weight == (2.0 if flat else 1.0)
+    assert state.share("G") == (0.25 if flat else 0.5)
+    assert state.role_shares()["r2"].weighted_share == 0.25
     assert state.ordered_frameworks() == ["G", "F"]
     state.handle_set_weight("r1", 4.0, 2.0)
     assert state.ordered_frameworks() == ["F", "G"]
-    # a framework joining the role later gets the role's weight
+    # a framework joining the role later gets the role's weight (flat) or keeps its own
     state.handle_add_framework("H", 3.0, role="r1", weight=1.0)
-    assert state.frameworks["H"].weight == 4.0
+    assert state.frameworks["H"].weight == (4.0 if flat else 1.0)
 
 
 # -- bad requests: precise error, no state change --------------------------------------------------

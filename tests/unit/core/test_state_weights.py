@@ -12,8 +12,8 @@ from master.core import CoreConfig, InvalidArgument, MasterState, NotFound
 from master.core.checks import MAX_WEIGHT
 
 
-def state() -> MasterState:
-    core = MasterState(CoreConfig(validate=True))
+def state(hierarchy: str = "flat") -> MasterState:
+    core = MasterState(CoreConfig(validate=True, hierarchy=hierarchy))
     core.handle_add_framework("a", 0.0, "a", "batch", 2.0)
     core.handle_add_framework("b", 0.0, "b", "batch", 1.0)
     core.handle_add_framework("c", 0.0, "c", "web", 1.0)
@@ -38,6 +38,32 @@ def test_precedence_framework_then_role_then_subscribed() -> None:
     core.handle_set_weight("batch", None, 5.0)
     assert weights(core) == {"a": 2.0, "b": 1.0, "c": 1.0}
     assert core.role_weights == {}
+
+
+def test_under_the_role_tree_a_role_weight_weighs_the_role_not_its_frameworks() -> None:
+    for hierarchy in ("hdrf", "naive"):
+        core = state(hierarchy)
+        core.handle_set_weight("batch", 3.0, 1.0)
+        assert weights(core) == {"a": 2.0, "b": 1.0, "c": 1.0}
+        core.handle_set_framework_weight("a", 5.0, 2.0)
+        assert weights(core) == {"a": 5.0, "b": 1.0, "c": 1.0}
+        core.handle_set_framework_weight("a", None, 3.0)
+        assert weights(core) == {"a": 2.0, "b": 1.0, "c": 1.0}
+        assert core.role_shares()["batch"].weight == 3.0
+        assert core.role_shares()["web"].weight == 1.0
+
+
+def test_role_weights_split_the_pool_between_roles_under_the_tree() -> None:
+    core = state("hdrf")
+    core.handle_add_agent("ag", ResourceVector.parse("cpus:12;mem:120"), 0.0)
+    for fid in ("a", "b", "c"):
+        core.handle_update_demand(fid, ResourceVector.parse("cpus:1;mem:1"), 100, 0.0)
+    core.handle_set_weight("web", 2.0, 0.0)  # web: 2, batch: 1 -> web 8 tasks, batch 4
+    core.handle_allocate(1.0)
+    offered = {fid: fw.offered_tasks for fid, fw in core.frameworks.items()}
+    assert offered["c"] == 8
+    # inside batch, a's subscribed weight 2 against b's 1: 4 tasks split about 2:1
+    assert (offered["a"], offered["b"]) in {(3, 1), (2, 2)}
 
 
 def test_weights_move_the_fairness_order() -> None:

@@ -141,8 +141,10 @@ def test_operator_weights_are_durable_and_follow_their_precedence(tmp_path: Path
         assert runtime.state.core.frameworks[a].weight == 5.0
         assert (
             runtime.operator.set_weight(None, a, 0.0, True) is None
-        )  # cleared: the role's applies
-        assert runtime.state.core.frameworks[a].weight == 3.0
+        )  # cleared: under the role tree (hdrf) its subscribed weight applies, the role's
+        # weight weighs the role's node instead
+        assert runtime.state.core.frameworks[a].weight == 2.0
+        assert runtime.state.core.role_shares()["batch"].weight == 3.0
         runtime.operator.set_weight(None, a, 7.0, False)
         with pytest.raises(NotFound):
             runtime.operator.set_weight(None, "fw-unknown", 2.0, False)
