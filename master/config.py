@@ -337,7 +337,7 @@ MASTER_SETTINGS: Final = (
     Setting(
         "hierarchy",
         hierarchy,
-        None,
+        "",
         "how roles (paths like eng/dev) share the pool: hdrf (H-DRF over the role tree, the"
         " default under --policy drf), naive (Mesos's hierarchical sorter, for comparison),"
         " flat (every framework on its own, a role's weight copied onto its frameworks; the"
@@ -347,7 +347,7 @@ MASTER_SETTINGS: Final = (
     Setting(
         "fair_sharing_excluded_resources",
         resource_names,
-        None,
+        "",
         "comma-separated resources that count in no share (Mesos's"
         " --fair_sharing_excluded_resource_names), e.g. gpus; needs --policy drf",
         metavar="NAMES",

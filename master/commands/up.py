@@ -130,7 +130,7 @@ UP_SETTINGS: Final = (
     Setting(
         "hierarchy",
         hierarchy,
-        None,
+        "",
         "how the master shares the pool between roles: hdrf (default under --policy drf),"
         " naive or flat (fairshare master --hierarchy)",
         metavar="hdrf|naive|flat",

@@ -8,8 +8,8 @@ target, and says which tasks to kill now; the runtime kills them with a grace pe
 allocator hands the freed resources out as usual.
 
 **Target**: ``master.core.target.tasks_target``, the calculator's tasks mode: the whole-task
-allocation the core itself makes from a clean start (DRFH with Best-Fit, DRFH §V-B) for the
-declared demands, with the tasks that cannot move (not preemptible, or not of the framework's
+allocation the core itself makes from a clean start (DRFH with Best-Fit, DRFH §V-B; over the
+role tree with the roles' weights, H-DRF by default) for the declared demands, with the tasks that cannot move (not preemptible, or not of the framework's
 declared shape) pinned where they run and coarse frameworks' holdings left out. Agents are
 compared by kind (capacities that are multiples of one another are one kind), so the target
 says "f runs 10 tasks on agents like s1", not which of several such agents.
@@ -92,21 +92,25 @@ class LiveTask:
 
 @dataclass(frozen=True, slots=True)
 class FrameworkDemand:
-    """A framework's declared task shape (``None``: coarse offers), tasks wanted, weight."""
+    """A framework's declared task shape (``None``: coarse offers), tasks wanted, weight, and
+    its role (the target walks the same role tree as the allocator)."""
 
     id: str
     shape: ResourceVector | None
     wanted: int
     weight: float = 1.0
+    role: str = "*"
 
 
 @dataclass(frozen=True, slots=True)
 class ClusterView:
-    """What the rebalancer sees: the active agents' capacities, the frameworks, the tasks."""
+    """What the rebalancer sees: the active agents' capacities, the frameworks, the tasks,
+    and the roles' operator weights."""
 
     agents: tuple[tuple[str, ResourceVector], ...]
     frameworks: tuple[FrameworkDemand, ...]
     tasks: tuple[LiveTask, ...]
+    role_weights: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +150,7 @@ class RawView:
     agents: list[tuple[str, ResourceVector]]
     frameworks: list[FrameworkDemand]  # the active ones
     tasks: list[tuple[str, str, str, ResourceVector, bool]]  # framework, task, agent, ..
+    role_weights: list[tuple[str, float]] = field(default_factory=list)
 
     def ordered(self) -> ClusterView:
         """The ``ClusterView``: agents, frameworks and tasks by id, tasks of active agents and
@@ -159,7 +164,7 @@ class RawView:
             for task in sorted(self.tasks, key=lambda t: (t[0], t[1]))
             if task[2] in active and task[0] in known
         )
-        return ClusterView(agents, frameworks, tasks)
+        return ClusterView(agents, frameworks, tasks, tuple(sorted(self.role_weights)))
 
 
 def raw_view_of(
@@ -182,7 +187,7 @@ def raw_view_of(
     return RawView(
         [(agent.id, agent.total) for agent in state.agent_list],
         [
-            FrameworkDemand(fw.id, fw.demand, fw.wanted, fw.weight)
+            FrameworkDemand(fw.id, fw.demand, fw.wanted, fw.weight, fw.role)
             for fw in state.frameworks.values()
             if fw.active
         ],
@@ -190,6 +195,7 @@ def raw_view_of(
             (task.framework_id, task.id, task.agent_id, task.resources, flag)
             for task, flag in zip(records.values(), flags, strict=True)
         ],
+        list(state.role_weights.items()),
     )
 
 
@@ -221,7 +227,7 @@ def _target_inputs(
         for agent_id, capacity in sorted(view.agents)
     ]
     frameworks = [
-        TargetFramework(fw.id, fw.shape, fw.wanted, fw.weight)
+        TargetFramework(fw.id, fw.shape, fw.wanted, fw.weight, role=fw.role)
         for fw in sorted(declared.values(), key=lambda f: f.id)
         if fw.shape is not None
     ]
@@ -252,8 +258,10 @@ def _replay(
     kills them in this check), coarse offers are declined. This is the very allocator deciding
     who gets the freed resources."""
     state = MasterState(replace(config, validate=False))
+    for role, role_weight in view.role_weights:
+        state.handle_set_weight(role, role_weight, 0.0)
     for fw in view.frameworks:
-        state.handle_add_framework(fw.id, 0.0, weight=fw.weight)
+        state.handle_add_framework(fw.id, 0.0, role=fw.role, weight=fw.weight)
         if fw.shape is not None:
             state.handle_update_demand(fw.id, fw.shape, fw.wanted, 0.0)
     flags = {(task.framework_id, task.task_id): task.preemptible for task in view.tasks}
@@ -448,9 +456,10 @@ class Rebalancer:
     def target(self, view: ClusterView) -> Placement:
         """The calculator's tasks-mode allocation for the view (cached while inputs stay)."""
         agents, frameworks, pinned = _target_inputs(view)
-        key = (tuple(agents), tuple(frameworks), tuple(pinned))
+        key = (tuple(agents), tuple(frameworks), tuple(pinned), view.role_weights)
         if self._cached is None or self._cached[0] != key:
-            self._cached = (key, tasks_target(agents, frameworks, self.core, pinned))
+            target = tasks_target(agents, frameworks, self.core, pinned, dict(view.role_weights))
+            self._cached = (key, target)
         return self._cached[1]
 
     def check(self, view: ClusterView) -> RebalanceDecision:

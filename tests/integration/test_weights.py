@@ -31,9 +31,11 @@ def test_weights_set_list_clear_and_survive_a_restart(
         fid = fw.subscribed.framework_id
         base = ["weights", "--master", master.address]
         assert main([*base, "--role", "batch", "--set", "3"]) == 0
-        assert weight_of(master, "etl") == 3.0  # the role's weight over the subscribed one
+        # under the role tree (hdrf, the default) the role's weight weighs the role among its
+        # siblings; the framework keeps the weight it subscribed with inside its role
+        assert weight_of(master, "etl") == 2.0
         assert main([*base, "--framework", fid, "--set", "5"]) == 0
-        assert weight_of(master, "etl") == 5.0  # the framework's over its role's
+        assert weight_of(master, "etl") == 5.0  # the operator's weight for the framework
         assert main([*base, "--role", "web", "--set", "1.5"]) == 0
         assert main([*base, "--role", "web", "--clear"]) == 0
         capsys.readouterr()
@@ -47,8 +49,26 @@ def test_weights_set_list_clear_and_survive_a_restart(
         assert capsys.readouterr().out.splitlines() == ["role batch  3", f"framework {fid}  5"]
         assert weight_of(master, "etl") == 5.0  # recovered before the framework is back
         assert main(["weights", "--master", master.address, "--framework", fid, "--clear"]) == 0
-        assert weight_of(master, "etl") == 3.0
+        assert weight_of(master, "etl") == 2.0
     master.kill()
+
+
+def test_flat_copies_a_role_weight_onto_its_frameworks(
+    master_factory: Callable[..., Daemon],
+) -> None:
+    """``--hierarchy flat`` keeps the per-framework order of before the role tree: a role's
+    operator weight is every one of its frameworks' weight unless the operator set its own."""
+    master = master_factory(*DEFAULT_MASTER_FLAGS, "--hierarchy", "flat")
+    with grpc.insecure_channel(master.address) as channel:
+        fw = FrameworkConn(channel, "etl", role="batch", weight=2.0)
+        fid = fw.subscribed.framework_id
+        base = ["weights", "--master", master.address]
+        assert main([*base, "--role", "batch", "--set", "3"]) == 0
+        assert weight_of(master, "etl") == 3.0  # the role's weight over the subscribed one
+        assert main([*base, "--framework", fid, "--set", "5"]) == 0
+        assert weight_of(master, "etl") == 5.0  # the framework's over its role's
+        assert main([*base, "--framework", fid, "--clear"]) == 0
+        assert weight_of(master, "etl") == 3.0
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,45 @@
+"""The rebalancer moves toward the role tree's allocation: a tenant that started three
+frameworks on a cluster it filled alone gives back half when a one-framework tenant arrives."""
+
+from __future__ import annotations
+
+from fairshare.resources import ResourceVector
+
+from master.core.rebalance import (
+    ClusterView,
+    FrameworkDemand,
+    LiveTask,
+    RebalanceConfig,
+    Rebalancer,
+)
+
+SHAPE = ResourceVector.parse("cpus:1;mem:256")
+AGENT = ("s1", ResourceVector.parse("cpus:12;mem:12288"))
+
+
+def view(running: dict[str, int], role_weights: tuple[tuple[str, float], ...] = ()) -> ClusterView:
+    roles = {"a1": "a", "b0": "b", "b1": "b", "b2": "b"}
+    frameworks = tuple(FrameworkDemand(fid, SHAPE, 12, 1.0, roles[fid]) for fid in sorted(roles))
+    tasks = tuple(
+        LiveTask(fid, f"{fid}-{n}", "s1", SHAPE, True)
+        for fid, count in sorted(running.items())
+        for n in range(count)
+    )
+    return ClusterView((AGENT,), frameworks, tasks, role_weights)
+
+
+def test_the_target_gives_each_role_half_and_kills_only_the_crowded_role() -> None:
+    crowded = view({"b0": 4, "b1": 4, "b2": 4})
+    rebalancer = Rebalancer(RebalanceConfig(patience=1, max_kills=12))
+    target = rebalancer.target(crowded)
+    per_role = {"a": sum(target["a1"].values())}
+    per_role["b"] = sum(sum(target[fid].values()) for fid in ("b0", "b1", "b2"))
+    assert per_role == {"a": 6, "b": 6}
+    decision = rebalancer.check(crowded)
+    assert decision.kills and all(kill.framework_id.startswith("b") for kill in decision.kills)
+
+
+def test_role_weights_shape_the_target() -> None:
+    rebalancer = Rebalancer(RebalanceConfig(patience=1))
+    target = rebalancer.target(view({"b0": 4, "b1": 4, "b2": 4}, (("a", 2.0),)))
+    assert sum(target["a1"].values()) == 8  # a weighs 2: 8 of 12
