@@ -9,8 +9,9 @@ allocator hands the freed resources out as usual.
 
 **Target**: ``master.core.target.tasks_target``, the calculator's tasks mode: the whole-task
 allocation the core itself makes from a clean start (DRFH with Best-Fit, DRFH §V-B; over the
-role tree with the roles' weights, H-DRF by default) for the declared demands, with the tasks that cannot move (not preemptible, or not of the framework's
-declared shape) pinned where they run and coarse frameworks' holdings left out. Agents are
+role tree with the roles' weights, H-DRF by default) for the declared demands, with the tasks
+that cannot move (not preemptible, or not of the framework's declared shape) pinned where they
+run and coarse frameworks' holdings left out. Agents are
 compared by kind (capacities that are multiples of one another are one kind), so the target
 says "f runs 10 tasks on agents like s1", not which of several such agents.
 
