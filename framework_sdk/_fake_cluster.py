@@ -24,6 +24,7 @@ from typing import Final
 
 import grpc
 from fairshare.resources import ResourceError, ResourceVector
+from fairshare.roles import RoleError, check_role
 from fairshare.v1 import common_pb2, scheduler_pb2
 from fairshare.wire import (
     resources_from_pb,
@@ -122,6 +123,10 @@ class FakeClusterState:
             raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, "framework_info.name is empty")
         if info.HasField("weight") and not info.weight > 0:
             raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, "framework_info.weight must be > 0")
+        try:
+            check_role(info.role, "framework_info.role")  # the master's rule
+        except RoleError as error:
+            raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from None
         demand = self._checked_demand(request.demand) if request.HasField("demand") else None
         if info.framework_id:
             framework = self.frameworks.get(info.framework_id)

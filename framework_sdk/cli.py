@@ -49,6 +49,7 @@ from fairshare.cli import Command, command_settings
 from fairshare.logs import log_event
 from fairshare.masters import call_leader
 from fairshare.resources import ResourceError, ResourceVector
+from fairshare.roles import check_role
 from fairshare.settings import (
     CLIENT_SETTINGS,
     Setting,
@@ -120,6 +121,11 @@ def _optional_duration(raw: object) -> float | None:
     return duration(raw)
 
 
+def _role(raw: object) -> str:
+    """A role path (``fairshare.roles``: ``eng``, ``eng/dev``, ``*``), stripped."""
+    return check_role(non_empty_text(raw))
+
+
 CLEAR_SCREEN: Final = "\x1b[H\x1b[2J"  # cursor home, erase the screen
 _LOG = logging.getLogger("fairshare.run")
 
@@ -134,7 +140,7 @@ RUN_SETTINGS: Final = (
         "each task ends after this long (and is replaced); default: runs until killed",
         metavar="DURATION",
     ),
-    Setting("role", non_empty_text, "*", "the framework's role"),
+    Setting("role", _role, "*", "the framework's role, a path such as eng or eng/dev"),
     Setting("weight", positive_number, 1.0, "the framework's weight", metavar="W"),
     Setting(
         "failover_timeout",

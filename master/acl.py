@@ -40,6 +40,15 @@ rule whose object is ``"NONE"`` refuses, a rule whose object matches allows (wit
 ``{"values": [...]}`` and ``{"type": "ANY"}`` forms are accepted too); ``"ANY"`` principals
 match anonymous callers as well (a master without authentication).
 
+Roles are paths (``eng``, ``eng/dev``; ``fairshare.roles``). A ``roles`` object names a role
+exactly (``"eng"`` is ``eng`` only, ``"*"`` the default role) or a subtree with a trailing
+``/*``: ``"eng/*"`` is every role strictly below ``eng`` (``eng/dev``, ``eng/dev/ci``), not
+``eng`` itself (Mesos's convention; list both, ``["eng", "eng/*"]``, for the whole tree), read
+by ``fairshare.roles.role_matches``. A rule of ``set_weights`` with ``roles = ["eng/*"]`` lets
+its principals set the weights of the roles below ``eng`` and of their frameworks; one of
+``register_frameworks`` lets them subscribe in those roles. A malformed name or pattern
+(``eng//dev``, ``eng/*/x``, ``/*``) refuses the file when it is loaded.
+
 Invariants: an ``Acl`` is immutable and validated when loaded (``AclError`` names the file,
 the action and the rule); ``decide`` is pure. Without an ACL file the master uses ``OPEN``:
 every action allowed, subscribed weights capped at ``DEFAULT_MAX_WEIGHT``.
@@ -54,6 +63,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
+
+from fairshare.roles import DEFAULT_ROLE, RoleError, check_role, role_matches
 
 from master.core.checks import MAX_WEIGHT, MIN_WEIGHT
 
@@ -82,6 +93,8 @@ OBJECTS: Final[Mapping[str, str | None]] = {
 }
 ACTIONS: Final = tuple(OBJECTS)
 LEVELS: Final = ("full", "redacted")
+SUBTREE: Final = "/*"
+"""The suffix of a role pattern naming the roles strictly below a role (``eng/*``)."""
 
 
 class AclError(ValueError):
@@ -91,24 +104,28 @@ class AclError(ValueError):
 @dataclass(frozen=True, slots=True)
 class Values:
     """A set of names, or everything (``ANY``), or nothing (``NONE``); ``SELF`` (framework
-    principals only) is the caller itself."""
+    principals only) is the caller itself; ``subtrees`` (roles only) are patterns ``R/*``, each
+    matching the roles strictly below ``R``."""
 
     names: frozenset[str] = frozenset()
     any: bool = False
     self_: bool = False
+    subtrees: frozenset[str] = frozenset()
 
     @property
     def none(self) -> bool:
         """True for ``NONE``."""
-        return not (self.names or self.any or self.self_)
+        return not (self.names or self.any or self.self_ or self.subtrees)
 
     def matches(self, value: str | None, caller: str | None = None) -> bool:
         """True if ``value`` is in the set (``caller``: who ``SELF`` is)."""
         if self.any:
             return True
-        if self.self_ and value is not None and value == (caller or ""):
+        if value is None:
+            return False
+        if self.self_ and value == (caller or ""):
             return True
-        return value is not None and value in self.names
+        return value in self.names or any(role_matches(p, value) for p in self.subtrees)
 
 
 ANY: Final = Values(any=True)
@@ -213,6 +230,8 @@ def _rule(action: str, item: Any, where: str) -> Rule:
     if object_key is not None and object_key in item:
         self_allowed = object_key == "framework_principals"
         objects = _values(item[object_key], f"{where}: {object_key}", self_allowed)
+        if object_key == "roles":
+            objects = _role_patterns(objects, f"{where}: roles")
     max_weight = item.get("max_weight", DEFAULT_MAX_WEIGHT)
     if (
         isinstance(max_weight, bool)
@@ -245,8 +264,29 @@ def _values(raw: Any, where: str, self_allowed: bool) -> Values:
     if not isinstance(raw, list) or not raw or not all(isinstance(v, str) and v for v in raw):
         choices = '"ANY", "NONE", "SELF"' if self_allowed else '"ANY", "NONE"'
         raise AclError(f"{where}: expected a non-empty list of names, or {choices}")
-    names = frozenset(v for v in raw if v.upper() != "SELF")
+    names = frozenset(v for v in raw if not (self_allowed and v.upper() == "SELF"))
     return Values(names=names, self_=self_allowed and len(names) != len(set(raw)))
+
+
+def _role_patterns(values: Values, where: str) -> Values:
+    """``values`` of a ``roles`` object with each name checked as a role path (``AclError``
+    naming the rule if one is not) and the subtree patterns (``R/*``) set apart."""
+    names, subtrees = set(), set()
+    for name in sorted(values.names):
+        base = name.removesuffix(SUBTREE) if name.endswith(SUBTREE) else None
+        try:
+            if base is None:
+                names.add(check_role(name))
+            elif base and check_role(base) != DEFAULT_ROLE:
+                subtrees.add(name)
+            else:
+                raise RoleError(f"{name!r} names no role below which to match ('ROLE/*')")
+        except RoleError as error:
+            raise AclError(
+                f"{where}: {name!r} is not a role or a subtree of one ('eng', 'eng/dev',"
+                f" 'eng/*'): {error}"
+            ) from None
+    return Values(frozenset(names), values.any, values.self_, frozenset(subtrees))
 
 
 OPEN: Final = Acl()

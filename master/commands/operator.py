@@ -10,8 +10,8 @@ while their tasks keep running and their resources stay in the pool. ``--reactiv
 puts them back, all in one call, so that one allocation run sees them together.
 
 ``fairshare weights`` (or ``fairshare weights list``) lists the operator's weights, or says that
-none is set; with ``--role R`` or ``--framework ID`` and ``--set W`` or ``--clear`` it sets or
-removes one (durably).
+none is set; with ``--role R`` (a role path, ``eng`` or ``eng/dev``: ``fairshare.roles``) or
+``--framework ID`` and ``--set W`` or ``--clear`` it sets or removes one (durably).
 
 Both talk to ``--master`` (default from ``FAIRSHARE_MASTER``, the TOML file, then
 127.0.0.1:5050; ``OPERATOR_SETTINGS``). ``agents_command`` and ``weights_command`` are their
@@ -33,6 +33,7 @@ from typing import Final
 
 import grpc
 from fairshare.cli import Command, command_settings
+from fairshare.roles import RoleError, check_role
 from fairshare.settings import CLIENT_SETTINGS, add_setting_flags
 from fairshare.v1 import common_pb2, operator_pb2, operator_pb2_grpc
 from fairshare.wire import WireRangeError, resources_from_pb, seconds_from_timestamp
@@ -194,6 +195,11 @@ def _bad_weights(args: argparse.Namespace) -> str | None:
         return "--role/--framework: say --set W or --clear"
     if args.role is not None and not args.role.strip():
         return "--role: the role is empty"
+    if args.role is not None:
+        try:
+            check_role(args.role.strip())
+        except RoleError as error:
+            return f"--role: {error}"
     if args.framework is not None and not args.framework.strip():
         return "--framework: the framework id is empty"
     if args.set is not None and not (math.isfinite(args.set) and 0 < args.set <= 1e6):
@@ -221,7 +227,9 @@ def add_weights_arguments(parser: argparse.ArgumentParser) -> None:
         " weights are durable (kept in the master's registry)."
     )
     target = parser.add_mutually_exclusive_group()
-    target.add_argument("--role", help="the role whose weight to set or clear")
+    target.add_argument(
+        "--role", help="the role whose weight to set or clear: a path such as eng or eng/dev"
+    )
     target.add_argument("--framework", metavar="FRAMEWORK_ID", help="one framework's weight")
     action = parser.add_mutually_exclusive_group()
     action.add_argument("--set", type=float, metavar="W", help="the weight, in (0, 1e6]")

@@ -22,6 +22,8 @@ from collections.abc import Iterable
 
 from fairshare.command import Command, ResourceUsage
 from fairshare.resources import ResourceError, ResourceVector
+from fairshare.roles import RoleError
+from fairshare.roles import check_role as check_role_path
 from fairshare.task_states import AGENT_REPORTED, TaskState
 from fairshare.v1 import agent_pb2, common_pb2
 from fairshare.wire import (
@@ -77,7 +79,6 @@ __all__ = [
 ]
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_.\-]*$")
-ROLE_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 MAX_REFUSE_SECONDS = 31_536_000.0
 UUID_BYTES = 16
 MAX_NAME = 256
@@ -160,13 +161,12 @@ def refuse_seconds(filters: common_pb2.Filters, present: bool) -> float | None:
 
 
 def check_role(role: str, what: str = "role") -> str:
-    """A role name, ``"*"`` for empty."""
-    if role in ("", "*"):
-        return "*"
-    text(role, what)
-    if not ROLE_RE.match(role):
-        raise InvalidArgument(f"{what} {role!r} is malformed (letters, digits, '_', '.', '-')")
-    return role
+    """A role path (``eng``, ``eng/dev``; ``fairshare.roles``'s syntax), ``"*"`` for empty;
+    ``InvalidArgument`` naming ``what`` and the rule it breaks."""
+    try:
+        return check_role_path(role, what)
+    except RoleError as error:
+        raise InvalidArgument(str(error)) from None
 
 
 def _attributes(items: Iterable[common_pb2.Attribute]) -> tuple[tuple[str, str], ...]:

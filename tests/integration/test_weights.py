@@ -78,7 +78,7 @@ def test_flat_copies_a_role_weight_onto_its_frameworks(
         (["--role", "batch"], 2, "--role/--framework: say --set W or --clear"),
         (["--role", "batch", "--set", "0"], 2, "--set: 0.0 is not a weight"),
         (["--role", "batch", "--set", "nan"], 2, "--set: nan is not a weight"),
-        (["--role", "a b", "--set", "2"], 2, "INVALID_ARGUMENT"),
+        (["--role", "a b", "--set", "2"], 2, "--role: role 'a b' is malformed"),
         (["--framework", "fw-nobody", "--set", "2"], 1, "NOT_FOUND"),
     ],
 )

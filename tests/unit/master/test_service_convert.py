@@ -110,7 +110,8 @@ def test_roles() -> None:
     assert convert.check_role("") == "*"
     assert convert.check_role("*") == "*"
     assert convert.check_role("batch.prod-1") == "batch.prod-1"
-    for bad in ("a b", ".hidden", "x;y", "-dash"):
+    assert convert.check_role("eng/.hidden") == "eng/.hidden"  # Mesos's rule: not '.' or '..'
+    for bad in ("a b", "a//b", "x;y", "-dash"):
         with pytest.raises(InvalidArgument):
             convert.check_role(bad)
 
