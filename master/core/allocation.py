@@ -18,6 +18,14 @@ chosen agent is clearly not its kind of agent, a framework within one task of it
 agent's free resources better (eq. 9) is served there first; the most deprived one stays in the
 run. On one agent, or agents that are multiples of one vector, this never happens.
 
+Over the role tree (``--hierarchy hdrf`` or ``naive``, ``master.core.hierarchy``), the
+framework served at each step is the most deprived of the leaf group the tree's walk reaches
+(``_run_tree``); each placement updates the shares along that group's path, and a group whose
+frameworks are all parked is blocked for the rest of the run. The fit-aware choice then looks
+for claimants among the chosen framework's own group (the tree decided whose turn it is; a
+sibling within one task of it may take the agent it fits better). With every framework in one
+role the tree would always reach that one group, so the flat loop runs.
+
 A framework that cannot take a unit (wants nothing more, nothing fits, every agent refused) is
 parked for the rest of the run. Within a run free resources only shrink, so a parked framework
 could not be served later in the same run either; this is what makes the run terminate and what
