@@ -195,6 +195,22 @@ class _Run:
             return refused
         return _NOTHING_REFUSED
 
+    def serve(self, fw: FrameworkRecord, heap: list[SorterEntry]) -> float | None:
+        """Serve ``fw`` one unit (its next task, or the next agent whole); its new key, or
+        ``None`` when it can take nothing more in this run (it is parked). ``heap``: the
+        frameworks the fit-aware choice may look among (the run's, or the leaf group's)."""
+        state = self.state
+        if fw.filters or (state.gpu_agents and not fw.gpu_aware):
+            refused = self.refused_by(fw)
+        else:
+            refused = _NOTHING_REFUSED
+        shape = fw.demand
+        if shape is not None:
+            return self.serve_demand(fw, shape, refused, heap)
+        if not self.serve_coarse(fw, refused):
+            return None
+        return state.fairness.key(fw.allocated, state.total, fw.weight, shape)
+
     def serve_coarse(self, fw: FrameworkRecord, refused: frozenset[str] | set[str]) -> bool:
         """Offer the next agent's free resources whole; False when no agent is left."""
         agent = self.coarse.next_for(refused)
@@ -405,26 +421,14 @@ def run(state: MasterState, now: float) -> list[Message]:
     # sorter's (the tree would walk to that group at every step)
     heap = state.sorter.take_entries()  # sorted, hence already a binary heap
     frameworks = state.frameworks
-    fairness = state.fairness
-    total = state.total
     state.placement.begin_run()
     this_run = _Run(state, now)
+    serve = this_run.serve
     parked: list[SorterEntry] = []
-    gpu_agents = state.gpu_agents
     while heap:
         entry = heappop(heap)
         fw = frameworks[entry[2]]
-        if fw.filters or (gpu_agents and not fw.gpu_aware):
-            refused = this_run.refused_by(fw)
-        else:
-            refused = _NOTHING_REFUSED
-        shape = fw.demand
-        key: float | None
-        if shape is None:
-            served = this_run.serve_coarse(fw, refused)
-            key = fairness.key(fw.allocated, total, fw.weight, shape) if served else None
-        else:
-            key = this_run.serve_demand(fw, shape, refused, heap)
+        key = serve(fw, heap)
         if key is None:
             parked.append(entry)
             continue
@@ -485,15 +489,12 @@ def _run_tree(state: MasterState, now: float) -> list[Message]:
     is blocked for the rest of the run (H-DRF §4.4)."""
     tree = tree_of(state, state.sorter.take_entries())
     frameworks = state.frameworks
-    fairness = state.fairness
-    total = state.total
-    config = state.config
     state.placement.begin_run()
     this_run = _Run(state, now)
     this_run.tree = tree
+    serve = this_run.serve
     parked: list[SorterEntry] = []
-    gpu_agents = state.gpu_agents
-    validate = config.validate
+    validate = state.config.validate
     while True:
         selected = tree.select()
         if selected is None:
@@ -501,17 +502,7 @@ def _run_tree(state: MasterState, now: float) -> list[Message]:
         group, heap = selected
         entry = heappop(heap)
         fw = frameworks[entry[2]]
-        if fw.filters or (gpu_agents and not fw.gpu_aware):
-            refused = this_run.refused_by(fw)
-        else:
-            refused = _NOTHING_REFUSED
-        shape = fw.demand
-        key: float | None
-        if shape is None:
-            served = this_run.serve_coarse(fw, refused)
-            key = fairness.key(fw.allocated, total, fw.weight, shape) if served else None
-        else:
-            key = this_run.serve_demand(fw, shape, refused, heap)
+        key = serve(fw, heap)
         if key is None:
             parked.append(entry)
             if not heap:
