@@ -1,9 +1,10 @@
 """``fairshare allocate CASE.json``: print the allocation of a case file as JSON (DESIGN.md §4).
 
 The case is allocated by ``master.commands.calculator`` (the master's own core in ``tasks``
-mode, the papers' closed forms in ``fluid`` mode). ``--policy``, ``--placement`` and ``--mode``
-override the case file's values; they are not settings (no variable or TOML key), so a case
-file alone always gives the same answer.
+mode, the papers' closed forms in ``fluid`` mode, Static H-DRF over a role tree).
+``--policy``, ``--placement``, ``--mode`` and ``--hierarchy`` override the case file's values;
+they are not settings (no variable or TOML key), so a case file alone always gives the same
+answer.
 
 Invariants: a case that cannot be read or allocated exits 2 with ``fairshare allocate: FILE:
 <message naming the field>`` on stderr and nothing on stdout; success prints one JSON object.
@@ -22,6 +23,7 @@ from fairshare.settings import SHARED_SETTINGS, add_setting_flags
 
 from master.commands.calculator import MODES, CaseError, allocate, load_case_text, parse_case
 from master.core.fairness import FAIRNESS_POLICIES
+from master.core.hierarchy import HIERARCHIES
 from master.core.placement import PLACEMENT_POLICIES
 
 __all__ = ["ALLOCATE_SETTINGS", "add_arguments", "main"]
@@ -34,7 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of ``fairshare allocate``."""
     parser.description = (
         "Allocate a case file (DESIGN.md §4 format: one pool 'resources' or heterogeneous"
-        " 'agents', and 'frameworks' with a task shape) and print the result as JSON."
+        " 'agents', and 'frameworks' with a task shape and optional role; docs/cases.md) and"
+        " print the result as JSON."
     )
     parser.add_argument("case", metavar="CASE.json", help="case file, or - for stdin")
     parser.add_argument(
@@ -53,6 +56,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="whole tasks placed by the master's core, or the papers' divisible-task"
         " solutions (default: the case's, else tasks)",
     )
+    parser.add_argument(
+        "--hierarchy",
+        choices=list(HIERARCHIES),
+        help="how frameworks' roles are used: H-DRF over the role tree, Mesos's naive"
+        " hierarchical DRF, or no tree (default: the case's, else hdrf under drf, flat"
+        " otherwise)",
+    )
     add_setting_flags(parser, ALLOCATE_SETTINGS)
 
 
@@ -69,7 +79,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"fairshare allocate: {source} is not UTF-8 text", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        case = parse_case(load_case_text(text, source), args.policy, args.placement, args.mode)
+        case = parse_case(
+            load_case_text(text, source), args.policy, args.placement, args.mode, args.hierarchy
+        )
         result = allocate(case)
     except CaseError as error:
         print(f"fairshare allocate: {source}: {error}", file=sys.stderr)

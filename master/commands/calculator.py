@@ -1,12 +1,18 @@
 """The offline allocation calculator behind ``fairshare allocate`` (DESIGN.md §4).
 
 Reads a case (one pool ``resources`` or heterogeneous ``agents``, and ``frameworks`` with a task
-shape, optional ``weight`` and ``max_tasks``), and prints the allocation as JSON:
+shape, optional ``weight``, ``max_tasks`` and ``role``; optional ``roles`` weights and
+``hierarchy``, ``master.commands.case_roles``), and prints the allocation as JSON:
 
 - ``--mode tasks``: whole tasks placed by the very core the master runs
   (``master.core.target.tasks_target``: one allocation run of progressive filling with declared
-  demands from a clean start), so the answer is exactly what a live master would offer;
-- ``--mode fluid``: divisible tasks, the papers' closed forms (``master.core.fluid``).
+  demands from a clean start, over the role tree), so the answer is exactly what a live master
+  would offer;
+- ``--mode fluid``: divisible tasks, the papers' closed forms (``master.core.fluid``), and over a
+  role tree Static H-DRF (``master.core.fluid_tree``).
+
+A case with roles gets a ``roles`` section and ``hierarchy`` in its output; a case without has
+exactly the output it had before roles existed.
 
 Invariants: a malformed case raises ``CaseError`` whose message names the offending field
 (``frameworks[1].task.cpus``); nothing is printed to stdout then. The same case always gives the
@@ -18,15 +24,24 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
 from fairshare.resources import ResourceError, ResourceVector
 
+from master.commands.case_roles import (
+    CaseError,
+    effective_hierarchy,
+    framework_role,
+    parse_roles,
+    role_rows,
+)
 from master.core import CoreConfig
+from master.core.checks import MAX_WEIGHT, MIN_WEIGHT
 from master.core.fairness import FAIRNESS_POLICIES
 from master.core.fluid import FluidAgent, FluidError, FluidFramework, FluidResult, solve_fluid
+from master.core.fluid_tree import flat_weights, solve_fluid_tree
 from master.core.placement import PLACEMENT_POLICIES
 from master.core.target import TargetFramework, tasks_target
 
@@ -44,13 +59,11 @@ _TOP_KEYS = {
     "mode",
     "seed",
     "slots_per_agent",
+    "roles",
+    "hierarchy",
 }
-_FRAMEWORK_KEYS = {"name", "task", "weight", "max_tasks"}
+_FRAMEWORK_KEYS = {"name", "task", "weight", "max_tasks", "role"}
 _AGENT_KEYS = {"id", "resources"}
-
-
-class CaseError(ValueError):
-    """A case file that cannot be allocated; the message names the field."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +74,7 @@ class CaseFramework:
     task: ResourceVector
     weight: float
     max_tasks: int | None
+    role: str = "*"
 
 
 @dataclass(frozen=True)
@@ -74,6 +88,9 @@ class Case:
     mode: str
     seed: int
     slots_per_agent: int
+    role_weights: dict[str, float] = field(default_factory=dict)
+    hierarchy: str = "flat"  # the one in force (``effective_hierarchy``)
+    has_tree: bool = False  # roles or a framework role given: the output lists the roles
 
 
 def _resources(value: object, where: str) -> ResourceVector:
@@ -114,7 +131,7 @@ def _framework(raw: object, index: int, seen: set[str]) -> CaseFramework:
     unknown = sorted(set(raw) - _FRAMEWORK_KEYS)
     if unknown:
         raise CaseError(
-            f"{where}.{unknown[0]}: unknown field (known: name, task, weight, max_tasks)"
+            f"{where}.{unknown[0]}: unknown field (known: name, task, weight, max_tasks, role)"
         )
     name = raw.get("name")
     if not isinstance(name, str) or not name.strip():
@@ -137,7 +154,7 @@ def _framework(raw: object, index: int, seen: set[str]) -> CaseFramework:
         isinstance(max_tasks, bool) or not isinstance(max_tasks, int) or max_tasks < 0
     ):
         raise CaseError(f"{where}.max_tasks: expected a whole number >= 0, got {max_tasks!r}")
-    return CaseFramework(name, task, float(weight), max_tasks)
+    return CaseFramework(name, task, float(weight), max_tasks, framework_role(raw, where))
 
 
 def _agents(raw: Mapping[str, Any]) -> list[tuple[str, ResourceVector]]:
@@ -172,8 +189,10 @@ def parse_case(
     policy: str | None = None,
     placement: str | None = None,
     mode: str | None = None,
+    hierarchy: str | None = None,
 ) -> Case:
-    """Validate a decoded case; flags (``policy``, ``placement``, ``mode``) win over the file."""
+    """Validate a decoded case; flags (``policy``, ``placement``, ``mode``, ``hierarchy``) win
+    over the file."""
     if not isinstance(raw, Mapping):
         raise CaseError("case: expected a JSON object")
     unknown = sorted(set(raw) - _TOP_KEYS)
@@ -185,14 +204,19 @@ def parse_case(
         raise CaseError("frameworks: expected a non-empty list")
     seen: set[str] = set()
     frameworks = [_framework(fw, index, seen) for index, fw in enumerate(listed)]
+    chosen_policy = _choice(raw, "policy", policy, sorted([*FAIRNESS_POLICIES, "ceei"]), "drf")
+    named = hierarchy if hierarchy is not None else raw.get("hierarchy")
     return Case(
         agents=agents,
         frameworks=frameworks,
-        policy=_choice(raw, "policy", policy, sorted([*FAIRNESS_POLICIES, "ceei"]), "drf"),
+        policy=chosen_policy,
         placement=_choice(raw, "placement", placement, sorted(PLACEMENT_POLICIES), "best-fit"),
         mode=_choice(raw, "mode", mode, list(MODES), "tasks"),
         seed=_whole(raw, "seed", 0, 0, ""),
         slots_per_agent=_whole(raw, "slots_per_agent", 14, 1, ""),
+        role_weights=parse_roles(raw),
+        hierarchy=effective_hierarchy(named, chosen_policy),
+        has_tree="roles" in raw or any(isinstance(fw, Mapping) and "role" in fw for fw in listed),
     )
 
 
@@ -219,12 +243,20 @@ def _allocate_tasks(case: Case) -> dict[str, Any]:
             f"frameworks: up to {bound:,} whole tasks could be placed, more than the"
             f" {MAX_TASKS:,} tasks mode handles; set max_tasks or use --mode fluid"
         )
+    for index, fw in enumerate(case.frameworks):
+        if not MIN_WEIGHT <= fw.weight <= MAX_WEIGHT:  # the core's one weight rule
+            raise CaseError(
+                f"frameworks[{index}].weight: tasks mode (the master's core) takes weights in"
+                f" [{MIN_WEIGHT:g}, {MAX_WEIGHT:g}], got {fw.weight!r}; fluid mode takes any"
+                " positive weight"
+            )
     config = CoreConfig(
         policy=case.policy,
         placement=case.placement,
         seed=case.seed,
         slots_per_agent=case.slots_per_agent,
         sample_size=max(16, len(case.agents)),
+        hierarchy=case.hierarchy,
     )
     total = sum((resources for _, resources in case.agents), ResourceVector())
     frameworks = [
@@ -234,10 +266,11 @@ def _allocate_tasks(case: Case) -> dict[str, Any]:
             min(fw.max_tasks if fw.max_tasks is not None else fw.task.times_fits_in(total), 2**31),
             fw.weight,
             fw.name,
+            fw.role,
         )
         for index, fw in enumerate(case.frameworks)
     ]
-    per_framework = tasks_target(case.agents, frameworks, config)
+    per_framework = tasks_target(case.agents, frameworks, config, role_weights=case.role_weights)
     used = ResourceVector()
     rows = []
     for index, fw in enumerate(case.frameworks):
@@ -283,8 +316,28 @@ def _fluid_output(result: FluidResult) -> dict[str, Any]:
     return output
 
 
+def _solve_fluid(case: Case) -> FluidResult:
+    """Fluid mode: the papers' closed forms; over a role tree (drf) Static H-DRF or naive's."""
+    try:
+        agents = [FluidAgent(agent_id, resources) for agent_id, resources in case.agents]
+        frameworks = [
+            FluidFramework(fw.name, fw.task, Fraction(repr(fw.weight)), fw.max_tasks)
+            for fw in case.frameworks
+        ]
+        if not case.has_tree:
+            return solve_fluid(agents, frameworks, case.policy)
+        roles = [fw.role for fw in case.frameworks]
+        weights = {role: Fraction(repr(w)) for role, w in case.role_weights.items()}
+        if case.policy != "drf":  # flat: parse_case refused a tree hierarchy with this policy
+            return solve_fluid(agents, flat_weights(frameworks, roles, weights), case.policy)
+        return solve_fluid_tree(agents, frameworks, roles, weights, case.hierarchy)
+    except FluidError as error:
+        raise CaseError(str(error)) from None
+
+
 def allocate(case: Case) -> dict[str, Any]:
     """The allocation of ``case`` as a JSON-ready dict (DESIGN.md §4 output format)."""
+    counts: list[int | float | Fraction]
     if case.mode == "tasks":
         if case.policy == "ceei":
             raise CaseError(
@@ -292,20 +345,24 @@ def allocate(case: Case) -> dict[str, Any]:
                 " policy; in tasks mode use pf, which serves the most deprived job toward it"
             )
         output = _allocate_tasks(case)
+        counts = [row["tasks"] for row in output["frameworks"]]
     else:
-        try:
-            agents = [FluidAgent(agent_id, resources) for agent_id, resources in case.agents]
-            frameworks = [
-                FluidFramework(fw.name, fw.task, Fraction(repr(fw.weight)), fw.max_tasks)
-                for fw in case.frameworks
-            ]
-            output = _fluid_output(solve_fluid(agents, frameworks, case.policy))
-        except FluidError as error:
-            raise CaseError(str(error)) from None
+        result = _solve_fluid(case)
+        output = _fluid_output(result)
+        counts = [share.tasks for share in result.frameworks]
     output["policy"] = case.policy
     output["mode"] = case.mode
     if case.mode == "tasks":
         output["placement"] = case.placement
+    if case.has_tree:
+        output["hierarchy"] = case.hierarchy
+        output["roles"] = role_rows(
+            [fw.role for fw in case.frameworks],
+            counts,
+            [fw.task for fw in case.frameworks],
+            case.role_weights,
+            sum((resources for _, resources in case.agents), ResourceVector()),
+        )
     return output
 
 

@@ -28,7 +28,7 @@ from fairshare.settings import SHARED_SETTINGS, Setting, add_setting_flags, non_
 from master.sim.dynamic import run_dynamic_file
 from master.sim.engine import ProgressCallback, results_document
 from master.sim.output import pyplot, write_results
-from master.sim.plots import PLOTS, draw_figure
+from master.sim.plots import draw_figure, plots_of
 from master.sim.progress import ProgressBar, progress_wanted
 from master.sim.scenario import Scenario, ScenarioError, parse_scenario
 from master.sim.variants import run_variants
@@ -70,7 +70,7 @@ def _plot(result: dict[str, Any], out: Path, title: str) -> list[str]:
     """Write PNG plots of shares and utilization; the caller checked matplotlib is there."""
     plt = pyplot()
     written = []
-    for key, what, name in PLOTS:
+    for key, what, name in plots_of(result):
         fig = draw_figure(plt, result, key, what, title)
         fig.savefig(out / name, dpi=100)
         plt.close(fig)

@@ -29,7 +29,9 @@ its job's queue with a fresh duration, to be launched again.
 
 Measurement (``master.sim.measurement.Meter``): utilization and tasks-per-user integrals over
 ``[measure_from, end]`` and time series sampled after allocation; the users and their jobs are
-``master.sim.population``'s.
+``master.sim.population``'s. Users may sit in roles: the core walks the role tree under the
+scenario's ``hierarchy`` with its ``roles`` weights, and each role's holding is measured
+(``master.sim.role_meter``).
 
 Invariants: a user's ``running`` equals the core's live tasks of its framework; ``meter.used`` is
 the sum of running tasks' shapes.
@@ -49,6 +51,7 @@ from master.core import CoreConfig, MasterState, SendOffers, TaskLaunch, TaskSta
 from master.core.rebalance import Rebalancer, view_of
 from master.sim.measurement import Meter, SimResult, completion_summary, user_report
 from master.sim.population import Job, SimUser, all_agents, declare_demands, sample_duration
+from master.sim.role_meter import RoleMeter
 from master.sim.scenario import AgentSpec, JobSpec, Scenario
 
 __all__ = [
@@ -89,8 +92,11 @@ class Simulator:
                 sample_size=scenario.sample_size,
                 default_refuse_seconds=0.0,
                 fit_window=scenario.fit_window,
+                hierarchy=scenario.hierarchy,
             )
         )
+        for role, weight in scenario.role_weights:
+            self.state.handle_set_weight(role, weight, 0.0)
         agents = all_agents(scenario, self.rng)
         self.users = {
             u.id: SimUser(u, list(u.task.millis_items()), jobs_left=len(u.jobs))
@@ -105,6 +111,8 @@ class Simulator:
         self.now = 0.0
         resources = sorted({name for agent in agents for name in agent.resources.names()})
         self.meter = Meter(resources, self.users, scenario.measure_from, scenario.sample_every)
+        if scenario.has_roles:
+            self.meter.roles = RoleMeter(self.users, dict(scenario.role_weights), resources)
         self._changed: set[str] = set()  # users whose wanted count may have changed
         self._allocation_due = False
         self.completion_times: list[float] = []
@@ -137,7 +145,9 @@ class Simulator:
 
     def _join(self, user: SimUser) -> None:
         spec = user.spec
-        self.state.handle_add_framework(spec.id, self.now, name=spec.name, weight=spec.weight)
+        self.state.handle_add_framework(
+            spec.id, self.now, name=spec.name, role=spec.role, weight=spec.weight
+        )
         user.present = True
         user.declared = -1
         user.suppressed = False
@@ -357,7 +367,12 @@ class Simulator:
         total, meter, measure_from = self.state.total, self.meter, self.scenario.measure_from
         for user in self.users.values():
             user.count_running(self.now, measure_from)
+        roles = meter.roles
         return SimResult(
+            roles=None
+            if roles is None
+            else roles.report(self.users.values(), self.now - measure_from, meter.pool_area),
+            role_shares=None if roles is None else roles.shares,
             times=meter.times,
             shares=meter.shares,
             utilization=meter.utilization,
@@ -376,7 +391,8 @@ def results_document(
     scenario: Scenario, progress: ProgressCallback | None = None
 ) -> dict[str, Any]:
     """Run ``scenario`` and return the results document (``results.json``)."""
-    result = Simulator(scenario).run(progress)
+    simulator = Simulator(scenario)
+    result = simulator.run(progress)
     doc: dict[str, Any] = {
         "seed": scenario.seed,
         "policy": scenario.policy,
@@ -385,5 +401,7 @@ def results_document(
     }
     if scenario.policy == "slots":
         doc["slots_per_agent"] = scenario.slots_per_agent
+    if scenario.has_roles:
+        doc["hierarchy"] = simulator.state.hierarchy  # the one in force
     doc.update(result.to_json())
     return doc

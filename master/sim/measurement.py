@@ -8,6 +8,9 @@ share (None while it is away) and each resource's utilization (``used`` over the
 ``[measure_from, end]`` (the pool grows as agents join), and each user's ``mean_running`` the
 time average of its running tasks over the same window (``SimUser.count_running``).
 
+With users in roles, ``roles`` (``master.sim.role_meter.RoleMeter``) samples each role's
+dominant share with the rest and reports its time averages.
+
 Invariants: ``integrate`` is called before ``used`` or the pool changes (the engine does so at
 every instant with events), so the integrals are exact; at most one sample per instant (a
 later sample at the same time replaces the earlier one).
@@ -24,6 +27,7 @@ from fairshare.resources import ResourceVector
 
 from master.core import MasterState
 from master.sim.population import SimUser
+from master.sim.role_meter import RoleMeter
 
 __all__ = ["Meter", "SimResult", "completion_summary", "user_report"]
 
@@ -75,6 +79,7 @@ class Meter:
         self.shares: dict[str, list[float | None]] = {u: [] for u in user_ids}
         self.utilization: dict[str, list[float]] = {r: [] for r in resources}
         self.last_sample = -math.inf
+        self.roles: RoleMeter | None = None  # set by the engine when users sit in roles
 
     def sample(
         self, now: float, state: MasterState, users: Mapping[str, SimUser], force: bool = False
@@ -88,6 +93,8 @@ class Meter:
                 shares.pop()
             for used_series in self.utilization.values():
                 used_series.pop()
+            if self.roles is not None:
+                self.roles.drop_last()
             self.times.pop()
         self.last_sample = now
         self.times.append(now)
@@ -98,6 +105,8 @@ class Meter:
         for name in self.resources:
             pool = total.millis(name)
             self.utilization[name].append(self.used[name] / pool if pool else 0.0)
+        if self.roles is not None:
+            self.roles.sample(users, total)
 
     def integrate(self, now: float, total: ResourceVector) -> None:
         """Add ``used * (now - last)`` and ``pool * (now - last)`` (the part from
@@ -154,10 +163,13 @@ class SimResult:
     mean_utilization: dict[str, float] = field(default_factory=dict)
     jobs: dict[str, Any] = field(default_factory=dict)
     allocation_runs: int = 0
+    roles: list[dict[str, Any]] | None = None  # per role (``RoleMeter.report``), if any
+    role_shares: dict[str, list[float]] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The results document (JSON-ready)."""
-        return {
+        """The results document (JSON-ready); ``roles`` and the series
+        ``role_dominant_share`` only when users sit in roles."""
+        doc: dict[str, Any] = {
             "total": self.total,
             "events": self.events,
             "event_counts": self.event_counts,
@@ -172,3 +184,7 @@ class SimResult:
                 "utilization": self.utilization,
             },
         }
+        if self.roles is not None:
+            doc["roles"] = self.roles
+            doc["series"]["role_dominant_share"] = self.role_shares
+        return doc

@@ -17,7 +17,8 @@ downstream re-validates. Format (see docs/scenarios.md)::
      "until": 1500, "sample_every": 5, "allocation_interval": 1, "measure_from": 0,
      "rebalance": {"every": 10, "grace": 5, "threshold": 0.1, "release": 0.05,
                    "patience": 3, "max_kills": 4, "cooldown": 2},
-     "variants": [{"name": "slots-14", "policy": "slots", "slots_per_agent": 14}, ...]}
+     "variants": [{"name": "slots-14", "policy": "slots", "slots_per_agent": 14}, ...],
+     "roles": {"eng": {"weight": 3}}, "hierarchy": "hdrf"}
 
 ``agents`` and ``servers`` may be combined (listed agents first); at least one agent overall.
 An agent joins the pool at its ``join`` time (default 0); drawn servers join one by one,
@@ -25,6 +26,8 @@ server ``k`` (from 1) at ``start + (k - 1) * every``.
 A user has one job of ``tasks`` tasks submitted when it joins, plus the jobs of ``jobs`` (each
 submitted at or after its join); ``workload`` adds generated users (``master.sim.workload``).
 ``variants`` lists named changes of top-level keys; each variant is parsed as a whole scenario.
+Users may sit in roles (``"role": "eng/dev"``, default ``*``); ``roles`` weighs role paths and
+``hierarchy`` (``hdrf``, ``naive``, ``flat``; default: the core's) says how the tree is used.
 
 Here: the top level (keys, agents, servers, rebalance, variants); the specs are
 ``master.sim.scenario_specs``'s, the field readers ``scenario_fields``', the users (listed and
@@ -38,6 +41,7 @@ from fractions import Fraction
 from typing import Any
 
 from master.core.fairness import FAIRNESS_POLICIES
+from master.core.hierarchy import HIERARCHIES
 from master.core.placement import PLACEMENT_POLICIES
 from master.core.rebalance import RebalanceConfig
 from master.sim.scenario_fields import (
@@ -47,6 +51,7 @@ from master.sim.scenario_fields import (
     number_field,
     object_field,
     resources_field,
+    roles_field,
     whole_field,
 )
 from master.sim.scenario_specs import (
@@ -180,6 +185,7 @@ SCENARIO_KEYS = frozenset(
         "seed", "policy", "placement", "slots_per_agent", "agents", "servers", "users",
         "placement_sample", "until", "sample_every", "allocation_interval", "workload",
         "variants", "name", "description", "measure_from", "fit_window", "rebalance",
+        "roles", "hierarchy",
     }
 )  # fmt: skip
 
@@ -224,9 +230,20 @@ def parse_scenario(raw: Any) -> Scenario:
         raise ScenarioError(
             "placement_sample", f"expected a whole number >= 1 or 'all', got {sample!r}"
         )
+    policy = choice_field(doc, "policy", POLICIES, "drf")
+    hierarchy = doc.get("hierarchy", "")
+    if hierarchy not in ("", *HIERARCHIES):
+        raise ScenarioError(
+            "hierarchy", f"expected one of {', '.join(HIERARCHIES)}, got {hierarchy!r}"
+        )
+    if hierarchy in ("hdrf", "naive") and policy != "drf":
+        raise ScenarioError(
+            "hierarchy", f"{hierarchy!r} compares dominant shares and needs policy 'drf'"
+        )
+    role_weights = roles_field(doc)
     return Scenario(
         seed=seed,
-        policy=choice_field(doc, "policy", POLICIES, "drf"),
+        policy=policy,
         placement=choice_field(doc, "placement", PLACEMENTS, "best-fit"),
         slots_per_agent=slots,
         agents=agents,
@@ -244,4 +261,7 @@ def parse_scenario(raw: Any) -> Scenario:
         fit_window=fit_window,
         measure_from=measure_from,
         rebalance=rebalance,
+        hierarchy=hierarchy,
+        role_weights=role_weights,
+        has_roles=bool(role_weights) or any(user.role != "*" for user in users),
     )

@@ -11,7 +11,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from fairshare.resources import ResourceError, ResourceVector
+from fairshare.roles import DEFAULT_ROLE, RoleError, check_role
 
+from master.core.checks import MAX_WEIGHT, MIN_WEIGHT
 from master.sim.scenario_specs import Duration
 
 __all__ = [
@@ -22,6 +24,8 @@ __all__ = [
     "number_field",
     "object_field",
     "resources_field",
+    "role_field",
+    "roles_field",
     "whole_field",
 ]
 
@@ -94,3 +98,39 @@ def duration_field(value: Any, field: str) -> Duration:
     if k < 1:
         raise ScenarioError(f"{field}.k", "must be >= 1")
     return Duration(str(dist), mean, k)
+
+
+def role_field(raw: Mapping[str, Any], where: str) -> str:
+    """A user's ``role``: a role path (``fairshare.roles``), default ``*``."""
+    value = raw.get("role", DEFAULT_ROLE)
+    if not isinstance(value, str) or not value:
+        raise ScenarioError(f"{where}role", f"expected a role path like 'eng/dev', got {value!r}")
+    try:
+        return check_role(value)
+    except RoleError as exc:
+        raise ScenarioError(f"{where}role", str(exc)) from None
+
+
+def roles_field(doc: Mapping[str, Any]) -> tuple[tuple[str, float], ...]:
+    """``roles``: ``{"eng": {"weight": 3}, ...}``, the operator weight of each role path
+    (default 1), sorted by path."""
+    raw = object_field(doc.get("roles", {}), "roles")
+    weights = []
+    for path, value in raw.items():
+        if not isinstance(path, str) or not path:
+            raise ScenarioError("roles", "an empty role path ('*' is the default role)")
+        try:
+            role = check_role(path)
+        except RoleError as exc:
+            raise ScenarioError(f"roles.{path}", str(exc)) from None
+        entry = object_field(value, f"roles.{path}")
+        unknown = sorted(set(entry) - {"weight"})
+        if unknown:
+            raise ScenarioError(f"roles.{path}.{unknown[0]}", "unknown key (known: weight)")
+        weight = number_field(entry, "weight", f"roles.{path}.", 1.0)
+        if not MIN_WEIGHT <= weight <= MAX_WEIGHT:
+            raise ScenarioError(
+                f"roles.{path}.weight", f"must be in [{MIN_WEIGHT:g}, {MAX_WEIGHT:g}]"
+            )
+        weights.append((role, weight))
+    return tuple(sorted(weights))

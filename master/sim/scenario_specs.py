@@ -60,6 +60,7 @@ class UserSpec:
     weight: float
     jobs: tuple[JobSpec, ...] = ()
     preemptible: bool = False
+    role: str = "*"  # a role path (``fairshare.roles``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,3 +95,9 @@ class Scenario:
     fit_window: int = 8
     measure_from: float = 0.0
     rebalance: RebalanceSpec | None = None
+    # The role tree (``master.core.hierarchy``): the hierarchy named ("" is the core's default),
+    # the roles' operator weights, and whether the scenario names roles at all (then the
+    # results have a per-role section)
+    hierarchy: str = ""
+    role_weights: tuple[tuple[str, float], ...] = ()
+    has_roles: bool = False

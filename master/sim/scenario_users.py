@@ -21,6 +21,7 @@ from master.sim.scenario_fields import (
     number_field,
     object_field,
     resources_field,
+    role_field,
     whole_field,
 )
 from master.sim.scenario_specs import Duration, JobSpec, UserSpec
@@ -99,6 +100,7 @@ def _user(value: Any, index: int) -> UserSpec:
         leave=leave,
         weight=weight,
         jobs=tuple(jobs),
+        role=role_field(raw, where),
     )
 
 

@@ -11,7 +11,10 @@ the same servers and workload, DRFH §VI) and writes:
 - ``DIR/table2.md``: the same table in Markdown;
 - ``DIR/utilization.png`` (Fig. 5: CPU and memory utilization over time, one line per variant)
   and ``DIR/jct_cdf.png`` (the CDF of job completion times, as in DRFH Fig. 6a), only when
-  matplotlib is importable.
+  matplotlib is importable;
+- when users sit in roles: each variant's ``hierarchy`` and per-role time averages in the
+  comparison, ``DIR/roles.md`` (each role's mean share of each resource per variant) and
+  ``DIR/roles.png`` (each variant's roles' dominant shares over time, two panels a row).
 
 Invariants: every file but the stdout report is a deterministic function of the scenario (wall
 times are only printed); variants are run in the order listed.
@@ -26,9 +29,10 @@ from typing import Any
 
 from master.sim.engine import ProgressCallback, results_document
 from master.sim.output import pyplot, write_results
+from master.sim.plots import draw_roles_grid
 from master.sim.scenario import Scenario
 
-__all__ = ["PAPER_TABLE2", "run_variants", "summary_row", "table_markdown"]
+__all__ = ["PAPER_TABLE2", "roles_markdown", "run_variants", "summary_row", "table_markdown"]
 
 # DRFH Table II: slots per maximum server -> (CPU %, memory %) of the Slots scheduler.
 PAPER_TABLE2: dict[int, tuple[float, float]] = {
@@ -61,6 +65,15 @@ def summary_row(name: str, scenario: Scenario, doc: dict[str, Any]) -> dict[str,
     row["paper_utilization"] = (
         None if paper is None else {"cpus": paper[0] / 100, "mem": paper[1] / 100}
     )
+    if "roles" in doc:
+        row["hierarchy"] = doc["hierarchy"]
+        row["roles"] = {
+            role["path"]: {
+                "mean_held": role["mean_held"],
+                "mean_dominant_share": role["mean_dominant_share"],
+            }
+            for role in doc["roles"]
+        }
     return row
 
 
@@ -92,6 +105,18 @@ def table_markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def roles_markdown(rows: list[dict[str, Any]]) -> str:
+    """Each role's time-averaged share of each resource, one line per variant and role."""
+    lines = ["| variant | hierarchy | role | mean share held |", "|---|---|---|---|"]
+    for row in rows:
+        for path, role in row.get("roles", {}).items():
+            held = ", ".join(
+                f"{name} {_percent(value)}" for name, value in role["mean_held"].items() if value
+            )
+            lines.append(f"| {row['name']} | {row['hierarchy']} | {path} | {held or '-'} |")
+    return "\n".join(lines) + "\n"
+
+
 def _plot(docs: dict[str, dict[str, Any]], out: Path) -> list[str]:
     """Fig. 5 (utilization over time per variant) and the JCT CDF; matplotlib is there."""
     plt = pyplot()
@@ -117,7 +142,13 @@ def _plot(docs: dict[str, dict[str, Any]], out: Path) -> list[str]:
     ax.legend(fontsize="small")
     fig.savefig(out / "jct_cdf.png", dpi=100)
     plt.close(fig)
-    return ["utilization.png", "jct_cdf.png"]
+    written = ["utilization.png", "jct_cdf.png"]
+    if any("roles" in doc for doc in docs.values()):
+        fig = draw_roles_grid(plt, docs, "each role's dominant share over time")
+        fig.savefig(out / "roles.png", dpi=100)
+        plt.close(fig)
+        written.append("roles.png")
+    return written
 
 
 def run_variants(
@@ -148,5 +179,7 @@ def run_variants(
         )
     summary: dict[str, Any] = {"seed": scenario.seed, "variants": rows}
     (out / "table2.md").write_text(table_markdown(rows), encoding="utf-8")
+    if any("roles" in row for row in rows):
+        (out / "roles.md").write_text(roles_markdown(rows), encoding="utf-8")
     write_results(summary, out, lambda directory: _plot(docs, directory))
     return summary

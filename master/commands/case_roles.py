@@ -1,0 +1,172 @@
+"""The role tree of a case file (``fairshare allocate``): parsing ``roles``, ``role`` and
+``hierarchy``, and the per-role section of the output.
+
+A case may place its frameworks in roles (``"role": "eng/dev"``, ``fairshare.roles`` paths,
+default ``*``) and weigh roles (``"roles": {"eng": {"weight": 3}}``); ``hierarchy`` (``hdrf``,
+``naive`` or ``flat``) says how the tree is used (``master.core.hierarchy``). The output then
+lists every role (those of the frameworks, their ancestors, and those named in ``roles``) with
+its weight, the tasks of the frameworks in its subtree, what they hold and its dominant share.
+
+Invariants: a bad entry raises ``CaseError`` naming the field (``roles.eng/dev.weight``,
+``frameworks[2].role``); a case without ``roles`` and without any framework ``role`` has no
+tree (``has_tree`` is False) and its output has no role section.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from fairshare.resources import MILLI, ResourceVector, canonical_order
+from fairshare.roles import DEFAULT_ROLE, RoleError, ancestors, check_role, is_within
+
+from master.core.checks import MAX_WEIGHT, MIN_WEIGHT
+from master.core.hierarchy import HIERARCHIES
+
+__all__ = [
+    "CaseError",
+    "RoleTree",
+    "effective_hierarchy",
+    "framework_role",
+    "parse_roles",
+    "role_rows",
+]
+
+_ROLE_KEYS = {"weight"}
+
+
+class CaseError(ValueError):
+    """A case file that cannot be allocated; the message names the field."""
+
+
+@dataclass(frozen=True)
+class RoleTree:
+    """The roles of a case: their operator weights and whether the case has a tree at all."""
+
+    weights: dict[str, float]
+    has_tree: bool
+
+
+def _weight(value: object, where: str) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not MIN_WEIGHT <= value <= MAX_WEIGHT
+    ):
+        raise CaseError(
+            f"{where}: expected a number in [{MIN_WEIGHT:g}, {MAX_WEIGHT:g}], got {value!r}"
+        )
+    return float(value)
+
+
+def parse_roles(raw: Mapping[str, Any]) -> dict[str, float]:
+    """``roles``: role path -> ``{"weight": w}`` (weight optional, default 1)."""
+    listed = raw.get("roles", {})
+    if not isinstance(listed, Mapping):
+        raise CaseError('roles: expected an object like {"eng": {"weight": 3}}')
+    weights: dict[str, float] = {}
+    for path, entry in listed.items():
+        where = f"roles.{path}"
+        if not path:
+            raise CaseError("roles: an empty role path ('*' is the default role)")
+        try:
+            role = check_role(path, where)
+        except RoleError as error:
+            raise CaseError(str(error)) from None
+        if not isinstance(entry, Mapping):
+            raise CaseError(f'{where}: expected an object like {{"weight": 3}}')
+        unknown = sorted(set(entry) - _ROLE_KEYS)
+        if unknown:
+            raise CaseError(f"{where}.{unknown[0]}: unknown field (known: weight)")
+        weights[role] = _weight(entry.get("weight", 1), f"{where}.weight")
+    return weights
+
+
+def framework_role(raw: Mapping[str, Any], where: str) -> str:
+    """A framework's ``role`` (default ``*``), checked."""
+    role = raw.get("role", DEFAULT_ROLE)
+    if not isinstance(role, str) or not role:
+        raise CaseError(f"{where}.role: expected a role path like 'eng/dev', got {role!r}")
+    try:
+        return check_role(role, f"{where}.role")
+    except RoleError as error:
+        raise CaseError(str(error)) from None
+
+
+def effective_hierarchy(named: str | None, policy: str) -> str:
+    """The hierarchy a case runs: the one named, else hdrf under drf and flat otherwise (as
+    ``CoreConfig.effective_hierarchy``); a tree hierarchy with another policy is refused."""
+    if named is not None and named not in HIERARCHIES:
+        raise CaseError(f"hierarchy: {named!r} is not one of {', '.join(HIERARCHIES)}")
+    if named in ("hdrf", "naive") and policy != "drf":
+        raise CaseError(
+            f"hierarchy: {named!r} orders roles by dominant shares and needs policy 'drf', not"
+            f" {policy!r}; use hierarchy 'flat' with {policy!r}"
+        )
+    if named:
+        return named
+    return "hdrf" if policy == "drf" else "flat"
+
+
+def _paths(roles: Sequence[str], declared: Mapping[str, float]) -> list[str]:
+    paths: set[str] = set(declared)
+    for role in roles:
+        paths.update(ancestors(role) if role != DEFAULT_ROLE else [role])
+    return sorted(paths)
+
+
+Number = int | float | Fraction
+
+
+def _number(value: Number) -> int | float:
+    if isinstance(value, Fraction):
+        return int(value) if value.denominator == 1 else float(value)
+    return value
+
+
+def role_rows(
+    roles: Sequence[str],
+    tasks: Sequence[Number],
+    shapes: Sequence[ResourceVector],
+    weights: Mapping[str, float],
+    total: ResourceVector,
+) -> list[dict[str, Any]]:
+    """The output's ``roles``: per role path, sorted, its weight, the tasks of its subtree's
+    frameworks, what they hold (resource units) and its dominant share of the pool.
+
+    Whole tasks (tasks mode) are summed as resource vectors, exactly as the framework rows;
+    fractional ones (fluid mode) exactly as ``Fraction`` (floats for pf/ceei)."""
+    rows = []
+    for path in _paths(roles, weights):
+        members = [i for i, role in enumerate(roles) if is_within(role, path)]
+        row: dict[str, Any] = {"path": path, "weight": weights.get(path, 1.0)}
+        if all(isinstance(tasks[i], int) for i in members):
+            allocated = sum((shapes[i] * int(tasks[i]) for i in members), ResourceVector())
+            row["tasks"] = sum(int(tasks[i]) for i in members)
+            row["dominant_share"] = allocated.dominant_share(total)
+            row["allocated"] = allocated.to_dict()
+        else:
+            count: Number = sum((tasks[i] for i in members), Fraction(0))
+            held: dict[str, Number] = {}
+            for i in members:
+                for name, millis in shapes[i].millis_items():
+                    held[name] = held.get(name, Fraction(0)) + tasks[i] * Fraction(millis, MILLI)
+            dominant: Number = max(
+                (held[name] * MILLI / millis for name, millis in total.millis_items()
+                 if name in held),
+                default=Fraction(0),
+            )  # fmt: skip
+            row["tasks"] = _number(count)
+            row["dominant_share"] = _number(dominant)
+            row["allocated"] = {
+                name: _number(held[name]) for name in sorted(held, key=canonical_order)
+            }
+            if isinstance(count, Fraction) and count.denominator != 1:
+                row["tasks_exact"] = str(count)
+                row["dominant_share_exact"] = str(dominant)
+        rows.append(row)
+    return rows
