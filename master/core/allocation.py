@@ -18,18 +18,26 @@ chosen agent is clearly not its kind of agent, a framework within one task of it
 agent's free resources better (eq. 9) is served there first; the most deprived one stays in the
 run. On one agent, or agents that are multiples of one vector, this never happens.
 
-Over the role tree (``--hierarchy hdrf`` or ``naive``, ``master.core.hierarchy``), the
-framework served at each step is the most deprived of the leaf group the tree's walk reaches
-(``_run_tree``); each placement updates the shares along that group's path, and a group whose
-frameworks are all parked is blocked for the rest of the run. The fit-aware choice then looks
-for claimants among the chosen framework's own group (the tree decided whose turn it is; a
-sibling within one task of it may take the agent it fits better). With every framework in one
-role the tree would always reach that one group, so the flat loop runs.
+Over the role tree (``--hierarchy hdrf`` or ``naive``, ``master.core.hierarchy``), the framework
+served at each step is the most deprived of the leaf group the tree's walk reaches
+(``master.core.tree_allocation``); each placement updates the shares along that group's path,
+and a group whose frameworks are all parked is blocked for the rest of the run. The fit-aware
+choice then looks for claimants among the chosen framework's own group (the tree decided whose
+turn it is; a sibling within one task of it may take the agent it fits better). With every
+framework in one role the tree would always reach that one group, so the flat loop runs.
+
+With quotas (``master.core.quota``) a run has two stages, as Mesos 1.9's allocator: first
+only the frameworks of roles below their guarantee are served, each unit counted toward it,
+until no such role can take more; then everyone, within the limits of their roles and
+ancestors (a unit that would pass a limit is not given; a coarse offer is cut to fit), and
+leaving free the headroom that the roles' unmet guarantees need. Without quotas there is one
+stage and nothing is checked.
 
 A framework that cannot take a unit (wants nothing more, nothing fits, every agent refused) is
-parked for the rest of the run. Within a run free resources only shrink, so a parked framework
-could not be served later in the same run either; this is what makes the run terminate and what
-makes the result Pareto-efficient (no framework below its wanted count has a task that fits).
+parked for the rest of the run (of the stage). Within a run free resources only shrink, so a
+parked framework could not be served later in the same run either; this is what makes the run
+terminate and what makes the result Pareto-efficient (no framework below its wanted count has a
+task that fits).
 
 Invariants kept: resources move from ``agent.free`` to offers and ``framework.allocated`` together;
 the sorter gets back every entry it lent, keyed by the frameworks' new allocations. Within
@@ -40,23 +48,24 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from fractions import Fraction
-from heapq import heappop, heappush
+from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING
 
 from fairshare.resources import ResourceVector
 
 from master.core.fairness import KeyStepper
 from master.core.fit import EqNine, Fit, exact_share, first_resource, fits_better
-from master.core.hierarchy import TreeRun
 from master.core.messages import Message, SendOffers
 from master.core.placement import PlacementQuery
+from master.core.quota import QuotaLedger
 from master.core.records import AgentList, AgentRecord, FrameworkRecord, Offer
 from master.core.sorter import SorterEntry
 
 if TYPE_CHECKING:
+    from master.core.hierarchy import TreeRun
     from master.core.state import MasterState
 
-__all__ = ["run"]
+__all__ = ["Run", "run", "stages", "used_of"]
 
 _NOTHING_REFUSED: frozenset[str] = frozenset()
 EMPTY = ResourceVector()
@@ -156,7 +165,7 @@ class _Demand:
         self.count = 0  # tasks placed this run, all agents
 
 
-class _Run:
+class Run:
     """The bookkeeping of one run: what each framework got, what can no longer be placed.
 
     Demand-aware frameworks' ``allocated`` is settled once, in ``finish``; during the run their
@@ -184,6 +193,8 @@ class _Run:
         self.fit_window = config.fit_window if contested else 0
         self.eq9 = EqNine(state.total) if contested else None
         self.tree: TreeRun | None = None  # the role tree's run (hdrf, naive); None when flat
+        self.quota: QuotaLedger | None = None  # the roles' quotas, when any is set
+        self.guarantees_only = False  # the first stage: roles below their guarantee only
 
     def refused_by(self, fw: FrameworkRecord) -> frozenset[str] | set[str]:
         """The agents not to offer ``fw`` in this run (computed once per framework)."""
@@ -211,13 +222,33 @@ class _Run:
             return None
         return state.fairness.key(fw.allocated, state.total, fw.weight, shape)
 
+    def _quota_cut(self, role: str, offered: ResourceVector) -> ResourceVector:
+        """A coarse offer cut to the limits (Mesos 1.9: offers are cut to fit), to nothing in
+        the guarantees stage unless ``role`` is below its guarantee, and after it to what the
+        headroom of unmet guarantees leaves."""
+        quota = self.quota
+        assert quota is not None
+        if self.guarantees_only and not quota.below_guarantee(role):
+            return EMPTY
+        resources = quota.cut(role, offered)
+        if not self.guarantees_only:
+            resources = quota.cut_headroom(role, resources)
+        return resources
+
     def serve_coarse(self, fw: FrameworkRecord, refused: frozenset[str] | set[str]) -> bool:
         """Offer the next agent's free resources whole; False when no agent is left."""
         agent = self.coarse.next_for(refused)
         if agent is None:
             return False
         resources = agent.free
-        agent.free = EMPTY
+        if self.quota is None:
+            agent.free = EMPTY
+        else:  # the offer may be cut: the agent keeps the rest for the next framework
+            resources = self._quota_cut(fw.role, resources)
+            if not resources:
+                return False
+            self.quota.record(fw.role, resources)
+            agent.free = agent.free - resources
         fw.allocated = fw.allocated + resources
         offer = _record_offer(self.state, fw, agent, resources, 0, self.now)
         self.made.setdefault(fw.id, []).append(offer)
@@ -246,6 +277,8 @@ class _Run:
             return None
         demand = self.demands.get(fw.id) or self._demand_of(fw, shape)
         footprint = demand.footprint
+        if self.quota is not None and not self._quota_allows(fw.role, footprint):
+            return None
         for hopeless in self.unplaceable:
             if hopeless.fits_in(footprint):
                 return None
@@ -264,6 +297,8 @@ class _Run:
         demand.count += 1
         if self.tree is not None:
             self.tree.served(self.tree.group_of[fw.id], footprint)
+        if self.quota is not None:
+            self.quota.record(fw.role, footprint)
         step = demand.step or self._stepper(fw, demand)
         return step(demand.count)
 
@@ -293,6 +328,8 @@ class _Run:
         demand.count += 1
         if self.tree is not None:
             self.tree.served(self.tree.group_of[fw.id], demand.footprint)
+        if self.quota is not None:
+            self.quota.record(fw.role, demand.footprint)
         step = demand.step or self._stepper(fw, demand)
         return step(demand.count)
 
@@ -393,7 +430,21 @@ class _Run:
             return None
         if agent.id in self.refused_by(fw):
             return None
+        if self.quota is not None and not self._quota_allows(fw.role, footprint):
+            return None
         return demand
+
+    def _quota_allows(self, role: str, unit: ResourceVector) -> bool:
+        """May ``role`` get ``unit`` now? Within the limits of it and its ancestors; in the
+        guarantees stage only while it is below its guarantee; after it, only if the pool keeps
+        the headroom other roles' unmet guarantees need (``master.core.quota``)."""
+        quota = self.quota
+        assert quota is not None
+        if not quota.admits(role, unit):
+            return False
+        if self.guarantees_only:
+            return quota.below_guarantee(role)
+        return quota.leaves_headroom(role, unit)
 
     def finish(self) -> list[Message]:
         """Turn placements into offers (one per framework and agent) and batch the messages."""
@@ -414,40 +465,53 @@ class _Run:
 
 
 def run(state: MasterState, now: float) -> list[Message]:
-    """Run progressive filling once and return the offers made, one message per framework."""
-    if state.hierarchy != "flat" and _roles_in_use(state) > 1:
-        return _run_tree(state, now)
-    # flat, or a tree of one role: every framework is in one leaf group, whose order is the
-    # sorter's (the tree would walk to that group at every step)
+    """Run progressive filling once and return the offers made, one message per framework.
+
+    With quotas set, in two stages as Mesos 1.9 does: first only the roles below their
+    guarantee (each up to it), then everyone within the limits, keeping the headroom the
+    unmet guarantees need (``master.core.quota``)."""
     heap = state.sorter.take_entries()  # sorted, hence already a binary heap
     frameworks = state.frameworks
     state.placement.begin_run()
-    this_run = _Run(state, now)
+    this_run = Run(state, now)
     serve = this_run.serve
-    parked: list[SorterEntry] = []
-    while heap:
-        entry = heappop(heap)
-        fw = frameworks[entry[2]]
-        key = serve(fw, heap)
-        if key is None:
-            parked.append(entry)
-            continue
-        fw.times_chosen += 1
-        heappush(heap, (key, fw.times_chosen, fw.id))
+    for stage in stages(this_run):
+        parked: list[SorterEntry] = []
+        while heap:
+            entry = heappop(heap)
+            fw = frameworks[entry[2]]
+            key = serve(fw, heap)
+            if key is None:
+                parked.append(entry)
+                continue
+            fw.times_chosen += 1
+            heappush(heap, (key, fw.times_chosen, fw.id))
+        if stage == "guarantees":
+            this_run.guarantees_only = False
+            heapify(parked)
+            heap = parked
     messages = this_run.finish()
     state.sorter.restore_entries(parked)
     return messages
 
 
-def _roles_in_use(state: MasterState) -> int:
-    """How many roles the frameworks are in (stops counting at 2)."""
-    first = None
+def stages(this_run: Run) -> list[str]:
+    """The run's stages: ``guarantees`` first when a role misses part of its guarantee (its
+    frameworks only, up to it), then ``all``; sets up the run's quota ledger."""
+    state = this_run.state
+    if not state.quotas:
+        return ["all"]
+    held: dict[str, ResourceVector] = {}
     for fw in state.frameworks.values():
-        if first is None:
-            first = fw.role
-        elif fw.role != first:
-            return 2
-    return 0 if first is None else 1
+        if fw.allocated:
+            held[fw.role] = held.get(fw.role, EMPTY) + fw.allocated
+    used = used_of(state)
+    free = {name: millis - used.get(name, 0) for name, millis in state.total.millis_items()}
+    ledger = this_run.quota = QuotaLedger(state.quotas, held, free)
+    if not ledger.headroom():
+        return ["all"]
+    this_run.guarantees_only = True
+    return ["guarantees", "all"]
 
 
 def used_of(state: MasterState) -> dict[str, int]:
@@ -463,57 +527,3 @@ def used_of(state: MasterState) -> dict[str, int]:
                 for name, millis in agent.free.millis_items():
                     used[name] = used.get(name, 0) + millis
     return used
-
-
-def tree_of(state: MasterState, entries: list[SorterEntry] | None = None) -> TreeRun:
-    """The role tree of ``state`` as a run starts it (``entries``: the candidates, by default
-    a copy of the sorter's, which stays untouched)."""
-    if entries is None:
-        entries = sorted(e for e in map(state.sorter.entry, state.sorter.ordered()) if e)
-    config = state.config
-    return TreeRun(
-        state.frameworks,
-        entries,
-        state.role_weights,
-        state.total,
-        used_of(state),
-        config.fair_sharing_excluded_resources,
-        state.hierarchy,
-    )
-
-
-def _run_tree(state: MasterState, now: float) -> list[Message]:
-    """Progressive filling over the role tree (``master.core.hierarchy``): each step walks the
-    tree to a leaf group and serves its most deprived framework, exactly as the flat run serves
-    the most deprived framework of all; a group none of whose frameworks can be served any more
-    is blocked for the rest of the run (H-DRF §4.4)."""
-    tree = tree_of(state, state.sorter.take_entries())
-    frameworks = state.frameworks
-    state.placement.begin_run()
-    this_run = _Run(state, now)
-    this_run.tree = tree
-    serve = this_run.serve
-    parked: list[SorterEntry] = []
-    validate = state.config.validate
-    while True:
-        selected = tree.select()
-        if selected is None:
-            break
-        group, heap = selected
-        entry = heappop(heap)
-        fw = frameworks[entry[2]]
-        key = serve(fw, heap)
-        if key is None:
-            parked.append(entry)
-            if not heap:
-                tree.block(group)
-        else:
-            fw.times_chosen += 1
-            heappush(heap, (key, fw.times_chosen, fw.id))
-        if validate:
-            tree.check()
-    messages = this_run.finish()
-    for heap in tree.heaps.values():
-        parked.extend(heap)
-    state.sorter.restore_entries(parked)
-    return messages

@@ -9,7 +9,7 @@ per-server DRF of Fig. 2 (6 and 6 tasks) comes back every time instead of DRFH's
 
 The fit-aware choice lets a framework whose share is within one task of ``m`` take ``l_m``
 when it fits there better, so freed resources go to the framework they fit and ``m`` gets its
-better-fitting server next. For one decision (``master.core.allocation``, ``_Run._claim``):
+better-fitting server next. For one decision (``master.core.allocation``, ``Run._claim``):
 
 1. **misplaced**: ``m`` is misplaced on ``l_m`` when an active agent whose capacity holds ``m``'s
    task fits ``m`` clearly better by eq. 9 evaluated on capacities (``c_l``, not the available

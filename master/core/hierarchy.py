@@ -318,6 +318,17 @@ class TreeRun(_Tree):
             node = node.heap[0][2]
         return node, self.heaps[node.path]
 
+    def restart(self, entries: list[SorterEntry]) -> None:
+        """A new stage of the same run: ``entries`` (every framework parked in the last stage)
+        are candidates again; what the groups got so far stays counted."""
+        heaps: dict[str, list[SorterEntry]] = {}
+        for entry in sorted(entries):
+            heaps.setdefault(self.group_of[entry[2]].path, []).append(entry)
+        self.heaps = heaps
+        for group in self.groups.values():
+            group.blocked = group.path not in heaps
+        self.settle()
+
     def order(self) -> list[str]:
         """Candidate framework ids in the order the walk would serve them if nothing changed
         (Mesos's sorter's pre-order of sorted children); the run's state is untouched."""

@@ -7,11 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from fairshare.resources import ResourceVector
+from fairshare.roles import is_within
+
 from master.core.checks import check_weight, checked, checked_role
 from master.core.config import CoreConfig
-from master.core.errors import InvalidArgument
-from master.core.messages import Message
-from master.core.records import AgentList, AgentRecord, FrameworkRecord
+from master.core.errors import FailedPrecondition, InvalidArgument
+from master.core.messages import Message, RescindOffer
+from master.core.quota import Quota, check_quotas
+from master.core.records import AgentList, AgentRecord, FrameworkRecord, Offer
 
 __all__ = ["OperatorHandlers"]
 
@@ -25,6 +29,8 @@ class OperatorHandlers:
     frameworks: dict[str, FrameworkRecord]
     role_weights: dict[str, float]
     hierarchy: str
+    quotas: dict[str, Quota]
+    offers: dict[str, Offer]
 
     def validate(self) -> None:
         raise NotImplementedError
@@ -41,6 +47,9 @@ class OperatorHandlers:
         raise NotImplementedError
 
     def _reposition(self, framework_ids: Iterable[str]) -> None:
+        raise NotImplementedError
+
+    def _drop_offer(self, offer: Offer) -> None:
         raise NotImplementedError
 
     def _shapes_changed(self) -> None:
@@ -120,3 +129,65 @@ class OperatorHandlers:
             fw.weight = role_weight if fw.operator_weight is None else fw.operator_weight
         self._reposition(fw.id for fw in frameworks)
         self._shapes_changed()  # PF prices depend on weights
+
+    def subtree_holds(self, role: str) -> ResourceVector:
+        """What the frameworks of ``role`` and its sub-roles hold (offered and used)."""
+        held = ResourceVector()
+        for fw in self.frameworks.values():
+            if fw.allocated and is_within(fw.role, role):
+                held = held + fw.allocated
+        return held
+
+    @checked
+    def handle_set_quota(
+        self,
+        role: str,
+        guarantee: ResourceVector,
+        limit: ResourceVector | None,
+        now: float,
+        force: bool = False,
+    ) -> list[Message]:
+        """Set the quota of the role path ``role`` (``master.core.quota``); an empty guarantee
+        and no limit clear it. A limit below what the subtree holds needs ``force``: then the
+        subtree's outstanding offers are rescinded (its tasks keep running; nothing is killed)
+        and it is offered nothing more until it is under its limit."""
+        role = checked_role(role)
+        proposed = dict(self.quotas)
+        quota = Quota(guarantee, limit)
+        if quota.empty:
+            proposed.pop(role, None)
+        else:
+            proposed[role] = quota
+        check_quotas(proposed)
+        messages: list[Message] = []
+        if limit is not None:
+            held = self.subtree_holds(role)
+            over = [
+                f"{name}:{held.get(name):g} > {limit.get(name):g}"
+                for name, cap in limit.millis_items()
+                if held.millis(name) > cap
+            ]
+            if over and not force:
+                raise FailedPrecondition(
+                    f"quota of {role!r}: the role already holds more than the new limit"
+                    f" ({', '.join(over)}); set it with force to rescind its offers (nothing is"
+                    " killed)"
+                )
+            if over:
+                messages = self._rescind_subtree_offers(role)
+        self.quotas = proposed
+        return messages
+
+    def _rescind_subtree_offers(self, role: str) -> list[Message]:
+        touched: list[str] = []
+        messages: list[Message] = []
+        for offer_id in sorted(self.offers):
+            offer = self.offers[offer_id]
+            if is_within(self.frameworks[offer.framework_id].role, role):
+                self._drop_offer(offer)
+                touched.append(offer.framework_id)
+                messages.append(
+                    RescindOffer(offer.framework_id, offer_id, "role quota lowered below its use")
+                )
+        self._reposition(touched)
+        return messages

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from fairshare.resources import ResourceVector
 from fairshare.task_states import TaskState, advance
 
-from master.core import allocation, invariants
+from master.core import allocation, invariants, tree_allocation
 from master.core.checks import (
     check_launches,
     check_refuse,
@@ -60,6 +60,7 @@ from master.core.messages import (
 )
 from master.core.operator_handlers import OperatorHandlers
 from master.core.placement import PlacementPolicy, make_placement_policy
+from master.core.quota import Quota
 from master.core.records import (
     AgentList,
     AgentRecord,
@@ -96,6 +97,7 @@ class MasterState(OperatorHandlers):
         self.offers: dict[str, Offer] = {}
         self.tasks: dict[tuple[str, str], TaskRecord] = {}
         self.role_weights: dict[str, float] = {}
+        self.quotas: dict[str, Quota] = {}  # role path -> guarantee and limit
         self.gpu_agents: set[str] = set()  # agents with "gpus": offered to GPU-aware frameworks
         self.total = EMPTY
         # The largest agent per resource, and how many agents hold that maximum: a removal only
@@ -204,7 +206,7 @@ class MasterState(OperatorHandlers):
             self._prepare_policy()
         if self.hierarchy == "flat":
             return list(self.sorter.ordered())
-        return allocation.tree_of(self).order()
+        return tree_allocation.tree_of(self).order()
 
     def validate(self) -> None:
         """Check every invariant; raises ``AssertionError`` naming the first one broken."""
@@ -632,4 +634,6 @@ class MasterState(OperatorHandlers):
         """One allocation run: offers in fairness order (progressive filling with demands)."""
         if self._policy_stale:
             self._prepare_policy()
+        if self.hierarchy != "flat" and tree_allocation.roles_in_use(self) > 1:
+            return tree_allocation.run(self, now)
         return allocation.run(self, now)

@@ -178,7 +178,7 @@ def test_flat_rewards_splitting() -> None:
 
 def _guarantees(case: Case, state: MasterState) -> dict[str, Fraction]:
     """Each leaf group's guaranteed share: its weight's fraction of its parent's, from 1 down."""
-    from master.core.allocation import tree_of
+    from master.core.tree_allocation import tree_of
 
     tree = tree_of(state)
     guaranteed: dict[str, Fraction] = {}
@@ -206,7 +206,7 @@ def _guarantees(case: Case, state: MasterState) -> dict[str, Fraction]:
 @given(cases(finite=False, pool_units=(40, 120)))
 def test_hdrf_meets_the_hierarchical_share_guarantee_up_to_one_task(case: Case) -> None:
     state, _ = run(case, "hdrf")
-    from master.core.allocation import tree_of
+    from master.core.tree_allocation import tree_of
 
     tree = tree_of(state)
     total = state.total

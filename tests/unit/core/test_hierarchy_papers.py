@@ -16,7 +16,7 @@ import pytest
 from fairshare.resources import ResourceVector
 
 from master.core import CoreConfig, MasterState, SendOffers, TaskLaunch
-from master.core.allocation import tree_of
+from master.core.tree_allocation import tree_of
 
 R = ResourceVector.parse
 

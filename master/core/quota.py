@@ -1,0 +1,243 @@
+"""Quota per role path: guaranteed minimums and hard limits (Mesos 1.9 semantics).
+
+A role's ``Quota`` has a *guarantee* (resources it gets when it asks, before the tree's fair
+sharing hands out the rest) and a *limit* (its subtree never holds more: offered plus used).
+Both are per resource: a limit names the resources it caps (``cpus:32`` caps cpus only), a
+guarantee the resources it promises. References: Mesos 1.9's quota (docs/quota.md: limits cap
+allocated plus offered; guarantees are served in a first allocation stage and protected by
+*headroom*, free resources held back from roles above their guarantee), YuniKorn's guaranteed
+and max per queue, Kueue's nominal quota.
+
+Rules (``check_quotas``, ``InvalidArgument`` naming the role and the resource):
+- a guarantee is at most the limit, for each resource the limit names;
+- a parent with a guarantee guarantees at least the sum of its nearest descendants' guarantees
+  (the roles with a guarantee whose closest ancestor with one it is);
+- a child's limit is at most its parent's, for each resource both name (the limit in force is
+  the smallest along the path anyway: every ancestor's limit is checked).
+Top-level guarantees may add up to more than the cluster (agents join later): that is allowed
+and shown as overcommitted by the views.
+
+``QuotaLedger`` is one allocation run's bookkeeping (pure, exact millis): what each role with a
+quota holds, whether a unit fits the limits of a framework's role and its ancestors
+(``admits``), how much of a coarse offer does (``cut``), whether a role is *below its
+guarantee* (some ancestor-or-self with a guarantee holds less of a guaranteed resource), and
+the *headroom* the unmet guarantees of the top-most guaranteed roles need of the free pool, which
+a unit to another role may not take (``leaves_headroom``).
+
+Invariants: with no quota set the ledger admits everything and holds nothing back, so a run
+is exactly the run without quotas; a role's consumption in the ledger is the sum of its
+subtree's frameworks' ``allocated`` as of the run's start plus what the run gave them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from fairshare.resources import ResourceVector
+
+from master.core.errors import InvalidArgument
+
+__all__ = ["Quota", "QuotaLedger", "check_quotas", "quota_roles_over"]
+
+EMPTY = ResourceVector()
+
+
+@dataclass(frozen=True, slots=True)
+class Quota:
+    """A role's guarantee and limit (``None``: no limit)."""
+
+    guarantee: ResourceVector = EMPTY
+    limit: ResourceVector | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not self.guarantee and self.limit is None
+
+
+def _within(role: str, ancestor: str) -> bool:
+    return role == ancestor or role.startswith(ancestor + "/")
+
+
+def _nearest_ancestor(role: str, among: Iterable[str]) -> str | None:
+    """The closest strict ancestor of ``role`` in ``among``."""
+    best: str | None = None
+    for other in among:
+        if other != role and _within(role, other) and (best is None or len(other) > len(best)):
+            best = other
+    return best
+
+
+def check_quotas(quotas: Mapping[str, Quota]) -> None:
+    """Refuse a quota table that breaks the rules of the module docstring."""
+    for role, quota in sorted(quotas.items()):
+        if quota.limit is not None:
+            for name, millis in quota.guarantee.millis_items():
+                limit = quota.limit.millis_view().get(name)
+                if limit is not None and millis > limit:
+                    raise InvalidArgument(
+                        f"quota of {role!r}: guarantee {name}:{quota.guarantee.get(name):g} is"
+                        f" above its limit {name}:{quota.limit.get(name):g}"
+                    )
+    guaranteed = [role for role, q in quotas.items() if q.guarantee]
+    children: dict[str, ResourceVector] = {}
+    for role in guaranteed:
+        parent = _nearest_ancestor(role, guaranteed)
+        if parent is not None:
+            children[parent] = children.get(parent, EMPTY) + quotas[role].guarantee
+    for parent, summed in sorted(children.items()):
+        own = quotas[parent].guarantee
+        for name, millis in summed.millis_items():
+            if millis > own.millis(name):
+                raise InvalidArgument(
+                    f"quota of {parent!r}: its sub-roles guarantee {name}:{summed.get(name):g}"
+                    f" in all, more than its own guarantee {name}:{own.get(name):g}"
+                )
+    limited = [role for role, q in quotas.items() if q.limit is not None]
+    for role in limited:
+        parent = _nearest_ancestor(role, limited)
+        if parent is None:
+            continue
+        mine, theirs = quotas[role].limit, quotas[parent].limit
+        assert mine is not None and theirs is not None
+        for name, millis in mine.millis_items():
+            cap = theirs.millis_view().get(name)
+            if cap is not None and millis > cap:
+                raise InvalidArgument(
+                    f"quota of {role!r}: limit {name}:{mine.get(name):g} is above its parent"
+                    f" {parent!r}'s limit {name}:{theirs.get(name):g}"
+                )
+
+
+def quota_roles_over(role: str, quotas: Mapping[str, Quota]) -> list[str]:
+    """The roles with a quota that contain ``role`` (itself and its ancestors), outermost
+    first."""
+    return sorted((q for q in quotas if _within(role, q)), key=len)
+
+
+class QuotaLedger:
+    """One allocation run's view of the quotas (see the module docstring)."""
+
+    def __init__(
+        self,
+        quotas: Mapping[str, Quota],
+        held_by_role: Mapping[str, ResourceVector],
+        free: Mapping[str, int],
+    ) -> None:
+        """``held_by_role``: what each role's own frameworks hold (not its subtree's);
+        ``free``: what the pool has free, per resource (the active agents' free resources)."""
+        self.quotas = {role: q for role, q in quotas.items() if not q.empty}
+        self.active = bool(self.quotas)
+        self.held: dict[str, dict[str, int]] = {role: {} for role in self.quotas}
+        for role, held in held_by_role.items():
+            for owner in quota_roles_over(role, self.quotas):
+                into = self.held[owner]
+                for name, millis in held.millis_items():
+                    into[name] = into.get(name, 0) + millis
+        self.free = dict(free)
+        guaranteed = [role for role, q in self.quotas.items() if q.guarantee]
+        self.top_guaranteed = [r for r in guaranteed if _nearest_ancestor(r, guaranteed) is None]
+        self._chains: dict[str, list[str]] = {}
+
+    def chain(self, role: str) -> list[str]:
+        """The quota roles containing ``role``, outermost first (cached per run)."""
+        chain = self._chains.get(role)
+        if chain is None:
+            chain = self._chains[role] = quota_roles_over(role, self.quotas)
+        return chain
+
+    def admits(self, role: str, unit: ResourceVector) -> bool:
+        """Does ``unit`` fit the limits of ``role`` and every ancestor with one?"""
+        needs = unit.millis_view()
+        for owner in self.chain(role):
+            limit = self.quotas[owner].limit
+            if limit is None:
+                continue
+            held = self.held[owner]
+            for name, cap in limit.millis_items():
+                if held.get(name, 0) + needs.get(name, 0) > cap:
+                    return False
+        return True
+
+    def cut(self, role: str, offered: ResourceVector) -> ResourceVector:
+        """``offered`` cut to what the limits of ``role`` and its ancestors leave."""
+        millis = dict(offered.millis_view())
+        for owner in self.chain(role):
+            limit = self.quotas[owner].limit
+            if limit is None:
+                continue
+            held = self.held[owner]
+            for name, cap in limit.millis_items():
+                if name in millis:
+                    millis[name] = max(0, min(millis[name], cap - held.get(name, 0)))
+        return ResourceVector.from_millis({n: m for n, m in millis.items() if m})
+
+    def unmet(self, owner: str) -> dict[str, int]:
+        """What ``owner``'s guarantee still misses, per resource (only the positive parts)."""
+        held = self.held[owner]
+        return {
+            name: millis - held.get(name, 0)
+            for name, millis in self.quotas[owner].guarantee.millis_items()
+            if millis > held.get(name, 0)
+        }
+
+    def below_guarantee(self, role: str) -> bool:
+        """Is some guaranteed role containing ``role`` below its guarantee?"""
+        return any(self.unmet(owner) for owner in self.chain(role) if self.quotas[owner].guarantee)
+
+    def headroom(self) -> dict[str, int]:
+        """What the unmet guarantees of the top-most guaranteed roles need of the free pool."""
+        needed: dict[str, int] = {}
+        for owner in self.top_guaranteed:
+            for name, millis in self.unmet(owner).items():
+                needed[name] = needed.get(name, 0) + millis
+        return needed
+
+    def leaves_headroom(self, role: str, unit: ResourceVector) -> bool:
+        """Would the pool, after giving ``unit`` to ``role``, still hold the headroom the other
+        roles' unmet guarantees need? (What ``role``'s own unmet guarantee gets of ``unit``
+        counts as meeting it, not as taking it.)"""
+        if not self.top_guaranteed:
+            return True
+        needed = self.headroom()
+        if not needed:
+            return True
+        relief: dict[str, int] = {}
+        for owner in self.chain(role):
+            if owner in self.top_guaranteed:
+                relief = self.unmet(owner)
+        for name, millis in unit.millis_items():
+            want = needed.get(name, 0)
+            if not want:
+                continue
+            own = min(millis, relief.get(name, 0))
+            if self.free.get(name, 0) - millis < want - own:
+                return False
+        return True
+
+    def cut_headroom(self, role: str, offered: ResourceVector) -> ResourceVector:
+        """``offered`` cut so that the pool keeps the headroom of the other roles' unmet
+        guarantees (``role``'s own unmet guarantee may take its part)."""
+        needed = self.headroom() if self.top_guaranteed else {}
+        if not needed:
+            return offered
+        relief: dict[str, int] = {}
+        for owner in self.chain(role):
+            if owner in self.top_guaranteed:
+                relief = self.unmet(owner)
+        millis = dict(offered.millis_view())
+        for name, want in needed.items():
+            if name in millis:
+                spare = self.free.get(name, 0) - (want - relief.get(name, 0))
+                millis[name] = max(0, min(millis[name], spare))
+        return ResourceVector.from_millis({n: m for n, m in millis.items() if m})
+
+    def record(self, role: str, unit: ResourceVector) -> None:
+        """``role`` got ``unit``: it counts for every quota role containing it."""
+        for owner in self.chain(role):
+            held = self.held[owner]
+            for name, millis in unit.millis_items():
+                held[name] = held.get(name, 0) + millis
+        for name, millis in unit.millis_items():
+            if name in self.free:
+                self.free[name] -= millis
