@@ -13,7 +13,15 @@ The JSON document (``fairshare status --json``, DESIGN.md §4) is one object::
      "offers": [{"id", "framework_id", "agent_id", "resources"}],
      "tasks": [{"framework_id", "task_id", "name", "agent_id", "state", "resources",
                 "preemptible"}],
-     "total", "used", "offered", "free"}
+     "total", "used", "offered", "free",
+     "hierarchy": "hdrf" | "naive" | "flat",
+     "roles": [{"role", "parent", "depth", "weight", "share", "weighted_share",
+                "dominant_resource", "allocated", "frameworks", "subtree_frameworks",
+                "running_tasks"}]}
+
+``roles`` is the role tree in pre-order (``fairshare.role_tree``: each role that holds a
+framework and every ancestor of one; sums over subtrees; ``fairshare roles --json`` prints the
+same list).
 
 Invariants:
 - Resources are ``{name: quantity}`` objects with float quantities in the resource's unit
@@ -24,7 +32,9 @@ Invariants:
 - The table says which master leads and since when (HA masters elect one; a master with the
   embedded registry leads alone from its start), then, per framework, the dominant share, the
   weighted share (dominant share / weight: what DRF orders by), the dominant resource and
-  running vs wanted tasks; per agent its attributes. When agents have GPUs it says that only
+  running vs wanted tasks; per agent its attributes; then the role tree (each role indented by
+  its depth, with its weight, share, weighted share, dominant resource, frameworks, running
+  tasks and allocation, summed over its subtree). When agents have GPUs it says that only
   GPU-capable frameworks are offered them (the master's rule: a framework without the
   GPU_RESOURCES capability is never offered an agent with GPUs, so that GPU machines are kept
   for GPU work, as Mesos does).
@@ -36,6 +46,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from fairshare.role_tree import ROLE_HEADER, hierarchy_note, role_rows, roles_to_dicts
 from fairshare.v1 import common_pb2, operator_pb2
 from fairshare.wire import resources_from_pb
 
@@ -138,6 +149,8 @@ def state_to_dict(state: operator_pb2.GetStateResponse) -> dict[str, Any]:
         "used": _resources(state.used),
         "offered": _resources(state.offered),
         "free": _resources(state.free),
+        "hierarchy": state.hierarchy,
+        "roles": roles_to_dicts(state.roles),
     }
 
 
@@ -225,6 +238,11 @@ def render_table(document: dict[str, Any]) -> str:
     lines += _table(header, framework_rows)
     if not framework_rows:
         lines.append("(no frameworks)")
+    roles = document.get("roles") or []
+    if roles:
+        lines.append("")
+        lines += _table(ROLE_HEADER, role_rows(roles))
+        lines.append(hierarchy_note(document.get("hierarchy") or ""))
     lines += _gpu_note(document)
     return "\n".join(lines)
 

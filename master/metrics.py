@@ -21,8 +21,14 @@ Invariants:
 - label values are bounded: states from fixed lists (all exported, 0 when none), resource names,
   framework ids (at most ``MAX_FRAMEWORK_SERIES`` frameworks, those with the largest shares;
   ``fairshare_framework_info`` maps each id to its name and role, so two frameworks of one name
-  stay two series), RPC method names the server implements and status code names; never task,
-  offer or agent ids;
+  stay two series), role paths (at most ``MAX_FRAMEWORK_SERIES`` roles too, those with the
+  largest weighted shares), RPC method names the server implements and status code names;
+  never task, offer or agent ids;
+- ``fairshare_role_share`` is a role's weighted share (share / weight) as the allocator's
+  hierarchy computes it (what it orders sibling roles by), ``fairshare_role_weight`` its
+  operator weight (1 when unset) and ``fairshare_role_allocated`` what its subtree's frameworks
+  hold, per resource of the pool (0 when none), in base units as
+  ``fairshare_framework_allocation``;
 - ``fairshare_tasks`` counts the tasks the master tracks now (a task that ended is dropped once its
   framework acknowledged it, so terminal states are mostly 0); ``fairshare_tasks_ended_total``
   counts every task that reached a terminal state, by that state, since the master started;
@@ -163,6 +169,7 @@ class MasterCollector(Collector):
             yield from self._cluster(snapshot)
             yield from self._resources(snapshot)
             yield from self._frameworks(snapshot)
+            yield from self._roles(snapshot)
             yield from self._counters(sample.counters)
             yield self._ended(sample.tasks_ended)
         rpc = CounterMetricFamily(
@@ -288,6 +295,37 @@ class MasterCollector(Collector):
         yield weighted
         yield amounts
         yield preempted
+
+    @staticmethod
+    def _roles(snapshot: ClusterSnapshot) -> Iterator[Metric]:
+        shown = sorted(snapshot.roles, key=lambda r: (-r.weighted_share, r.path))
+        share = GaugeMetricFamily(
+            "fairshare_role_share",
+            "Weighted share of each role (share / weight) as the allocator's hierarchy computes"
+            " it: among sibling roles the lowest is served first.",
+            labels=["role"],
+        )
+        weight = GaugeMetricFamily(
+            "fairshare_role_weight",
+            "Operator weight of each role (1 when unset): weighs it among its siblings.",
+            labels=["role"],
+        )
+        allocated = GaugeMetricFamily(
+            "fairshare_role_allocated",
+            "Resources offered to or used by the frameworks of each role and the roles below it"
+            " (base units).",
+            labels=["role", "resource"],
+        )
+        resources = sorted(base_units(snapshot.total))
+        for view in sorted(shown[:MAX_FRAMEWORK_SERIES], key=lambda r: r.path):
+            share.add_metric([view.path], view.weighted_share)
+            weight.add_metric([view.path], view.weight)
+            held = base_units(view.allocated)
+            for resource in sorted(set(resources).union(held)):
+                allocated.add_metric([view.path, resource], held.get(resource, 0.0))
+        yield share
+        yield weight
+        yield allocated
 
     @staticmethod
     def _counters(counters: RuntimeCounters) -> Iterator[Metric]:

@@ -7,9 +7,14 @@ of immutable values and shares nothing mutable with the runtime.
 
 Invariants: agents sorted by id (those in the pool, then those that departed: unreachable or
 gone, kept for display only), frameworks by id, tasks by (framework id, task id), offers by id;
-times are wall clock. ``redact`` keeps every figure (shares, resources, pool sums) but no id,
-name or address that is not the caller's: its own frameworks (owner = the caller's principal)
-with their tasks and offers stay whole.
+roles in pre-order of the role tree (``role_order``: a role before the roles below it, siblings
+by path), each role that holds a framework and every ancestor of one, exactly the roles of the
+core's ``MasterState.role_shares``; a role's ``allocated``, ``subtree_frameworks`` and
+``running_tasks`` are the sums over the frameworks of its subtree, and a parent's figures are
+at least the sum of its children's. Times are wall clock. ``redact`` keeps every figure
+(shares, resources, pool sums, the role tree: paths are not secret, frameworks keep their role)
+but no id, name or address that is not the caller's: its own frameworks (owner = the caller's
+principal) with their tasks and offers stay whole.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from fairshare.resources import ResourceVector
+from fairshare.roles import DEFAULT_ROLE, ancestors
 from fairshare.task_states import TaskState
 
 from master.core import TaskLaunch
@@ -32,9 +38,11 @@ __all__ = [
     "ClusterSnapshot",
     "FrameworkView",
     "OfferView",
+    "RoleView",
     "TaskView",
     "build_snapshot",
     "redact",
+    "role_order",
 ]
 
 EMPTY = ResourceVector()
@@ -96,6 +104,22 @@ class OfferView:
 
 
 @dataclass(frozen=True, slots=True)
+class RoleView:
+    """One role of the tree: weight, share and dominant resource as the core's hierarchy computes
+    them (``RoleShare``), and what its subtree's frameworks hold and run."""
+
+    path: str
+    weight: float
+    share: float
+    weighted_share: float
+    dominant_resource: str
+    allocated: ResourceVector  # used + offered of the frameworks of the role and below it
+    frameworks: int  # whose role is exactly ``path``
+    subtree_frameworks: int  # of ``path`` and every role below it
+    running_tasks: int  # RUNNING tasks of the subtree's frameworks
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterSnapshot:
     """The whole cluster state."""
 
@@ -113,6 +137,8 @@ class ClusterSnapshot:
     offered: ResourceVector
     free: ResourceVector
     leader: LeaderInfo
+    roles: tuple[RoleView, ...] = ()
+    hierarchy: str = ""  # "hdrf", "naive" or "flat" (master.core.hierarchy)
 
 
 def _dominant(allocated: ResourceVector, total: ResourceVector) -> tuple[float, str]:
@@ -234,6 +260,42 @@ def _tasks(runtime: RuntimeState) -> list[TaskView]:
     return views
 
 
+def role_order(path: str) -> tuple[str, ...]:
+    """Sort key of the tree's pre-order: ``eng`` < ``eng/dev`` < ``eng-x`` (by segments)."""
+    return tuple(path.split("/"))
+
+
+def _roles(runtime: RuntimeState, frameworks: list[FrameworkView]) -> list[RoleView]:
+    """The core's role tree with the sums over each subtree's frameworks."""
+    allocated: dict[str, ResourceVector] = {}
+    own: dict[str, int] = {}
+    subtree: dict[str, int] = {}
+    running: dict[str, int] = {}
+    for view in frameworks:
+        role = view.spec.role or DEFAULT_ROLE
+        own[role] = own.get(role, 0) + 1
+        tasks = dict(view.task_counts).get(TaskState.RUNNING, 0)
+        for path in ancestors(role):  # ancestors("*") == ["*"]
+            allocated[path] = allocated.get(path, EMPTY) + view.allocated
+            subtree[path] = subtree.get(path, 0) + 1
+            running[path] = running.get(path, 0) + tasks
+    shares = runtime.core.role_shares()
+    return [
+        RoleView(
+            path,
+            share.weight,
+            share.share,
+            share.weighted_share,
+            share.dominant_resource,
+            allocated.get(path, EMPTY),
+            own.get(path, 0),
+            subtree.get(path, 0),
+            running.get(path, 0),
+        )
+        for path, share in sorted(shares.items(), key=lambda item: role_order(item[0]))
+    ]
+
+
 def build_snapshot(runtime: RuntimeState) -> ClusterSnapshot:
     """Take the snapshot (call on the runtime's loop, between two awaits)."""
     core = runtime.core
@@ -246,6 +308,7 @@ def build_snapshot(runtime: RuntimeState) -> ClusterSnapshot:
     ]
     used = sum((a.used for a in active), EMPTY)
     offered = sum((a.offered for a in active), EMPTY)
+    frameworks = _frameworks(runtime)
     return ClusterSnapshot(
         runtime.master_id,
         runtime.config.version,
@@ -253,7 +316,7 @@ def build_snapshot(runtime: RuntimeState) -> ClusterSnapshot:
         runtime.config.core.policy,
         runtime.config.core.placement,
         tuple(agents),
-        tuple(_frameworks(runtime)),
+        tuple(frameworks),
         tuple(_tasks(runtime)),
         tuple(offers),
         core.total,
@@ -261,6 +324,8 @@ def build_snapshot(runtime: RuntimeState) -> ClusterSnapshot:
         offered,
         sum((a.free for a in active), EMPTY),
         runtime.leader,
+        tuple(_roles(runtime, frameworks)),
+        core.hierarchy,
     )
 
 

@@ -3,7 +3,7 @@
 Invariants: agents, frameworks, tasks and offers keep the snapshot's order (sorted by id);
 ``reachable`` is true exactly for the agents in the pool (active or deactivated by the operator);
 task counts omit states with no task; optional fields (demand, failover deadline, expiry) stay
-unset when the snapshot has ``None``.
+unset when the snapshot has ``None``; roles keep the snapshot's pre-order of the role tree.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from fairshare.v1 import common_pb2
 from fairshare.v1 import operator_pb2 as pb
 from fairshare.wire import task_state_to_pb
 
-from master.runtime.views import POOL_STATES, AgentView, ClusterSnapshot, FrameworkView
+from master.runtime.views import POOL_STATES, AgentView, ClusterSnapshot, FrameworkView, RoleView
 from master.service.convert import (
     agent_info,
     demand_to_pb,
@@ -68,6 +68,20 @@ def _framework(view: FrameworkView) -> pb.GetStateResponse.Framework:
     return message
 
 
+def _role(view: RoleView) -> pb.GetStateResponse.Role:
+    return pb.GetStateResponse.Role(
+        path=view.path,
+        weight=view.weight,
+        share=view.share,
+        weighted_share=view.weighted_share,
+        dominant_resource=view.dominant_resource,
+        allocated=resources_to_pb(view.allocated),
+        frameworks=view.frameworks,
+        subtree_frameworks=view.subtree_frameworks,
+        running_tasks=view.running_tasks,
+    )
+
+
 def state_to_pb(snapshot: ClusterSnapshot) -> pb.GetStateResponse:
     """The snapshot as a ``GetStateResponse``."""
     tasks = [
@@ -97,4 +111,6 @@ def state_to_pb(snapshot: ClusterSnapshot) -> pb.GetStateResponse:
             elected_at=timestamp(snapshot.leader.elected_at),
             epoch=snapshot.leader.epoch,
         ),
+        roles=[_role(view) for view in snapshot.roles],
+        hierarchy=snapshot.hierarchy,
     )

@@ -10,7 +10,9 @@ Invariants: pure functions of the snapshot (no I/O, no clock); resources are ``{
 in the resource's unit (cpus, MiB) as ``ResourceVector.to_dict`` gives them; states are plain
 names (``"RUNNING"``, ``"ACTIVE"``); times are wall-clock seconds since the epoch, ``null`` when
 unknown; ``weighted_share`` is ``dominant_share / weight`` (the DRF sort key); lists keep the
-snapshot's order (sorted by id).
+snapshot's order (sorted by id; roles in the tree's pre-order). A role has the keys of
+``fairshare.role_tree`` (what ``fairshare status --json`` and ``fairshare roles --json`` print);
+``roles_document`` adds per-resource totals over the top-level roles (everything allocated).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from fairshare.resources import ResourceVector
+from fairshare.roles import parent
 from fairshare.task_states import TaskState
 
 from master.runtime.views import (
@@ -26,6 +30,7 @@ from master.runtime.views import (
     ClusterSnapshot,
     FrameworkView,
     OfferView,
+    RoleView,
     TaskView,
 )
 
@@ -35,6 +40,8 @@ __all__ = [
     "framework_document",
     "offer_document",
     "page_of_tasks",
+    "role_document",
+    "roles_document",
     "state_document",
     "summary_document",
     "task_document",
@@ -125,6 +132,40 @@ def offer_document(view: OfferView) -> dict[str, Any]:
     }
 
 
+def role_document(view: RoleView) -> dict[str, Any]:
+    """One role of the tree (``roles[i]`` of ``status --json``, the same keys and values)."""
+    return {
+        "role": view.path,
+        "parent": parent(view.path),
+        "depth": view.path.count("/"),
+        "weight": view.weight,
+        "share": view.share,
+        "weighted_share": view.weighted_share,
+        "dominant_resource": view.dominant_resource,
+        "allocated": view.allocated.to_dict(),
+        "frameworks": view.frameworks,
+        "subtree_frameworks": view.subtree_frameworks,
+        "running_tasks": view.running_tasks,
+    }
+
+
+def roles_document(snapshot: ClusterSnapshot) -> dict[str, Any]:
+    """``/api/v1/roles``: the hierarchy, the role tree and its totals (over top-level roles)."""
+    top = [view for view in snapshot.roles if parent(view.path) is None]
+    allocated = sum((view.allocated for view in top), ResourceVector())
+    return {
+        "hierarchy": snapshot.hierarchy,
+        "total": snapshot.total.to_dict(),
+        "roles": [role_document(view) for view in snapshot.roles],
+        "totals": {
+            "roles": len(snapshot.roles),
+            "frameworks": sum(view.subtree_frameworks for view in top),
+            "running_tasks": sum(view.running_tasks for view in top),
+            "allocated": allocated.to_dict(),
+        },
+    }
+
+
 def summary_document(snapshot: ClusterSnapshot) -> dict[str, Any]:
     """The master and the pool: everything of ``state_document`` but the lists."""
     return {
@@ -153,6 +194,8 @@ def state_document(snapshot: ClusterSnapshot) -> dict[str, Any]:
     document["frameworks"] = [framework_document(view) for view in snapshot.frameworks]
     document["offers"] = [offer_document(view) for view in snapshot.offers]
     document["tasks"] = [task_document(view) for view in snapshot.tasks]
+    document["hierarchy"] = snapshot.hierarchy
+    document["roles"] = [role_document(view) for view in snapshot.roles]
     return document
 
 

@@ -8,6 +8,7 @@
 - ``GET /api/v1/state``: the whole cluster (``documents.state_document``);
 - ``GET /api/v1/frameworks``, ``/api/v1/agents``: those lists with the pool summary;
 - ``GET /api/v1/tasks?offset=0&limit=100&framework_id=F&state=RUNNING``: one page of tasks;
+- ``GET /api/v1/roles``: the role tree and its totals (``documents.roles_document``);
 - ``GET /api/v1/events?since=N``: recent noteworthy events (``events.RecentEvents``);
 - ``GET /api/v1/history``: shares over the last hour (``history.ShareHistory``).
 
@@ -44,6 +45,7 @@ from master.web.documents import (
     agent_document,
     framework_document,
     page_of_tasks,
+    roles_document,
     state_document,
     summary_document,
 )
@@ -147,6 +149,7 @@ class WebApi:
             "/api/v1/frameworks": self.frameworks,
             "/api/v1/agents": self.agents,
             "/api/v1/tasks": self.tasks,
+            "/api/v1/roles": self.roles,
             "/api/v1/events": self.recent_events,
             "/api/v1/history": self.share_history,
         }
@@ -199,6 +202,12 @@ class WebApi:
             return document
 
         return await _json_off_loop(build)
+
+    async def roles(self, request: web.Request) -> web.Response:
+        """``/api/v1/roles``: the role tree (a redacted view shows it whole: role paths and
+        figures name no framework)."""
+        snapshot = self.snapshot(request)
+        return await _json_off_loop(lambda: roles_document(snapshot))
 
     async def tasks(self, request: web.Request) -> web.Response:
         """``/api/v1/tasks``: one page of tasks, optionally of one framework or state."""

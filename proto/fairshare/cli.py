@@ -76,6 +76,10 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
         "list, set or clear operator weights of roles and frameworks",
         "master.commands.operator:weights_command",
     ),
+    "roles": (
+        "show the role tree: weights, shares, frameworks and running tasks per role",
+        "master.commands.roles",
+    ),
     "allocate": ("offline allocation calculator", "master.commands.allocate"),
     "simulate": ("trace-driven simulation", "master.sim.cli"),
 }

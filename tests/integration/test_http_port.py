@@ -50,7 +50,13 @@ def test_master_port_serves_metrics_health_dashboard_api_and_404_elsewhere(
     assert status == 200 and kind.startswith("text/html")
     assert "<title>fairshare</title>" in page and "/api/v1/state" in page
     assert "src=" not in page and "https://" not in page  # no CDN: everything is inlined
-    for path in ("/api/v1/state", "/api/v1/frameworks", "/api/v1/agents", "/api/v1/tasks"):
+    for path in (
+        "/api/v1/state",
+        "/api/v1/frameworks",
+        "/api/v1/agents",
+        "/api/v1/tasks",
+        "/api/v1/roles",
+    ):
         assert get(http, path)[0] == 200, path
     for path in (
         "/nope",

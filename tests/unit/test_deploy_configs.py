@@ -43,6 +43,9 @@ MASTER_METRICS = frozenset(
         "fairshare_framework_dominant_share",
         "fairshare_framework_weighted_share",
         "fairshare_framework_allocation",
+        "fairshare_role_share",
+        "fairshare_role_weight",
+        "fairshare_role_allocated",
         "fairshare_tasks_ended_total",
         "fairshare_tasks_preempted_total",
         "fairshare_allocation_runs_total",
@@ -134,6 +137,7 @@ def test_every_metric_the_dashboard_and_rules_name_is_in_the_contract() -> None:
         "fairshare_tasks",
         "fairshare_tasks_ended_total",  # completions (issue 16 item 8: the panel showed none)
         "fairshare_framework_info",  # shares are labelled by id; the legend shows names
+        "fairshare_role_share",  # the tenants: role shares over time
     } <= names
 
 

@@ -136,17 +136,40 @@ function renderFrameworks(state) {
     el("td", {}, el("code", {}, resourcesText(f.allocated)))));
   fill(document.querySelector("#frameworks tbody"), rows, 10, "no frameworks");
   document.getElementById("frameworks-count").textContent = `(${state.frameworks.length})`;
-  const roles = new Map();
-  for (const f of state.frameworks) {
-    if (!roles.has(f.role)) roles.set(f.role, []);
-    roles.get(f.role).push(f);
+}
+
+// The role tree in pre-order (a role before those below it); figures are subtree totals.
+function renderRoles(state) {
+  const roles = state.roles || [];
+  const rows = roles.map((r) => el("tr", { "data-role": r.role },
+    el("td", { style: `padding-left:${1.2 * r.depth}em` }, el("b", { class: "role" }, r.role)),
+    el("td", { class: "num weight" }, num(r.weight)),
+    el("td", { class: "num" }, bar(1, r.share, 0, true),
+      el("span", { class: "share" }, r.share.toFixed(3))),
+    el("td", { class: "num weighted" }, r.weighted_share.toFixed(3)),
+    el("td", {}, r.dominant_resource || "-"),
+    el("td", { class: "num" }, el("span", { class: "frameworks" }, r.subtree_frameworks),
+      el("span", { class: "muted" }, ` (${r.frameworks})`)),
+    el("td", { class: "num running" }, r.running_tasks),
+    el("td", {}, el("code", {}, resourcesText(r.allocated)))));
+  fill(document.querySelector("#roles tbody"), rows, 8, "no roles in use");
+  const top = roles.filter((r) => r.depth === 0);
+  const allocated = {};
+  for (const r of top) {
+    for (const [k, v] of Object.entries(r.allocated)) allocated[k] = (allocated[k] || 0) + v;
   }
-  const roleRows = [...roles.entries()].sort().map(([role, list]) => el("tr", {},
-    el("td", {}, role),
-    el("td", {}, list.map((f) => f.name).join(", ")),
-    el("td", { class: "num" }, list.map((f) => num(f.weight)).join(", ")),
-    el("td", { class: "num" }, list.map((f) => f.dominant_share.toFixed(3)).join(", "))));
-  fill(document.querySelector("#roles tbody"), roleRows, 4, "no roles in use");
+  const sum = (key) => top.reduce((total, r) => total + r[key], 0);
+  const foot = roles.length ? [el("tr", { class: "totals" },
+    el("td", {}, el("b", {}, "all roles")), el("td", {}), el("td", {}), el("td", {}),
+    el("td", {}), el("td", { class: "num" }, sum("subtree_frameworks")),
+    el("td", { class: "num" }, sum("running_tasks")),
+    el("td", {}, el("code", {}, resourcesText(allocated))))] : [];
+  document.querySelector("#roles tfoot").replaceChildren(...foot);
+  const hierarchy = state.hierarchy === "flat"
+    ? "(hierarchy flat: frameworks are ordered directly; a role's share is what it holds)"
+    : `(hierarchy ${state.hierarchy}: among siblings the lowest weighted share = share / weight` +
+      " is served first; frameworks, running and allocated are subtree totals)";
+  document.getElementById("roles-hierarchy").textContent = roles.length ? hierarchy : "";
 }
 
 function renderAgents(state) {
@@ -299,6 +322,7 @@ async function refresh() {
     }
     renderOverview(state);
     renderFrameworks(state);
+    renderRoles(state);
     renderAgents(state);
     renderChart();
     await refreshTasks(state);

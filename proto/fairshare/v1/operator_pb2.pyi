@@ -5,8 +5,10 @@ Operator API: cluster state for `fairshare status` and dashboards, fairness weig
 maintenance and removal, and tearing down frameworks and killing tasks on their behalf.
 
 A framework's effective weight is, in order of precedence: the operator's weight for the
-framework, the operator's weight for its role, the weight it requested in FrameworkInfo, 1.
-Operator weights are durable (written to the registry before SetWeight returns).
+framework, the weight it requested in FrameworkInfo, 1; under the "flat" hierarchy the
+operator's weight for its role comes before the requested one. Under "hdrf" and "naive" a
+role's operator weight weighs the role among its siblings in the role tree (GetState's
+roles). Operator weights are durable (written to the registry before SetWeight returns).
 """
 
 from collections import abc as _abc
@@ -286,6 +288,73 @@ class GetStateResponse(_message.Message):
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 
+    @_typing.final
+    class Role(_message.Message):
+        """One role of the role tree: a role path that holds a framework, or an ancestor of one."""
+
+        DESCRIPTOR: _descriptor.Descriptor
+
+        PATH_FIELD_NUMBER: _builtins.int
+        WEIGHT_FIELD_NUMBER: _builtins.int
+        SHARE_FIELD_NUMBER: _builtins.int
+        WEIGHTED_SHARE_FIELD_NUMBER: _builtins.int
+        DOMINANT_RESOURCE_FIELD_NUMBER: _builtins.int
+        ALLOCATED_FIELD_NUMBER: _builtins.int
+        FRAMEWORKS_FIELD_NUMBER: _builtins.int
+        SUBTREE_FRAMEWORKS_FIELD_NUMBER: _builtins.int
+        RUNNING_TASKS_FIELD_NUMBER: _builtins.int
+        path: _builtins.str
+        """The role path ("eng", "eng/dev"; "*" is the default role, at the top level)."""
+        weight: _builtins.float
+        """The operator's weight for the role (SetWeight), 1 when none is set: it weighs the role
+        among its siblings.
+        """
+        share: _builtins.float
+        """The role's share as the hierarchy computes it now, in [0, 1]. Under "naive" and "flat":
+        the dominant share of everything its subtree holds. Under "hdrf" (H-DRF): for a role
+        without sub-roles, the dominant share of what its frameworks hold; for one with sub-roles,
+        the dominant share of the sum of its children's consumptions, each child that still wants
+        more rescaled to the lowest weighted share among those, saturated resources (none free)
+        left out. Resources excluded from fair sharing (--fair-sharing-excluded-resources) count
+        in no share.
+        """
+        weighted_share: _builtins.float
+        """share / weight: under "hdrf" and "naive" the allocator serves, among siblings, the role
+        with the lowest weighted share first ("flat" orders frameworks, not roles).
+        """
+        dominant_resource: _builtins.str
+        """The resource attaining share; empty when the role holds nothing."""
+        frameworks: _builtins.int
+        """Number of frameworks whose role is exactly this one."""
+        subtree_frameworks: _builtins.int
+        """Number of frameworks of this role and of every role below it."""
+        running_tasks: _builtins.int
+        """RUNNING tasks of the frameworks of this role and of every role below it."""
+        @_builtins.property
+        def allocated(self) -> _common_pb2.Resources:
+            """Resources allocated (used + offered) to the frameworks of the role and of every role below
+            it.
+            """
+
+        def __init__(
+            self,
+            *,
+            path: _builtins.str = ...,
+            weight: _builtins.float = ...,
+            share: _builtins.float = ...,
+            weighted_share: _builtins.float = ...,
+            dominant_resource: _builtins.str = ...,
+            allocated: _common_pb2.Resources | None = ...,
+            frameworks: _builtins.int = ...,
+            subtree_frameworks: _builtins.int = ...,
+            running_tasks: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _typing.Literal["allocated", b"allocated"]  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["allocated", b"allocated", "dominant_resource", b"dominant_resource", "frameworks", b"frameworks", "path", b"path", "running_tasks", b"running_tasks", "share", b"share", "subtree_frameworks", b"subtree_frameworks", "weight", b"weight", "weighted_share", b"weighted_share"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     MASTER_ID_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
     STARTED_AT_FIELD_NUMBER: _builtins.int
@@ -300,6 +369,8 @@ class GetStateResponse(_message.Message):
     OFFERED_FIELD_NUMBER: _builtins.int
     FREE_FIELD_NUMBER: _builtins.int
     LEADER_FIELD_NUMBER: _builtins.int
+    ROLES_FIELD_NUMBER: _builtins.int
+    HIERARCHY_FIELD_NUMBER: _builtins.int
     master_id: _builtins.str
     """Id of this master instance (changes at every master start)."""
     version: _builtins.str
@@ -308,6 +379,11 @@ class GetStateResponse(_message.Message):
     """Fairness policy in use: "drf", "asset", "pf" or "slots"."""
     placement: _builtins.str
     """Placement policy in use: "best-fit", "first-fit" or "random"."""
+    hierarchy: _builtins.str
+    """How roles are ordered and their shares computed: "hdrf" (H-DRF, the default under drf),
+    "naive" (Mesos's hierarchical DRF sorter) or "flat" (no tree: frameworks are ordered
+    directly and a role's weight is copied onto its frameworks).
+    """
     @_builtins.property
     def started_at(self) -> _timestamp_pb2.Timestamp:
         """When this master instance started."""
@@ -348,6 +424,12 @@ class GetStateResponse(_message.Message):
     def leader(self) -> Global___Leader:
         """The master that answered: the leader (only the leader answers GetState)."""
 
+    @_builtins.property
+    def roles(self) -> _containers.RepeatedCompositeFieldContainer[Global___GetStateResponse.Role]:
+        """The role tree in pre-order (a role before the roles below it, siblings sorted by path):
+        every role that holds a framework (connected or disconnected) and every ancestor of one.
+        """
+
     def __init__(
         self,
         *,
@@ -365,10 +447,12 @@ class GetStateResponse(_message.Message):
         offered: _common_pb2.Resources | None = ...,
         free: _common_pb2.Resources | None = ...,
         leader: Global___Leader | None = ...,
+        roles: _abc.Iterable[Global___GetStateResponse.Role] | None = ...,
+        hierarchy: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["free", b"free", "leader", b"leader", "offered", b"offered", "started_at", b"started_at", "total", b"total", "used", b"used"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agents", b"agents", "frameworks", b"frameworks", "free", b"free", "leader", b"leader", "master_id", b"master_id", "offered", b"offered", "offers", b"offers", "placement", b"placement", "policy", b"policy", "started_at", b"started_at", "tasks", b"tasks", "total", b"total", "used", b"used", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agents", b"agents", "frameworks", b"frameworks", "free", b"free", "hierarchy", b"hierarchy", "leader", b"leader", "master_id", b"master_id", "offered", b"offered", "offers", b"offers", "placement", b"placement", "policy", b"policy", "roles", b"roles", "started_at", b"started_at", "tasks", b"tasks", "total", b"total", "used", b"used", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -421,9 +505,13 @@ class SetWeightRequest(_message.Message):
     WEIGHT_FIELD_NUMBER: _builtins.int
     CLEAR_FIELD_NUMBER: _builtins.int
     role: _builtins.str
-    """A role: applies to every framework of the role without a framework weight."""
+    """A role path: weighs the role among its siblings in the role tree (under the "flat"
+    hierarchy: applies to every framework of the role without a framework weight).
+    """
     framework_id: _builtins.str
-    """A single framework; overrides its role's weight."""
+    """A single framework: weighs it among the frameworks of its role (under "flat": overrides
+    its role's weight).
+    """
     weight: _builtins.float
     """The weight: finite, in (0, 1e6]. Must be 0 when clear is true."""
     clear: _builtins.bool

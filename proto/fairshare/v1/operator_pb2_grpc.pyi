@@ -5,8 +5,10 @@ Operator API: cluster state for `fairshare status` and dashboards, fairness weig
 maintenance and removal, and tearing down frameworks and killing tasks on their behalf.
 
 A framework's effective weight is, in order of precedence: the operator's weight for the
-framework, the operator's weight for its role, the weight it requested in FrameworkInfo, 1.
-Operator weights are durable (written to the registry before SetWeight returns).
+framework, the weight it requested in FrameworkInfo, 1; under the "flat" hierarchy the
+operator's weight for its role comes before the requested one. Under "hdrf" and "naive" a
+role's operator weight weighs the role among its siblings in the role tree (GetState's
+roles). Operator weights are durable (written to the registry before SetWeight returns).
 """
 
 from collections import abc as _abc

@@ -17,7 +17,18 @@ from fairshare import cli
 from fairshare.settings import Setting, resolve_settings
 
 ROOT = Path(__file__).resolve().parents[3]
-CLIENTS = ("agent", "status", "run", "agents", "weights", "frameworks", "tasks", "stop", "logs")
+CLIENTS = (
+    "agent",
+    "status",
+    "run",
+    "agents",
+    "weights",
+    "frameworks",
+    "tasks",
+    "stop",
+    "logs",
+    "roles",
+)
 # (those talk to a master)
 
 
@@ -220,7 +231,7 @@ def client_settings(name: str) -> tuple[Setting, ...]:
     tables = {"agent": AGENT_SETTINGS, "run": RUN_SETTINGS, "status": STATUS_SETTINGS}
     tables["logs"] = LOGS_SETTINGS
     operators = dict.fromkeys(
-        ("agents", "weights", "frameworks", "tasks", "stop"), OPERATOR_SETTINGS
+        ("agents", "weights", "frameworks", "tasks", "stop", "roles"), OPERATOR_SETTINGS
     )
     return {**tables, **operators}[name]
 
