@@ -223,17 +223,15 @@ class Run:
         return state.fairness.key(fw.allocated, state.total, fw.weight, shape)
 
     def _quota_cut(self, role: str, offered: ResourceVector) -> ResourceVector:
-        """A coarse offer cut to the limits (Mesos 1.9: offers are cut to fit), to nothing in
-        the guarantees stage unless ``role`` is below its guarantee, and after it to what the
+        """A coarse offer cut to the limits (Mesos 1.9: offers are cut to fit), in the
+        guarantees stage to what ``role``'s unmet guarantees miss, and after it to what the
         headroom of unmet guarantees leaves."""
         quota = self.quota
         assert quota is not None
-        if self.guarantees_only and not quota.below_guarantee(role):
-            return EMPTY
         resources = quota.cut(role, offered)
-        if not self.guarantees_only:
-            resources = quota.cut_headroom(role, resources)
-        return resources
+        if self.guarantees_only:
+            return quota.cut_to_guarantee(role, resources)
+        return quota.cut_headroom(role, resources)
 
     def serve_coarse(self, fw: FrameworkRecord, refused: frozenset[str] | set[str]) -> bool:
         """Offer the next agent's free resources whole; False when no agent is left."""
@@ -443,7 +441,7 @@ class Run:
         if not quota.admits(role, unit):
             return False
         if self.guarantees_only:
-            return quota.below_guarantee(role)
+            return quota.meets_guarantee(role, unit)
         return quota.leaves_headroom(role, unit)
 
     def finish(self) -> list[Message]:

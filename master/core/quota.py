@@ -185,6 +185,31 @@ class QuotaLedger:
         """Is some guaranteed role containing ``role`` below its guarantee?"""
         return any(self.unmet(owner) for owner in self.chain(role) if self.quotas[owner].guarantee)
 
+    def meets_guarantee(self, role: str, unit: ResourceVector) -> bool:
+        """Does ``unit`` go toward an unmet guarantee of ``role`` or an ancestor (it holds some
+        of a guaranteed resource that role still misses)? Only such units are served in the
+        guarantees stage (Mesos's first stage allocates up to the guarantee)."""
+        needs = unit.millis_view()
+        for owner in self.chain(role):
+            if self.quotas[owner].guarantee:
+                for name in self.unmet(owner):
+                    if needs.get(name, 0):
+                        return True
+        return False
+
+    def cut_to_guarantee(self, role: str, offered: ResourceVector) -> ResourceVector:
+        """A coarse offer in the guarantees stage: only what ``role``'s (and its ancestors')
+        unmet guarantees miss."""
+        missing: dict[str, int] = {}
+        for owner in self.chain(role):
+            if self.quotas[owner].guarantee:
+                for name, millis in self.unmet(owner).items():
+                    missing[name] = max(missing.get(name, 0), millis)
+        has = offered.millis_view()
+        return ResourceVector.from_millis(
+            {n: min(m, has[n]) for n, m in missing.items() if has.get(n, 0)}
+        )
+
     def headroom(self) -> dict[str, int]:
         """What the unmet guarantees of the top-most guaranteed roles need of the free pool."""
         needed: dict[str, int] = {}
