@@ -9,11 +9,11 @@ allocator hands the freed resources out as usual.
 
 **Target**: ``master.core.target.tasks_target``, the calculator's tasks mode: the whole-task
 allocation the core itself makes from a clean start (DRFH with Best-Fit, DRFH §V-B; over the
-role tree with the roles' weights, H-DRF by default) for the declared demands, with the tasks
-that cannot move (not preemptible, or not of the framework's declared shape) pinned where they
-run and coarse frameworks' holdings left out. Agents are
-compared by kind (capacities that are multiples of one another are one kind), so the target
-says "f runs 10 tasks on agents like s1", not which of several such agents.
+role tree with the roles' weights and quotas, H-DRF by default) for the declared demands, with
+the tasks that cannot move (not preemptible, or not of the framework's declared shape) pinned
+where they run and coarse frameworks' holdings left out. Agents are compared by kind
+(capacities that are multiples of one another are one kind), so the target says "f runs 10
+tasks on agents like s1", not which of several such agents.
 
 **Gap**: ``max_i max(0, T_i - 1 - x_i) / T_i`` over the frameworks with a declared shape (``T_i``
 target tasks, ``x_i`` live tasks): the largest fraction of its target a framework misses beyond
@@ -32,6 +32,13 @@ taking the room, rules the move out. Beneficiaries go most deprived first; each 
 replayed cluster is where the next move is looked for, up to ``max_kills`` victims; the replay
 of a move is of every kill kept so far plus its victims, from the live view, and every victim
 must still be in excess in the live view after the kills before it.
+
+**Quotas** (issue 21, YuniKorn's preemption laws as the model): the target serves guarantees
+first and within limits (the core's own quota stages), so a role below its guarantee with unmet
+demand is a beneficiary and roles above theirs hold the excess victims; and a move is refused
+when it would leave a victim's guaranteed role (or a guaranteed ancestor) holding less than its
+guarantee of a resource the victims held (``_keeps_guarantees``): reclaim never takes a role
+below its own guarantee. Victims are taken richest framework first, as without quotas.
 
 **Never thrash**: hysteresis (act only after the gap exceeded ``threshold`` on ``patience``
 consecutive checks; keep acting until it falls to ``release``); a rate bound (at most
@@ -52,12 +59,14 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from fairshare.resources import ResourceVector
+from fairshare.roles import is_within
 from fairshare.task_states import TaskState
 
 from master.core.config import CoreConfig
 from master.core.fairness import make_fairness_policy
 from master.core.fit import Direction, direction, exact_share
 from master.core.messages import RunningTask, SendOffers, TaskLaunch
+from master.core.quota import Quota
 from master.core.state import MasterState
 from master.core.target import PinnedTask, TargetFramework, tasks_target
 
@@ -112,6 +121,7 @@ class ClusterView:
     frameworks: tuple[FrameworkDemand, ...]
     tasks: tuple[LiveTask, ...]
     role_weights: tuple[tuple[str, float], ...] = ()
+    quotas: tuple[tuple[str, Quota], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +162,7 @@ class RawView:
     frameworks: list[FrameworkDemand]  # the active ones
     tasks: list[tuple[str, str, str, ResourceVector, bool]]  # framework, task, agent, ..
     role_weights: list[tuple[str, float]] = field(default_factory=list)
+    quotas: list[tuple[str, Quota]] = field(default_factory=list)
 
     def ordered(self) -> ClusterView:
         """The ``ClusterView``: agents, frameworks and tasks by id, tasks of active agents and
@@ -165,7 +176,13 @@ class RawView:
             for task in sorted(self.tasks, key=lambda t: (t[0], t[1]))
             if task[2] in active and task[0] in known
         )
-        return ClusterView(agents, frameworks, tasks, tuple(sorted(self.role_weights)))
+        return ClusterView(
+            agents,
+            frameworks,
+            tasks,
+            tuple(sorted(self.role_weights)),
+            tuple(sorted(self.quotas, key=lambda item: item[0])),
+        )
 
 
 def raw_view_of(
@@ -197,6 +214,7 @@ def raw_view_of(
             for task, flag in zip(records.values(), flags, strict=True)
         ],
         list(state.role_weights.items()),
+        list(state.quotas.items()),
     )
 
 
@@ -261,6 +279,7 @@ def _replay(
     state = MasterState(replace(config, validate=False))
     for role, role_weight in view.role_weights:
         state.handle_set_weight(role, role_weight, 0.0)
+    state.quotas = dict(view.quotas)
     for fw in view.frameworks:
         state.handle_add_framework(fw.id, 0.0, role=fw.role, weight=fw.weight)
         if fw.shape is not None:
@@ -382,6 +401,35 @@ class _Standing:
                 yield fw, agent_id, victims
 
 
+def _keeps_guarantees(view: ClusterView, victims: list[LiveTask]) -> bool:
+    """After ``victims`` end, does every guaranteed role (``Quota.guarantee``) whose subtree
+    loses one still hold its guarantee of each resource they held? (The law: reclaim never
+    takes a victim's role below its own guarantee.)"""
+    role_of = {fw.id: fw.role for fw in view.frameworks}
+    lost: dict[str, ResourceVector] = {}
+    for task in victims:
+        role = role_of.get(task.framework_id, "*")
+        lost[role] = lost.get(role, EMPTY) + task.resources
+    for owner, quota in view.quotas:
+        if not quota.guarantee:
+            continue
+        gone = sum((r for role, r in lost.items() if is_within(role, owner)), EMPTY)
+        if not gone:
+            continue
+        held = sum(
+            (
+                task.resources
+                for task in view.tasks
+                if is_within(role_of.get(task.framework_id, "*"), owner)
+            ),
+            EMPTY,
+        )
+        for name, millis in quota.guarantee.millis_items():
+            if gone.millis(name) and held.millis(name) - gone.millis(name) < millis:
+                return False
+    return True
+
+
 def plan_kills(
     view: ClusterView,
     target: Placement,
@@ -415,6 +463,8 @@ def plan_kills(
             for task in victims:
                 taken[(task.framework_id, live.kind[task.agent_id])] += 1
             if any(live.excess(fid, kind) - count < 0 for (fid, kind), count in taken.items()):
+                continue
+            if view.quotas and not _keeps_guarantees(view, [*kills, *victims]):
                 continue
             if tries <= 0:
                 return kills
@@ -457,9 +507,11 @@ class Rebalancer:
     def target(self, view: ClusterView) -> Placement:
         """The calculator's tasks-mode allocation for the view (cached while inputs stay)."""
         agents, frameworks, pinned = _target_inputs(view)
-        key = (tuple(agents), tuple(frameworks), tuple(pinned), view.role_weights)
+        key = (tuple(agents), tuple(frameworks), tuple(pinned), view.role_weights, view.quotas)
         if self._cached is None or self._cached[0] != key:
-            target = tasks_target(agents, frameworks, self.core, pinned, dict(view.role_weights))
+            target = tasks_target(
+                agents, frameworks, self.core, pinned, dict(view.role_weights), dict(view.quotas)
+            )
             self._cached = (key, target)
         return self._cached[1]
 

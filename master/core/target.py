@@ -30,6 +30,7 @@ from fairshare.task_states import TaskState
 
 from master.core.config import CoreConfig
 from master.core.messages import RunningTask, SendOffers
+from master.core.quota import Quota
 from master.core.state import MasterState
 
 __all__ = ["PinnedTask", "TargetFramework", "tasks_target"]
@@ -62,12 +63,16 @@ def tasks_target(
     config: CoreConfig,
     pinned: Sequence[PinnedTask] = (),
     role_weights: Mapping[str, float] | None = None,
+    quotas: Mapping[str, Quota] | None = None,
 ) -> dict[str, dict[str, int]]:
     """Framework id -> agent id -> tasks, after one allocation run from a clean start (with
-    the roles' operator weights ``role_weights``, so the run walks the same role tree)."""
+    the roles' operator weights ``role_weights`` and ``quotas``, so the run walks the same
+    role tree and serves guarantees first within the same limits)."""
     state = MasterState(config)
     for role, role_weight in sorted((role_weights or {}).items()):
         state.handle_set_weight(role, role_weight, 0.0)
+    for role, quota in sorted((quotas or {}).items(), key=lambda item: len(item[0])):
+        state.quotas[role] = quota  # checked where it was set; the target only reads it
     for fw in frameworks:
         state.handle_add_framework(
             fw.id, 0.0, name=fw.name or fw.id, role=fw.role, weight=fw.weight

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fairshare.resources import ResourceVector
 
+from master.core.quota import Quota
 from master.core.rebalance import (
     ClusterView,
     FrameworkDemand,
@@ -13,6 +14,7 @@ from master.core.rebalance import (
     Rebalancer,
 )
 
+R = ResourceVector.parse
 SHAPE = ResourceVector.parse("cpus:1;mem:256")
 AGENT = ("s1", ResourceVector.parse("cpus:12;mem:12288"))
 
@@ -43,3 +45,38 @@ def test_role_weights_shape_the_target() -> None:
     rebalancer = Rebalancer(RebalanceConfig(patience=1))
     target = rebalancer.target(view({"b0": 4, "b1": 4, "b2": 4}, (("a", 2.0),)))
     assert sum(target["a1"].values()) == 8  # a weighs 2: 8 of 12
+
+
+def quota_view(
+    running: dict[str, int], roles: dict[str, str], quotas: dict[str, Quota]
+) -> ClusterView:
+    frameworks = tuple(FrameworkDemand(fid, SHAPE, 12, 1.0, roles[fid]) for fid in sorted(roles))
+    tasks = tuple(
+        LiveTask(fid, f"{fid}-{n}", "s1", SHAPE, True)
+        for fid, count in sorted(running.items())
+        for n in range(count)
+    )
+    return ClusterView((AGENT,), frameworks, tasks, (), tuple(sorted(quotas.items())))
+
+
+def test_reclaim_takes_from_the_role_above_its_guarantee_only() -> None:
+    """a holds its guarantee (6), c holds 6 with none; b arrives guaranteed 4: the target
+    gives b 4 and every kill is c's."""
+    roles = {"fa": "a", "fb": "b", "fc": "c"}
+    quotas = {"a": Quota(R("cpus:6")), "b": Quota(R("cpus:4"))}
+    full = quota_view({"fa": 6, "fc": 6}, roles, quotas)
+    rebalancer = Rebalancer(RebalanceConfig(patience=1, max_kills=12))
+    target = rebalancer.target(full)
+    assert sum(target["fb"].values()) >= 4
+    decision = rebalancer.check(full)
+    assert decision.kills and {kill.framework_id for kill in decision.kills} == {"fc"}
+
+
+def test_reclaim_never_takes_a_victim_below_its_own_guarantee() -> None:
+    """a and c each hold exactly their guarantee of 6 (overcommitted with b's 4): no kill."""
+    roles = {"fa": "a", "fb": "b", "fc": "c"}
+    quotas = {"a": Quota(R("cpus:6")), "b": Quota(R("cpus:4")), "c": Quota(R("cpus:6"))}
+    full = quota_view({"fa": 6, "fc": 6}, roles, quotas)
+    rebalancer = Rebalancer(RebalanceConfig(patience=1, max_kills=12))
+    for _ in range(3):
+        assert rebalancer.check(full).kills == ()
