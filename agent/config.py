@@ -19,11 +19,19 @@ common name is its principal) and its ports' certificate; ``--token-file`` is th
 say who it is. ``--credentials`` lets its HTTP port accept tokens and basic auth. Its ports
 (health, metrics) bind loopback unless they serve TLS with authentication, or
 ``--allow-insecure``.
+
+Without ``--resources`` the agent offers this host's (``host_resources``): ``cpus`` counts the
+CPUs this process may run on (its affinity mask when the OS has one), ``mem`` is MemTotal of
+/proc/meminfo (else physical pages times page size), ``disk`` the total size of the file system
+holding the work dir, all in whole units (MiB); the probe never raises for an unusual host, and
+a resource it cannot measure is left out rather than guessed.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -59,12 +67,13 @@ from fairshare.transport import (
     read_token,
 )
 
-from agent.isolation.modes import MODES
+from agent.tasks.isolation.modes import MODES
 
 __all__ = [
     "AGENT_SETTINGS",
     "AgentSecurity",
     "AgentSettings",
+    "host_resources",
     "load_security",
     "parse_attributes",
     "resolve",
@@ -302,3 +311,40 @@ def _server_security(settings: AgentSettings) -> ServerSecurity:
             " bind 127.0.0.1, secure it, or add --allow-insecure"
         )
     return security
+
+
+# -- this host's resources (the default --resources) -----------------------------------------------
+
+_MIB = 1024 * 1024
+
+
+def _cpus() -> int | None:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or None
+    return os.cpu_count()
+
+
+def _mem_mib(meminfo: Path = Path("/proc/meminfo")) -> int | None:
+    try:
+        for line in meminfo.read_text(encoding="ascii").splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) // 1024  # kB -> MiB
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // _MIB
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _disk_mib(work_dir: Path) -> int | None:
+    try:
+        return shutil.disk_usage(work_dir).total // _MIB
+    except OSError:
+        return None
+
+
+def host_resources(work_dir: Path) -> ResourceVector:
+    """``cpus``, ``mem`` and ``disk`` of this host (disk of the file system of ``work_dir``)."""
+    found = {"cpus": _cpus(), "mem": _mem_mib(), "disk": _disk_mib(work_dir)}
+    return ResourceVector({name: value for name, value in found.items() if value})

@@ -5,12 +5,12 @@ a message naming its flag, variable or key), create the work dir, probe this hos
 unless ``--resources`` is given, choose how command tasks are confined (``--isolation``, default
 the strongest available, logged once as ``isolation.selected``; ``cgroups`` asked for where
 there are none exits 1), open the checkpoint ``<work-dir>/agent.sqlite``
-(``agent.checkpoint``; the runtime restores and recovers what it holds), bind the agent's own
-gRPC server (the standard health service and ``TaskLogService``, the output of its command
-tasks: ``agent.logs_service``) on ``--host:--port`` and write its address atomically
-to ``<work-dir>/agent.addr`` (``HOST:PORT\\n``), serve Prometheus metrics (``agent.metrics``) on
-``--metrics-port`` with their address in ``<work-dir>/metrics.addr``, then run ``AgentRuntime``
-against ``--master``.
+(``agent.durability.checkpoint``; the runtime restores and recovers what it holds), bind the
+agent's own gRPC server (the standard health service and ``TaskLogService``, the output of its
+command tasks: ``agent.tasks.logs_service``) on ``--host:--port`` and write its address
+atomically to ``<work-dir>/agent.addr`` (``HOST:PORT\\n``), serve Prometheus metrics
+(``agent.metrics``) on ``--metrics-port`` with their address in ``<work-dir>/metrics.addr``,
+then run ``AgentRuntime`` against ``--master``.
 
 Security (``agent.config``): the agent reaches the master with its ``ClientSecurity`` (TLS,
 its certificate or token); its own gRPC port serves TLS with ``--tls-cert`` (client certificates
@@ -62,13 +62,16 @@ from fairshare.transport import (
 )
 from fairshare.v1 import task_logs_pb2_grpc
 
-from agent.checkpoint import CHECKPOINT_FILE, CheckpointError, CheckpointStore
-from agent.config import AGENT_SETTINGS, AgentSecurity, AgentSettings, load_security, resolve
-from agent.executors.base import Report
-from agent.executors.command import CommandConfig, CommandExecutor
-from agent.executors.router import TaskExecutors
-from agent.isolation.modes import Isolation, IsolationError, choose
-from agent.logs_service import TaskLogServicer
+from agent.config import (
+    AGENT_SETTINGS,
+    AgentSecurity,
+    AgentSettings,
+    host_resources,
+    load_security,
+    resolve,
+)
+from agent.core.records import AgentMetrics, AgentSpec
+from agent.durability.checkpoint import CHECKPOINT_FILE, CheckpointError, CheckpointStore
 from agent.metrics import (
     AgentCollector,
     MetricsServer,
@@ -77,10 +80,13 @@ from agent.metrics import (
     serve_http,
     write_metrics_addr,
 )
-from agent.records import AgentMetrics, AgentSpec
-from agent.resources_probe import host_resources
 from agent.runtime import AgentFatalError, AgentRuntime, RuntimeConfig
-from agent.sandbox import Sandboxes
+from agent.tasks.executors.base import Report
+from agent.tasks.executors.command import CommandConfig, CommandExecutor
+from agent.tasks.executors.router import TaskExecutors
+from agent.tasks.isolation.modes import Isolation, IsolationError, choose
+from agent.tasks.logs_service import TaskLogServicer
+from agent.tasks.sandbox import Sandboxes
 
 __all__ = ["ADDRESS_FILE", "add_arguments", "main", "serve"]
 

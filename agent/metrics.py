@@ -45,8 +45,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from agent.records import MEMORY_PEAK_BUCKETS, CommandUsage
-from agent.runtime import AgentMetrics
+from agent.core.records import MEMORY_PEAK_BUCKETS, AgentMetrics, CommandUsage
 
 __all__ = [
     "METRICS_ADDR_FILE",

@@ -1,20 +1,31 @@
-"""Conversions between the agent's plain values and ``fairshare.v1`` messages.
+"""Conversions between the agent's plain values (``agent.core``) and ``fairshare.v1`` messages.
 
-Invariants: pure functions, no I/O. Resources cross the wire as exact integer millis (never
-floats); a ``Resources`` message with a duplicate name, a negative quantity or a bad name raises
-``ResourceError`` (the wire contract says receivers treat them as invalid). Durations are read
-as exact seconds; a negative duration raises ``ValueError``.
+The agent's one boundary with the wire: the core never sees a protobuf message. A ``TaskInfo``
+becomes a ``TaskSpec`` when it arrives (``task_spec``: a launch, a checkpoint row) and a
+``TaskInfo`` again when it leaves (``task_info``: a reregister, a checkpoint write); status
+updates, heartbeats and the first message of a session are built here.
+
+Invariants: pure functions, no I/O. ``task_info(task_spec(info))`` is ``info`` (its agent id
+replaced by the one given), field for field and byte for byte: the spec keeps the description
+as it was given, so labels, unknown fields and invalid values travel unchanged. Resources cross
+the wire as exact integer millis (never floats); a ``Resources`` message with a duplicate name,
+a negative quantity or a bad name is invalid (``ResourceError``: a task that asks for one is a
+``TaskProblem``). Durations are read as exact seconds; a negative duration raises
+``ValueError``. ``Reason`` members are the wire's ``TaskStatus.Reason`` numbers; a number the
+agent does not know is read as ``Reason.UNSPECIFIED`` where the master sends it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from types import MappingProxyType
 
-from fairshare.resources import ResourceVector
+from fairshare.resources import ResourceError, ResourceVector
 from fairshare.task_states import TaskState
 from fairshare.v1 import agent_pb2, common_pb2
 from fairshare.wire import (
     command_from_pb,
+    resources_from_pb,
     resources_to_pb,
     seconds_from_duration,
     task_state_to_pb,
@@ -22,12 +33,15 @@ from fairshare.wire import (
 )
 from google.protobuf import duration_pb2, timestamp_pb2
 
-from agent.records import (
+from agent.core.records import (
     AgentSpec,
     CommandTask,
     LaunchSpec,
     PlaceholderSpec,
+    Reason,
     StatusUpdate,
+    TaskProblem,
+    TaskSpec,
     TaskView,
 )
 
@@ -37,12 +51,18 @@ __all__ = [
     "duration_seconds",
     "heartbeat_message",
     "launch_spec",
+    "reason_from_pb",
+    "reason_name",
     "register_message",
     "reregister_message",
+    "task_info",
     "task_proto",
+    "task_spec",
     "task_status",
     "updates_message",
 ]
+
+_TS = common_pb2.TaskStatus
 
 
 def duration_seconds(message: duration_pb2.Duration) -> float:
@@ -71,6 +91,64 @@ def command_spec(command: common_pb2.CommandInfo) -> PlaceholderSpec:
     )
 
 
+def task_spec(info: common_pb2.TaskInfo) -> TaskSpec:
+    """The core's reading of a task's description: what it runs, or why it cannot run (invalid
+    or empty resources, a command of a bad shape: checked in that order)."""
+    described = common_pb2.TaskInfo()
+    described.CopyFrom(info)
+    described.ClearField("agent_id")
+    encoded = described.SerializeToString(deterministic=True)
+    resources = ResourceVector()
+    launch: LaunchSpec | TaskProblem
+    try:
+        resources = resources_from_pb(info.resources)
+    except ResourceError as error:
+        launch = TaskProblem(f"invalid resources: {error}")
+    else:
+        launch = _launch(info, resources)
+    return TaskSpec(
+        task_id=info.task_id,
+        agent_id=info.agent_id,
+        resources=resources,
+        launch=launch,
+        name=info.name,
+        labels=MappingProxyType(dict(info.labels)),
+        preemptible=info.preemptible,
+        encoded=encoded,
+    )
+
+
+def _launch(info: common_pb2.TaskInfo, resources: ResourceVector) -> LaunchSpec | TaskProblem:
+    if not resources:
+        return TaskProblem("task has no resources")
+    try:
+        return launch_spec(info, resources)
+    except ValueError as error:
+        process = info.WhichOneof("kind") == "process"
+        reason = Reason.COMMAND_INVALID if process else Reason.TASK_INVALID
+        return TaskProblem(f"invalid command: {error}", reason)
+
+
+def task_info(spec: TaskSpec, agent_id: str | None = None) -> common_pb2.TaskInfo:
+    """The ``TaskInfo`` a spec was read from, with ``agent_id`` (default: the spec's)."""
+    info = common_pb2.TaskInfo.FromString(spec.encoded)
+    info.agent_id = spec.agent_id if agent_id is None else agent_id
+    return info
+
+
+def reason_from_pb(value: int) -> Reason:
+    """A reason the master sent; one this agent does not know is ``Reason.UNSPECIFIED``."""
+    try:
+        return Reason(value)
+    except ValueError:
+        return Reason.UNSPECIFIED
+
+
+def reason_name(reason: int) -> str:
+    """The wire's name of a reason (``REASON_AGENT_SHUTDOWN``), for the log."""
+    return _TS.Reason.Name(_TS.Reason.ValueType(reason))
+
+
 def agent_info(spec: AgentSpec) -> common_pb2.AgentInfo:
     """``AgentInfo`` for register and reregister messages."""
     return common_pb2.AgentInfo(
@@ -94,7 +172,7 @@ def task_status(update: StatusUpdate, agent_id: str) -> common_pb2.TaskStatus:
         task_id=update.task_id,
         agent_id=agent_id,
         state=task_state_to_pb(update.state),
-        reason=update.reason,
+        reason=_TS.Reason.ValueType(update.reason),
         message=update.message,
         timestamp=_timestamp(update.timestamp),
         uuid=update.uuid,
@@ -137,9 +215,6 @@ def register_message(spec: AgentSpec) -> agent_pb2.ConnectRequest:
 
 def task_proto(view: TaskView, agent_id: str) -> common_pb2.Task:
     """A tracked task with its latest status, for a reregister message."""
-    info = common_pb2.TaskInfo()
-    info.CopyFrom(view.info)
-    info.agent_id = agent_id
     if view.latest is not None:
         status = task_status(view.latest, agent_id)
     else:
@@ -149,6 +224,7 @@ def task_proto(view: TaskView, agent_id: str) -> common_pb2.Task:
             state=task_state_to_pb(view.state),
             source=common_pb2.TaskStatus.SOURCE_AGENT,
         )
+    info = task_info(view.info, agent_id)
     return common_pb2.Task(framework_id=view.framework_id, info=info, status=status)
 
 

@@ -14,7 +14,7 @@ Invariants:
   asked for its health on the stream's own connection; no answer within ``PING_TIMEOUT`` ends
   the stream, so a master that hangs (SIGSTOP) or whose host went away is left within about
   15 s: HTTP/2 keepalive alone does not notice a stopped process whose kernel still acknowledges
-  (the agent's session does the same, ``agent.session``). A master that answers health checks
+  (the agent's session does the same, ``agent.runtime.stream``). A master that answers health checks
   but sends no event for ``missed_heartbeats`` heartbeat intervals is left too.
 - The pending read is never cancelled by a timeout (cancelling a read cancels the call); it is
   cancelled only by ``close()`` (synchronous), which also cancels the call.

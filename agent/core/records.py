@@ -1,21 +1,25 @@
-"""Plain value types the agent's state, executor and runtime exchange.
+"""Plain value types the agent's state, executors and runtime exchange.
 
-Invariants: every type here is immutable (the ``TaskInfo`` inside ``TaskView`` is the agent's own
-copy and is never mutated after launch); task states are the kernel's ``TaskState``
-(``fairshare.task_states``: one vocabulary and one forward rule for every process) and reasons the
-wire enum values (``common_pb2.TaskStatus.REASON_*``), so no mapping table can drift from the
-API. A task is addressed by ``TaskKey = (framework_id, task_id)``.
+Invariants: every type here is immutable and wire-free (no protobuf: ``agent.wire`` converts at
+the boundary, and an import-linter contract keeps ``agent.core`` pure). Task states are the
+kernel's ``TaskState`` (``fairshare.task_states``: one vocabulary and one forward rule for every
+process); reasons are ``Reason``, whose members carry the numbers of the wire's
+``TaskStatus.Reason`` (a unit test holds the two enums equal, so they cannot drift). A task is
+addressed by ``TaskKey = (framework_id, task_id)``; the master's description of a task is a
+``TaskSpec``, decoded once when it arrives (or is read back from the checkpoint).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+from types import MappingProxyType
 from typing import Any, Final, TypeAlias
 
 from fairshare.command import Command, ResourceUsage
 from fairshare.resources import ResourceVector
 from fairshare.task_states import TaskState
-from fairshare.v1 import common_pb2
 
 __all__ = [
     "MEMORY_PEAK_BUCKETS",
@@ -28,13 +32,36 @@ __all__ = [
     "Reason",
     "StatusUpdate",
     "TaskKey",
+    "TaskProblem",
+    "TaskSpec",
     "TaskView",
 ]
 
 TaskKey: TypeAlias = tuple[str, str]
 """``(framework_id, task_id)``: task ids are unique only within their framework."""
 
-Reason: TypeAlias = common_pb2.TaskStatus.Reason.ValueType
+
+class Reason(IntEnum):
+    """Why a task's state changed: ``TaskStatus.Reason`` of common.proto, without its
+    ``REASON_`` prefix and with the same numbers (``agent.wire`` passes them through)."""
+
+    UNSPECIFIED = 0
+    AGENT_REMOVED = 1
+    AGENT_UNREACHABLE = 2
+    AGENT_RESTARTED = 3
+    AGENT_DISCONNECTED = 4
+    AGENT_SHUTDOWN = 5
+    EXECUTOR_TERMINATED = 6
+    COMMAND_FAILED = 7
+    TASK_INVALID = 8
+    TASK_KILLED_DURING_LAUNCH = 9
+    FRAMEWORK_REMOVED = 10
+    RECONCILIATION = 11
+    INVALID_OFFERS = 12
+    MEMORY_LIMIT = 13
+    LAUNCH_FAILED = 14
+    COMMAND_INVALID = 15
+    PREEMPTED = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +106,36 @@ LaunchSpec: TypeAlias = PlaceholderSpec | CommandTask
 
 
 @dataclass(frozen=True, slots=True)
+class TaskProblem:
+    """Why a task cannot run as described: it is answered with TASK_STATE_ERROR and ``reason``."""
+
+    message: str
+    reason: Reason = Reason.TASK_INVALID
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSpec:
+    """A task as the master described it (the wire's ``TaskInfo``), read by ``agent.wire``.
+
+    ``launch`` is what to run, or the problem that keeps it from running (resources that are
+    invalid or empty, a command of a bad shape). ``encoded`` is the description exactly as it
+    was given, minus its ``agent_id``: opaque to the core, which never reads it; the boundary
+    rebuilds the wire form from it (with ``agent_id``) for a reregister and the checkpoint, so
+    labels, unknown fields and invalid values travel unchanged. The other fields are read from
+    the same description and never change, except ``agent_id``, which the state fills in.
+    """
+
+    task_id: str
+    agent_id: str = ""  # empty: not given
+    resources: ResourceVector = field(default_factory=ResourceVector)
+    launch: LaunchSpec | TaskProblem = field(default_factory=PlaceholderSpec)
+    name: str = ""
+    labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    preemptible: bool = False
+    encoded: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
 class StatusUpdate:
     """One agent-generated status update; ``uuid`` identifies it for acknowledgement."""
 
@@ -87,7 +144,7 @@ class StatusUpdate:
     state: TaskState
     uuid: bytes
     timestamp: float  # wall-clock seconds since the epoch, by the agent's clock
-    reason: Reason = common_pb2.TaskStatus.REASON_UNSPECIFIED
+    reason: Reason = Reason.UNSPECIFIED
     message: str = ""
     exit_code: int | None = None
     usage: ResourceUsage | None = None  # a command task's, on its terminal update
@@ -103,7 +160,7 @@ class TaskView:
     """A task as the agent tracks it: its description, current state and newest update."""
 
     framework_id: str
-    info: common_pb2.TaskInfo
+    info: TaskSpec
     resources: ResourceVector
     state: TaskState
     latest: StatusUpdate | None  # None while STAGING (no update minted yet)

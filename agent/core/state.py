@@ -3,11 +3,16 @@
 One owner of state: the runtime calls the ``on_*`` and ``handle_*`` methods on its event loop and
 performs the I/O they ask for. The state does no I/O, uses no asyncio and reads no clock: ``now``
 (monotonic seconds, for retry scheduling) and ``wall`` (epoch seconds, stamped on updates) are
-passed in; uuids and jitter come from injected sources, so tests are deterministic.
+passed in; uuids and jitter come from injected sources, so tests are deterministic. It knows
+no wire type: a launch brings ``TaskSpec`` values (``agent.wire`` decodes the master's
+``TaskInfo``), its answers are the plain values of ``agent.core.decisions``.
 
 Invariants:
 - A task is keyed by ``(framework_id, task_id)``. Its record lives until it is terminal and every
   update about it is acknowledged; a launch of a key that is still live is ignored (idempotent).
+- A task's ``TaskSpec`` is kept as given, its ``agent_id`` filled in with the agent's; one of
+  another agent, or whose description has a problem (``TaskSpec.launch`` is a ``TaskProblem``),
+  is answered with TASK_STATE_ERROR and the problem's reason.
 - ``used == sum of resources of non-terminal tasks`` (STAGING counts) and ``used <= total``:
   a launch that does not fit the free resources is answered with TASK_STATE_ERROR.
 - A task's state only moves forward (STAGING < STARTING < RUNNING < KILLING < terminal): a
@@ -21,132 +26,52 @@ Invariants:
 - A task's ``running_since`` is the ``wall`` time of its RUNNING report (None before), so a
   placeholder's deadline (``running_since + duration``) survives an agent restart.
 
-Checkpoint seam (issue 5): every change marks what it touched (a task key, or the identity:
-agent id and master id); ``take_changes()`` hands out the rows to rewrite since the last call
-and forgets them, so the runtime writes only what changed (``agent.checkpoint``). ``snapshot()``
-returns everything as plain values and ``AgentState.restore`` rebuilds a state from it, equal in
-tasks, updates, ``used`` and identity; a restored state starts disconnected with nothing dirty.
+Checkpoint seam (issue 5, ``agent.core.snapshot``): every change marks what it touched (a task
+key, or the identity: agent id and master id); ``take_changes()`` hands out the rows to rewrite
+since the last call and forgets them, so the runtime writes only what changed
+(``agent.durability.checkpoint``). ``snapshot()`` returns everything as plain values and
+``AgentState.restore`` rebuilds a state from it, equal in tasks, updates, ``used`` and
+identity; a restored state starts disconnected with nothing dirty.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 
 from fairshare.command import ResourceUsage
-from fairshare.resources import ResourceError, ResourceVector
+from fairshare.resources import ResourceVector
 from fairshare.task_states import TERMINAL, TaskState, advance
-from fairshare.v1 import common_pb2
-from fairshare.wire import resources_from_pb
 
-from agent.backoff import Backoff
-from agent.records import (
+from agent.core.backoff import Backoff
+from agent.core.decisions import (
+    KillDecision,
+    LaunchResult,
+    Outgoing,
+    RegisterCall,
+    ReregisterCall,
+)
+from agent.core.records import (
     AgentSpec,
     LaunchSpec,
-    PlaceholderSpec,
     Reason,
     StatusUpdate,
     TaskKey,
+    TaskProblem,
+    TaskSpec,
     TaskView,
 )
-from agent.wire import launch_spec
+from agent.core.snapshot import AgentSnapshot, CheckpointChanges, TaskChange
 
-__all__ = [
-    "AgentSnapshot",
-    "AgentState",
-    "CheckpointChanges",
-    "KillDecision",
-    "LaunchResult",
-    "Outgoing",
-    "RegisterCall",
-    "ReregisterCall",
-    "TaskChange",
-]
-
-_TS = common_pb2.TaskStatus
-
-
-@dataclass(frozen=True, slots=True)
-class RegisterCall:
-    """The agent has no id yet: send register with this spec."""
-
-    spec: AgentSpec
-
-
-@dataclass(frozen=True, slots=True)
-class ReregisterCall:
-    """The agent has an id: send reregister with its tasks and frameworks."""
-
-    agent_id: str
-    spec: AgentSpec
-    tasks: tuple[TaskView, ...]
-    framework_ids: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class LaunchResult:
-    """What ``handle_launch`` decided, task by task."""
-
-    accepted: tuple[tuple[TaskKey, LaunchSpec], ...] = ()  # the executors must start these
-    rejected: tuple[tuple[TaskKey, str], ...] = ()  # answered with TASK_STATE_ERROR
-    ignored: tuple[str, ...] = ()  # duplicates or tasks that cannot even be addressed
-
-
-class KillDecision(Enum):
-    """What the runtime must do after ``handle_kill``."""
-
-    KILL = "kill"  # the task is live: stop it in the executor (KILLING queued)
-    UNKNOWN = "unknown"  # the agent never had the task: DROPPED queued
-    ALREADY_TERMINAL = "already_terminal"  # nothing to do
-
-
-@dataclass(frozen=True, slots=True)
-class Outgoing:
-    """One update to send now (in an ``updates`` message)."""
-
-    update: StatusUpdate
-    latest_state: TaskState
-    attempt: int  # 1 for the first send
-
-
-@dataclass(frozen=True, slots=True)
-class AgentSnapshot:
-    """Everything a checkpoint must keep (issue 5 persists and restores it)."""
-
-    agent_id: str | None
-    master_id: str | None
-    tasks: tuple[TaskView, ...]
-    updates: tuple[StatusUpdate, ...]  # unacknowledged, FIFO order per task
-    epoch: int = 0  # the highest leadership epoch seen (agent.proto: Leadership)
-
-
-@dataclass(frozen=True, slots=True)
-class TaskChange:
-    """The checkpoint rows of one task key, as they are now."""
-
-    key: TaskKey
-    task: TaskView | None  # None: the task is no longer tracked (delete its row)
-    updates: tuple[StatusUpdate, ...]  # its unacknowledged updates, oldest first (may be empty)
-
-
-@dataclass(frozen=True, slots=True)
-class CheckpointChanges:
-    """What changed since the last ``take_changes()``: the rows a checkpoint must rewrite."""
-
-    identity: tuple[str | None, str | None] | None  # (agent_id, master_id) if it changed
-    tasks: tuple[TaskChange, ...]
-    epoch: int | None = None  # the highest epoch seen, if it grew
-
-    def __bool__(self) -> bool:
-        return self.identity is not None or bool(self.tasks) or self.epoch is not None
+__all__ = ["AgentState"]
 
 
 @dataclass(slots=True)
 class _Task:
     framework_id: str
-    info: common_pb2.TaskInfo
+    info: TaskSpec
     resources: ResourceVector
     state: TaskState
     latest: StatusUpdate | None = None
@@ -259,7 +184,7 @@ class AgentState:
     # -- commands -------------------------------------------------------------------------------
 
     def handle_launch(
-        self, framework_id: str, infos: Sequence[common_pb2.TaskInfo], now: float, wall: float
+        self, framework_id: str, tasks: Sequence[TaskSpec], now: float, wall: float
     ) -> LaunchResult:
         """Admit the tasks that fit (STAGING), answer the invalid ones with TASK_STATE_ERROR."""
         if not framework_id:
@@ -267,7 +192,7 @@ class AgentState:
         accepted: list[tuple[TaskKey, LaunchSpec]] = []
         rejected: list[tuple[TaskKey, str]] = []
         ignored: list[str] = []
-        for given in infos:
+        for given in tasks:
             key = (framework_id, given.task_id)
             if not given.task_id:
                 ignored.append(f"task without task_id in a launch of framework {framework_id}")
@@ -276,48 +201,35 @@ class AgentState:
             if existing is not None and existing.state not in TERMINAL:
                 ignored.append(f"task {given.task_id} of {framework_id} is already live")
                 continue
-            info = common_pb2.TaskInfo()
-            info.CopyFrom(given)
-            problem, reason, resources, spec = self._check_launch(info)
-            if problem is not None:
+            task, launch = self._check_launch(given)
+            if isinstance(launch, TaskProblem):
                 staging = TaskState.STAGING
-                self._tasks[key] = _Task(framework_id, info, ResourceVector(), staging)
-                self._advance(key, TaskState.ERROR, now, wall, reason, problem, None)
-                rejected.append((key, problem))
+                self._tasks[key] = _Task(framework_id, task, ResourceVector(), staging)
+                self._advance(key, TaskState.ERROR, now, wall, launch.reason, launch.message, None)
+                rejected.append((key, launch.message))
                 continue
-            self._tasks[key] = _Task(framework_id, info, resources, TaskState.STAGING)
+            self._tasks[key] = _Task(framework_id, task, task.resources, TaskState.STAGING)
             self._dirty.add(key)
-            self._used = self._used + resources
-            accepted.append((key, spec))
+            self._used = self._used + task.resources
+            accepted.append((key, launch))
         return LaunchResult(tuple(accepted), tuple(rejected), tuple(ignored))
 
-    def _check_launch(
-        self, info: common_pb2.TaskInfo
-    ) -> tuple[str | None, Reason, ResourceVector, LaunchSpec]:
-        """(problem or None, its reason, resources, what to run) of a task to launch."""
-        empty, default, invalid = ResourceVector(), PlaceholderSpec(), _TS.REASON_TASK_INVALID
-        if info.agent_id and self.agent_id is not None and info.agent_id != self.agent_id:
-            problem = f"task is for agent {info.agent_id}, this is {self.agent_id}"
-            return problem, invalid, empty, default
+    def _check_launch(self, given: TaskSpec) -> tuple[TaskSpec, LaunchSpec | TaskProblem]:
+        """The task as the agent keeps it (its agent id filled in), and what to run or why it
+        cannot run: another agent's task, a problem of its description, or no room for it."""
+        if given.agent_id and self.agent_id is not None and given.agent_id != self.agent_id:
+            problem = f"task is for agent {given.agent_id}, this is {self.agent_id}"
+            return given, TaskProblem(problem)
+        task = given
         if self.agent_id is not None:
-            info.agent_id = self.agent_id
-        try:
-            resources = resources_from_pb(info.resources)
-        except ResourceError as error:
-            return f"invalid resources: {error}", invalid, empty, default
-        if not resources:
-            return "task has no resources", invalid, empty, default
-        try:
-            spec = launch_spec(info, resources)
-        except ValueError as error:
-            kind = info.WhichOneof("kind")
-            reason = _TS.REASON_COMMAND_INVALID if kind == "process" else invalid
-            return f"invalid command: {error}", reason, empty, default
+            task = dataclasses.replace(given, agent_id=self.agent_id)
+        if isinstance(task.launch, TaskProblem):
+            return task, task.launch
         free = self.spec.resources.saturating_sub(self._used)
-        if not resources.fits_in(free):
-            problem = f"resources {resources} do not fit the agent's free {free}"
-            return problem, invalid, empty, default
-        return None, invalid, resources, spec
+        if not task.resources.fits_in(free):
+            problem = f"resources {task.resources} do not fit the agent's free {free}"
+            return task, TaskProblem(problem)
+        return task, task.launch
 
     def handle_kill(self, framework_id: str, task_id: str, now: float, wall: float) -> KillDecision:
         """KILLING for a live task, DROPPED for an unknown one, nothing for a terminal one."""
@@ -326,13 +238,13 @@ class AgentState:
         if task is None:
             message = "the agent does not know this task"
             dropped = TaskState.DROPPED
-            self._mint(key, dropped, now, wall, _TS.REASON_UNSPECIFIED, message, None)
+            self._mint(key, dropped, now, wall, Reason.UNSPECIFIED, message, None)
             return KillDecision.UNKNOWN
         if task.state in TERMINAL:
             return KillDecision.ALREADY_TERMINAL
         if task.state != TaskState.KILLING:
             killing = TaskState.KILLING
-            self._advance(key, killing, now, wall, _TS.REASON_UNSPECIFIED, "kill requested", None)
+            self._advance(key, killing, now, wall, Reason.UNSPECIFIED, "kill requested", None)
         return KillDecision.KILL
 
     def handle_task_status(
@@ -342,7 +254,7 @@ class AgentState:
         now: float,
         wall: float,
         *,
-        reason: Reason = _TS.REASON_UNSPECIFIED,
+        reason: Reason = Reason.UNSPECIFIED,
         message: str = "",
         exit_code: int | None = None,
         usage: ResourceUsage | None = None,
@@ -540,11 +452,9 @@ class AgentState:
             if terminal and view.key not in state._streams:
                 state._dirty.add(view.key)  # drop its stale row at the next write
                 continue
-            info = common_pb2.TaskInfo()
-            info.CopyFrom(view.info)
             state._tasks[view.key] = _Task(
                 view.framework_id,
-                info,
+                view.info,
                 view.resources,
                 view.state,
                 view.latest,

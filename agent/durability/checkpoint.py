@@ -8,10 +8,10 @@ What it keeps (schema version 2; a version 1 file is upgraded in place when open
 - ``agent`` (one row): ``agent_id`` and ``master_id`` (NULL before the first registration), and the
   ``resources`` and ``attributes`` the agent was started with, in their flag syntax;
 - ``tasks``: one row per tracked task (``framework_id``, ``task_id``): the ``TaskInfo`` as
-  serialized protobuf, its resources, its state (``common.proto`` ``TaskState`` value),
-  ``running_since`` (wall-clock epoch seconds it became RUNNING, NULL before: a placeholder's
-  deadline is ``running_since + duration``) and its newest update (``latest_*``, NULL while
-  STAGING);
+  serialized protobuf (the task's ``TaskSpec``, through ``agent.wire``), its resources, its
+  state (``common.proto`` ``TaskState`` value), ``running_since`` (wall-clock epoch seconds it
+  became RUNNING, NULL before: a placeholder's deadline is ``running_since + duration``) and its
+  newest update (``latest_*``, NULL while STAGING);
 - ``updates``: every unacknowledged update, ``position`` 0, 1, ... in the task's FIFO order,
   with its ``uuid``, so an update re-sent after a restart carries the same uuid and the master
   de-duplicates it, and (version 2) a command task's resource ``usage`` as JSON
@@ -19,7 +19,7 @@ What it keeps (schema version 2; a version 1 file is upgraded in place when open
   ``tasks``).
 
 A command task's process is not in this file: its supervisor's pid and start time are in the
-task's run directory (``agent.executors.supervisor``), written before the task starts.
+task's run directory (``agent.tasks.executors.supervisor``), written before the task starts.
 
 Invariants:
 - One transaction per ``write``: the file holds the state after some whole number of writes,
@@ -66,8 +66,9 @@ from fairshare.wire import task_state_from_pb, task_state_to_pb
 from google.protobuf.message import DecodeError
 
 from agent.config import parse_attributes
-from agent.records import AgentSpec, StatusUpdate, TaskView
-from agent.state import AgentSnapshot, CheckpointChanges, TaskChange
+from agent.core.records import AgentSpec, Reason, StatusUpdate, TaskView
+from agent.core.snapshot import AgentSnapshot, CheckpointChanges, TaskChange
+from agent.wire import task_info, task_spec
 
 __all__ = ["CHECKPOINT_FILE", "SCHEMA_VERSION", "CheckpointError", "CheckpointStore"]
 
@@ -303,7 +304,7 @@ class CheckpointStore:
     @staticmethod
     def _task(row: tuple[Any, ...]) -> TaskView:
         framework_id, task_id, info_bytes, resources, state = row[:5]
-        info = common_pb2.TaskInfo.FromString(info_bytes)
+        info = task_spec(common_pb2.TaskInfo.FromString(info_bytes))
         if info.task_id != task_id:
             raise ValueError(f"task row {task_id!r} holds TaskInfo of {info.task_id!r}")
         latest = None if row[6] is None else _update(framework_id, task_id, row[6:])
@@ -354,7 +355,7 @@ class CheckpointStore:
                 "INSERT INTO tasks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     *key,
-                    task.info.SerializeToString(deterministic=True),
+                    task_info(task.info).SerializeToString(deterministic=True),
                     str(task.resources),
                     task_state_to_pb(task.state),
                     task.running_since,
@@ -403,7 +404,6 @@ def _usage(text: Any) -> ResourceUsage | None:
 
 def _update(framework_id: str, task_id: str, columns: tuple[Any, ...]) -> StatusUpdate:
     state, uuid, timestamp, reason, message, exit_code, usage = columns
-    common_pb2.TaskStatus.Reason.Name(reason)  # ValueError for an unknown reason
     if not isinstance(uuid, bytes) or not uuid:
         raise ValueError(f"update of task {task_id!r} without a uuid")
     return StatusUpdate(
@@ -412,7 +412,7 @@ def _update(framework_id: str, task_id: str, columns: tuple[Any, ...]) -> Status
         _state(state),
         uuid,
         float(timestamp),
-        reason,
+        Reason(reason),  # ValueError for an unknown reason
         str(message),
         None if exit_code is None else int(exit_code),
         _usage(usage),

@@ -15,13 +15,14 @@ feeds the decisions to the state and the executor. Case by case:
 - KILLING: the kill was under way and the process is gone: **reported** KILLED with
   REASON_AGENT_RESTARTED.
 - terminal (its last updates unacknowledged): nothing; its pending updates are re-sent.
-- a task that cannot be resumed (RUNNING without ``running_since``, a command that no longer
-  parses): **reported** LOST with REASON_AGENT_RESTARTED (common.proto: "the agent restarted and
-  could not recover the task").
+- a task that cannot be resumed (RUNNING without ``running_since``, a description whose
+  ``launch`` is a ``TaskProblem``, e.g. a command that no longer parses): **reported** LOST
+  with REASON_AGENT_RESTARTED (common.proto: "the agent restarted and could not recover the
+  task").
 - a live command task (STAGING, STARTING, RUNNING or KILLING): **reattached**. Its process does
   not die with the agent; the command executor finds it again (by pid and start time) or finds
   how it ended while the agent was down, and reports from there
-  (``agent.executors.command``).
+  (``agent.tasks.executors.command``).
 
 Invariants: every live task gets exactly one action; the remaining time is clamped to
 ``[0, duration]`` so a wall clock set back while the agent was down never extends a task beyond
@@ -40,12 +41,17 @@ from typing import Any
 
 from fairshare.logs import log_event
 from fairshare.task_states import TERMINAL, TaskState
-from fairshare.v1 import common_pb2
 
-from agent.executors.router import TaskExecutors
-from agent.records import CommandTask, PlaceholderSpec, Reason, TaskKey, TaskView
-from agent.state import AgentState
-from agent.wire import launch_spec
+from agent.core.records import (
+    CommandTask,
+    PlaceholderSpec,
+    Reason,
+    TaskKey,
+    TaskProblem,
+    TaskView,
+)
+from agent.core.state import AgentState
+from agent.tasks.executors.router import TaskExecutors
 
 __all__ = [
     "Reattach",
@@ -59,7 +65,6 @@ __all__ = [
 ]
 
 _LOG = logging.getLogger("fairshare.agent")
-_TS = common_pb2.TaskStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,22 +123,21 @@ def plan_recovery(tasks: Iterable[TaskView], wall: float) -> list[RecoveryAction
 
 def _lost(key: TaskKey, wall: float, why: str) -> Report:
     message = f"the agent restarted and could not recover the task: {why}"
-    return Report(key, TaskState.LOST, _TS.REASON_AGENT_RESTARTED, message, wall)
+    return Report(key, TaskState.LOST, Reason.AGENT_RESTARTED, message, wall)
 
 
 def _plan_one(task: TaskView, wall: float) -> RecoveryAction:
     key = task.key
-    try:
-        spec = launch_spec(task.info, task.resources)
-    except ValueError as error:
-        return _lost(key, wall, f"invalid command: {error}")
+    spec = task.info.launch
+    if isinstance(spec, TaskProblem):
+        return _lost(key, wall, spec.message)
     if isinstance(spec, CommandTask):
         return Reattach(key, spec, task.state)
     if task.state in (TaskState.STAGING, TaskState.STARTING):
         return Restart(key, spec)
     if task.state == TaskState.KILLING:
         message = "killed: the agent restarted while killing it"
-        return Report(key, TaskState.KILLED, _TS.REASON_AGENT_RESTARTED, message, wall)
+        return Report(key, TaskState.KILLED, Reason.AGENT_RESTARTED, message, wall)
     if task.state != TaskState.RUNNING:
         return _lost(key, wall, f"unexpected state {task.state.value}")
     resumed = dataclasses.replace(spec, startup_delay=0.0, fail_on_start=False)
@@ -148,9 +152,9 @@ def _plan_one(task: TaskView, wall: float) -> RecoveryAction:
     down = "its deadline passed while the agent was down"
     if spec.exit_code == 0:
         finished = TaskState.FINISHED
-        return Report(key, finished, _TS.REASON_UNSPECIFIED, f"exited 0 ({down})", deadline, 0)
+        return Report(key, finished, Reason.UNSPECIFIED, f"exited 0 ({down})", deadline, 0)
     code = spec.exit_code
-    failed, reason = TaskState.FAILED, _TS.REASON_COMMAND_FAILED
+    failed, reason = TaskState.FAILED, Reason.COMMAND_FAILED
     return Report(key, failed, reason, f"exited {code} ({down})", deadline, code)
 
 

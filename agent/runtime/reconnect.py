@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from agent.backoff import Backoff, RandomSource
-from agent.session import Outcome
+from agent.core.backoff import Backoff, RandomSource
+from agent.runtime.stream import Outcome
 
 __all__ = ["AFTER_STALE_HINT", "MAX_REDIRECTS", "RECONNECT_CAP_ONCE_CONNECTED", "Reconnection"]
 

@@ -1,7 +1,7 @@
 """``TaskLogServicer``: the agent's ``TaskLogService`` (task_logs.proto), the output of its
 command tasks for ``fairshare logs``.
 
-A stream reads one file of one sandbox (``agent.sandbox.open_log``: a regular file, never
+A stream reads one file of one sandbox (``agent.tasks.sandbox.open_log``: a regular file, never
 followed through a link) in pages of ``PAGE_BYTES``, from an offset or from the start of the
 last ``tail_lines`` lines (found by reading back at most ``TAIL_SCAN_BYTES``). With ``follow``
 it polls the file every ``poll`` seconds while the task still runs (``is_running``), and ends
@@ -24,8 +24,8 @@ from typing import Final
 import grpc
 from fairshare.v1 import task_logs_pb2, task_logs_pb2_grpc
 
-from agent.records import TaskKey
-from agent.sandbox import SandboxError, Sandboxes, open_log
+from agent.core.records import TaskKey
+from agent.tasks.sandbox import SandboxError, Sandboxes, open_log
 
 __all__ = ["MAX_TAIL_LINES", "PAGE_BYTES", "TaskLogServicer", "tail_offset"]
 

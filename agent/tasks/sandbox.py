@@ -6,7 +6,7 @@ Layout under the agent's work dir:
 - ``sandboxes/<framework>/<task>/``: the task's sandbox, its working area and default working
   directory, with the files ``stdout`` and ``stderr`` (what ``fairshare logs`` reads);
 - ``runs/<framework>/<task>/``: its run directory (mode 0700): the records the agent and the
-  task's supervisor keep (``agent.executors.supervisor``); the task never writes there.
+  task's supervisor keep (``agent.tasks.executors.supervisor``); the task never writes there.
 
 ``<framework>`` and ``<task>`` are the ids as one safe path component (``path_component``).
 Launching a task id again in the same framework reuses its sandbox: files of the earlier run
@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import Final
 from urllib.parse import quote, unquote
 
-from agent.executors.supervisor import EXIT_FILE, SUPERVISOR_FILE, read_json, record_alive
-from agent.records import TaskKey
+from agent.core.records import TaskKey
+from agent.tasks.executors.supervisor import EXIT_FILE, SUPERVISOR_FILE, read_json, record_alive
 
 __all__ = [
     "LOG_FILES",

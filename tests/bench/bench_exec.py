@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "tests" / "integration"))
 from command_reaper import reap  # noqa: E402
 from daemons import Daemon, start_agent, start_master, wait_for  # noqa: E402
 
-from agent.executors.supervisor import SUPERVISOR_FILE, read_json  # noqa: E402
+from agent.tasks.executors.supervisor import SUPERVISOR_FILE, read_json  # noqa: E402
 from framework_sdk import (  # noqa: E402
     Command,
     Demand,

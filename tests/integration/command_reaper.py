@@ -13,8 +13,8 @@ import os
 import signal
 from pathlib import Path
 
-from agent.executors.supervisor import SUPERVISOR_FILE, TASK_FILE, read_json, record_alive
-from agent.isolation import cgroups
+from agent.tasks.executors.supervisor import SUPERVISOR_FILE, TASK_FILE, read_json, record_alive
+from agent.tasks.isolation import cgroups
 
 
 def reap(root: Path) -> list[str]:

@@ -8,5 +8,5 @@
   executor of its kind and reattaches recovered command tasks.
 
 This package's ``__init__`` imports nothing: ``supervisor`` is run as its own small Python
-process and must load only the standard library (and ``agent.isolation.cgroups``).
+process and must load only the standard library (and ``agent.tasks.isolation.cgroups``).
 """

@@ -20,13 +20,10 @@ from typing import Protocol
 
 from fairshare.command import ResourceUsage
 from fairshare.task_states import TaskState
-from fairshare.v1 import common_pb2
 
-from agent.records import CommandTask, CommandUsage, Reason, TaskKey
+from agent.core.records import CommandTask, CommandUsage, Reason, TaskKey
 
 __all__ = ["CommandRunner", "Executor", "Report", "TaskEvent"]
-
-_TS = common_pb2.TaskStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +36,7 @@ class TaskEvent:
 
     key: TaskKey
     state: TaskState
-    reason: Reason = _TS.REASON_UNSPECIFIED
+    reason: Reason = Reason.UNSPECIFIED
     message: str = ""
     exit_code: int | None = None
     timestamp: float | None = None
@@ -56,7 +53,7 @@ class Executor(Protocol):
     def kill(
         self,
         key: TaskKey,
-        reason: Reason = _TS.REASON_UNSPECIFIED,
+        reason: Reason = Reason.UNSPECIFIED,
         *,
         silent: bool = False,
         grace: float | None = None,
@@ -65,7 +62,7 @@ class Executor(Protocol):
         ``grace`` replaces the task's kill grace period (command tasks; None: the task's own)."""
         ...
 
-    def kill_all(self, reason: Reason = _TS.REASON_UNSPECIFIED, *, silent: bool = False) -> int:
+    def kill_all(self, reason: Reason = Reason.UNSPECIFIED, *, silent: bool = False) -> int:
         """Kill every run; returns how many were running."""
         ...
 
@@ -83,7 +80,7 @@ class Executor(Protocol):
 
 
 class CommandRunner(Executor, Protocol):
-    """The executor of command tasks (``agent.executors.command.CommandExecutor``)."""
+    """The executor of command tasks (``agent.tasks.executors.command.CommandExecutor``)."""
 
     def launch(self, key: TaskKey, task: CommandTask) -> None:
         """Start the command task (STARTING, then RUNNING once its process runs)."""

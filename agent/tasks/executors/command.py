@@ -1,5 +1,5 @@
 """``CommandExecutor``: runs command tasks as real processes, each under its own supervisor
-(``agent.executors.supervisor``), and finds them again after an agent restart.
+(``agent.tasks.executors.supervisor``), and finds them again after an agent restart.
 
 A run, from ``launch``:
 - on the next loop step the agent resolves the user and prepares the sandbox: an unknown user, a
@@ -30,7 +30,7 @@ After an agent restart (``reattach``, with the task's checkpointed state):
 - supervisor gone without an exit record (it was killed itself): the task's leftovers are
   killed and it is FAILED, REASON_EXECUTOR_TERMINATED (its exit status cannot be known).
 
-Invariants: the contract of ``agent.executors.base``; nothing blocks the event loop for long
+Invariants: the contract of ``agent.tasks.executors.base``; nothing blocks the event loop for long
 (one fork and exec per launch, small file reads); a run's key stays in ``running()`` until its
 supervisor has exited (a kill does not free it at once, unlike a placeholder's); ``aclose``
 kills nothing, it waits (at most ``close_timeout``) for runs already asked to stop and stops
@@ -52,24 +52,22 @@ from pathlib import Path
 from typing import Any, Final
 
 from fairshare.task_states import TaskState
-from fairshare.v1 import common_pb2
 
-from agent.executors import supervisor as records
-from agent.executors.base import Report, TaskEvent
-from agent.executors.outcome import UsageTally, exit_event, live_usage
-from agent.isolation import cgroups
-from agent.isolation.modes import Isolation, TaskLimits
-from agent.records import CommandTask, CommandUsage, Reason, TaskKey
-from agent.sandbox import SandboxError, Sandboxes
+from agent.core.records import CommandTask, CommandUsage, Reason, TaskKey
+from agent.tasks.executors import supervisor as records
+from agent.tasks.executors.base import Report, TaskEvent
+from agent.tasks.executors.outcome import UsageTally, exit_event, live_usage
+from agent.tasks.isolation import cgroups
+from agent.tasks.isolation.modes import Isolation, TaskLimits
+from agent.tasks.sandbox import SandboxError, Sandboxes
 
 __all__ = ["CommandConfig", "CommandExecutor"]
 
-_TS = common_pb2.TaskStatus
 _BOOT: Final = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
-    "from agent.executors.supervisor import main; sys.exit(main(sys.argv[2:]))"
+    "from agent.tasks.executors.supervisor import main; sys.exit(main(sys.argv[2:]))"
 )
-_PACKAGE_ROOT: Final = str(Path(__file__).resolve().parents[2])  # the directory holding agent/
+_PACKAGE_ROOT: Final = str(Path(__file__).resolve().parents[3])  # the directory holding agent/
 _DEFAULT_PATH: Final = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -104,7 +102,7 @@ class _Run:
     task_pid: int | None = None  # the task's main process, once it runs
     limits: TaskLimits = field(default_factory=TaskLimits)
     kill_requested: bool = False
-    kill_reason: Reason = _TS.REASON_UNSPECIFIED
+    kill_reason: Reason = Reason.UNSPECIFIED
     silent: bool = False
 
 
@@ -128,7 +126,7 @@ class CommandExecutor:
         loop = asyncio.get_running_loop()
         if key in self._runs:
             message = "an earlier run of this task id is still ending on this agent"
-            event = TaskEvent(key, TaskState.FAILED, _TS.REASON_LAUNCH_FAILED, message)
+            event = TaskEvent(key, TaskState.FAILED, Reason.LAUNCH_FAILED, message)
             loop.call_soon(self._report, event)
             return
         run = self._new_run(key, task)
@@ -142,7 +140,7 @@ class CommandExecutor:
     def kill(
         self,
         key: TaskKey,
-        reason: Reason = _TS.REASON_UNSPECIFIED,
+        reason: Reason = Reason.UNSPECIFIED,
         *,
         silent: bool = False,
         grace: float | None = None,
@@ -169,7 +167,7 @@ class CommandExecutor:
         self._signal(run)  # (a reattach not done yet signals when it has found the supervisor)
         return True
 
-    def kill_all(self, reason: Reason = _TS.REASON_UNSPECIFIED, *, silent: bool = False) -> int:
+    def kill_all(self, reason: Reason = Reason.UNSPECIFIED, *, silent: bool = False) -> int:
         """Kill every run; returns how many there were."""
         keys = list(self._runs)
         for key in keys:
@@ -227,14 +225,12 @@ class CommandExecutor:
         try:
             spec = self._prepare(run)
         except _Refused as error:
-            self._end(
-                run, TaskEvent(run.key, TaskState.ERROR, _TS.REASON_COMMAND_INVALID, str(error))
-            )
+            self._end(run, TaskEvent(run.key, TaskState.ERROR, Reason.COMMAND_INVALID, str(error)))
             return
         except OSError as error:
             self.config.isolation.release(run.limits)
             message = f"cannot prepare the task: {error}"
-            self._end(run, TaskEvent(run.key, TaskState.FAILED, _TS.REASON_LAUNCH_FAILED, message))
+            self._end(run, TaskEvent(run.key, TaskState.FAILED, Reason.LAUNCH_FAILED, message))
             return
         self._report(TaskEvent(run.key, TaskState.STARTING))
         try:
@@ -243,7 +239,7 @@ class CommandExecutor:
             self.config.isolation.release(run.limits)
             self._unwatch(run)
             message = f"cannot start the task's supervisor: {error}"
-            self._end(run, TaskEvent(run.key, TaskState.FAILED, _TS.REASON_LAUNCH_FAILED, message))
+            self._end(run, TaskEvent(run.key, TaskState.FAILED, Reason.LAUNCH_FAILED, message))
 
     def _prepare(self, run: _Run) -> dict[str, Any]:
         """Check the user and the sandbox, create the limits; the launch record."""
@@ -397,20 +393,20 @@ class CommandExecutor:
                 self._killed_before_start(run)
                 return
             message = "the task's supervisor ended before starting it" + self._log_tail(run)
-            event = TaskEvent(key, TaskState.FAILED, _TS.REASON_EXECUTOR_TERMINATED, message)
+            event = TaskEvent(key, TaskState.FAILED, Reason.EXECUTOR_TERMINATED, message)
             self._end(run, event)
             return
         if outcome is None or record is None:
             self._clean_leftovers(run)
             message = "the task's supervisor ended without recording how the task ended"
-            event = TaskEvent(key, TaskState.FAILED, _TS.REASON_EXECUTOR_TERMINATED, message)
+            event = TaskEvent(key, TaskState.FAILED, Reason.EXECUTOR_TERMINATED, message)
             self._end(run, event)
             return
         if outcome == "launch_failed":
             message = str(record.get("error", "the task could not be started"))
             self._end(
                 run,
-                TaskEvent(key, TaskState.FAILED, _TS.REASON_LAUNCH_FAILED, message, timestamp=when),
+                TaskEvent(key, TaskState.FAILED, Reason.LAUNCH_FAILED, message, timestamp=when),
             )
             return
         event = exit_event(key, run.task, run.sandbox, record, self._kill_reason(run))
@@ -434,8 +430,8 @@ class CommandExecutor:
 
     def _killed_before_start(self, run: _Run) -> None:
         reason = run.kill_reason
-        if reason == _TS.REASON_UNSPECIFIED:
-            reason = _TS.REASON_TASK_KILLED_DURING_LAUNCH
+        if reason == Reason.UNSPECIFIED:
+            reason = Reason.TASK_KILLED_DURING_LAUNCH
         self._end(run, TaskEvent(run.key, TaskState.KILLED, reason, "killed before it started"))
 
     def _end(self, run: _Run, event: TaskEvent) -> None:

@@ -1,7 +1,7 @@
 """What a command task's end means, and what command tasks use.
 
-``exit_event`` turns a supervisor's ``exited`` record (``agent.executors.supervisor``) into the
-task's terminal ``TaskEvent``, in this order: a run whose supervisor got the kill before the
+``exit_event`` turns a supervisor's ``exited`` record (``agent.tasks.executors.supervisor``) into
+the task's terminal ``TaskEvent``, in this order: a run whose supervisor got the kill before the
 task's process ended is KILLED (with the kill's reason, whatever its exit status; a kill that
 came after the end changes nothing: the task is reported as it ended); the OOM killer in its
 cgroup is FAILED, REASON_MEMORY_LIMIT; exit 0 is FINISHED; another exit code FAILED,
@@ -25,17 +25,15 @@ from typing import Any
 
 from fairshare.command import ResourceUsage
 from fairshare.task_states import TaskState
-from fairshare.v1 import common_pb2
 
-from agent.executors.base import TaskEvent
-from agent.isolation import cgroups
-from agent.isolation.modes import TaskLimits
-from agent.records import MEMORY_PEAK_BUCKETS, CommandTask, Reason, TaskKey
-from agent.sandbox import read_tail
+from agent.core.records import MEMORY_PEAK_BUCKETS, CommandTask, Reason, TaskKey
+from agent.tasks.executors.base import TaskEvent
+from agent.tasks.isolation import cgroups
+from agent.tasks.isolation.modes import TaskLimits
+from agent.tasks.sandbox import read_tail
 
 __all__ = ["UsageTally", "exit_event", "live_usage", "record_usage"]
 
-_TS = common_pb2.TaskStatus
 _TICKS = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -71,18 +69,18 @@ def exit_event(
 
     if record.get("killed"):
         how = "SIGKILL after the grace period" if record.get("hard_killed") else "SIGTERM"
-        return event(TaskState.KILLED, kill or _TS.REASON_UNSPECIFIED, f"killed ({how})")
+        return event(TaskState.KILLED, kill or Reason.UNSPECIFIED, f"killed ({how})")
     if record.get("oom"):
         limit = task.resources.millis("mem") // 1000
         message = f"out of memory: the task needed more than its mem ({limit} MiB) and was killed"
-        return event(TaskState.FAILED, _TS.REASON_MEMORY_LIMIT, message)
+        return event(TaskState.FAILED, Reason.MEMORY_LIMIT, message)
     if code == 0:
-        return event(TaskState.FINISHED, _TS.REASON_UNSPECIFIED, "exited 0", 0)
+        return event(TaskState.FINISHED, Reason.UNSPECIFIED, "exited 0", 0)
     tail = read_tail(sandbox, "stderr")
     stderr = f"; stderr:\n{tail}" if tail else ""
     if isinstance(code, int):
-        return event(TaskState.FAILED, _TS.REASON_COMMAND_FAILED, f"exited {code}{stderr}", code)
-    reason = _TS.REASON_EXECUTOR_TERMINATED
+        return event(TaskState.FAILED, Reason.COMMAND_FAILED, f"exited {code}{stderr}", code)
+    reason = Reason.EXECUTOR_TERMINATED
     return event(TaskState.FAILED, reason, f"killed by signal {_signal_name(signum)}{stderr}")
 
 

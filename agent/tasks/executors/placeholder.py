@@ -17,7 +17,7 @@ Invariants:
 - Reports go through the ``report`` callback on the event loop, never from inside ``launch`` or
   ``kill`` (no re-entrancy into the caller). No subprocesses: the executor is only timers, and
   every run ends with the agent (``aclose`` stops them silently).
-- It keeps the contract of ``agent.executors.base``.
+- It keeps the contract of ``agent.tasks.executors.base``.
 """
 
 from __future__ import annotations
@@ -26,14 +26,11 @@ import asyncio
 from dataclasses import dataclass
 
 from fairshare.task_states import TaskState
-from fairshare.v1 import common_pb2
 
-from agent.executors.base import Report, TaskEvent
-from agent.records import PlaceholderSpec, Reason, TaskKey
+from agent.core.records import PlaceholderSpec, Reason, TaskKey
+from agent.tasks.executors.base import Report, TaskEvent
 
 __all__ = ["PlaceholderExecutor"]
-
-_TS = common_pb2.TaskStatus
 
 
 @dataclass(slots=True)
@@ -44,7 +41,7 @@ class _Run:
     running: bool = False
     resumed: bool = False
     silent: bool = False
-    kill_reason: Reason = _TS.REASON_UNSPECIFIED
+    kill_reason: Reason = Reason.UNSPECIFIED
 
 
 class PlaceholderExecutor:
@@ -71,7 +68,7 @@ class PlaceholderExecutor:
     def kill(
         self,
         key: TaskKey,
-        reason: Reason = _TS.REASON_UNSPECIFIED,
+        reason: Reason = Reason.UNSPECIFIED,
         *,
         silent: bool = False,
         grace: float | None = None,
@@ -86,7 +83,7 @@ class PlaceholderExecutor:
         run.task.cancel()
         return True
 
-    def kill_all(self, reason: Reason = _TS.REASON_UNSPECIFIED, *, silent: bool = False) -> int:
+    def kill_all(self, reason: Reason = Reason.UNSPECIFIED, *, silent: bool = False) -> int:
         """Kill every run; returns how many were running."""
         keys = list(self._runs)
         for key in keys:
@@ -126,7 +123,7 @@ class PlaceholderExecutor:
             self._emit(run, TaskEvent(run.key, finished, message="exited 0", exit_code=0))
         else:
             code = spec.exit_code
-            failed, reason = TaskState.FAILED, _TS.REASON_COMMAND_FAILED
+            failed, reason = TaskState.FAILED, Reason.COMMAND_FAILED
             self._emit(run, TaskEvent(run.key, failed, reason, f"exited {code}", exit_code=code))
 
     async def _start(self, run: _Run) -> bool:
@@ -136,7 +133,7 @@ class PlaceholderExecutor:
         if spec.fail_on_start:
             self._release(run)
             failed = TaskState.FAILED
-            reason = _TS.REASON_EXECUTOR_TERMINATED
+            reason = Reason.EXECUTOR_TERMINATED
             self._emit(run, TaskEvent(run.key, failed, reason, "failed on start (fail_on_start)"))
             return False
         if spec.startup_delay > 0:
@@ -164,10 +161,10 @@ class PlaceholderExecutor:
             return
         if task.cancelled():
             reason = run.kill_reason
-            if not run.running and reason == _TS.REASON_UNSPECIFIED:
-                reason = _TS.REASON_TASK_KILLED_DURING_LAUNCH
+            if not run.running and reason == Reason.UNSPECIFIED:
+                reason = Reason.TASK_KILLED_DURING_LAUNCH
             self._report(TaskEvent(run.key, TaskState.KILLED, reason, "killed"))
         elif task.exception() is not None:
             message = f"placeholder task crashed: {task.exception()!r}"
-            failed, reason = TaskState.FAILED, _TS.REASON_EXECUTOR_TERMINATED
+            failed, reason = TaskState.FAILED, Reason.EXECUTOR_TERMINATED
             self._report(TaskEvent(run.key, failed, reason, message))

@@ -7,7 +7,7 @@ Placeholder tasks (``PlaceholderSpec``) run in the ``PlaceholderExecutor``; comm
 Invariants: a task key is live in at most one executor (the runtime launches a key only when
 the state admitted it, and the state admits a key only when it is not live); every report goes
 through the one ``report`` callback; ``running()`` is the union of the executors' runs; the
-contract of ``agent.executors.base`` holds for the whole.
+contract of ``agent.tasks.executors.base`` holds for the whole.
 """
 
 from __future__ import annotations
@@ -15,15 +15,12 @@ from __future__ import annotations
 import asyncio
 
 from fairshare.task_states import TaskState
-from fairshare.v1 import common_pb2
 
-from agent.executors.base import CommandRunner, Executor, Report, TaskEvent
-from agent.executors.placeholder import PlaceholderExecutor
-from agent.records import CommandTask, LaunchSpec, Reason, TaskKey
+from agent.core.records import CommandTask, LaunchSpec, Reason, TaskKey
+from agent.tasks.executors.base import CommandRunner, Executor, Report, TaskEvent
+from agent.tasks.executors.placeholder import PlaceholderExecutor
 
 __all__ = ["TaskExecutors"]
-
-_TS = common_pb2.TaskStatus
 
 
 class TaskExecutors:
@@ -45,7 +42,7 @@ class TaskExecutors:
                 self.command.launch(key, spec)
                 return
             message = "this agent does not run command tasks"
-            event = TaskEvent(key, TaskState.ERROR, _TS.REASON_COMMAND_INVALID, message)
+            event = TaskEvent(key, TaskState.ERROR, Reason.COMMAND_INVALID, message)
             asyncio.get_running_loop().call_soon(self._report, event)
             return
         self.placeholder.launch(key, spec, resume=resume)
@@ -54,7 +51,7 @@ class TaskExecutors:
         """A recovered command task: its executor finds its process again (or its end)."""
         if self.command is None:
             message = "the agent restarted and runs no command tasks any more"
-            event = TaskEvent(key, TaskState.LOST, _TS.REASON_AGENT_RESTARTED, message)
+            event = TaskEvent(key, TaskState.LOST, Reason.AGENT_RESTARTED, message)
             asyncio.get_running_loop().call_soon(self._report, event)
             return
         self.command.reattach(key, task, state)
@@ -62,7 +59,7 @@ class TaskExecutors:
     def kill(
         self,
         key: TaskKey,
-        reason: Reason = _TS.REASON_UNSPECIFIED,
+        reason: Reason = Reason.UNSPECIFIED,
         *,
         silent: bool = False,
         grace: float | None = None,
@@ -70,7 +67,7 @@ class TaskExecutors:
         """Kill the task in whichever executor runs it; False if none does."""
         return any(executor.kill(key, reason, silent=silent, grace=grace) for executor in self._all)
 
-    def kill_all(self, reason: Reason = _TS.REASON_UNSPECIFIED, *, silent: bool = False) -> int:
+    def kill_all(self, reason: Reason = Reason.UNSPECIFIED, *, silent: bool = False) -> int:
         """Kill every run of every executor; returns how many were running."""
         return sum(executor.kill_all(reason, silent=silent) for executor in self._all)
 

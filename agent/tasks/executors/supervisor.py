@@ -47,7 +47,7 @@ import signal
 import sys
 import time
 
-from agent.isolation import cgroups
+from agent.tasks.isolation import cgroups
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs the supervisor's start time; annotations are not evaluated

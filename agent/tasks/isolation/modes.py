@@ -3,7 +3,7 @@
 Every command task runs in its own session and process group whatever the mode; the modes
 differ in what limits its resources (``--isolation``):
 
-- ``cgroups``: a cgroup per task (``agent.isolation.cgroups``, v2 when the host has memory and
+- ``cgroups``: a cgroup per task (``agent.tasks.isolation.cgroups``, v2 when the host has memory and
   cpu there, v1 otherwise): a hard memory limit at the task's ``mem`` (over it, the kernel's OOM
   killer ends the task: FAILED, REASON_MEMORY_LIMIT), CPU shares and a quota of ``cpus``; CPU
   time and peak memory read from the cgroup; every process the task starts is found and killed
@@ -33,8 +33,8 @@ from typing import Final
 
 from fairshare.resources import ResourceVector
 
-from agent.isolation import cgroups
-from agent.records import TaskKey
+from agent.core.records import TaskKey
+from agent.tasks.isolation import cgroups
 
 __all__ = ["MODES", "Isolation", "IsolationError", "TaskLimits", "choose"]
 

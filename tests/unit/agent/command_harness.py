@@ -20,12 +20,12 @@ from fairshare.command import Command
 from fairshare.resources import ResourceVector
 from fairshare.task_states import TaskState
 
-from agent.executors.base import TaskEvent
-from agent.executors.command import CommandConfig, CommandExecutor
-from agent.executors.supervisor import SUPERVISOR_FILE, TASK_FILE, read_json, record_alive
-from agent.isolation import cgroups
-from agent.isolation.modes import Isolation
-from agent.records import CommandTask, TaskKey
+from agent.core.records import CommandTask, TaskKey
+from agent.tasks.executors.base import TaskEvent
+from agent.tasks.executors.command import CommandConfig, CommandExecutor
+from agent.tasks.executors.supervisor import SUPERVISOR_FILE, TASK_FILE, read_json, record_alive
+from agent.tasks.isolation import cgroups
+from agent.tasks.isolation.modes import Isolation
 
 DEADLINE = 15.0
 FW = "fw-1"

@@ -12,8 +12,8 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
+from agent.core.records import MEMORY_PEAK_BUCKETS, AgentSpec, CommandUsage
 from agent.metrics import TASK_STATES, AgentCollector, build_registry, on_loop
-from agent.records import MEMORY_PEAK_BUCKETS, AgentSpec, CommandUsage
 from agent.runtime import AgentMetrics, AgentRuntime, RuntimeConfig
 
 MIB = 1048576

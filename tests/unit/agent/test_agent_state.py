@@ -17,12 +17,13 @@ from fairshare.v1 import common_pb2
 from fairshare.wire import resources_from_pb, resources_to_pb, task_state_from_pb
 from google.protobuf import duration_pb2
 
-from agent.backoff import Backoff
-from agent.records import AgentSpec, CommandTask, PlaceholderSpec, StatusUpdate, TaskKey
-from agent.state import AgentState, KillDecision, RegisterCall, ReregisterCall
+from agent.core import AgentState, KillDecision, RegisterCall, ReregisterCall
+from agent.core.backoff import Backoff
+from agent.core.records import AgentSpec, CommandTask, PlaceholderSpec, StatusUpdate, TaskKey
 from agent.wire import (
     reregister_message,
     task_proto,
+    task_spec,
     updates_message,
 )
 
@@ -68,7 +69,7 @@ def info(task_id: str, resources: str = "cpus:1;mem:128", **command: float) -> c
 
 
 def launch(state: AgentState, *task_ids: str, now: float = 0.0) -> list[TaskKey]:
-    result = state.handle_launch(FW, [info(t) for t in task_ids], now, WALL)
+    result = state.handle_launch(FW, [task_spec(info(t)) for t in task_ids], now, WALL)
     return [key for key, _ in result.accepted]
 
 
@@ -161,7 +162,7 @@ def test_removed_agent_forgets_everything_and_registers_afresh() -> None:
 
 def test_launch_admits_tasks_that_fit_as_staging_and_counts_them_used() -> None:
     state = make_state("cpus:2;mem:256")
-    result = state.handle_launch(FW, [info("a"), info("b")], 0.0, WALL)
+    result = state.handle_launch(FW, [task_spec(info("a")), task_spec(info("b"))], 0.0, WALL)
     assert [key for key, _ in result.accepted] == [(FW, "a"), (FW, "b")]
     assert state.used == R("cpus:2;mem:256")
     assert state.free == ResourceVector()
@@ -171,7 +172,7 @@ def test_launch_admits_tasks_that_fit_as_staging_and_counts_them_used() -> None:
 
 def test_launch_that_does_not_fit_is_answered_with_error() -> None:
     state = make_state("cpus:1;mem:256")
-    result = state.handle_launch(FW, [info("a"), info("b")], 0.0, WALL)
+    result = state.handle_launch(FW, [task_spec(info("a")), task_spec(info("b"))], 0.0, WALL)
     assert [key for key, _ in result.accepted] == [(FW, "a")]
     assert [key for key, _ in result.rejected] == [(FW, "b")]
     assert "do not fit" in result.rejected[0][1]
@@ -195,7 +196,7 @@ def test_invalid_task_is_answered_with_error(mutate, fragment: str) -> None:  # 
     state = make_state()
     task = info("bad")
     mutate(task)
-    result = state.handle_launch(FW, [task], 0.0, WALL)
+    result = state.handle_launch(FW, [task_spec(task)], 0.0, WALL)
     assert result.accepted == ()
     assert fragment in result.rejected[0][1]
     assert state.task((FW, "bad")).state == ERROR  # type: ignore[union-attr]
@@ -205,29 +206,29 @@ def test_invalid_task_is_answered_with_error(mutate, fragment: str) -> None:  # 
 def test_launch_of_a_live_task_is_ignored_and_a_finished_id_may_be_reused() -> None:
     state = make_state()
     (key,) = launch(state, "t")
-    again = state.handle_launch(FW, [info("t")], 0.0, WALL)
+    again = state.handle_launch(FW, [task_spec(info("t"))], 0.0, WALL)
     assert again.accepted == () and "already live" in again.ignored[0]
     run_to(state, key, STARTING, RUNNING, FINISHED)
-    reuse = state.handle_launch(FW, [info("t")], 0.0, WALL)
+    reuse = state.handle_launch(FW, [task_spec(info("t"))], 0.0, WALL)
     assert [k for k, _ in reuse.accepted] == [key]
     assert [u.state for u in state.pending(key)] == [STARTING, RUNNING, FINISHED]  # kept in order
 
 
 def test_launch_without_ids_is_ignored() -> None:
     state = make_state()
-    assert state.handle_launch("", [info("t")], 0.0, WALL).ignored
-    result = state.handle_launch(FW, [info("")], 0.0, WALL)
+    assert state.handle_launch("", [task_spec(info("t"))], 0.0, WALL).ignored
+    result = state.handle_launch(FW, [task_spec(info(""))], 0.0, WALL)
     assert result.accepted == () and result.rejected == () and result.ignored
     assert state.tasks() == []
 
 
 def test_command_spec_is_passed_to_the_executor() -> None:
     state = make_state()
-    result = state.handle_launch(FW, [info("t", duration=2.5)], 0.0, WALL)
+    result = state.handle_launch(FW, [task_spec(info("t", duration=2.5))], 0.0, WALL)
     ((_, spec),) = result.accepted
     assert isinstance(spec, PlaceholderSpec)
     assert spec.duration == pytest.approx(2.5)
-    ((_, spec_forever),) = state.handle_launch(FW, [info("u")], 0.0, WALL).accepted
+    ((_, spec_forever),) = state.handle_launch(FW, [task_spec(info("u"))], 0.0, WALL).accepted
     assert isinstance(spec_forever, PlaceholderSpec) and spec_forever.duration is None
 
 
@@ -235,7 +236,7 @@ def test_a_command_task_is_passed_with_its_resources() -> None:
     state = make_state()
     message = info("c", "cpus:0.5;mem:64")
     message.process.shell = "echo hi"
-    ((_, spec),) = state.handle_launch(FW, [message], 0.0, WALL).accepted
+    ((_, spec),) = state.handle_launch(FW, [task_spec(message)], 0.0, WALL).accepted
     assert spec == CommandTask(Command(shell="echo hi"), R("cpus:0.5;mem:64"))
     assert state.used == R("cpus:0.5;mem:64")
 
@@ -245,7 +246,7 @@ def test_a_command_of_a_bad_shape_is_answered_with_error_command_invalid() -> No
     message = info("c")
     message.process.argv.extend(["ls"])
     message.process.working_dir = "../../etc"
-    result = state.handle_launch(FW, [message], 0.0, WALL)
+    result = state.handle_launch(FW, [task_spec(message)], 0.0, WALL)
     assert result.accepted == () and "working_dir" in result.rejected[0][1]
     (error,) = state.pending((FW, "c"))
     assert (error.state, error.reason) == (ERROR, TS.REASON_COMMAND_INVALID)

@@ -1,4 +1,4 @@
-"""``agent.isolation.cgroups`` and ``modes``: which hierarchy is chosen, what limits are
+"""``agent.tasks.isolation.cgroups`` and ``modes``: which hierarchy is chosen, what limits are
 written, and the isolation a daemon picks.
 
 The v2 files are checked on a fake tree (a directory standing in for /sys/fs/cgroup, as the
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from fairshare.resources import ResourceVector
 
-from agent.isolation import cgroups
-from agent.isolation.modes import Isolation, IsolationError, choose
+from agent.tasks.isolation import cgroups
+from agent.tasks.isolation.modes import Isolation, IsolationError, choose
 
 V1_MOUNTS = """\
 cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0

@@ -22,10 +22,16 @@ from fairshare.task_states import TaskState
 from fairshare.v1 import common_pb2
 from fairshare.wire import resources_to_pb
 
-from agent.backoff import Backoff
-from agent.checkpoint import CHECKPOINT_FILE, SCHEMA_VERSION, CheckpointError, CheckpointStore
-from agent.records import AgentSpec
-from agent.state import AgentState
+from agent.core import AgentState
+from agent.core.backoff import Backoff
+from agent.core.records import AgentSpec
+from agent.durability.checkpoint import (
+    CHECKPOINT_FILE,
+    SCHEMA_VERSION,
+    CheckpointError,
+    CheckpointStore,
+)
+from agent.wire import task_spec
 
 R = ResourceVector.parse
 TS = common_pb2.TaskStatus
@@ -93,8 +99,9 @@ def busy_state() -> AgentState:
     state = make_state()
     state.on_registered("ag-1", "m-1")
     state.on_connected(0.0)
-    state.handle_launch(FW, [info("staging"), info("run", duration=30), info("kill")], 0.0, WALL)
-    state.handle_launch(OTHER_FW, [info("done", exit_code=3, duration=1)], 0.0, WALL)
+    launched = [info("staging"), info("run", duration=30), info("kill")]
+    state.handle_launch(FW, [task_spec(task) for task in launched], 0.0, WALL)
+    state.handle_launch(OTHER_FW, [task_spec(info("done", exit_code=3, duration=1))], 0.0, WALL)
     for key in ((FW, "run"), (FW, "kill"), (OTHER_FW, "done")):
         state.handle_task_status(key, STARTING, 1.0, WALL + 1)
         state.handle_task_status(key, RUNNING, 2.0, WALL + 2.5)

@@ -25,9 +25,9 @@ from command_harness import FW, Harness, cgroup_isolation, task
 from fairshare.task_states import TaskState
 from fairshare.v1 import common_pb2
 
-from agent.executors.supervisor import EXIT_FILE, SUPERVISOR_FILE, read_json
-from agent.isolation import cgroups
-from agent.isolation.modes import Isolation
+from agent.tasks.executors.supervisor import EXIT_FILE, SUPERVISOR_FILE, read_json
+from agent.tasks.isolation import cgroups
+from agent.tasks.isolation.modes import Isolation
 
 TS = common_pb2.TaskStatus
 STARTING, RUNNING, FINISHED, FAILED, KILLED, ERROR = (

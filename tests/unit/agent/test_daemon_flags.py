@@ -14,8 +14,7 @@ import pytest
 from fairshare.resources import ResourceVector
 from fairshare.settings import SettingsError, resource_vector
 
-from agent.config import parse_attributes, resolve
-from agent.resources_probe import host_resources
+from agent.config import host_resources, parse_attributes, resolve
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from fairshare.resources import ResourceVector
 
-from agent.backoff import Backoff
-from agent.checkpoint import CHECKPOINT_FILE, CheckpointStore
-from agent.records import AgentSpec
-from agent.state import AgentState
+from agent.core import AgentState
+from agent.core.backoff import Backoff
+from agent.core.records import AgentSpec
+from agent.durability.checkpoint import CHECKPOINT_FILE, CheckpointStore
 
 SPEC = AgentSpec("host-a", 7000, ResourceVector.parse("cpus:4;mem:1024"), ())
 

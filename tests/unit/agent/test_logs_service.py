@@ -13,9 +13,9 @@ import grpc
 import pytest
 from fairshare.v1 import task_logs_pb2, task_logs_pb2_grpc
 
-from agent.logs_service import PAGE_BYTES, TaskLogServicer, tail_offset
-from agent.records import TaskKey
-from agent.sandbox import Sandboxes
+from agent.core.records import TaskKey
+from agent.tasks.logs_service import PAGE_BYTES, TaskLogServicer, tail_offset
+from agent.tasks.sandbox import Sandboxes
 
 REQUEST = task_logs_pb2.StreamLogRequest
 DEADLINE = 10.0

@@ -15,9 +15,9 @@ import pytest
 from fairshare.task_states import TaskState
 from fairshare.v1 import common_pb2
 
-from agent.executors.base import TaskEvent
-from agent.executors.placeholder import PlaceholderExecutor
-from agent.records import PlaceholderSpec
+from agent.core.records import PlaceholderSpec
+from agent.tasks.executors.base import TaskEvent
+from agent.tasks.executors.placeholder import PlaceholderExecutor
 
 TS = common_pb2.TaskStatus
 STARTING, RUNNING = TaskState.STARTING, TaskState.RUNNING

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import random
 
-from agent.reconnect import (
+from agent.runtime.reconnect import (
     AFTER_STALE_HINT,
     MAX_REDIRECTS,
     RECONNECT_CAP_ONCE_CONNECTED,
     Reconnection,
 )
-from agent.session import Outcome
+from agent.runtime.stream import Outcome
 
 
 def make() -> Reconnection:

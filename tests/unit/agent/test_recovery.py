@@ -19,13 +19,11 @@ from fairshare.task_states import TaskState
 from fairshare.v1 import agent_pb2, common_pb2
 from fairshare.wire import resources_to_pb, task_state_to_pb
 
-from agent.backoff import Backoff
-from agent.checkpoint import CHECKPOINT_FILE, CheckpointStore
-from agent.executors.base import TaskEvent
-from agent.executors.placeholder import PlaceholderExecutor
-from agent.executors.router import TaskExecutors
-from agent.records import AgentSpec, PlaceholderSpec, TaskView
-from agent.recovery import (
+from agent.core import AgentSnapshot, AgentState
+from agent.core.backoff import Backoff
+from agent.core.records import AgentSpec, PlaceholderSpec, TaskView
+from agent.durability.checkpoint import CHECKPOINT_FILE, CheckpointStore
+from agent.durability.recovery import (
     Report,
     Restart,
     Resume,
@@ -34,7 +32,10 @@ from agent.recovery import (
     remaining_time,
 )
 from agent.runtime import AgentFatalError, AgentRuntime, RuntimeConfig
-from agent.state import AgentSnapshot, AgentState
+from agent.tasks.executors.base import TaskEvent
+from agent.tasks.executors.placeholder import PlaceholderExecutor
+from agent.tasks.executors.router import TaskExecutors
+from agent.wire import task_spec
 
 R = ResourceVector.parse
 TS = common_pb2.TaskStatus
@@ -66,7 +67,8 @@ def info(task_id: str, **command: float) -> common_pb2.TaskInfo:
 
 
 def view(task_id: str, state: int, running_since: float | None = T0, **command: float) -> TaskView:
-    return TaskView(FW, info(task_id, **command), R("cpus:1"), state, None, running_since)  # type: ignore[arg-type]
+    spec = task_spec(info(task_id, **command))
+    return TaskView(FW, spec, R("cpus:1"), state, None, running_since)  # type: ignore[arg-type]
 
 
 # -- the plan (pure) --------------------------------------------------------------------------
@@ -148,7 +150,7 @@ def before_the_crash() -> AgentSnapshot:
         info("run", duration=0.15), info("start", duration=0.05),
         info("kill"), info("over", duration=0.01),
     ]  # fmt: skip
-    state.handle_launch(FW, tasks, 0.0, T0)
+    state.handle_launch(FW, [task_spec(task) for task in tasks], 0.0, T0)
     for task_id in ("run", "start", "kill", "over"):
         state.handle_task_status((FW, task_id), STARTING, 0.0, T0)
     for task_id in ("run", "kill", "over"):
@@ -245,7 +247,7 @@ def test_a_failed_checkpoint_write_stops_the_agent_with_a_fatal_error(tmp_path: 
     store = CheckpointStore.open(path, SPEC)
     state = AgentState(SPEC, retry=Backoff(1.0, 2.0, random.Random(1)), new_uuid=lambda: b"u" * 16)
     state.on_registered("ag-1", "m-1")
-    state.handle_launch(FW, [info("t", duration=1)], 0.0, T0)
+    state.handle_launch(FW, [task_spec(info("t", duration=1))], 0.0, T0)
     state.handle_task_status((FW, "t"), STARTING, 0.0, T0)
     state.handle_task_status((FW, "t"), RUNNING, 0.0, T0)  # long past its deadline now
     store.write(state.take_changes())

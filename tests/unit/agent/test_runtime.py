@@ -23,8 +23,9 @@ from fairshare.resources import ResourceVector
 from fairshare.task_states import TaskState
 from fairshare.v1 import common_pb2
 
-from agent.records import AgentSpec
+from agent.core.records import AgentSpec
 from agent.runtime import AgentRuntime, RuntimeConfig
+from agent.wire import task_spec
 
 DEADLINE = 5.0
 
@@ -52,7 +53,7 @@ def test_sender_loop_ends_when_cancelled_in_the_same_step_as_a_wake() -> None:
         state, now = runtime.state, asyncio.get_running_loop().time()
         state.on_registered("ag-1", "m-1")
         state.on_connected(now)
-        state.handle_launch("fw", [task_info("t")], now, 0.0)
+        state.handle_launch("fw", [task_spec(task_info("t"))], now, 0.0)
         state.handle_task_status(("fw", "t"), TaskState.STARTING, now, 0.0)
         assert len(state.take_due(now)) == 1  # sent; its retry is due in about a second,
         for _ in range(20):  # so the sender waits with a finite timeout

@@ -1,5 +1,5 @@
-"""``agent.sandbox``: safe paths from ids, working directories kept inside the sandbox, log files
-never read through a link, and garbage collection that spares what the master still knows.
+"""``agent.tasks.sandbox``: safe paths from ids, working directories kept inside the sandbox, log
+files never read through a link, and garbage collection that spares what the master still knows.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.executors.supervisor import EXIT_FILE, SUPERVISOR_FILE, process_record, write_json
-from agent.sandbox import SandboxError, Sandboxes, open_log, path_component, read_tail
+from agent.tasks.executors.supervisor import EXIT_FILE, SUPERVISOR_FILE, process_record, write_json
+from agent.tasks.sandbox import SandboxError, Sandboxes, open_log, path_component, read_tail
 
 FW = "fw-1"
 

@@ -1,0 +1,64 @@
+"""The agent's pure core: its state machine (``AgentState``) and the plain values it exchanges.
+
+Pure means: the standard library and the kernel's pure vocabulary only (``fairshare.resources``,
+``fairshare.task_states``, ``fairshare.command``); no grpc, asyncio, protobuf or wire API, no
+clock and no global randomness (times, uuids and jitter are passed in). An import-linter
+contract in pyproject.toml enforces it; ``agent.wire`` converts to and from the wire.
+
+- ``records``: the values (``AgentSpec``, ``TaskSpec``, ``StatusUpdate``, ``TaskView``,
+  ``Reason``, ...);
+- ``state``: ``AgentState``, with its answers in ``decisions`` and its checkpoint seam in
+  ``snapshot``;
+- ``backoff``: the jittered exponential backoff of update retries (and of reconnects).
+"""
+
+from agent.core.backoff import Backoff, RandomSource
+from agent.core.decisions import (
+    KillDecision,
+    LaunchResult,
+    Outgoing,
+    RegisterCall,
+    ReregisterCall,
+)
+from agent.core.records import (
+    AgentMetrics,
+    AgentSpec,
+    CommandTask,
+    CommandUsage,
+    LaunchSpec,
+    PlaceholderSpec,
+    Reason,
+    StatusUpdate,
+    TaskKey,
+    TaskProblem,
+    TaskSpec,
+    TaskView,
+)
+from agent.core.snapshot import AgentSnapshot, CheckpointChanges, TaskChange
+from agent.core.state import AgentState
+
+__all__ = [
+    "AgentMetrics",
+    "AgentSnapshot",
+    "AgentSpec",
+    "AgentState",
+    "Backoff",
+    "CheckpointChanges",
+    "CommandTask",
+    "CommandUsage",
+    "KillDecision",
+    "LaunchResult",
+    "LaunchSpec",
+    "Outgoing",
+    "PlaceholderSpec",
+    "RandomSource",
+    "Reason",
+    "RegisterCall",
+    "ReregisterCall",
+    "StatusUpdate",
+    "TaskChange",
+    "TaskKey",
+    "TaskProblem",
+    "TaskSpec",
+    "TaskView",
+]
