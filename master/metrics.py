@@ -326,6 +326,48 @@ class MasterCollector(Collector):
         yield share
         yield weight
         yield allocated
+        yield from MasterCollector._quotas(snapshot)
+
+    @staticmethod
+    def _quotas(snapshot: ClusterSnapshot) -> Iterator[Metric]:
+        guarantee = GaugeMetricFamily(
+            "fairshare_role_quota_guarantee",
+            "Guaranteed resources of each role with a quota (base units).",
+            labels=["role", "resource"],
+        )
+        limit = GaugeMetricFamily(
+            "fairshare_role_quota_limit",
+            "Resources each role's subtree may hold at most (base units; only limited ones).",
+            labels=["role", "resource"],
+        )
+        consumed = GaugeMetricFamily(
+            "fairshare_role_quota_consumed",
+            "Resources offered to or used by each quota role's subtree (base units): what counts"
+            " toward its guarantee and limit.",
+            labels=["role", "resource"],
+        )
+        starved = GaugeMetricFamily(
+            "fairshare_role_below_guarantee",
+            "1 when a role holds less than its guarantee of some resource while a framework of"
+            " its subtree wants more tasks, else 0.",
+            labels=["role"],
+        )
+        quota_roles = [r for r in snapshot.roles if r.guarantee or r.limit is not None]
+        for view in quota_roles[:MAX_FRAMEWORK_SERIES]:
+            held = base_units(view.allocated)
+            guaranteed = base_units(view.guarantee)
+            limited = base_units(view.limit or ResourceVector())
+            for resource, amount in sorted(guaranteed.items()):
+                guarantee.add_metric([view.path, resource], amount)
+            for resource, amount in sorted(limited.items()):
+                limit.add_metric([view.path, resource], amount)
+            for resource in sorted(set(guaranteed) | set(limited)):
+                consumed.add_metric([view.path, resource], held.get(resource, 0.0))
+            starved.add_metric([view.path], float(view.below_guarantee and view.wanting))
+        yield guarantee
+        yield limit
+        yield consumed
+        yield starved
 
     @staticmethod
     def _counters(counters: RuntimeCounters) -> Iterator[Metric]:

@@ -117,6 +117,15 @@ class RoleView:
     frameworks: int  # whose role is exactly ``path``
     subtree_frameworks: int  # of ``path`` and every role below it
     running_tasks: int  # RUNNING tasks of the subtree's frameworks
+    guarantee: ResourceVector = EMPTY  # its quota (master.core.quota); empty: none
+    limit: ResourceVector | None = None  # None: no limit
+    wanting: bool = False  # a framework of the subtree declared it wants more tasks
+
+    @property
+    def below_guarantee(self) -> bool:
+        """Holds less than its guarantee of some guaranteed resource."""
+        held = self.allocated
+        return any(held.millis(n) < m for n, m in self.guarantee.millis_items())
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,29 +280,48 @@ def _roles(runtime: RuntimeState, frameworks: list[FrameworkView]) -> list[RoleV
     own: dict[str, int] = {}
     subtree: dict[str, int] = {}
     running: dict[str, int] = {}
+    wanting: set[str] = set()
+    core = runtime.core
     for view in frameworks:
         role = view.spec.role or DEFAULT_ROLE
         own[role] = own.get(role, 0) + 1
         tasks = dict(view.task_counts).get(TaskState.RUNNING, 0)
+        record = core.frameworks.get(view.spec.framework_id)
+        wants = record is not None and (
+            record.demand is not None and record.live_tasks + record.offered_tasks < record.wanted
+        )
         for path in ancestors(role):  # ancestors("*") == ["*"]
             allocated[path] = allocated.get(path, EMPTY) + view.allocated
             subtree[path] = subtree.get(path, 0) + 1
             running[path] = running.get(path, 0) + tasks
-    shares = runtime.core.role_shares()
-    return [
-        RoleView(
-            path,
-            share.weight,
-            share.share,
-            share.weighted_share,
-            share.dominant_resource,
-            allocated.get(path, EMPTY),
-            own.get(path, 0),
-            subtree.get(path, 0),
-            running.get(path, 0),
+            if wants:
+                wanting.add(path)
+    shares = core.role_shares()
+    quotas = core.quotas
+    paths = set(shares)
+    for role in quotas:  # a role with a quota and no framework yet is shown too
+        paths.update(ancestors(role))
+    views = []
+    for path in sorted(paths, key=role_order):
+        share = shares.get(path)
+        quota = quotas.get(path)
+        views.append(
+            RoleView(
+                path,
+                share.weight if share else core.role_weights.get(path, 1.0),
+                share.share if share else 0.0,
+                share.weighted_share if share else 0.0,
+                share.dominant_resource if share else "",
+                allocated.get(path, EMPTY),
+                own.get(path, 0),
+                subtree.get(path, 0),
+                running.get(path, 0),
+                quota.guarantee if quota else EMPTY,
+                quota.limit if quota else None,
+                path in wanting,
+            )
         )
-        for path, share in sorted(shares.items(), key=lambda item: role_order(item[0]))
-    ]
+    return views
 
 
 def build_snapshot(runtime: RuntimeState) -> ClusterSnapshot:

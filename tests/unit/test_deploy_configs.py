@@ -46,6 +46,10 @@ MASTER_METRICS = frozenset(
         "fairshare_role_share",
         "fairshare_role_weight",
         "fairshare_role_allocated",
+        "fairshare_role_quota_guarantee",
+        "fairshare_role_quota_limit",
+        "fairshare_role_quota_consumed",
+        "fairshare_role_below_guarantee",
         "fairshare_tasks_ended_total",
         "fairshare_tasks_preempted_total",
         "fairshare_allocation_runs_total",
@@ -138,6 +142,7 @@ def test_every_metric_the_dashboard_and_rules_name_is_in_the_contract() -> None:
         "fairshare_tasks_ended_total",  # completions (issue 16 item 8: the panel showed none)
         "fairshare_framework_info",  # shares are labelled by id; the legend shows names
         "fairshare_role_share",  # the tenants: role shares over time
+        "fairshare_role_quota_consumed",  # quota: consumed against guarantee and limit
     } <= names
 
 
