@@ -138,6 +138,14 @@ class QuotaLedger:
         guaranteed = [role for role, q in self.quotas.items() if q.guarantee]
         self.top_guaranteed = [r for r in guaranteed if _nearest_ancestor(r, guaranteed) is None]
         self._chains: dict[str, list[str]] = {}
+        self._limited: dict[str, list[str]] = {}
+        self._top_of: dict[str, str | None] = {}
+        # kept as units are recorded: what each top-most guaranteed role misses, and the sum
+        self._top_unmet = {owner: self.unmet(owner) for owner in self.top_guaranteed}
+        self.needed: dict[str, int] = {}
+        for unmet in self._top_unmet.values():
+            for name, millis in unmet.items():
+                self.needed[name] = self.needed.get(name, 0) + millis
 
     def chain(self, role: str) -> list[str]:
         """The quota roles containing ``role``, outermost first (cached per run)."""
@@ -146,13 +154,20 @@ class QuotaLedger:
             chain = self._chains[role] = quota_roles_over(role, self.quotas)
         return chain
 
+    def limited_chain(self, role: str) -> list[str]:
+        """The quota roles containing ``role`` that have a limit (cached per run)."""
+        chain = self._limited.get(role)
+        if chain is None:
+            chain = [o for o in self.chain(role) if self.quotas[o].limit is not None]
+            self._limited[role] = chain
+        return chain
+
     def admits(self, role: str, unit: ResourceVector) -> bool:
         """Does ``unit`` fit the limits of ``role`` and every ancestor with one?"""
         needs = unit.millis_view()
-        for owner in self.chain(role):
+        for owner in self.limited_chain(role):
             limit = self.quotas[owner].limit
-            if limit is None:
-                continue
+            assert limit is not None
             held = self.held[owner]
             for name, cap in limit.millis_items():
                 if held.get(name, 0) + needs.get(name, 0) > cap:
@@ -161,11 +176,13 @@ class QuotaLedger:
 
     def cut(self, role: str, offered: ResourceVector) -> ResourceVector:
         """``offered`` cut to what the limits of ``role`` and its ancestors leave."""
+        owners = self.limited_chain(role)
+        if not owners:
+            return offered
         millis = dict(offered.millis_view())
-        for owner in self.chain(role):
+        for owner in owners:
             limit = self.quotas[owner].limit
-            if limit is None:
-                continue
+            assert limit is not None
             held = self.held[owner]
             for name, cap in limit.millis_items():
                 if name in millis:
@@ -210,27 +227,31 @@ class QuotaLedger:
             {n: min(m, has[n]) for n, m in missing.items() if has.get(n, 0)}
         )
 
+    @property
+    def holding_back(self) -> bool:
+        """Do unmet guarantees still need some of the free pool?"""
+        return any(millis > 0 for millis in self.needed.values())
+
     def headroom(self) -> dict[str, int]:
         """What the unmet guarantees of the top-most guaranteed roles need of the free pool."""
-        needed: dict[str, int] = {}
-        for owner in self.top_guaranteed:
-            for name, millis in self.unmet(owner).items():
-                needed[name] = needed.get(name, 0) + millis
-        return needed
+        return {name: millis for name, millis in self.needed.items() if millis > 0}
+
+    def _relief(self, role: str) -> Mapping[str, int]:
+        """What the unmet guarantee of ``role``'s top-most guaranteed role misses (``{}``)."""
+        top = self._top_of.get(role, "")
+        if top == "":
+            top = next((o for o in self.chain(role) if o in self._top_unmet), None)
+            self._top_of[role] = top
+        return self._top_unmet[top] if top is not None else {}
 
     def leaves_headroom(self, role: str, unit: ResourceVector) -> bool:
         """Would the pool, after giving ``unit`` to ``role``, still hold the headroom the other
         roles' unmet guarantees need? (What ``role``'s own unmet guarantee gets of ``unit``
         counts as meeting it, not as taking it.)"""
-        if not self.top_guaranteed:
+        needed = self.needed
+        if not self.holding_back:
             return True
-        needed = self.headroom()
-        if not needed:
-            return True
-        relief: dict[str, int] = {}
-        for owner in self.chain(role):
-            if owner in self.top_guaranteed:
-                relief = self.unmet(owner)
+        relief = self._relief(role)
         for name, millis in unit.millis_items():
             want = needed.get(name, 0)
             if not want:
@@ -243,13 +264,10 @@ class QuotaLedger:
     def cut_headroom(self, role: str, offered: ResourceVector) -> ResourceVector:
         """``offered`` cut so that the pool keeps the headroom of the other roles' unmet
         guarantees (``role``'s own unmet guarantee may take its part)."""
-        needed = self.headroom() if self.top_guaranteed else {}
-        if not needed:
+        needed = self.needed
+        if not self.holding_back:
             return offered
-        relief: dict[str, int] = {}
-        for owner in self.chain(role):
-            if owner in self.top_guaranteed:
-                relief = self.unmet(owner)
+        relief = self._relief(role)
         millis = dict(offered.millis_view())
         for name, want in needed.items():
             if name in millis:
@@ -259,10 +277,22 @@ class QuotaLedger:
 
     def record(self, role: str, unit: ResourceVector) -> None:
         """``role`` got ``unit``: it counts for every quota role containing it."""
+        units = unit.millis_view()
         for owner in self.chain(role):
             held = self.held[owner]
-            for name, millis in unit.millis_items():
+            for name, millis in units.items():
                 held[name] = held.get(name, 0) + millis
-        for name, millis in unit.millis_items():
+        relief = self._relief(role)
+        if relief:
+            top_unmet = dict(relief)
+            for name, millis in units.items():
+                met = min(millis, top_unmet.get(name, 0))
+                if met:
+                    top_unmet[name] -= met
+                    self.needed[name] -= met
+            top = self._top_of[role]
+            assert top is not None
+            self._top_unmet[top] = {n: m for n, m in top_unmet.items() if m > 0}
+        for name, millis in units.items():
             if name in self.free:
                 self.free[name] -= millis

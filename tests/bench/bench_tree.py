@@ -13,6 +13,9 @@ machine's noise hits all alike:
    run per hierarchy over interleaved cycles, and its ratio to flat.
 2. Demand-aware filling from an empty cluster (bench_core's shapes, best-fit sample 8): decisions
    per second of one run, the median of alternating repeats, and the ratio to flat.
+3. ``DeclineOffers`` under hdrf with a quota on each of the 100 leaf roles (a guarantee of 1/200
+   of the pool's cpus, half the pool guaranteed in all, and a limit of 1/50) against the same
+   cluster without quotas, interleaved (issue 21's goal: within 1.25x).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_core import AGENT, _quantiles, _shapes
+from fairshare.resources import ResourceVector
 
 from master.core import CoreConfig, MasterState, SendOffers
 
@@ -124,6 +128,44 @@ def bench_filling(agents: int, frameworks: int, repeats: int) -> None:
     print("  goal: hdrf at least 80% of flat")
 
 
+def bench_quota(agents: int, frameworks: int, cycles: int) -> None:
+    from master.core.quota import Quota
+
+    plain = cluster(agents, frameworks, "hdrf")
+    quoted = cluster(agents, frameworks, "hdrf")
+    leaves = sorted(set(roles_of(frameworks)[0]))
+    cpus = quoted.total.millis("cpus") // 1000
+    for leaf in leaves:
+        quoted.quotas[leaf] = Quota(
+            ResourceVector({"cpus": max(1, cpus // 200)}), ResourceVector({"cpus": cpus // 50})
+        )
+    runs: dict[str, list[float]] = {"without": [], "with quotas": []}
+    now = 0.0
+    for _ in range(cycles):
+        now += 1.0
+        for label, state in (("without", plain), ("with quotas", quoted)):
+            gc.collect()
+            start = time.perf_counter()
+            messages = state.handle_allocate(now)
+            runs[label].append(time.perf_counter() - start)
+            for message in messages:
+                assert isinstance(message, SendOffers)
+                ids = [offer.offer_id for offer in message.offers]
+                state.handle_decline(message.framework_id, ids, now, refuse_seconds=0.0)
+    print(
+        f"DeclineOffers with quotas on {len(leaves)} roles (hdrf): {agents} agents x"
+        f" {frameworks} frameworks, {cycles} cycles (interleaved)"
+    )
+    base = _quantiles(runs["without"])[0]
+    for label, samples in runs.items():
+        p50, p99 = _quantiles(samples)
+        print(
+            f"  {label:12s} allocation run p50 {p50 * 1000:8.1f} ms  p99 {p99 * 1000:8.1f} ms"
+            f"   {p50 / base:5.2f}x without"
+        )
+    print("  goal: with quotas within 1.25x of without")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smaller, faster pass")
@@ -131,7 +173,7 @@ def main() -> None:
     parser.add_argument("--frameworks", type=int, default=1_000)
     parser.add_argument("--cycles", type=int, default=15)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--only", choices=["decline", "filling"], help="run one scenario")
+    parser.add_argument("--only", choices=["decline", "filling", "quota"], help="run one scenario")
     args = parser.parse_args()
     agents, frameworks, cycles = args.agents, args.frameworks, args.cycles
     if args.quick:
@@ -140,6 +182,8 @@ def main() -> None:
         bench_decline(agents, frameworks, cycles)
     if args.only in (None, "filling"):
         bench_filling(agents, frameworks, args.repeats)
+    if args.only in (None, "quota"):
+        bench_quota(agents, frameworks, cycles)
 
 
 if __name__ == "__main__":
