@@ -171,7 +171,11 @@ class Target:
 
 @pytest.fixture(scope="module")
 def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
-    master = start_master(tmp_path_factory.mktemp("fuzz") / "master", *DEFAULT_MASTER_FLAGS)
+    # the kept agent is a wire-level fake that sends no heartbeats: a long agent timeout keeps
+    # it reachable however long the suite takes (it tests the calls, not liveness)
+    master = start_master(
+        tmp_path_factory.mktemp("fuzz") / "master", *DEFAULT_MASTER_FLAGS, "--agent-timeout", "1h"
+    )
     try:
         with grpc.insecure_channel(master.address) as channel:
             yield Target(master, channel)
