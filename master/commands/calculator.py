@@ -1,4 +1,4 @@
-"""The offline allocation calculator behind ``fairshare allocate`` (DESIGN.md §4).
+"""The offline allocation calculator behind ``fairshare allocate`` (docs/cases.md).
 
 Reads a case (one pool ``resources`` or heterogeneous ``agents``, and ``frameworks`` with a task
 shape, optional ``weight``, ``max_tasks`` and ``role``; optional ``roles`` weights and
@@ -12,7 +12,11 @@ shape, optional ``weight``, ``max_tasks`` and ``role``; optional ``roles`` weigh
   role tree Static H-DRF (``master.core.fluid_tree``).
 
 A case with roles gets a ``roles`` section and ``hierarchy`` in its output; a case without has
-exactly the output it had before roles existed.
+exactly the output it had before roles existed. Roles may carry quotas (``guarantee`` and
+``limit``): tasks mode runs the core with them (its two stages, Mesos 1.9's semantics), fluid
+mode fills the tree within them (``master.core.fluid_tree``, policy ``drf`` on one pool), and
+the role rows say each role's guarantee, limit, consumption and whether it is below its
+guarantee; a case without quotas has exactly the output it had before quotas existed.
 
 Invariants: a malformed case raises ``CaseError`` whose message names the offending field
 (``frameworks[1].task.cpus``); nothing is printed to stdout then. The same case always gives the
@@ -28,12 +32,14 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from fairshare.resources import ResourceError, ResourceVector
+from fairshare.resources import ResourceVector
 
 from master.commands.case_roles import (
     CaseError,
+    case_resources,
     effective_hierarchy,
     framework_role,
+    parse_quotas,
     parse_roles,
     role_rows,
 )
@@ -43,6 +49,7 @@ from master.core.fairness import FAIRNESS_POLICIES
 from master.core.fluid import FluidAgent, FluidError, FluidFramework, FluidResult, solve_fluid
 from master.core.fluid_tree import flat_weights, solve_fluid_tree
 from master.core.placement import PLACEMENT_POLICIES
+from master.core.quota import Quota
 from master.core.target import TargetFramework, tasks_target
 
 __all__ = ["MODES", "Case", "CaseError", "allocate", "parse_case"]
@@ -91,21 +98,10 @@ class Case:
     role_weights: dict[str, float] = field(default_factory=dict)
     hierarchy: str = "flat"  # the one in force (``effective_hierarchy``)
     has_tree: bool = False  # roles or a framework role given: the output lists the roles
+    quotas: dict[str, Quota] = field(default_factory=dict)  # role path -> guarantee, limit
 
 
-def _resources(value: object, where: str) -> ResourceVector:
-    try:
-        if isinstance(value, str):
-            vector = ResourceVector.parse(value)
-        elif isinstance(value, Mapping):
-            vector = ResourceVector(value)
-        else:
-            raise CaseError(f"{where}: expected an object like {{\"cpus\": 4}} or 'cpus:4;mem:8'")
-    except ResourceError as error:
-        raise CaseError(f"{where}: {error}") from None
-    if not vector:
-        raise CaseError(f"{where}: no positive quantity")
-    return vector
+_resources = case_resources
 
 
 def _choice(
@@ -217,6 +213,7 @@ def parse_case(
         role_weights=parse_roles(raw),
         hierarchy=effective_hierarchy(named, chosen_policy),
         has_tree="roles" in raw or any(isinstance(fw, Mapping) and "role" in fw for fw in listed),
+        quotas=parse_quotas(raw),
     )
 
 
@@ -270,7 +267,9 @@ def _allocate_tasks(case: Case) -> dict[str, Any]:
         )
         for index, fw in enumerate(case.frameworks)
     ]
-    per_framework = tasks_target(case.agents, frameworks, config, role_weights=case.role_weights)
+    per_framework = tasks_target(
+        case.agents, frameworks, config, role_weights=case.role_weights, quotas=case.quotas
+    )
     used = ResourceVector()
     rows = []
     for index, fw in enumerate(case.frameworks):
@@ -328,15 +327,20 @@ def _solve_fluid(case: Case) -> FluidResult:
             return solve_fluid(agents, frameworks, case.policy)
         roles = [fw.role for fw in case.frameworks]
         weights = {role: Fraction(repr(w)) for role, w in case.role_weights.items()}
+        if case.policy != "drf" and case.quotas:
+            raise CaseError(
+                f"roles: quotas in fluid mode fill the role tree by DRF (policy drf), not"
+                f" {case.policy!r}; use tasks mode (the core serves quotas under any policy)"
+            )
         if case.policy != "drf":  # flat: parse_case refused a tree hierarchy with this policy
             return solve_fluid(agents, flat_weights(frameworks, roles, weights), case.policy)
-        return solve_fluid_tree(agents, frameworks, roles, weights, case.hierarchy)
+        return solve_fluid_tree(agents, frameworks, roles, weights, case.hierarchy, case.quotas)
     except FluidError as error:
         raise CaseError(str(error)) from None
 
 
 def allocate(case: Case) -> dict[str, Any]:
-    """The allocation of ``case`` as a JSON-ready dict (DESIGN.md §4 output format)."""
+    """The allocation of ``case`` as a JSON-ready dict (docs/cases.md, Output)."""
     counts: list[int | float | Fraction]
     if case.mode == "tasks":
         if case.policy == "ceei":
@@ -362,6 +366,7 @@ def allocate(case: Case) -> dict[str, Any]:
             [fw.task for fw in case.frameworks],
             case.role_weights,
             sum((resources for _, resources in case.agents), ResourceVector()),
+            case.quotas,
         )
     return output
 

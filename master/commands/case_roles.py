@@ -3,13 +3,18 @@
 
 A case may place its frameworks in roles (``"role": "eng/dev"``, ``fairshare.roles`` paths,
 default ``*``) and weigh roles (``"roles": {"eng": {"weight": 3}}``); ``hierarchy`` (``hdrf``,
-``naive`` or ``flat``) says how the tree is used (``master.core.hierarchy``). The output then
-lists every role (those of the frameworks, their ancestors, and those named in ``roles``) with
-its weight, the tasks of the frameworks in its subtree, what they hold and its dominant share.
+``naive`` or ``flat``) says how the tree is used (``master.core.hierarchy``). A role may carry
+a quota (``"guarantee"`` and ``"limit"``, resources as a task's: ``{"cpus": 8}`` or
+``"cpus:8"``; ``master.core.quota``'s rules). The output then lists every role (those of the
+frameworks, their ancestors, and those named in ``roles``) with its weight, the tasks of the
+frameworks in its subtree, what they hold and its dominant share; with quotas also its
+guarantee, limit, consumption and whether it is below its guarantee.
 
 Invariants: a bad entry raises ``CaseError`` naming the field (``roles.eng/dev.weight``,
-``frameworks[2].role``); a case without ``roles`` and without any framework ``role`` has no
-tree (``has_tree`` is False) and its output has no role section.
+``roles.eng.limit.cpus``, ``frameworks[2].role``); a quota table the core refuses raises it
+with the core's message, which names the role; a case without ``roles`` and without any
+framework ``role`` has no tree (``has_tree`` is False) and its output has no role section; a
+case without quotas has exactly the role rows it had before quotas existed.
 """
 
 from __future__ import annotations
@@ -20,22 +25,26 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from fairshare.resources import MILLI, ResourceVector, canonical_order
+from fairshare.resources import MILLI, ResourceError, ResourceVector, canonical_order
 from fairshare.roles import DEFAULT_ROLE, RoleError, ancestors, check_role, is_within
 
 from master.core.checks import MAX_WEIGHT, MIN_WEIGHT
+from master.core.errors import InvalidArgument
 from master.core.hierarchy import HIERARCHIES
+from master.core.quota import Quota, check_quotas
 
 __all__ = [
     "CaseError",
     "RoleTree",
+    "case_resources",
     "effective_hierarchy",
     "framework_role",
+    "parse_quotas",
     "parse_roles",
     "role_rows",
 ]
 
-_ROLE_KEYS = {"weight"}
+_ROLE_KEYS = ("weight", "guarantee", "limit")
 
 
 class CaseError(ValueError):
@@ -48,6 +57,40 @@ class RoleTree:
 
     weights: dict[str, float]
     has_tree: bool
+
+
+def case_resources(value: object, where: str) -> ResourceVector:
+    """Resources as a case writes them (``{"cpus": 4}`` or ``"cpus:4;mem:8"``), some positive."""
+    try:
+        if isinstance(value, str):
+            vector = ResourceVector.parse(value)
+        elif isinstance(value, Mapping):
+            vector = ResourceVector(value)
+        else:
+            raise CaseError(f"{where}: expected an object like {{\"cpus\": 4}} or 'cpus:4;mem:8'")
+    except ResourceError as error:
+        raise CaseError(f"{where}: {error}") from None
+    if not vector:
+        raise CaseError(f"{where}: no positive quantity")
+    return vector
+
+
+def _quota_vector(value: object, where: str) -> ResourceVector:
+    """A guarantee or a limit: resources as a task's, each named one above 0 (a resource left
+    out is not guaranteed or not limited; a 0 would read as "none" but mean "no limit")."""
+    vector = case_resources(value, where)
+    if isinstance(value, str):
+        named = [part.split(":")[0].strip() for part in value.split(";") if part.strip()]
+    else:
+        assert isinstance(value, Mapping)
+        named = [str(name) for name in value]
+    zero = [name for name in named if name not in vector.names()]
+    if zero:
+        raise CaseError(
+            f"{where}.{zero[0]}: a quota names each resource with a quantity above 0 (leave"
+            " the resource out to not guarantee or limit it)"
+        )
+    return vector
 
 
 def _weight(value: object, where: str) -> float:
@@ -79,11 +122,33 @@ def parse_roles(raw: Mapping[str, Any]) -> dict[str, float]:
             raise CaseError(str(error)) from None
         if not isinstance(entry, Mapping):
             raise CaseError(f'{where}: expected an object like {{"weight": 3}}')
-        unknown = sorted(set(entry) - _ROLE_KEYS)
+        unknown = sorted(set(entry) - set(_ROLE_KEYS))
         if unknown:
-            raise CaseError(f"{where}.{unknown[0]}: unknown field (known: weight)")
+            raise CaseError(f"{where}.{unknown[0]}: unknown field (known: {', '.join(_ROLE_KEYS)})")
         weights[role] = _weight(entry.get("weight", 1), f"{where}.weight")
     return weights
+
+
+def parse_quotas(raw: Mapping[str, Any]) -> dict[str, Quota]:
+    """The quotas of ``roles`` entries (``guarantee``, ``limit``), checked by the core's rules
+    (``master.core.quota.check_quotas``); call after ``parse_roles`` (which checks the rest)."""
+    quotas: dict[str, Quota] = {}
+    for path, entry in raw.get("roles", {}).items():
+        if "guarantee" not in entry and "limit" not in entry:
+            continue
+        where = f"roles.{path}"
+        guarantee = (
+            _quota_vector(entry["guarantee"], f"{where}.guarantee")
+            if "guarantee" in entry
+            else ResourceVector()
+        )
+        limit = _quota_vector(entry["limit"], f"{where}.limit") if "limit" in entry else None
+        quotas[check_role(path)] = Quota(guarantee, limit)
+    try:
+        check_quotas(quotas)
+    except InvalidArgument as error:
+        raise CaseError(f"roles: {error}") from None
+    return quotas
 
 
 def framework_role(raw: Mapping[str, Any], where: str) -> str:
@@ -134,9 +199,13 @@ def role_rows(
     shapes: Sequence[ResourceVector],
     weights: Mapping[str, float],
     total: ResourceVector,
+    quotas: Mapping[str, Quota] | None = None,
 ) -> list[dict[str, Any]]:
     """The output's ``roles``: per role path, sorted, its weight, the tasks of its subtree's
-    frameworks, what they hold (resource units) and its dominant share of the pool.
+    frameworks, what they hold (resource units) and its dominant share of the pool; with
+    ``quotas``, every row also has the role's ``guarantee`` (``{}`` without), ``limit``
+    (``None`` without), ``consumption`` (what its subtree holds, what a limit caps) and
+    ``below_guarantee`` (it holds less than its guarantee of some guaranteed resource).
 
     Whole tasks (tasks mode) are summed as resource vectors, exactly as the framework rows;
     fractional ones (fluid mode) exactly as ``Fraction`` (floats for pf/ceei)."""
@@ -149,6 +218,9 @@ def role_rows(
             row["tasks"] = sum(int(tasks[i]) for i in members)
             row["dominant_share"] = allocated.dominant_share(total)
             row["allocated"] = allocated.to_dict()
+            exact: dict[str, Number] = {
+                name: Fraction(millis, MILLI) for name, millis in allocated.millis_items()
+            }
         else:
             count: Number = sum((tasks[i] for i in members), Fraction(0))
             held: dict[str, Number] = {}
@@ -168,5 +240,20 @@ def role_rows(
             if isinstance(count, Fraction) and count.denominator != 1:
                 row["tasks_exact"] = str(count)
                 row["dominant_share_exact"] = str(dominant)
+            exact = held
+        if quotas:
+            _quota_fields(row, quotas.get(path), exact)
         rows.append(row)
     return rows
+
+
+def _quota_fields(row: dict[str, Any], quota: Quota | None, held: Mapping[str, Number]) -> None:
+    """A role row's quota fields (``role_rows``); ``held``: what the subtree holds, exactly."""
+    guarantee = quota.guarantee if quota is not None else ResourceVector()
+    limit = quota.limit if quota is not None else None
+    row["guarantee"] = guarantee.to_dict()
+    row["limit"] = None if limit is None else limit.to_dict()
+    row["consumption"] = dict(row["allocated"])
+    row["below_guarantee"] = any(
+        held.get(name, 0) < Fraction(millis, MILLI) for name, millis in guarantee.millis_items()
+    )

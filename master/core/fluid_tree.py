@@ -38,6 +38,42 @@ heterogeneous agents a tree's fluid answer would also be a placement problem, an
 ``naive`` raise ``FluidError``. With every framework in one role the tree is a single group,
 whose answer is DRF's water-filling: ``solve_fluid`` then gives it (and DRFH on many agents).
 
+Quotas (``quotas``: role path -> ``master.core.quota.Quota``, guarantee and limit per
+resource), with the semantics of Mesos 1.9's quota (Apache Mesos documentation, "Quota":
+limits cap what a role is offered plus what it uses; guarantees are served in a first
+allocation stage and protected afterwards by *headroom*), which the core's whole-task run
+follows (``master.core.allocation``). Static H-DRF (§4.1) has no quotas; what is added, and
+why (``master.core.fluid_quota`` states each rule precisely):
+
+1. Limits are a constraint on a subtree's consumption per resource. Progressive filling can
+   only stop leaves (tasks are not cut), so when a role's consumption of a limited resource
+   reaches the limit, the leaves of its subtree that need that resource stop, exactly as a
+   saturated resource stops the leaves that need it (§4.1's "a resource it needs is
+   saturated", with the subtree's limit in place of the pool).
+2. Two fillings, as Mesos 1.9's two allocation stages. First (``guarantees``) only the leaves
+   going toward a guarantee grow (some role of their path guarantees a resource they need),
+   by the same progressive filling over the tree; a guaranteed subtree stops growing in a
+   guaranteed resource at its guarantee (its leaves needing it stop once every role of their
+   path guaranteeing it holds its guarantee) or when its leaves are blocked (pool, limit,
+   ``max_tasks``). Then (``all``) the progressive filling goes on from there over every leaf,
+   within the limits, and the pool keeps the headroom the unmet guarantees of the top-most
+   guaranteed roles need (a leaf outside a role that still misses a resource stops when the
+   free pool of it is down to that headroom). The second filling
+   starts from the first one's allocation: a guaranteed subtree ahead of its siblings waits
+   until they catch up (the event "a child ahead of ``M`` is caught up"), which is what "the
+   guarantee first, then fair sharing of the rest" means for H-DRF's max-min. A leaf group's
+   vector (a role's frameworks) is then taken as ``master.core.hierarchy`` takes it: what its
+   frameworks hold, summed unscaled (§4.4's rescaling applies to the children of the role
+   nodes above). From nothing the frameworks of a group that are not blocked are all at its
+   minimum, where rescaling changes nothing, so without quotas the answer is the same; from
+   the first filling's allocation it keeps the answer the limit of the core's whole tasks
+   (checked on random trees, ``tests/unit/core/test_fluid_quota.py``).
+
+Without quotas (``None``, or every quota empty) nothing of this runs and the answer is the one
+above, unchanged. With quotas the filling runs even with one role, and under ``flat`` over a
+single group of every framework (weighted by ``flat_weights``), the quotas still applying to
+the frameworks' role paths; the pool must be one (``FluidError`` otherwise).
+
 Invariants: pure; frameworks come back in input order; every result is feasible on the pool,
 each framework gets at most ``max_tasks``; bad input raises ``FluidError``.
 """
@@ -62,6 +98,8 @@ from master.core.fluid import (
     _spread,
     solve_fluid,
 )
+from master.core.fluid_quota import ALL, GUARANTEES, FluidQuotas
+from master.core.quota import Quota
 
 __all__ = ["TREE_HIERARCHIES", "flat_weights", "solve_fluid_tree", "static_tree"]
 
@@ -89,9 +127,10 @@ def solve_fluid_tree(
     roles: Sequence[str],
     role_weights: Mapping[str, Fraction],
     hierarchy: str,
+    quotas: Mapping[str, Quota] | None = None,
 ) -> FluidResult:
     """The fluid DRF allocation of ``frameworks`` (``roles[i]`` is the role of the i-th) on
-    ``agents`` under ``hierarchy`` (module docstring)."""
+    ``agents`` under ``hierarchy``, within ``quotas`` (module docstring)."""
     _check_inputs(agents, frameworks, "drf")
     if hierarchy not in TREE_HIERARCHIES:
         raise FluidError(f"hierarchy {hierarchy!r} is unknown; choose one of hdrf, naive, flat")
@@ -105,18 +144,31 @@ def solve_fluid_tree(
     for role, weight in role_weights.items():
         if not isinstance(weight, Fraction) or weight <= 0:
             raise FluidError(f"role {role!r}: weight {weight!r} must be a positive Fraction")
-    if hierarchy == "flat":
+    quotas = {role: quota for role, quota in (quotas or {}).items() if not quota.empty}
+    if not quotas and hierarchy == "flat":
         return solve_fluid(agents, flat_weights(frameworks, roles, role_weights), "drf")
-    if len(set(roles)) <= 1:
+    if not quotas and len(set(roles)) <= 1:
         return solve_fluid(agents, frameworks, "drf")  # one group: DRF's water-filling
     groups = _proportional_groups(agents)
     if len(groups) > 1:
+        what = "with quotas" if quotas else f"over a role tree ({hierarchy})"
         raise FluidError(
-            f"fluid mode over a role tree ({hierarchy}) needs a single pool, got {len(agents)}"
-            " agents that are not multiples of one shape; use tasks mode (or hierarchy flat)"
+            f"fluid mode {what} needs a single pool, got {len(agents)} agents that are not"
+            " multiples of one shape; use tasks mode" + ("" if quotas else " (or hierarchy flat)")
         )
     total = _pool_total(agents)
-    tasks = static_tree(frameworks, roles, role_weights, total, hierarchy)
+    if hierarchy == "flat":  # one group of every framework, the quotas on their roles
+        tasks = static_tree(
+            flat_weights(frameworks, roles, role_weights),
+            [DEFAULT_ROLE] * len(roles),
+            {},
+            total,
+            "naive",
+            quotas,
+            quota_roles=roles,
+        )
+    else:
+        tasks = static_tree(frameworks, roles, role_weights, total, hierarchy, quotas)
     placement = {i: {groups[0][0].id: x} for i, x in tasks.items() if x > 0}
     return _result(frameworks, total, tasks, _spread(placement, groups), None)
 
@@ -132,6 +184,7 @@ class _Node:
     weight: Fraction
     children: list[_Node] = field(default_factory=list)
     leaf: int | None = None  # framework index
+    group: bool = False  # a leaf group: its children are frameworks
     # the snapshot (``_Filling.snapshot``)
     blocked: bool = False
     held: list[Fraction] = field(default_factory=list)  # the share's vector (rescaled: hdrf)
@@ -188,6 +241,7 @@ def _build(
             group = _Node(f"{role}/{_OWN_GROUP}", Fraction(1))
             node.children.append(group)
             node = group
+        node.group = True
         owners[role] = node
     for index, (role, weight) in enumerate(zip(roles, weights, strict=True)):
         owners[role].children.append(_Node(f"{role}#{index}", weight, leaf=index))
@@ -204,6 +258,8 @@ class _Filling:
         role_weights: Mapping[str, Fraction],
         total: Mapping[str, int],
         hierarchy: str,
+        quotas: Mapping[str, Quota] | None = None,
+        quota_roles: Sequence[str] | None = None,
     ) -> None:
         self.names = list(total)
         self.hdrf = hierarchy == "hdrf"
@@ -212,7 +268,8 @@ class _Filling:
         self.deltas: list[Fraction] = []
         self.caps: list[Fraction | None] = []
         self.tasks = [ZERO] * len(frameworks)
-        self.blocked = [False] * len(frameworks)
+        self.done = [False] * len(frameworks)  # for good: pool, max_tasks
+        self.blocked = self.done  # done, or stopped by a quota in this stage
         for index, fw in enumerate(frameworks):
             demand = fw.task.to_millis()
             shape = [Fraction(demand.get(name, 0), total[name]) for name in self.names]
@@ -220,9 +277,14 @@ class _Filling:
             self.deltas.append(max(shape))
             self.caps.append(None if fw.max_tasks is None else Fraction(fw.max_tasks))
             # a resource the pool lacks, or a cap of 0: never served
-            self.blocked[index] = not demand.keys() <= total.keys() or fw.max_tasks == 0
+            self.done[index] = not demand.keys() <= total.keys() or fw.max_tasks == 0
         self.used = [ZERO] * len(self.names)
         self.saturated = [False] * len(self.names)
+        self.quotas = FluidQuotas(
+            quotas or {}, roles if quota_roles is None else quota_roles, self.names, total,
+            self.shapes,
+        )  # fmt: skip
+        self.stage = GUARANTEES if self.quotas.has_guarantees else ALL
 
     # -- the state as the shares see it --
 
@@ -241,15 +303,17 @@ class _Filling:
         node.blocked = not live
         node.minimum = min((child.level for child in live), default=ZERO)
         held = [ZERO] * len(self.names)
+        rescales = self.hdrf and not node.group
         for child in node.children:
-            if self.hdrf and not child.blocked:
+            if rescales and not child.blocked:
                 if child.share > 0:
                     factor = node.minimum * child.weight / child.share
                     held = [h + factor * c for h, c in zip(held, child.held, strict=True)]
             else:
                 held = [h + c for h, c in zip(held, child.held, strict=True)]
         node.held = held
-        node.share = max((h for h, s in zip(held, self.counted(), strict=True) if s), default=ZERO)
+        counted = self.counted()
+        node.share = max((h for h, s in zip(held, counted, strict=True) if s), default=ZERO)
         node.level = node.share / node.weight
 
     def counted(self) -> list[bool]:
@@ -281,7 +345,7 @@ class _Filling:
             vector = [v + p for v, p in zip(vector, plan.vector, strict=True)]
             nodes.extend(plan.nodes)
         grows_minimum = not free
-        if grows_minimum and self.hdrf:  # the children ahead of M are rescaled to M
+        if grows_minimum and self.hdrf and not node.group:  # those ahead of M: rescaled to M
             for child in live:
                 if child.level != node.minimum and child.share > 0:
                     factor = child.weight / child.share
@@ -310,6 +374,9 @@ class _Filling:
 
     def step(self) -> bool:
         """Grow to the next event; False when every framework is blocked."""
+        if self.quotas.active:
+            stops = self.quotas.stopped(self.tasks, self.used, self.stage)
+            self.blocked = [done or stop for done, stop in zip(self.done, stops, strict=True)]
         self.snapshot(self.root)
         if self.root.blocked:
             return False
@@ -323,15 +390,19 @@ class _Filling:
             cap = self.caps[leaf]
             if cap is not None and rate > 0:
                 times.append((cap - self.tasks[leaf]) / rate)
-        counted = self.counted()
         for node, minimum_rate, vector, share_rate in plan.nodes:
             if minimum_rate > 0:
                 for child in node.children:
                     if not child.blocked and child.level > node.minimum:
                         times.append((child.level - node.minimum) / minimum_rate)
+            counted = self.counted()
             for rate, held, counts in zip(vector, node.held, counted, strict=True):
                 if counts and held < node.share and rate > share_rate:
                     times.append((node.share - held) / (rate - share_rate))
+        if self.quotas.active:
+            times.extend(
+                self.quotas.events(self.tasks, self.used, plan.rates, consumption, self.stage)
+            )
         positive = [t for t in times if t > 0]
         if not positive:  # pragma: no cover - every growing leaf uses a finite resource
             raise ArithmeticError("Static H-DRF: a phase without an event")
@@ -347,7 +418,7 @@ class _Filling:
             if (cap is not None and self.tasks[leaf] >= cap) or any(
                 a > 0 and saturated for a, saturated in zip(shape, self.saturated, strict=True)
             ):
-                self.blocked[leaf] = True
+                self.done[leaf] = True
         return True
 
 
@@ -357,12 +428,19 @@ def static_tree(
     role_weights: Mapping[str, Fraction],
     total: Mapping[str, int],
     hierarchy: str,
+    quotas: Mapping[str, Quota] | None = None,
+    quota_roles: Sequence[str] | None = None,
 ) -> dict[int, Fraction]:
     """Tasks per framework index (those with none left out) of the progressive filling over
-    the tree on one pool of ``total`` (milli-units per resource) under ``hdrf`` or ``naive``."""
+    the tree on one pool of ``total`` (milli-units per resource) under ``hdrf`` or ``naive``,
+    within ``quotas`` on the frameworks' roles (``quota_roles``, by default ``roles``): the
+    guarantees' filling first when some role has a guarantee, then the filling of all."""
     roles = [check_role(role) if role else DEFAULT_ROLE for role in roles]
-    filling = _Filling(frameworks, roles, role_weights, total, hierarchy)
+    filling = _Filling(frameworks, roles, role_weights, total, hierarchy, quotas, quota_roles)
     for _ in range(_MAX_PHASES):
-        if not filling.step():
+        if filling.step():
+            continue
+        if filling.stage == ALL:
             return {i: x for i, x in enumerate(filling.tasks) if x > 0}
+        filling.stage = ALL
     raise ArithmeticError(f"Static H-DRF: no end after {_MAX_PHASES} phases")  # pragma: no cover

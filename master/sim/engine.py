@@ -8,7 +8,8 @@ are there from the start), then users joining, then job submissions, then the al
 
 Allocation: with ``allocation_interval`` 0 one allocation run follows every instant that had
 events; with an interval ``I > 0`` a run happens at the next multiple of ``I`` after anything
-changed (the master's periodic allocation, DESIGN.md §2), so the events in between are batched.
+changed (the master's periodic allocation, docs/architecture.md §2),
+so the events in between are batched.
 Before a run every user whose counts changed declares ``wanted`` = its tasks submitted and not
 finished (running + pending), so the core never offers more than the user can use; each
 simulated framework accepts every offer whole, launching ``fair_tasks`` tasks, taken from its
@@ -31,7 +32,10 @@ Measurement (``master.sim.measurement.Meter``): utilization and tasks-per-user i
 ``[measure_from, end]`` and time series sampled after allocation; the users and their jobs are
 ``master.sim.population``'s. Users may sit in roles: the core walks the role tree under the
 scenario's ``hierarchy`` with its ``roles`` weights, and each role's holding is measured
-(``master.sim.role_meter``).
+(``master.sim.role_meter``). Roles' quotas (``guarantee``, ``limit``) are set on the core
+(``MasterState.handle_set_quota``, with force: nothing is offered and not accepted) from the
+start, or at their ``quota_at`` time (an operator's change: after agents joining and before
+users joining at the same instant; not counted as an event).
 
 Invariants: a user's ``running`` equals the core's live tasks of its framework; ``meter.used`` is
 the sum of running tasks' shapes.
@@ -52,7 +56,7 @@ from master.core.rebalance import Rebalancer, view_of
 from master.sim.measurement import Meter, SimResult, completion_summary, user_report
 from master.sim.population import Job, SimUser, all_agents, declare_demands, sample_duration
 from master.sim.role_meter import RoleMeter
-from master.sim.scenario import AgentSpec, JobSpec, Scenario
+from master.sim.scenario import AgentSpec, JobSpec, RoleQuota, Scenario
 
 __all__ = [
     "ProgressCallback",
@@ -63,7 +67,7 @@ __all__ = [
     "sample_duration",
 ]
 
-_FINISH, _LEAVE, _AGENT, _JOIN, _SUBMIT, _KILLED, _REBALANCE, _ALLOCATE = range(8)
+_FINISH, _LEAVE, _AGENT, _QUOTA, _JOIN, _SUBMIT, _KILLED, _REBALANCE, _ALLOCATE = range(9)
 EVENT_KINDS = (
     "joins",
     "leaves",
@@ -109,10 +113,15 @@ class Simulator:
         self.counts = dict.fromkeys(EVENT_KINDS, 0)
         self.allocation_runs = 0
         self.now = 0.0
+        for quota in scenario.role_quotas:
+            if quota.at <= 0:
+                self._set_quota(quota)
         resources = sorted({name for agent in agents for name in agent.resources.names()})
         self.meter = Meter(resources, self.users, scenario.measure_from, scenario.sample_every)
         if scenario.has_roles:
-            self.meter.roles = RoleMeter(self.users, dict(scenario.role_weights), resources)
+            self.meter.roles = RoleMeter(
+                self.users, dict(scenario.role_weights), resources, scenario.role_quotas
+            )
         self._changed: set[str] = set()  # users whose wanted count may have changed
         self._allocation_due = False
         self.completion_times: list[float] = []
@@ -130,6 +139,9 @@ class Simulator:
                 self.state.handle_add_agent(agent.id, agent.resources, 0.0)
             else:
                 self._push(agent.join, _AGENT, agent)
+        for spec in self.scenario.role_quotas:
+            if spec.at > 0:
+                self._push(spec.at, _QUOTA, spec)
         for user in self.scenario.users:
             self._push(user.join, _JOIN, user.id)
             if user.leave is not None:
@@ -142,6 +154,10 @@ class Simulator:
         heapq.heappush(self.heap, (when, kind, self._seq, *payload))
 
     # -- events -----------------------------------------------------------------------------------
+
+    def _set_quota(self, spec: RoleQuota) -> None:
+        quota = spec.quota
+        self.state.handle_set_quota(spec.role, quota.guarantee, quota.limit, self.now, force=True)
 
     def _join(self, user: SimUser) -> None:
         spec = user.spec
@@ -291,6 +307,8 @@ class Simulator:
         for message in self.state.handle_allocate(self.now):
             if isinstance(message, SendOffers):
                 self._accept(message)
+        if self.meter.roles is not None and self.meter.roles.met_at:
+            self.meter.roles.observe(self.now, self.users)
         self.meter.sample(self.now, self.state, self.users)
 
     def _step(self) -> None:
@@ -321,6 +339,8 @@ class Simulator:
             elif kind == _JOIN:
                 counts["joins"] += 1
                 self._join(users[event[3]])
+            elif kind == _QUOTA:
+                self._set_quota(event[3])
             elif kind == _AGENT:
                 counts["agent_joins"] += 1
                 agent = event[3]

@@ -7,6 +7,11 @@ largest fraction of the pool it holds (the same figure whatever the hierarchy, s
 ``naive`` and ``hdrf`` compare directly). The roles listed are every user's role, their
 ancestors, and those the scenario weighs.
 
+With quotas (``roles.<path>.guarantee``/``limit``), ``observe`` runs after every allocation run
+and notes the first instant, from the moment its quota is set, at which a guaranteed role holds
+its guarantee of every guaranteed resource (``guarantee_met_at``, exact: not sampled); the
+report gives each role with a quota its ``guarantee``, ``limit`` and ``quota_at`` too.
+
 Invariants: ``sample`` is called by ``Meter.sample`` (one value per sampled instant, in step with
 ``Meter.times``); ``report`` is exact: ``mean_held[r]`` is the integral of the role's holding
 of ``r`` over the integral of the pool's ``r`` (as ``mean_utilization``), from the users' running
@@ -15,13 +20,14 @@ task integrals, so it does not depend on how often samples are taken.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from fairshare.resources import ResourceVector
 from fairshare.roles import DEFAULT_ROLE, ancestors, is_within
 
 from master.sim.population import SimUser
+from master.sim.scenario_specs import RoleQuota
 
 __all__ = ["RoleMeter"]
 
@@ -34,8 +40,9 @@ class RoleMeter:
         users: Mapping[str, SimUser],
         weights: Mapping[str, float],
         resources: list[str],
+        quotas: Sequence[RoleQuota] = (),
     ) -> None:
-        paths: set[str] = set(weights)
+        paths: set[str] = set(weights) | {spec.role for spec in quotas}
         for user in users.values():
             role = user.spec.role
             paths.update([role] if role == DEFAULT_ROLE else ancestors(role))
@@ -47,6 +54,10 @@ class RoleMeter:
             for path in self.paths
         }
         self.shares: dict[str, list[float]] = {path: [] for path in self.paths}
+        self.quotas = {spec.role: spec for spec in quotas}
+        self.met_at: dict[str, float | None] = {
+            spec.role: None for spec in quotas if spec.quota.guarantee
+        }
 
     def _held(self, users: Mapping[str, SimUser], path: str) -> dict[str, int]:
         held = dict.fromkeys(self.resources, 0)
@@ -67,6 +78,16 @@ class RoleMeter:
                 if pool and millis / pool > share:
                     share = millis / pool
             self.shares[path].append(share)
+
+    def observe(self, now: float, users: Mapping[str, SimUser]) -> None:
+        """After an allocation run: note the guaranteed roles that hold their guarantee now."""
+        for path, met in self.met_at.items():
+            spec = self.quotas[path]
+            if met is not None or now < spec.at:
+                continue
+            held = self._held(users, path)
+            if all(held.get(name, 0) >= m for name, m in spec.quota.guarantee.millis_items()):
+                self.met_at[path] = now
 
     def drop_last(self) -> None:
         """Forget the last sample (a later one at the same instant replaces it)."""
@@ -103,4 +124,12 @@ class RoleMeter:
                     "mean_dominant_share": max(held.values(), default=0.0),
                 }
             )
+            spec = self.quotas.get(path)
+            if spec is not None:
+                limit = spec.quota.limit
+                rows[-1]["guarantee"] = spec.quota.guarantee.to_dict()
+                rows[-1]["limit"] = None if limit is None else limit.to_dict()
+                rows[-1]["quota_at"] = spec.at
+                if path in self.met_at:
+                    rows[-1]["guarantee_met_at"] = self.met_at[path]
         return rows

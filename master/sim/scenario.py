@@ -18,7 +18,9 @@ downstream re-validates. Format (see docs/scenarios.md)::
      "rebalance": {"every": 10, "grace": 5, "threshold": 0.1, "release": 0.05,
                    "patience": 3, "max_kills": 4, "cooldown": 2},
      "variants": [{"name": "slots-14", "policy": "slots", "slots_per_agent": 14}, ...],
-     "roles": {"eng": {"weight": 3}}, "hierarchy": "hdrf"}
+     "roles": {"eng": {"weight": 3, "guarantee": {"cpus": 8}, "limit": {"cpus": 12},
+                       "quota_at": 100}},
+     "hierarchy": "hdrf"}
 
 ``agents`` and ``servers`` may be combined (listed agents first); at least one agent overall.
 An agent joins the pool at its ``join`` time (default 0); drawn servers join one by one,
@@ -27,7 +29,9 @@ A user has one job of ``tasks`` tasks submitted when it joins, plus the jobs of 
 submitted at or after its join); ``workload`` adds generated users (``master.sim.workload``).
 ``variants`` lists named changes of top-level keys; each variant is parsed as a whole scenario.
 Users may sit in roles (``"role": "eng/dev"``, default ``*``); ``roles`` weighs role paths and
-``hierarchy`` (``hdrf``, ``naive``, ``flat``; default: the core's) says how the tree is used.
+``hierarchy`` (``hdrf``, ``naive``, ``flat``; default: the core's) says how the tree is used; a
+role may carry a quota (``guarantee``, ``limit``: ``master.core.quota``), which the operator
+sets at ``quota_at`` seconds (default 0).
 
 Here: the top level (keys, agents, servers, rebalance, variants); the specs are
 ``master.sim.scenario_specs``'s, the field readers ``scenario_fields``', the users (listed and
@@ -50,6 +54,7 @@ from master.sim.scenario_fields import (
     duration_field,
     number_field,
     object_field,
+    quotas_field,
     resources_field,
     roles_field,
     whole_field,
@@ -59,6 +64,7 @@ from master.sim.scenario_specs import (
     Duration,
     JobSpec,
     RebalanceSpec,
+    RoleQuota,
     Scenario,
     UserSpec,
 )
@@ -70,6 +76,7 @@ __all__ = [
     "Duration",
     "JobSpec",
     "RebalanceSpec",
+    "RoleQuota",
     "Scenario",
     "ScenarioError",
     "UserSpec",
@@ -241,6 +248,7 @@ def parse_scenario(raw: Any) -> Scenario:
             "hierarchy", f"{hierarchy!r} compares dominant shares and needs policy 'drf'"
         )
     role_weights = roles_field(doc)
+    role_quotas = quotas_field(doc)
     return Scenario(
         seed=seed,
         policy=policy,
@@ -264,4 +272,5 @@ def parse_scenario(raw: Any) -> Scenario:
         hierarchy=hierarchy,
         role_weights=role_weights,
         has_roles=bool(role_weights) or any(user.role != "*" for user in users),
+        role_quotas=role_quotas,
     )

@@ -14,7 +14,9 @@ from fairshare.resources import ResourceError, ResourceVector
 from fairshare.roles import DEFAULT_ROLE, RoleError, check_role
 
 from master.core.checks import MAX_WEIGHT, MIN_WEIGHT
-from master.sim.scenario_specs import Duration
+from master.core.errors import InvalidArgument
+from master.core.quota import Quota, check_quotas
+from master.sim.scenario_specs import Duration, RoleQuota
 
 __all__ = [
     "DISTRIBUTIONS",
@@ -23,6 +25,7 @@ __all__ = [
     "duration_field",
     "number_field",
     "object_field",
+    "quotas_field",
     "resources_field",
     "role_field",
     "roles_field",
@@ -30,6 +33,7 @@ __all__ = [
 ]
 
 DISTRIBUTIONS = ("deterministic", "exponential", "erlang")
+ROLE_KEYS = ("weight", "guarantee", "limit", "quota_at")
 
 
 class ScenarioError(ValueError):
@@ -124,9 +128,11 @@ def roles_field(doc: Mapping[str, Any]) -> tuple[tuple[str, float], ...]:
         except RoleError as exc:
             raise ScenarioError(f"roles.{path}", str(exc)) from None
         entry = object_field(value, f"roles.{path}")
-        unknown = sorted(set(entry) - {"weight"})
+        unknown = sorted(set(entry) - set(ROLE_KEYS))
         if unknown:
-            raise ScenarioError(f"roles.{path}.{unknown[0]}", "unknown key (known: weight)")
+            raise ScenarioError(
+                f"roles.{path}.{unknown[0]}", f"unknown key (known: {', '.join(ROLE_KEYS)})"
+            )
         weight = number_field(entry, "weight", f"roles.{path}.", 1.0)
         if not MIN_WEIGHT <= weight <= MAX_WEIGHT:
             raise ScenarioError(
@@ -134,3 +140,45 @@ def roles_field(doc: Mapping[str, Any]) -> tuple[tuple[str, float], ...]:
             )
         weights.append((role, weight))
     return tuple(sorted(weights))
+
+
+def _quota_resources(value: Any, field: str) -> ResourceVector:
+    """A guarantee or a limit: resources as an agent's, each named one above 0."""
+    resources = resources_field(value, field)
+    zero = sorted(name for name in value if name not in resources.names())
+    if zero:
+        raise ScenarioError(
+            f"{field}.{zero[0]}",
+            "a quota names each resource with a quantity above 0 (leave it out to not"
+            " guarantee or limit it)",
+        )
+    return resources
+
+
+def quotas_field(doc: Mapping[str, Any]) -> tuple[RoleQuota, ...]:
+    """The quotas of ``roles`` entries (``guarantee``, ``limit``, set at ``quota_at`` seconds,
+    default 0), by path, checked by the core's rules (``master.core.quota.check_quotas``,
+    the whole table: a subset of a valid table is valid, so every moment's is); call after
+    ``roles_field``, which checks the rest."""
+    quotas = []
+    for path, entry in doc.get("roles", {}).items():
+        if not {"guarantee", "limit", "quota_at"} & set(entry):
+            continue
+        where = f"roles.{path}."
+        if "guarantee" not in entry and "limit" not in entry:
+            raise ScenarioError(f"{where}quota_at", "a quota_at without a guarantee or a limit")
+        guarantee = (
+            _quota_resources(entry["guarantee"], f"{where}guarantee")
+            if "guarantee" in entry
+            else ResourceVector()
+        )
+        limit = _quota_resources(entry["limit"], f"{where}limit") if "limit" in entry else None
+        at = number_field(entry, "quota_at", where, 0.0)
+        if at < 0:
+            raise ScenarioError(f"{where}quota_at", "must be >= 0")
+        quotas.append(RoleQuota(check_role(path), Quota(guarantee, limit), at))
+    try:
+        check_quotas({spec.role: spec.quota for spec in quotas})
+    except InvalidArgument as exc:
+        raise ScenarioError("roles", str(exc)) from None
+    return tuple(sorted(quotas, key=lambda spec: spec.role))

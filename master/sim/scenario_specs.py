@@ -10,9 +10,18 @@ from dataclasses import dataclass
 
 from fairshare.resources import ResourceVector
 
+from master.core.quota import Quota
 from master.core.rebalance import RebalanceConfig
 
-__all__ = ["AgentSpec", "Duration", "JobSpec", "RebalanceSpec", "Scenario", "UserSpec"]
+__all__ = [
+    "AgentSpec",
+    "Duration",
+    "JobSpec",
+    "RebalanceSpec",
+    "RoleQuota",
+    "Scenario",
+    "UserSpec",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +82,15 @@ class RebalanceSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class RoleQuota:
+    """A role's quota (``master.core.quota``), set by the operator at ``at`` seconds."""
+
+    role: str
+    quota: Quota
+    at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class Scenario:
     """A checked scenario; servers from a mix are drawn later, with ``seed``."""
 
@@ -101,3 +119,5 @@ class Scenario:
     hierarchy: str = ""
     role_weights: tuple[tuple[str, float], ...] = ()
     has_roles: bool = False
+    # the roles' quotas (``roles.<path>.guarantee``/``limit``), by path
+    role_quotas: tuple[RoleQuota, ...] = ()

@@ -13,7 +13,8 @@ the same servers and workload, DRFH §VI) and writes:
   and ``DIR/jct_cdf.png`` (the CDF of job completion times, as in DRFH Fig. 6a), only when
   matplotlib is importable;
 - when users sit in roles: each variant's ``hierarchy`` and per-role time averages in the
-  comparison, ``DIR/roles.md`` (each role's mean share of each resource per variant) and
+  comparison (with a role's quota and when its guarantee was met, if it has one),
+  ``DIR/roles.md`` (each role's mean share of each resource per variant) and
   ``DIR/roles.png`` (each variant's roles' dominant shares over time, two panels a row).
 
 Invariants: every file but the stdout report is a deterministic function of the scenario (wall
@@ -43,6 +44,7 @@ PAPER_TABLE2: dict[int, tuple[float, float]] = {
     20: (40.6, 20.0),
 }
 
+QUOTA_KEYS = ("guarantee", "limit", "quota_at", "guarantee_met_at")  # roles with a quota
 Writer = Callable[[dict[str, Any], Path], None]
 ProgressFactory = Callable[[str], ProgressCallback | None]
 
@@ -71,6 +73,7 @@ def summary_row(name: str, scenario: Scenario, doc: dict[str, Any]) -> dict[str,
             role["path"]: {
                 "mean_held": role["mean_held"],
                 "mean_dominant_share": role["mean_dominant_share"],
+                **{key: role[key] for key in QUOTA_KEYS if key in role},
             }
             for role in doc["roles"]
         }
