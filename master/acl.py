@@ -1,4 +1,5 @@
-"""``Acl``: who may do what on the master, from an ACL file like Mesos's ``--acls`` (DESIGN.md §3a).
+"""``Acl``: who may do what on the master, from an ACL file like Mesos's ``--acls``
+(docs/security.md).
 
 The file (TOML, or JSON when it ends in ``.json``) lists rules per action; see
 ``docs/security.md`` for examples::
@@ -25,10 +26,15 @@ The file (TOML, or JSON when it ends in ``.json``) lists rules per action; see
     principals = ["ops"]
     roles = "ANY"
 
+    [[update_quota]]                    # OperatorService.SetQuota (the quota's role)
+    principals = ["ops"]
+    roles = ["eng", "eng/*"]
+
     [[maintain_agents]]                 # Deactivate/ReactivateAgents, RemoveAgent
     principals = ["ops"]
 
-    [[view_state]]                      # GetState, GetWeights, the dashboard, API and /metrics
+    [[view_state]]                      # GetState, GetWeights, GetQuotas, the dashboard, API
+                                        # and /metrics
     principals = "ANY"
     level = "redacted"                  # "full" (default) or "redacted"
 
@@ -46,6 +52,7 @@ exactly (``"eng"`` is ``eng`` only, ``"*"`` the default role) or a subtree with 
 ``eng`` itself (Mesos's convention; list both, ``["eng", "eng/*"]``, for the whole tree), read
 by ``fairshare.roles.role_matches``. A rule of ``set_weights`` with ``roles = ["eng/*"]`` lets
 its principals set the weights of the roles below ``eng`` and of their frameworks; one of
+``update_quota`` lets them set or clear the quotas of those roles; one of
 ``register_frameworks`` lets them subscribe in those roles. A malformed name or pattern
 (``eng//dev``, ``eng/*/x``, ``/*``) refuses the file when it is loaded.
 
@@ -88,6 +95,7 @@ OBJECTS: Final[Mapping[str, str | None]] = {
     "teardown_frameworks": "framework_principals",
     "kill_tasks": "framework_principals",
     "set_weights": "roles",
+    "update_quota": "roles",
     "maintain_agents": None,
     "view_state": None,
 }

@@ -1,6 +1,6 @@
 """Operator commands: ``fairshare agents`` (listing; maintenance: Mesos DEACTIVATE/REACTIVATE_AGENT;
-removal: MARK_AGENT_GONE) and ``fairshare weights`` (operator weights of roles and frameworks,
-Mesos's /weights).
+removal: MARK_AGENT_GONE), ``fairshare weights`` (operator weights of roles and frameworks,
+Mesos's /weights) and ``fairshare quota`` (quotas of roles, Mesos's /quota).
 
 ``fairshare agents`` without an action lists the agents (id, host, state, attributes, total,
 used, free, last heard). ``--remove ID`` marks an unreachable agent gone for good (its tasks are
@@ -13,9 +13,16 @@ puts them back, all in one call, so that one allocation run sees them together.
 none is set; with ``--role R`` (a role path, ``eng`` or ``eng/dev``: ``fairshare.roles``) or
 ``--framework ID`` and ``--set W`` or ``--clear`` it sets or removes one (durably).
 
-Both talk to ``--master`` (default from ``FAIRSHARE_MASTER``, the TOML file, then
-127.0.0.1:5050; ``OPERATOR_SETTINGS``). ``agents_command`` and ``weights_command`` are their
-entries in ``fairshare.cli``'s table.
+``fairshare quota`` lists every role's quota: its guarantee, its limit and what its subtree
+consumes (offered plus used), then says ``overcommitted`` when the top-level guarantees add up to
+more than the pool; with ``--role R`` and ``--guarantee RES`` and/or ``--limit RES`` (Mesos
+syntax, ``cpus:16;mem:65536``) it sets the role's quota (durably; both are replaced: a flag left
+out is no guarantee, or no limit), with ``--force`` even when the new limit is below what the
+role holds (its offers are rescinded, no task is killed); ``--clear`` removes it.
+
+All talk to ``--master`` (default from ``FAIRSHARE_MASTER``, the TOML file, then
+127.0.0.1:5050; ``OPERATOR_SETTINGS``). ``agents_command``, ``weights_command`` and
+``quota_command`` are their entries in ``fairshare.cli``'s table.
 
 Invariants (the ``fairshare`` CLI contract): bad input exits 2 with ``fairshare agents: --flag:
 <why>`` on stderr and sends nothing; an unknown agent, a refusing or unreachable master exits 1
@@ -33,10 +40,16 @@ from typing import Final
 
 import grpc
 from fairshare.cli import Command, command_settings
+from fairshare.resources import ResourceError, ResourceVector
 from fairshare.roles import RoleError, check_role
 from fairshare.settings import CLIENT_SETTINGS, add_setting_flags
 from fairshare.v1 import common_pb2, operator_pb2, operator_pb2_grpc
-from fairshare.wire import WireRangeError, resources_from_pb, seconds_from_timestamp
+from fairshare.wire import (
+    WireRangeError,
+    resources_from_pb,
+    resources_to_pb,
+    seconds_from_timestamp,
+)
 
 from master.commands.cluster import (
     CommandFailed,
@@ -47,15 +60,15 @@ from master.commands.cluster import (
     render_rows,
 )
 
-__all__ = ["OPERATOR_SETTINGS", "agents_command", "weights_command"]
+__all__ = ["OPERATOR_SETTINGS", "agents_command", "quota_command", "weights_command"]
 
 EXIT_OK: Final = 0
 EXIT_FAILURE: Final = 1
 EXIT_BAD_INPUT: Final = 2
 CALL_TIMEOUT: Final = 10.0
 OPERATOR_SETTINGS: Final = CLIENT_SETTINGS
-"""``--master``, the log flags and the client's TLS and identity: all the settings of ``agents``
-and ``weights``."""
+"""``--master``, the log flags and the client's TLS and identity: all the settings of ``agents``,
+``weights`` and ``quota``."""
 
 
 def _bad_input(args: argparse.Namespace) -> str | None:
@@ -288,5 +301,146 @@ def run_weights(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _quota_flag(text: str | None, flag: str) -> str | None:
+    """Why a ``--guarantee``/``--limit`` value cannot be used (naming the flag), or None."""
+    if text is None:
+        return None
+    try:
+        vector = ResourceVector.parse(text)
+    except ResourceError as error:
+        return f"{flag}: {error}"
+    named = [part.split(":")[0].strip() for part in text.split(";") if part.strip()]
+    zero = [name for name in named if name not in vector.names()]
+    if zero:
+        return f"{flag}: {zero[0]} is 0 (leave a resource out to not guarantee or limit it)"
+    return None if vector else f"{flag}: names no resource (like 'cpus:16;mem:65536')"
+
+
+def _bad_quota(args: argparse.Namespace) -> str | None:
+    """Why ``fairshare quota`` flags cannot be used (naming the flag), or None."""
+    setting = args.guarantee is not None or args.limit is not None
+    if (setting or args.clear or args.force) and args.role is None:
+        return "--guarantee/--limit/--force/--clear: name the role with --role"
+    if args.role is not None and not args.role.strip():
+        return "--role: the role is empty (the default role is '*')"
+    if args.role is not None:
+        try:
+            check_role(args.role.strip())
+        except RoleError as error:
+            return f"--role: {error}"
+        if not setting and not args.clear:
+            return "--role: say --guarantee and/or --limit, or --clear"
+    if args.clear and (setting or args.force):
+        return "--clear: removes the quota; drop --guarantee, --limit and --force"
+    if args.force and args.limit is None:
+        return "--force: only with --limit (a limit below what the role holds)"
+    return _quota_flag(args.guarantee, "--guarantee") or _quota_flag(args.limit, "--limit")
+
+
+def _quota_row(quota: operator_pb2.Quota) -> list[str]:
+    return [
+        quota.role,
+        _text(quota.guarantee),
+        _text(quota.limit) if quota.HasField("limit") else "-",
+        _text(quota.consumed),
+    ]
+
+
+def add_quota_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of ``fairshare quota``."""
+    parser.description = (
+        "Without --role: list every role's quota (guarantee, limit, and what its subtree"
+        " consumes: offered plus used), and say 'overcommitted' when the top-level guarantees"
+        " exceed the pool. With --role: set its guarantee and/or limit (both replaced: one left"
+        " out is none), or --clear it. Quotas cover the role and every role below it and are"
+        " durable (kept in the master's registry)."
+    )
+    parser.add_argument(
+        "--role", help="the role whose quota to set or clear: a path such as eng or eng/dev"
+    )
+    parser.add_argument(
+        "--guarantee",
+        metavar="RESOURCES",
+        help="what the role is guaranteed, e.g. 'cpus:16;mem:65536' (each above 0)",
+    )
+    parser.add_argument(
+        "--limit",
+        metavar="RESOURCES",
+        help="the most its subtree may hold, e.g. 'cpus:32' (resources left out are not limited)",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="set a limit below what the role holds: its offers are rescinded, no task is killed",
+    )
+    parser.add_argument("--clear", action="store_true", help="remove the role's quota")
+    add_setting_flags(parser, OPERATOR_SETTINGS)
+
+
+def _list_quotas(master: MasterAddress) -> None:
+    listed = on_leader(
+        master,
+        lambda channel: operator_pb2_grpc.OperatorServiceStub(channel).GetQuotas(
+            operator_pb2.GetQuotasRequest(), timeout=CALL_TIMEOUT
+        ),
+    )
+    header = ["ROLE", "GUARANTEE", "LIMIT", "CONSUMED"]
+    rows = [_quota_row(quota) for quota in listed.quotas]
+    print(render_rows(header, rows, "(no quotas set)"))
+    if listed.overcommitted:
+        print(
+            f"overcommitted: the top-level guarantees ({_text(listed.guaranteed)}) exceed the"
+            f" pool ({_text(listed.total)}); not every guarantee can be met until agents join"
+        )
+
+
+def _set_quota(master: MasterAddress, args: argparse.Namespace) -> None:
+    role = args.role.strip()
+    request = operator_pb2.SetQuotaRequest(role=role, clear=args.clear, force=args.force)
+    if args.guarantee is not None:
+        request.guarantee.CopyFrom(resources_to_pb(ResourceVector.parse(args.guarantee)))
+    if args.limit is not None:
+        request.limit.CopyFrom(resources_to_pb(ResourceVector.parse(args.limit)))
+    answer = on_leader(
+        master,
+        lambda channel: operator_pb2_grpc.OperatorServiceStub(channel).SetQuota(
+            request, timeout=CALL_TIMEOUT
+        ),
+    )
+    if not answer.HasField("quota"):
+        print(f"cleared the quota of {role}")
+        return
+    _, guarantee, limit, consumed = _quota_row(answer.quota)
+    print(f"set the quota of {role}: guarantee {guarantee}, limit {limit} (consumed {consumed})")
+    if answer.rescinded_offers:
+        print(f"rescinded {answer.rescinded_offers} offer(s) of its subtree; no task was killed")
+
+
+def run_quota(args: argparse.Namespace) -> int:
+    """``fairshare quota``: list, set or clear the quotas of roles; returns the exit code."""
+    master = MasterAddress.of(command_settings("quota", OPERATOR_SETTINGS, args))
+    problem = _bad_quota(args)
+    if problem is not None:
+        print(f"fairshare quota: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        if args.role is None:
+            _list_quotas(master)
+        else:
+            _set_quota(master, args)
+    except grpc.RpcError as error:
+        code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
+        details = error.details() if isinstance(error, grpc.Call) else str(error)
+        why = (
+            master_failure(master, error)
+            if code in (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.UNAVAILABLE)
+            else f"the master at {master} refused: {code.name}: {details}"
+        )
+        print(f"fairshare quota: {why}", file=sys.stderr)
+        return EXIT_BAD_INPUT if code == grpc.StatusCode.INVALID_ARGUMENT else EXIT_FAILURE
+    return EXIT_OK
+
+
 agents_command: Final = Command(add_agents_arguments, run_agents)
 weights_command: Final = Command(add_weights_arguments, run_weights)
+quota_command: Final = Command(add_quota_arguments, run_quota)

@@ -1,7 +1,7 @@
-"""Durable master state (agents admitted, frameworks, weights): what it holds (``entries``), the
-operations the runtime calls on it (``operations.Registry``), and the stores that keep it:
-SQLite under the work dir (``sqlite_store``, the default for one master) and etcd for HA
-masters (``etcd_store``)."""
+"""Durable master state (agents admitted, frameworks, weights, quotas): what it holds
+(``entries``), the operations the runtime calls on it (``operations.Registry``), and the stores
+that keep it: SQLite under the work dir (``sqlite_store``, the default for one master) and etcd
+for HA masters (``etcd_store``)."""
 
 from master.registry.entries import (
     ADMITTED,
@@ -12,7 +12,7 @@ from master.registry.entries import (
     RegistryError,
     RegistryWriteError,
 )
-from master.registry.operations import Change, Registry, WeightChange
+from master.registry.operations import Change, QuotaChange, Registry, WeightChange
 from master.registry.sqlite_store import MARKER_FILE, REGISTRY_FILE, SCHEMA_VERSION, SqliteRegistry
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "AgentEntry",
     "Change",
     "FrameworkEntry",
+    "QuotaChange",
     "Registry",
     "RegistryError",
     "RegistryWriteError",

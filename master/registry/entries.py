@@ -1,9 +1,12 @@
-"""What the master's registry holds (DESIGN.md §6), whatever store keeps it: agent and framework
-entries, the agent states the registry records, their JSON form, and the work dir's marker of
-the cluster whose registry it kept (``cluster.id``: a registry is never silently reset).
+"""What the master's registry holds (docs/architecture.md §4),
+whatever store keeps it: agent and framework
+entries, the agent states the registry records, their JSON form (and that of a role's quota),
+and the work dir's marker of the cluster whose registry it kept (``cluster.id``: a registry is
+never silently reset).
 
 Invariants: entries are immutable values; ``*_to_json`` and ``*_from_json`` are inverse (a spec
-read back equals the spec written); an agent's registry state is one of ``AGENT_STATES``.
+or quota read back equals the one written); an agent's registry state is one of
+``AGENT_STATES``.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Final
 
 from fairshare.resources import ResourceVector
 
+from master.core.quota import Quota
 from master.model import AgentSpec, FrameworkSpec
 
 __all__ = [
@@ -32,6 +36,8 @@ __all__ = [
     "agent_spec_to_json",
     "framework_spec_from_json",
     "framework_spec_to_json",
+    "quota_from_json",
+    "quota_to_json",
     "read_marker",
     "write_marker",
 ]
@@ -112,6 +118,29 @@ def framework_spec_from_json(text: str) -> FrameworkSpec:
     raw = json.loads(text)
     raw["capabilities"] = frozenset(raw["capabilities"])
     return FrameworkSpec(**raw)
+
+
+def quota_to_json(quota: Quota) -> str:
+    """A role's quota as JSON: milli quantities, ``"limit": null`` for no limit."""
+    limit = None if quota.limit is None else dict(quota.limit.millis_items())
+    return json.dumps(
+        {"guarantee": dict(quota.guarantee.millis_items()), "limit": limit}, sort_keys=True
+    )
+
+
+def quota_from_json(text: str) -> Quota:
+    """The quota ``quota_to_json`` wrote (``ValueError`` for anything else)."""
+    raw = json.loads(text)
+    if not isinstance(raw, dict):
+        raise ValueError("a quota is a JSON object")
+    guarantee, limit = _millis(raw["guarantee"]), raw["limit"]
+    return Quota(guarantee, None if limit is None else _millis(limit))
+
+
+def _millis(raw: object) -> ResourceVector:
+    if not isinstance(raw, dict) or not all(type(v) is int for v in raw.values()):
+        raise ValueError(f"resources must be an object of milli quantities, not {raw!r}")
+    return ResourceVector.from_millis(raw)
 
 
 def read_marker(marker: Path) -> str | None:

@@ -1,10 +1,12 @@
-"""``EtcdRegistry``: the registry of HA masters in etcd (DESIGN.md §3b, §6), written only by the
+"""``EtcdRegistry``: the registry of HA masters in etcd (docs/architecture.md §4, §5),
+written only by the
 leader and fenced by its leadership.
 
 Keys, under the cluster's prefix (``--registry etcd://...[/prefix]``):
 ``registry/meta`` (schema version, cluster id, creation time), ``registry/agents/<agent id>``,
-``registry/frameworks/<framework id>``, ``registry/weights/<role|framework>/<target>``; each
-value one JSON object, the row written whole (``operations.Change``).
+``registry/frameworks/<framework id>``, ``registry/weights/<role|framework>/<target>``,
+``registry/quotas/<role path>`` (schema 3); each value one JSON object, the row written whole
+(``operations.Change``).
 
 Invariants (beside those of ``operations.Registry``):
 - every write is one etcd transaction whose compare is the leader key's create revision (the
@@ -17,6 +19,10 @@ Invariants (beside those of ``operations.Registry``):
   calls run on the etcd thread (``master.ha.etcd_thread``);
 - ``load`` reads the whole registry with one linearizable range read after the election, so it
   sees every write any earlier leader made (those writes were fenced by older epochs);
+- a registry of an older schema loads unchanged (rows without a newer field read its default;
+  schema 2 has no quotas) and its meta row is rewritten with this master's schema version in
+  the term's first (fenced) write, best effort, so that an older master, which would not read
+  the newer rows, refuses the registry instead of misreading it (as an upgraded SQLite file);
 - the registry is never silently reset: a master whose work dir marker (``cluster.id``) names a
   cluster refuses etcd holding another cluster's registry, or none at all (etcd lost its data:
   restore it, or clear the masters' work dirs to start a new cluster).
@@ -24,6 +30,7 @@ Invariants (beside those of ``operations.Registry``):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import uuid
@@ -44,10 +51,12 @@ from master.registry.entries import (
     agent_spec_to_json,
     framework_spec_from_json,
     framework_spec_to_json,
+    quota_from_json,
+    quota_to_json,
     read_marker,
     write_marker,
 )
-from master.registry.operations import Change, Forgotten, Registry, WeightChange
+from master.registry.operations import Change, Forgotten, QuotaChange, Registry, WeightChange
 from master.registry.sqlite_store import MARKER_FILE, SCHEMA_VERSION
 
 __all__ = ["MAX_ROWS", "EtcdRegistry", "RegistryFenced"]
@@ -114,6 +123,11 @@ class EtcdRegistry(Registry):
             return self._key("frameworks", change.spec.framework_id), _encode(value)
         if isinstance(change, Forgotten):
             return self._key(f"{change.kind}s", change.key), None
+        if isinstance(change, QuotaChange):
+            key = self._key("quotas", change.role)
+            if change.quota is None:
+                return key, None
+            return key, _encode(json.loads(quota_to_json(change.quota)))
         key = self._key("weights", change.kind, change.target)
         return key, None if change.weight is None else _encode({"weight": change.weight})
 
@@ -137,7 +151,7 @@ class EtcdRegistry(Registry):
                     " dirs to start a new cluster (agents and frameworks register afresh)"
                 )
             meta = self._create_meta()
-        self.cluster_id = _check_meta(meta, self.target)
+        self.cluster_id, version = _check_meta(meta, self.target)
         if expected is not None and expected != self.cluster_id:
             raise RegistryError(
                 f"etcd {self.target} holds the registry of cluster {self.cluster_id}, but"
@@ -146,6 +160,16 @@ class EtcdRegistry(Registry):
         if expected is None:
             write_marker(marker, self.cluster_id)
         self._load_rows(rows)
+        if version < SCHEMA_VERSION:
+            self._upgrade_meta(meta)
+
+    def _upgrade_meta(self, meta: bytes) -> None:
+        """Rewrite an older registry's meta row with this master's schema version; best effort:
+        a write that fails (fenced: ``on_fenced`` was told) leaves it to the next term."""
+        raw = json.loads(meta)
+        raw["schema_version"] = SCHEMA_VERSION
+        with contextlib.suppress(RegistryWriteError):
+            self._fenced_write([(self._key("meta"), _encode(raw))])
 
     async def _read_all(self) -> dict[bytes, bytes]:
         prefix = self._key("")
@@ -251,10 +275,15 @@ def _parse_row(kind: str, name: str, value: dict[str, Any]) -> Change:
         if weight_kind not in ("role", "framework") or not target:
             raise ValueError(f"unknown weight {name!r}")
         return WeightChange(weight_kind, target, float(value["weight"]))
+    if kind == "quotas":
+        if not name:
+            raise ValueError("a quota row names no role")
+        return QuotaChange(name, quota_from_json(json.dumps(value)))
     raise ValueError(f"unknown kind of row {kind!r}")
 
 
-def _check_meta(meta: bytes, target: EtcdTarget) -> str:
+def _check_meta(meta: bytes, target: EtcdTarget) -> tuple[str, int]:
+    """The registry's cluster id and schema version; ``RegistryError`` for a newer schema."""
     try:
         raw = json.loads(meta)
         version, cluster_id = int(raw["schema_version"]), str(raw["cluster_id"])
@@ -265,4 +294,4 @@ def _check_meta(meta: bytes, target: EtcdTarget) -> str:
             f"etcd {target}: registry schema version {version} is newer than this master's"
             f" {SCHEMA_VERSION}: run the fairshare version that wrote it"
         )
-    return cluster_id
+    return cluster_id, version

@@ -1,11 +1,11 @@
 """``Registry``: the operations the master runtime calls on its durable registry, over any store.
 
 The runtime reads the in-memory mirror (``agents``, ``frameworks``, ``role_weights``,
-``framework_weights``) and changes it only through the operations below. Each operation turns
-into a list of whole rows (``Change``: an ``AgentEntry``, a ``FrameworkEntry`` or a
-``WeightChange``) that the store commits as one transaction (``_commit``: SQLite in
-``sqlite_store``, etcd in ``etcd_store``); only after the commit succeeded is the mirror
-changed.
+``framework_weights``, ``quotas``) and changes it only through the operations below. Each
+operation turns into a list of whole rows (``Change``: an ``AgentEntry``, a ``FrameworkEntry``,
+a ``WeightChange`` or a ``QuotaChange``) that the store commits as one transaction
+(``_commit``: SQLite in ``sqlite_store``, etcd in ``etcd_store``); only after the commit
+succeeded is the mirror changed.
 
 Invariants:
 - every write is one committed transaction, made *before* the runtime changes its memory or
@@ -30,6 +30,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from master.core.quota import Quota
 from master.model import FrameworkSpec
 from master.registry.entries import (
     AGENT_STATES,
@@ -37,7 +38,7 @@ from master.registry.entries import (
     FrameworkEntry,
 )
 
-__all__ = ["LEFT", "Change", "Forgotten", "Registry", "WeightChange"]
+__all__ = ["LEFT", "Change", "Forgotten", "QuotaChange", "Registry", "WeightChange"]
 
 LEFT = ("UNREACHABLE", "GONE")
 """Registry states of agents that left: what garbage collection may forget."""
@@ -55,6 +56,14 @@ class WeightChange:
 
 
 @dataclass(frozen=True, slots=True)
+class QuotaChange:
+    """A role's quota set, or removed (``None``)."""
+
+    role: str
+    quota: Quota | None
+
+
+@dataclass(frozen=True, slots=True)
 class Forgotten:
     """An ``"agent"`` or a ``"framework"`` row deleted (garbage collection)."""
 
@@ -62,8 +71,8 @@ class Forgotten:
     key: str
 
 
-Change = AgentEntry | FrameworkEntry | WeightChange | Forgotten
-"""One row written whole (an agent, a framework, a weight), or deleted."""
+Change = AgentEntry | FrameworkEntry | WeightChange | QuotaChange | Forgotten
+"""One row written whole (an agent, a framework, a weight, a quota), or deleted."""
 
 
 class Registry:
@@ -81,6 +90,7 @@ class Registry:
         self.frameworks: dict[str, FrameworkEntry] = {}
         self.role_weights: dict[str, float] = {}
         self.framework_weights: dict[str, float] = {}
+        self.quotas: dict[str, Quota] = {}
         self.writes = 0
         self.clock: Callable[[], float] = time.time
         self.agents_of: Counter[str] = Counter()  # principal -> agents not GONE
@@ -111,6 +121,11 @@ class Registry:
                     self._count_agent(self.agents.pop(change.key, None), -1)
                 else:
                     self._count_framework(self.frameworks.pop(change.key, None), -1)
+            elif isinstance(change, QuotaChange):
+                if change.quota is None:
+                    self.quotas.pop(change.role, None)
+                else:
+                    self.quotas[change.role] = change.quota
             else:
                 weights = self._weights(change.kind)
                 if change.weight is None:
@@ -188,6 +203,13 @@ class Registry:
         """Record (``None``: remove) an operator weight of a ``"role"`` or a ``"framework"``."""
         self._weights(kind)  # raises for an unknown kind
         self._write([WeightChange(kind, target, weight)])
+
+    def set_quota(self, role: str, quota: Quota | None) -> None:
+        """Record (``None`` or an empty quota: remove) the quota of a role path."""
+        stored = None if quota is None or quota.empty else quota
+        if stored is None and role not in self.quotas:
+            return
+        self._write([QuotaChange(role, stored)])
 
     def collect_garbage(
         self,

@@ -1,12 +1,13 @@
-"""``SqliteRegistry``: the master's durable registry in SQLite under its work dir (DESIGN.md §6),
+"""``SqliteRegistry``: the master's durable registry in SQLite under its work dir
+(docs/architecture.md §4),
 the embedded default for one master (``etcd_store`` keeps it in etcd for HA masters).
 
 What is durable is what Mesos keeps in its registry: the agents admitted (with their spec and
 whether they are admitted, unreachable or gone, and whether the operator deactivated them), the
 frameworks with their ids, names, roles, weights, failover timeouts and capabilities (and which
-were removed, so their ids are refused for good), and operator-set weights of roles and
-frameworks. Offers, filters, demands and tasks are soft state: tasks are rebuilt from the agents
-when they reregister.
+were removed, so their ids are refused for good), operator-set weights of roles and
+frameworks, and the quotas of roles. Offers, filters, demands and tasks are soft state: tasks are
+rebuilt from the agents when they reregister.
 
 Invariants (beside those of ``operations.Registry``, whose operations it stores):
 - every write is one committed SQLite transaction (a write that fails raises
@@ -21,7 +22,9 @@ Invariants (beside those of ``operations.Registry``, whose operations it stores)
   marker still there): a registry deleted or replaced under a running master fails the write
   (``RegistryWriteError`` saying so) instead of acknowledging changes that would be lost;
 - opening checks that the work dir can be written (a read-only disk stops the master before
-  it serves); a registry of schema 1 is upgraded in place, in one transaction.
+  it serves); a registry of an older schema is upgraded in place, in one transaction (1 to 2:
+  the agents' principals and the times agents left and frameworks were removed; 2 to 3: the
+  ``quotas`` table, empty), and otherwise loads unchanged.
 """
 
 from __future__ import annotations
@@ -46,16 +49,18 @@ from master.registry.entries import (
     agent_spec_to_json,
     framework_spec_from_json,
     framework_spec_to_json,
+    quota_from_json,
+    quota_to_json,
     read_marker,
     write_marker,
 )
-from master.registry.operations import Change, Forgotten, Registry, WeightChange
+from master.registry.operations import Change, Forgotten, QuotaChange, Registry, WeightChange
 
 __all__ = ["MARKER_FILE", "REGISTRY_FILE", "SCHEMA_VERSION", "SqliteRegistry"]
 
 REGISTRY_FILE: Final = "registry.sqlite"
 MARKER_FILE: Final = "cluster.id"
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 
 _SCHEMA: Final = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -81,12 +86,14 @@ CREATE TABLE weights (
     weight REAL NOT NULL,
     PRIMARY KEY (kind, target)
 );
+CREATE TABLE quotas (role TEXT PRIMARY KEY, quota TEXT NOT NULL);
 """
 _UPGRADE_1_TO_2: Final = (
     "ALTER TABLE agents ADD COLUMN principal TEXT NOT NULL DEFAULT ''",
     "ALTER TABLE agents ADD COLUMN changed_at REAL NOT NULL DEFAULT 0",
     "ALTER TABLE frameworks ADD COLUMN removed_at REAL NOT NULL DEFAULT 0",
 )
+_UPGRADE_2_TO_3: Final = ("CREATE TABLE quotas (role TEXT PRIMARY KEY, quota TEXT NOT NULL)",)
 
 
 class SqliteRegistry(Registry):
@@ -196,12 +203,17 @@ class SqliteRegistry(Registry):
         now = time.time()
         try:
             with transaction(connection):
-                for statement in _UPGRADE_1_TO_2:
+                if int(version) < 2:
+                    for statement in _UPGRADE_1_TO_2:
+                        connection.execute(statement)
+                    connection.execute(
+                        "UPDATE agents SET changed_at = ? WHERE state != 'ADMITTED'", (now,)
+                    )
+                    connection.execute(
+                        "UPDATE frameworks SET removed_at = ? WHERE removed = 1", (now,)
+                    )
+                for statement in _UPGRADE_2_TO_3:
                     connection.execute(statement)
-                connection.execute(
-                    "UPDATE agents SET changed_at = ? WHERE state != 'ADMITTED'", (now,)
-                )
-                connection.execute("UPDATE frameworks SET removed_at = ? WHERE removed = 1", (now,))
                 connection.execute(
                     "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
                 )
@@ -275,7 +287,8 @@ class SqliteRegistry(Registry):
             )
         if version < 1:
             raise RegistryError(f"registry {path} has an invalid schema version {version}")
-        missing = {"agents", "frameworks", "weights"} - tables
+        missing = {"agents", "frameworks", "weights", *(["quotas"] if version >= 3 else [])}
+        missing -= tables
         if missing:
             raise RegistryError(f"registry {path} is corrupt: tables {sorted(missing)} missing")
         return cluster_id
@@ -320,6 +333,8 @@ class SqliteRegistry(Registry):
             ):
                 self._weights(kind)  # raises for an unknown kind
                 rows.append(WeightChange(kind, target, float(weight)))
+            for role, quota in self._db.execute("SELECT role, quota FROM quotas"):
+                rows.append(QuotaChange(role, quota_from_json(quota)))
             self._apply(rows)
         except (ValueError, KeyError, TypeError) as error:
             where = self.path or "(memory)"
@@ -396,6 +411,14 @@ class SqliteRegistry(Registry):
                 db.execute("DELETE FROM agents WHERE agent_id = ?", (change.key,))
             else:
                 db.execute("DELETE FROM frameworks WHERE framework_id = ?", (change.key,))
+        elif isinstance(change, QuotaChange):
+            if change.quota is None:
+                db.execute("DELETE FROM quotas WHERE role = ?", (change.role,))
+            else:
+                db.execute(
+                    "INSERT OR REPLACE INTO quotas (role, quota) VALUES (?, ?)",
+                    (change.role, quota_to_json(change.quota)),
+                )
         elif change.weight is None:
             db.execute(
                 "DELETE FROM weights WHERE kind = ? AND target = ?", (change.kind, change.target)

@@ -1,12 +1,16 @@
 """``OperatorCalls``: the Operator API side of the master runtime (operator.proto).
 
 Every method runs synchronously on the runtime's loop and checks everything before it changes
-anything. Weights, agent maintenance, agent removal and framework teardown are durable: the
-registry is written before the change applies.
+anything. Weights, quotas, agent maintenance, agent removal and framework teardown are durable:
+the registry is written before the change applies.
 
 Invariants:
 - a weight's precedence is: a framework's operator weight, else its role's, else the weight the
   framework subscribed with; every weight obeys the core's one rule (``check_weight``);
+- a role's quota obeys the core's rules (``master.core.quota.check_quotas``) and is checked
+  against the whole quota table before the registry is written; a limit below what the role's
+  subtree holds needs ``force``, which rescinds the subtree's outstanding offers (the
+  ``RescindOffer`` messages are delivered) and kills nothing;
 - a call naming several agents checks them all before changing any; an agent the operator
   deactivated stays in the pool with its tasks but is offered to nobody (its offers rescinded)
   until reactivated, and reactivating several costs one allocation run that sees them all;
@@ -19,34 +23,64 @@ Invariants:
   caller's own frameworks, tasks and offers, the others' shares and resources without their
   ids or names, agents without ids or addresses (``views.redact``);
 - every call is authorized first (``Authority.allow``): ``set_weights`` for the target's role,
-  ``maintain_agents``, ``teardown_frameworks`` and ``kill_tasks`` for the framework's owner
-  (``"SELF"``: one's own frameworks), ``view_state`` for the state and the weights.
+  ``update_quota`` for the quota's role, ``maintain_agents``, ``teardown_frameworks`` and
+  ``kill_tasks`` for the framework's owner (``"SELF"``: one's own frameworks), ``view_state``
+  for the state, the weights and the quotas.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from fairshare.logs import log_event
+from fairshare.resources import ResourceVector
+from fairshare.roles import ancestors
 from fairshare.task_states import TaskState
 
 from master.core import FailedPrecondition, InvalidArgument, NotFound, TaskStatusChange
-from master.core.checks import check_weight
+from master.core.checks import check_weight, checked_role
+from master.core.messages import RescindOffer
+from master.core.quota import Quota, check_quotas
 from master.registry import GONE
 from master.runtime.dispatch import Dispatcher
 from master.runtime.frameworks import FrameworkCalls
 from master.runtime.state import RuntimeState, require_id
 from master.runtime.views import ClusterSnapshot, build_snapshot, redact
 
-__all__ = ["OperatorCalls"]
+__all__ = ["OperatorCalls", "QuotaTable", "QuotaView"]
 
 log = logging.getLogger("fairshare.master")
+EMPTY = ResourceVector()
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaView:
+    """A role's quota and what its subtree consumes now (offered plus used)."""
+
+    role: str
+    quota: Quota
+    consumed: ResourceVector
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaTable:
+    """Every quota (in the role tree's pre-order), everything guaranteed (the top-level
+    guaranteed roles' guarantees), the pool, and whether the guarantees exceed it."""
+
+    quotas: tuple[QuotaView, ...]
+    guaranteed: ResourceVector
+    total: ResourceVector
+
+    @property
+    def overcommitted(self) -> bool:
+        return not self.guaranteed.fits_in(self.total)
 
 
 class OperatorCalls:
-    """GetState, SetWeight, GetWeights, DeactivateAgents, ReactivateAgents, TeardownFramework,
-    KillTask, RemoveAgent."""
+    """GetState, SetWeight, GetWeights, SetQuota, GetQuotas, DeactivateAgents, ReactivateAgents,
+    TeardownFramework, KillTask, RemoveAgent."""
 
     def __init__(
         self,
@@ -114,6 +148,72 @@ class OperatorCalls:
                 if fid in state.frameworks and state.frameworks[fid].spec.principal == mine
             ]
         return roles + [("framework", fid, w) for fid, w in frameworks]
+
+    def set_quota(
+        self,
+        role: str,
+        quota: Quota,
+        force: bool = False,
+        principal: str | None = None,
+    ) -> tuple[QuotaView | None, int]:
+        """Set the quota of the role path ``role`` (an empty one: clear it); returns the stored
+        quota with its consumption (None when cleared) and the number of offers rescinded.
+        Durable before it applies; every check comes first (INVALID_ARGUMENT for a table that
+        breaks the rules, FAILED_PRECONDITION for a limit below the subtree's use without
+        ``force``)."""
+        state = self.state
+        if not role:
+            raise InvalidArgument("role is empty (the default role is '*')")
+        role = checked_role(role)
+        state.authority.allow("update_quota", principal, role)
+        core = state.core
+        proposed = dict(core.quotas)
+        if quota.empty:
+            proposed.pop(role, None)
+        else:
+            proposed[role] = quota
+        check_quotas(proposed)
+        held = core.subtree_holds(role)
+        over = _over_limit(held, quota.limit)
+        if over and not force:
+            raise FailedPrecondition(
+                f"quota of {role!r}: the role already holds more than the new limit"
+                f" ({', '.join(over)}); set it with force to rescind its offers (nothing is"
+                " killed)"
+            )
+        with state.durably():
+            state.registry.set_quota(role, quota)
+        messages = core.handle_set_quota(role, quota.guarantee, quota.limit, state.now(), force)
+        self.dispatcher.dispatch(messages)
+        self.dispatcher.request_allocation()
+        rescinded = sum(1 for m in messages if isinstance(m, RescindOffer))
+        log_event(
+            log,
+            "quota.set" if not quota.empty else "quota.cleared",
+            role=role,
+            guarantee=str(quota.guarantee),
+            limit="-" if quota.limit is None else str(quota.limit),
+            rescinded=rescinded,
+        )
+        if quota.empty:
+            return None, rescinded
+        return QuotaView(role, quota, core.subtree_holds(role)), rescinded
+
+    def quotas(self, principal: str | None = None) -> QuotaTable:
+        """Every role's quota with its subtree's consumption, and the guarantees against the
+        pool (what ``view_state`` allows, as for the weights: roles are no one's own)."""
+        state = self.state
+        state.authority.allow("view_state", principal)
+        core = state.core
+        table = core.quotas
+        roles = sorted((r for r, q in table.items() if not q.empty), key=_tree_order)
+        guaranteed = EMPTY
+        for role in roles:
+            above = ancestors(role)[:-1]
+            if table[role].guarantee and not any(a in table and table[a].guarantee for a in above):
+                guaranteed = guaranteed + table[role].guarantee
+        views = tuple(QuotaView(r, table[r], core.subtree_holds(r)) for r in roles)
+        return QuotaTable(views, guaranteed, core.total)
 
     def deactivate_agents(self, agent_ids: Sequence[str], principal: str | None = None) -> None:
         """Maintenance: rescind the agents' offers and offer nothing of them; all or none."""
@@ -204,3 +304,19 @@ class OperatorCalls:
                 raise InvalidArgument("agent_ids holds an empty id")
             if agent_id not in self.state.core.agents:
                 raise NotFound(f"agent {agent_id!r} is not connected to this master")
+
+
+def _over_limit(held: ResourceVector, limit: ResourceVector | None) -> list[str]:
+    """What ``held`` has above ``limit``, as ``name:held > limit`` (empty: within it)."""
+    if limit is None:
+        return []
+    return [
+        f"{name}:{held.get(name):g} > {limit.get(name):g}"
+        for name, cap in limit.millis_items()
+        if held.millis(name) > cap
+    ]
+
+
+def _tree_order(role: str) -> tuple[str, ...]:
+    """Sort key of the role tree's pre-order (``eng`` < ``eng/dev`` < ``eng-x``)."""
+    return tuple(role.split("/"))

@@ -1,9 +1,11 @@
-"""``Recovery``: the master's restart from its durable registry (DESIGN.md §6).
+"""``Recovery``: the master's restart from its durable registry (docs/architecture.md §4).
 
-On start the runtime rebuilds what the registry kept: role weights, the frameworks that were not
-removed (registered but disconnected: each may resubscribe within its failover timeout, and at
-least within the reregistration window), the ids of removed frameworks (refused for good), and
-the agents admitted before the restart, which are ``recovering``: not in the pool until they
+On start the runtime rebuilds what the registry kept: role weights, role quotas (a role's
+before those of the roles below it, so that every step obeys the quota rules; nothing is held
+yet, so nothing is rescinded), the frameworks that were not removed (registered but
+disconnected: each may resubscribe within its failover timeout, and at least within the
+reregistration window), the ids of removed frameworks (refused for good), and the agents
+admitted before the restart, which are ``recovering``: not in the pool until they
 reregister with their tasks (``AgentCalls`` adopts them and calls ``agent_back``). Agents marked
 unreachable or gone stay so until they come back.
 
@@ -61,6 +63,8 @@ class Recovery:
         now = state.now()
         for role, weight in sorted(registry.role_weights.items()):
             state.core.handle_set_weight(role, weight, now)
+        for role, quota in sorted(registry.quotas.items()):  # a role before the roles below it
+            state.core.handle_set_quota(role, quota.guarantee, quota.limit, now, force=True)
         known = sum(1 for agent in registry.agents.values() if agent.state == ADMITTED)
         state.liveness.resize(known)
         window = max(

@@ -4,7 +4,10 @@ GetState is one synchronous snapshot of the runtime (consistent by construction:
 step of the event loop), as much of it as the caller may see. Every call names its caller
 (``fairshare.rpc_guard.caller``) to the runtime, which authorizes it by the ACL. SetWeight
 checks the request's shape (a target; no weight with clear) here, and the runtime checks the
-weight by the core's one rule; DeactivateAgents and
+weight by the core's one rule; SetQuota checks the request's shape here (a role; resources
+well formed, each named one above 0; a guarantee or a limit, or clear alone; force only with a
+limit), and the runtime checks the quota against the whole table (the core's rules) and what
+the role holds; DeactivateAgents and
 ReactivateAgents pass the ids through (the runtime checks them all before changing anything);
 TeardownFramework, KillTask and RemoveAgent pass their ids through (the runtime checks them);
 errors become precise status codes.
@@ -12,12 +15,14 @@ errors become precise status codes.
 
 from __future__ import annotations
 
+from fairshare.resources import ResourceVector
 from fairshare.rpc_guard import caller
+from fairshare.v1 import common_pb2, operator_pb2_grpc
 from fairshare.v1 import operator_pb2 as pb
-from fairshare.v1 import operator_pb2_grpc
 
 from master.core.errors import InvalidArgument
-from master.runtime.operator import OperatorCalls
+from master.core.quota import Quota
+from master.runtime.operator import OperatorCalls, QuotaView
 from master.service import convert
 from master.service.errors import Context, maps_errors
 from master.service.state import state_to_pb
@@ -29,6 +34,48 @@ def _weight(kind: str, target: str, weight: float) -> pb.Weight:
     if kind == "role":
         return pb.Weight(role=target, weight=weight)
     return pb.Weight(framework_id=target, weight=weight)
+
+
+def _quota_resources(message: common_pb2.Resources, what: str) -> ResourceVector:
+    """A guarantee or a limit: well-formed resources, each named one above 0 (a resource left
+    out is not guaranteed or not limited; a 0 would read as "not named")."""
+    vector = convert.resources(message, what)
+    for item in message.items:
+        if item.millis == 0:
+            raise InvalidArgument(
+                f"{what}: {item.name} is 0 (leave a resource out to not guarantee or limit it)"
+            )
+    return vector
+
+
+def _quota(view: QuotaView) -> pb.Quota:
+    quota = view.quota
+    message = pb.Quota(
+        role=view.role,
+        guarantee=convert.resources_to_pb(quota.guarantee),
+        consumed=convert.resources_to_pb(view.consumed),
+    )
+    if quota.limit is not None:
+        message.limit.CopyFrom(convert.resources_to_pb(quota.limit))
+    return message
+
+
+def _requested_quota(request: pb.SetQuotaRequest) -> Quota:
+    """The quota a SetQuota asks for (empty for clear); INVALID_ARGUMENT naming the field."""
+    has_limit = request.HasField("limit")
+    if request.clear:
+        if request.guarantee.items or has_limit or request.force:
+            raise InvalidArgument("guarantee, limit and force must be unset when clear is true")
+        return Quota()
+    guarantee = _quota_resources(request.guarantee, "guarantee")
+    limit = _quota_resources(request.limit, "limit") if has_limit else None
+    if limit is not None and not limit:
+        raise InvalidArgument("limit names no resource (leave limit unset for no limit)")
+    if not guarantee and limit is None:
+        raise InvalidArgument("guarantee and limit are both unset: set one, or clear")
+    if request.force and limit is None:
+        raise InvalidArgument("force is only for a limit (below what the role holds)")
+    return Quota(guarantee, limit)
 
 
 class OperatorServicer(operator_pb2_grpc.OperatorServiceServicer):
@@ -67,6 +114,32 @@ class OperatorServicer(operator_pb2_grpc.OperatorServiceServicer):
     ) -> pb.GetWeightsResponse:
         """The operator-set weights."""
         return pb.GetWeightsResponse(weights=[_weight(*w) for w in self.operator.weights(caller())])
+
+    @maps_errors
+    async def SetQuota(self, request: pb.SetQuotaRequest, context: Context) -> pb.SetQuotaResponse:
+        """Set or clear one role's quota."""
+        if not request.role:
+            raise InvalidArgument("role is empty (the default role is '*')")
+        role = convert.check_role(request.role)
+        quota = _requested_quota(request)
+        stored, rescinded = self.operator.set_quota(role, quota, request.force, caller())
+        response = pb.SetQuotaResponse(rescinded_offers=rescinded)
+        if stored is not None:
+            response.quota.CopyFrom(_quota(stored))
+        return response
+
+    @maps_errors
+    async def GetQuotas(
+        self, request: pb.GetQuotasRequest, context: Context
+    ) -> pb.GetQuotasResponse:
+        """Every role's quota, with its consumption, against the pool."""
+        table = self.operator.quotas(caller())
+        return pb.GetQuotasResponse(
+            quotas=[_quota(view) for view in table.quotas],
+            guaranteed=convert.resources_to_pb(table.guaranteed),
+            total=convert.resources_to_pb(table.total),
+            overcommitted=table.overcommitted,
+        )
 
     @maps_errors
     async def DeactivateAgents(

@@ -1,4 +1,4 @@
-"""The ``fairshare`` command (DESIGN.md §4): one entry point, a table of subcommands.
+"""The ``fairshare`` command (docs/architecture.md §7): one entry point, a table of subcommands.
 
 ``COMMANDS`` maps each subcommand to its one-line summary and the module that implements it,
 named as a string: the kernel never imports ``master``, ``agent`` or ``framework_sdk`` itself
@@ -75,6 +75,10 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "weights": (
         "list, set or clear operator weights of roles and frameworks",
         "master.commands.operator:weights_command",
+    ),
+    "quota": (
+        "list the quotas of roles (guarantee, limit, consumption), or set or clear one",
+        "master.commands.operator:quota_command",
     ),
     "roles": (
         "show the role tree: weights, shares, frameworks and running tasks per role",

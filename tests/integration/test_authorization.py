@@ -202,6 +202,8 @@ def _requests(cluster: Secured) -> dict[str, Message]:
         "GetState": OP.GetStateRequest(),
         "SetWeight": OP.SetWeightRequest(role="a", weight=2.0),
         "GetWeights": OP.GetWeightsRequest(),
+        "SetQuota": OP.SetQuotaRequest(role="a", guarantee=res("cpus:1")),
+        "GetQuotas": OP.GetQuotasRequest(),
         "DeactivateAgents": OP.DeactivateAgentsRequest(agent_ids=[agent]),
         "ReactivateAgents": OP.ReactivateAgentsRequest(agent_ids=[agent]),
         "TeardownFramework": OP.TeardownFrameworkRequest(framework_id=fw),

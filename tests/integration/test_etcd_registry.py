@@ -1,10 +1,12 @@
-"""The HA masters' registry in a real etcd (``master.registry.etcd_store``, DESIGN.md §3b):
+"""The HA masters' registry in a real etcd (``master.registry.etcd_store``,
+docs/architecture.md §5):
 what one term writes, the next term reads back; a write of a term that is no longer the leader's
 is refused (fenced), changes nothing, and tells the leadership to step down; a registry that
 etcd lost is never silently recreated."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,9 +16,16 @@ from fairshare.etcd import leader_key
 from fairshare.master_target import EtcdTarget
 from fairshare.resources import ResourceVector
 
+from master.core.quota import Quota
 from master.ha.etcd_thread import EtcdThread
 from master.model import AgentSpec, FrameworkSpec
-from master.registry import UNREACHABLE, AgentEntry, RegistryError, RegistryWriteError
+from master.registry import (
+    SCHEMA_VERSION,
+    UNREACHABLE,
+    AgentEntry,
+    RegistryError,
+    RegistryWriteError,
+)
 from master.registry.etcd_store import EtcdRegistry, RegistryFenced
 
 SPEC = AgentSpec("host-1", 5051, ResourceVector.parse("cpus:4;mem:1024"), (("rack", "r1"),))
@@ -121,3 +130,50 @@ def test_a_closed_registry_writes_nothing_and_does_not_call_fenced(
     with pytest.raises(RegistryWriteError, match="closed"):
         ended.admit_agent(AgentEntry("ag-late", SPEC, 100.0))
     assert not fenced and "ag-late" not in ended.agents
+
+
+QUOTA = Quota(ResourceVector.parse("cpus:16;mem:65536"), ResourceVector.parse("cpus:32"))
+
+
+def test_quotas_are_read_back_by_the_next_term(etcd: EtcdThread, tmp_path: Path) -> None:
+    first = registry(etcd, take_leadership(etcd, b"one"))
+    first.load(work_dir(tmp_path, "m1"))
+    first.set_quota("eng", QUOTA)
+    first.set_quota("eng/dev", Quota(ResourceVector.parse("cpus:4"), None))
+    first.set_quota("sci", Quota(ResourceVector(), ResourceVector.parse("gpus:1")))
+    first.set_quota("sci", None)
+
+    second = registry(etcd, take_leadership(etcd, b"two"))
+    second.load(work_dir(tmp_path, "m2"))
+    assert second.quotas == {"eng": QUOTA, "eng/dev": Quota(ResourceVector.parse("cpus:4"), None)}
+    assert second.quotas == first.quotas
+
+
+def test_a_schema_2_registry_loads_unchanged_and_its_meta_is_upgraded(
+    etcd: EtcdThread, tmp_path: Path
+) -> None:
+    first = registry(etcd, take_leadership(etcd, b"one"))
+    first.load(work_dir(tmp_path, "m1"))
+    first.put_framework(FRAMEWORK, 101.0)
+    first.set_weight("role", "analytics", 3.0)
+    meta_key = etcd.client.target.key("registry", "meta")
+
+    async def meta_version(value: int | None = None) -> int:
+        found: Any = await etcd.client.call(lambda client: client.get(meta_key))
+        meta = json.loads(bytes(found.value))
+        if value is not None:  # what a master of schema 2 wrote
+            meta["schema_version"] = value
+            encoded = json.dumps(meta).encode()
+            await etcd.client.call(lambda client: client.put(meta_key, encoded))
+        return int(meta["schema_version"])
+
+    etcd.run(meta_version(2), 10)
+    second = registry(etcd, take_leadership(etcd, b"two"))
+    second.load(work_dir(tmp_path, "m1"))
+    assert second.frameworks == first.frameworks and second.role_weights == {"analytics": 3.0}
+    assert second.quotas == {}
+    assert etcd.run(meta_version(), 10) == SCHEMA_VERSION == 3
+    second.set_quota("eng", QUOTA)
+    third = registry(etcd, take_leadership(etcd, b"three"))
+    third.load(work_dir(tmp_path, "m3"))
+    assert third.quotas == {"eng": QUOTA}

@@ -50,6 +50,16 @@ class OperatorServiceStub:
                 request_serializer=fairshare_dot_v1_dot_operator__pb2.GetWeightsRequest.SerializeToString,
                 response_deserializer=fairshare_dot_v1_dot_operator__pb2.GetWeightsResponse.FromString,
                 _registered_method=True)
+        self.SetQuota = channel.unary_unary(
+                '/fairshare.v1.OperatorService/SetQuota',
+                request_serializer=fairshare_dot_v1_dot_operator__pb2.SetQuotaRequest.SerializeToString,
+                response_deserializer=fairshare_dot_v1_dot_operator__pb2.SetQuotaResponse.FromString,
+                _registered_method=True)
+        self.GetQuotas = channel.unary_unary(
+                '/fairshare.v1.OperatorService/GetQuotas',
+                request_serializer=fairshare_dot_v1_dot_operator__pb2.GetQuotasRequest.SerializeToString,
+                response_deserializer=fairshare_dot_v1_dot_operator__pb2.GetQuotasResponse.FromString,
+                _registered_method=True)
         self.DeactivateAgents = channel.unary_unary(
                 '/fairshare.v1.OperatorService/DeactivateAgents',
                 request_serializer=fairshare_dot_v1_dot_operator__pb2.DeactivateAgentsRequest.SerializeToString,
@@ -98,6 +108,28 @@ class OperatorServiceServicer:
 
     def GetWeights(self, request, context):
         """Lists the weights the operator has set.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetQuota(self, request, context):
+        """Sets or clears the quota of a role path. Durable (written to the registry before the call
+        returns); applies from the next allocation run. Errors: INVALID_ARGUMENT (empty or bad
+        role; a malformed resource or one of quantity 0 in guarantee or limit; neither set without
+        clear, or one set with clear; force without limit; or a quota table that breaks the rules:
+        a guarantee above its own limit, sub-roles guaranteeing more in all than their parent, a
+        limit above a parent's), FAILED_PRECONDITION (the new limit is below what the role's
+        subtree holds and force is false), PERMISSION_DENIED (the ACL's update_quota). On error
+        nothing changes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetQuotas(self, request, context):
+        """Lists every role's quota with what its subtree consumes now, and whether the guarantees add
+        up to more than the pool.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -171,6 +203,16 @@ def add_OperatorServiceServicer_to_server(servicer, server):
                     servicer.GetWeights,
                     request_deserializer=fairshare_dot_v1_dot_operator__pb2.GetWeightsRequest.FromString,
                     response_serializer=fairshare_dot_v1_dot_operator__pb2.GetWeightsResponse.SerializeToString,
+            ),
+            'SetQuota': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetQuota,
+                    request_deserializer=fairshare_dot_v1_dot_operator__pb2.SetQuotaRequest.FromString,
+                    response_serializer=fairshare_dot_v1_dot_operator__pb2.SetQuotaResponse.SerializeToString,
+            ),
+            'GetQuotas': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetQuotas,
+                    request_deserializer=fairshare_dot_v1_dot_operator__pb2.GetQuotasRequest.FromString,
+                    response_serializer=fairshare_dot_v1_dot_operator__pb2.GetQuotasResponse.SerializeToString,
             ),
             'DeactivateAgents': grpc.unary_unary_rpc_method_handler(
                     servicer.DeactivateAgents,
@@ -280,6 +322,60 @@ class OperatorService:
             '/fairshare.v1.OperatorService/GetWeights',
             fairshare_dot_v1_dot_operator__pb2.GetWeightsRequest.SerializeToString,
             fairshare_dot_v1_dot_operator__pb2.GetWeightsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetQuota(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fairshare.v1.OperatorService/SetQuota',
+            fairshare_dot_v1_dot_operator__pb2.SetQuotaRequest.SerializeToString,
+            fairshare_dot_v1_dot_operator__pb2.SetQuotaResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetQuotas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fairshare.v1.OperatorService/GetQuotas',
+            fairshare_dot_v1_dot_operator__pb2.GetQuotasRequest.SerializeToString,
+            fairshare_dot_v1_dot_operator__pb2.GetQuotasResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -23,6 +23,7 @@ CLIENTS = (
     "run",
     "agents",
     "weights",
+    "quota",
     "frameworks",
     "tasks",
     "stop",
@@ -231,7 +232,7 @@ def client_settings(name: str) -> tuple[Setting, ...]:
     tables = {"agent": AGENT_SETTINGS, "run": RUN_SETTINGS, "status": STATUS_SETTINGS}
     tables["logs"] = LOGS_SETTINGS
     operators = dict.fromkeys(
-        ("agents", "weights", "frameworks", "tasks", "stop", "roles"), OPERATOR_SETTINGS
+        ("agents", "weights", "quota", "frameworks", "tasks", "stop", "roles"), OPERATOR_SETTINGS
     )
     return {**tables, **operators}[name]
 

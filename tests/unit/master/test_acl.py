@@ -81,3 +81,23 @@ def test_a_toml_file_that_does_not_parse_names_the_file(tmp_path: Path) -> None:
     path.write_text("[[view_state]\n")
     with pytest.raises(AclError, match=r"acls\.toml: not valid"):
         Acl.load(path)
+
+
+def test_update_quota_takes_roles_and_subtree_patterns() -> None:
+    acl = parse(
+        {
+            "update_quota": [
+                {"principals": ["eng-lead"], "roles": ["eng/*"]},
+                {"principals": ["ops"], "roles": "ANY"},
+            ]
+        },
+        "acls.toml",
+    )
+    assert acl.decide("update_quota", "eng-lead", "eng/dev").allowed
+    assert acl.decide("update_quota", "eng-lead", "eng/dev/ci").allowed
+    assert not acl.decide("update_quota", "eng-lead", "eng").allowed  # not the role itself
+    assert not acl.decide("update_quota", "eng-lead", "sci").allowed
+    assert acl.decide("update_quota", "ops", "*").allowed
+    assert not acl.decide("update_quota", "nobody", "eng/dev").allowed
+    with pytest.raises(AclError, match="not a role or a subtree"):
+        parse({"update_quota": [{"principals": "ANY", "roles": ["eng/*/x"]}]}, "acls.toml")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from fairshare.resources import ResourceVector
 
+from master.core.quota import Quota
 from master.model import AgentSpec, FrameworkSpec
 from master.registry import (
     MARKER_FILE,
@@ -123,3 +124,55 @@ def test_a_failed_write_changes_nothing(tmp_path: Path) -> None:
     registry._db.execute("PRAGMA query_only = OFF")
     registry.close()
     assert SqliteRegistry.open(tmp_path).frameworks == before
+
+
+# -- quotas (schema 3) ----------------------------------------------------------------------------
+
+QUOTAS = {
+    "eng": Quota(ResourceVector.parse("cpus:16;mem:65536"), ResourceVector.parse("cpus:32")),
+    "eng/dev": Quota(ResourceVector.parse("cpus:0.5"), None),
+    "*": Quota(ResourceVector(), ResourceVector.parse("gpus:1")),
+}
+
+
+def test_quotas_are_read_back_and_a_cleared_one_is_gone(tmp_path: Path) -> None:
+    registry = filled(tmp_path)
+    for role, quota in QUOTAS.items():
+        registry.set_quota(role, quota)
+    registry.set_quota("sci", Quota(ResourceVector.parse("cpus:1"), None))
+    registry.set_quota("sci", None)
+    writes = registry.writes
+    registry.set_quota("never-set", Quota())  # clearing what is not there writes nothing
+    assert registry.quotas == QUOTAS and registry.writes == writes
+    registry.close()
+    reopened = SqliteRegistry.open(tmp_path)
+    assert reopened.quotas == QUOTAS
+    assert reopened.role_weights == {"analytics": 3.0}
+
+
+def test_a_schema_2_registry_is_upgraded_in_place_and_loads_unchanged(tmp_path: Path) -> None:
+    registry = filled(tmp_path)
+    mirror = (registry.agents, registry.frameworks, registry.role_weights, registry.cluster_id)
+    registry.close()
+    with sqlite3.connect(tmp_path / REGISTRY_FILE) as db:  # what a master of schema 2 left
+        db.execute("DROP TABLE quotas")
+        db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    upgraded = SqliteRegistry.open(tmp_path)
+    loaded = (upgraded.agents, upgraded.frameworks, upgraded.role_weights, upgraded.cluster_id)
+    assert loaded == mirror and upgraded.quotas == {}
+    upgraded.set_quota("eng", QUOTAS["eng"])
+    upgraded.close()
+    with sqlite3.connect(tmp_path / REGISTRY_FILE) as db:
+        (version,) = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    assert int(version) == SCHEMA_VERSION == 3
+    assert SqliteRegistry.open(tmp_path).quotas == {"eng": QUOTAS["eng"]}
+
+
+def test_a_quota_row_that_does_not_parse_is_refused(tmp_path: Path) -> None:
+    registry = filled(tmp_path)
+    registry.set_quota("eng", QUOTAS["eng"])
+    registry.close()
+    with sqlite3.connect(tmp_path / REGISTRY_FILE) as db:
+        db.execute("""UPDATE quotas SET quota = '{"guarantee": {"cpus": -1}, "limit": null}'""")
+    with pytest.raises(RegistryError, match="invalid row"):
+        SqliteRegistry.open(tmp_path)

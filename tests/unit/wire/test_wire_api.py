@@ -36,6 +36,8 @@ EXPECTED_METHODS = {
         "GetState",
         "SetWeight",
         "GetWeights",
+        "SetQuota",
+        "GetQuotas",
         "DeactivateAgents",
         "TeardownFramework",
         "KillTask",
