@@ -12,7 +12,7 @@ Invariants: ``resolve`` either returns fully validated ``AgentSettings`` or rais
 ``FAIRSHARE_AGENT_RESOURCES`` or ``resources in FILE``) and what is wrong with it. Resource and
 attribute names follow the wire alphabet (lower case ``[a-z0-9_.-]``, starting with a letter).
 
-Security (DESIGN.md §3a): ``--tls-ca`` is the CA that signed the master's certificate (the agent
+Security (docs/security.md): ``--tls-ca`` is the CA that signed the master's certificate (the agent
 talks TLS to it) and, with ``--tls-cert``, the CA whose client certificates its own ports
 require; ``--tls-cert``/``--tls-key`` are the agent's identity to the master (the certificate's
 common name is its principal) and its ports' certificate; ``--token-file`` is the other way to

@@ -1,4 +1,4 @@
-"""The public fairshare client API (DESIGN.md §4a).
+"""The public fairshare client API (docs/architecture.md §7).
 
 ``__all__`` is the public surface; ``ResourceVector`` and ``TaskState`` are the kernel's
 (``fairshare.resources``, ``fairshare.task_states``), re-exported so frameworks need one import.

@@ -1,6 +1,6 @@
 """The cluster state of ``fairshare status``: ``GetStateResponse`` as JSON and as a table.
 
-The JSON document (``fairshare status --json``, DESIGN.md §4) is one object::
+The JSON document (``fairshare status --json``, docs/architecture.md §7) is one object::
 
     {"master_id", "version", "policy", "placement",
      "leader": {"address", "elected_at" (seconds since the epoch), "epoch"},

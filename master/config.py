@@ -1,4 +1,4 @@
-"""``MasterConfig``: the settings of ``fairshare master`` (DESIGN.md §4, §8).
+"""``MasterConfig``: the settings of ``fairshare master`` (docs/architecture.md §7).
 
 ``MASTER_SETTINGS`` is the one table of them: it gives the daemon's flags (``add_setting_flags``)
 and is resolved by the kernel's one resolver (``fairshare.settings``): flags, then
@@ -11,7 +11,7 @@ Invariants: the table and ``MasterConfig`` have the same names and defaults (a t
 fully checked config or raises ``SettingsError`` naming the flag, variable or key and the reason.
 ``fault_drop_acks`` (tests only: a share of acknowledgements to drop) has no flag.
 
-Security (DESIGN.md §3a): ``--tls-cert``/``--tls-key`` put TLS on both ports, ``--tls-ca`` makes
+Security (docs/security.md): ``--tls-cert``/``--tls-key`` put TLS on both ports, ``--tls-ca`` makes
 client certificates required and identities (gRPC cannot ask for an optional one; a bearer
 token, when ``--credentials`` accepts them, names the principal instead of the certificate),
 ``--credentials`` accepts bearer tokens, ``--acls`` says who may do what; without TLS and

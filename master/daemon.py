@@ -1,4 +1,4 @@
-"""``fairshare master``: the master daemon process (DESIGN.md §3, §3b, §4, §8).
+"""``fairshare master``: the master daemon process (docs/architecture.md §3, §5, §7).
 
 Starts a grpc.aio server on one event loop with the Scheduler, Agent, Operator and health
 services, writes ``<work-dir>/master.addr`` once serving, and runs until SIGTERM or SIGINT. The
@@ -21,7 +21,7 @@ Invariants:
 - keepalive is set for long streams (pings every 20 s, dead peers dropped after 10 s more);
   clients may ping as often as every 5 s, more often is a strike and two strikes close the
   connection (``fairshare.transport.server_options``);
-- security (``master.security``, DESIGN.md §3a): both ports serve TLS with ``--tls-cert``; every
+- security (``master.security``, docs/security.md): both ports serve TLS with ``--tls-cert``; every
   call passes ``RpcGuard`` (undecodable requests are INVALID_ARGUMENT, callers are
   authenticated, refusals logged a few times a second at most) before the leader gate and the
   servicers, which hand the caller's principal to the runtime (``Authority``: ACL, owners,

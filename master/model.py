@@ -3,7 +3,7 @@
 ``master.service.convert`` turns ``fairshare.v1`` messages into these values (and the core's
 ``TaskLaunch``, ``LaunchTasks`` and ``KillTask``) and back; the runtime (``master.runtime``), the
 registry and the task book work only with them, so nothing outside ``master.service`` touches
-``*_pb2`` (DESIGN.md §1).
+``*_pb2`` (docs/architecture.md §1).
 
 A task is described once: the wire's ``TaskInfo`` becomes the core's ``TaskLaunch`` in
 ``convert`` (its ``details`` a ``TaskDetails``: what the agent runs, which the core never reads),

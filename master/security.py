@@ -1,4 +1,5 @@
-"""The master's security, built once from its settings (DESIGN.md §3a): TLS of its ports, who
+"""The master's security, built once from its settings (docs/architecture.md §6):
+TLS of its ports, who
 its callers are, what they may do, and one log line saying what it exposes.
 
 - ``load_security(config)``: the ``ServerSecurity`` of both ports (client certificates verified

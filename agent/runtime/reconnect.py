@@ -1,5 +1,5 @@
 """``Reconnection``: how long an agent waits before its next session, given how the last ended
-(agent.proto's error contract, DESIGN.md §3b).
+(agent.proto's error contract, docs/architecture.md §5).
 
 - NOT_FOUND, FAILED_PRECONDITION (``REREGISTER``, ``REMOVED``): at once, the first time;
 - a master that does not lead named the leader (``REDIRECTED``): at once, at most

@@ -1,4 +1,4 @@
-"""``fairshare allocate CASE.json``: print the allocation of a case file as JSON (DESIGN.md §4).
+"""``fairshare allocate CASE.json``: print the allocation of a case file as JSON (docs/cases.md).
 
 The case is allocated by ``master.commands.calculator`` (the master's own core in ``tasks``
 mode, the papers' closed forms in ``fluid`` mode, Static H-DRF over a role tree).
@@ -35,7 +35,7 @@ ALLOCATE_SETTINGS: Final = tuple(s for s in SHARED_SETTINGS if s.name != "master
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of ``fairshare allocate``."""
     parser.description = (
-        "Allocate a case file (DESIGN.md §4 format: one pool 'resources' or heterogeneous"
+        "Allocate a case file (format: one pool 'resources' or heterogeneous"
         " 'agents', and 'frameworks' with a task shape and optional role; docs/cases.md) and"
         " print the result as JSON."
     )

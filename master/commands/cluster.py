@@ -1,5 +1,5 @@
 """Operator commands over frameworks and tasks: ``fairshare frameworks``, ``fairshare tasks``,
-``fairshare stop`` (DESIGN.md §4; Mesos's /teardown and /tasks, Nomad's ``job stop``).
+``fairshare stop`` (docs/architecture.md §7; Mesos's /teardown and /tasks, Nomad's ``job stop``).
 
 - ``fairshare frameworks`` lists the frameworks (id, name, role, state, weight, dominant and
   weighted share, running/wanted tasks, failover deadline); ``--teardown ID`` removes one for

@@ -1,4 +1,4 @@
-"""One local etcd member for ``fairshare up --masters N`` (DESIGN.md §3b): the etcd the HA
+"""One local etcd member for ``fairshare up --masters N`` (docs/architecture.md §5): the etcd the HA
 masters elect their leader in and keep the registry in, for trying HA on one machine.
 
 ``LocalEtcd.start(directory)`` runs Debian's ``etcd`` (package ``etcd-server``) with its data

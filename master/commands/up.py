@@ -3,7 +3,7 @@
 With ``--masters N`` above 1 it also starts one local etcd member (``master.commands.local_etcd``,
 Debian's ``etcd-server``) and N HA masters on it (``--registry etcd://...``; master i on ports
 ``--port + i`` and ``--metrics-port + i``); agents and frameworks get the list of the masters
-and find the leader themselves (DESIGN.md §3b). etcd is stopped last.
+and find the leader themselves (docs/architecture.md §5). etcd is stopped last.
 
 Each daemon is the real ``fairshare master`` / ``fairshare agent`` command, started as a child
 process with its own work directory under ``--work-dir`` and a port picked by the OS (the master's

@@ -1,4 +1,4 @@
-"""One allocation run: who is offered what, in fairness order (DESIGN.md §2).
+"""One allocation run: who is offered what, in fairness order (docs/architecture.md §2).
 
 The run is progressive filling (Ghodsi et al., Algorithm 1; on many agents DRFH §V-B): take the
 framework with the lowest fairness key, give it its next unit, update its key, repeat until no

@@ -1,6 +1,7 @@
 """Fairness policies: which framework is the most deprived, as a sort key (lower goes first).
 
-Policy apart from mechanism (DESIGN.md §8, Mesos's sorter): a ``FairnessPolicy`` only turns
+Policy apart from mechanism (docs/architecture.md §2, Mesos's sorter):
+a ``FairnessPolicy`` only turns
 (allocation, pool total, weight, declared task shape) into a number; the ``Sorter`` orders by it and
 the allocator acts on it. Policies are picked by name from ``FAIRNESS_POLICIES``.
 

@@ -1,6 +1,6 @@
 """The invariants of ``MasterState``, checked after every ``handle_*`` call in validate mode.
 
-Checked (DESIGN.md §2):
+Checked (docs/architecture.md §10):
 - per agent ``free + offered + used == total`` (exact, fixed point), nothing negative (a
   ``ResourceVector`` cannot hold a negative quantity, so this reduces to the equation);
 - the pool total is the sum of the agents' totals, deactivated agents included;

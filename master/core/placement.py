@@ -1,6 +1,7 @@
 """Placement policies: on which agent the next task of a framework goes.
 
-Placement apart from fairness (DESIGN.md §2): the allocator picks *who* is served (fairness
+Placement apart from fairness (docs/architecture.md §2):
+the allocator picks *who* is served (fairness
 policy); a ``PlacementPolicy`` picks *where*. Policies are picked by name from
 ``PLACEMENT_POLICIES``.
 

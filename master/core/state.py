@@ -1,4 +1,4 @@
-"""``MasterState``: the pure allocation core as a state machine (DESIGN.md §2).
+"""``MasterState``: the pure allocation core as a state machine (docs/architecture.md §2).
 
 One owner of state (dask's ``WorkerState``): the master's runtime calls ``handle_*(…, now)`` on
 its event loop; each call changes the state and returns the ``Message`` values the runtime must

@@ -1,4 +1,5 @@
-"""``Elector``: a master's campaign for leadership in etcd (DESIGN.md §3b), run on the etcd
+"""``Elector``: a master's campaign for leadership in etcd (docs/architecture.md §5),
+run on the etcd
 thread (``master.ha.etcd_thread``).
 
 The leader holds the key ``<prefix>/leader`` (``fairshare.etcd.leader_key``) under a lease of

@@ -1,4 +1,4 @@
-"""``Leadership``: which runtime leads in this master process, if any (DESIGN.md §3b).
+"""``Leadership``: which runtime leads in this master process, if any (docs/architecture.md §5).
 
 A *term* (``LeaderTerm``) is one run as leader: a registry read afresh, a new ``MasterRuntime``
 recovered from it (agents reregister, frameworks resubscribe: ``Recovery``), its servicers

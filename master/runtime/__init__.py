@@ -1,4 +1,4 @@
-"""The async shell around the allocation core (DESIGN.md §1, §3, §8).
+"""The async shell around the allocation core (docs/architecture.md §1, §3, §10).
 
 ``MasterRuntime`` (``master_runtime``) assembles one ``RuntimeState`` (``state``) with the parts
 composed around it: ``Dispatcher`` (``dispatch``), ``AgentCalls`` (``agents``), ``AgentLoss``

@@ -1,4 +1,5 @@
-"""``AgentLoss``: agents the master stops hearing from, and agents removed for good (DESIGN.md §6).
+"""``AgentLoss``: agents the master stops hearing from, and agents removed for good
+(docs/architecture.md §4).
 
 An agent that is late (``Liveness``: unheard for the liveness timeout, or its stream gone for
 ``agent_timeout``) becomes unreachable: its offers are rescinded, its resources leave the pool,

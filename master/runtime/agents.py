@@ -270,7 +270,7 @@ class AgentCalls:
         return link
 
     def _rejoin(self, link: AgentLink, reported: Reported) -> None:
-        """Put a returning agent in the pool with the tasks it still runs (DESIGN.md §6).
+        """Put a returning agent in the pool with the tasks it still runs (docs/architecture.md §4).
 
         Tasks of registered frameworks are adopted and reported to them in their current state;
         tasks of frameworks removed meanwhile (or whose ids went live elsewhere) are killed;

@@ -1,4 +1,5 @@
-"""``Authority``: who may do what in the runtime (DESIGN.md §3a): the ACL, ownership, and the
+"""``Authority``: who may do what in the runtime (docs/architecture.md §6):
+the ACL, ownership, and the
 limits per principal.
 
 The gRPC adapters hand every runtime call the caller's principal (``None``: anonymous, when

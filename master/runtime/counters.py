@@ -37,7 +37,8 @@ BUCKETS: tuple[float, ...] = (
     5.0,
     10.0,
 )
-"""Upper bounds (seconds): sub-millisecond to seconds (the metrics contract, DESIGN.md §5)."""
+"""Upper bounds (seconds): sub-millisecond to seconds (the metrics contract,
+docs/architecture.md §8)."""
 
 
 @dataclass(slots=True)

@@ -1,4 +1,5 @@
-"""``Liveness``: when each agent is due to be heard from, and which agents are late (DESIGN.md §6).
+"""``Liveness``: when each agent is due to be heard from, and which agents are late
+(docs/architecture.md §4).
 
 Agents talk to the master over one stream each (agent.proto); any message on it counts as
 hearing from the agent, and an agent sends a heartbeat when it has sent nothing else for the

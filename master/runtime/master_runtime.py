@@ -17,7 +17,8 @@ another and none imports one above it: ``dispatcher`` < ``loss`` < ``agents``; `
 ``recovery``; the one upward notice (an agent reregistered, which may end the recovery) is the
 ``agents.on_rejoined`` callback wired here.
 
-Invariants (DESIGN.md §3, §8): every call runs synchronously on the runtime's event loop, so each
+Invariants (docs/architecture.md §10):
+every call runs synchronously on the runtime's event loop, so each
 is one atomic step over the state (no locks); timers run the periodic allocation, framework
 heartbeats and the liveness check; ``drain`` (SIGTERM, or the end of a leadership term) stops
 offering and ends every stream with UNAVAILABLE, removing nothing. ``collect_garbage`` (at the

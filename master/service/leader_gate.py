@@ -1,5 +1,5 @@
-"""``LeaderGate``: the master's gRPC services, answered by the runtime that leads now (DESIGN.md
-§3b), or, while this master does not lead, refused with the leader's address.
+"""``LeaderGate``: the master's gRPC services, answered by the runtime that leads now
+(docs/architecture.md §5), or, while this master does not lead, refused with the leader's address.
 
 The Scheduler, Agent and Operator services are registered on the server once, through
 forwarders: each call goes to the servicers the gate was given by ``lead`` (those of the

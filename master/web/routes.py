@@ -1,4 +1,5 @@
-"""The master's dashboard and JSON API on its metrics port (DESIGN.md §1 ``master/web/``, §5).
+"""The master's dashboard and JSON API on its metrics port
+(docs/architecture.md §1 ``master/web/``, §8).
 
 ``WebApi.add_routes`` adds, beside the kernel server's ``/metrics`` and ``/health``
 (``fairshare.metrics_server.serve_http``):

@@ -1,4 +1,4 @@
-"""fairshare: the shared kernel every process stands on (DESIGN.md §1).
+"""fairshare: the shared kernel every process stands on (docs/architecture.md §1).
 
 The wire API (``fairshare.v1``: the .proto files and their generated code) and the vocabulary
 the master, the agent and the SDK share: ``resources`` (``ResourceVector``), ``task_states``

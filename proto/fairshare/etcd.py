@@ -1,4 +1,5 @@
-"""etcd for fairshare (DESIGN.md §3b): a client over the endpoints of an ``etcd://`` target
+"""etcd for fairshare (docs/architecture.md §5):
+a client over the endpoints of an ``etcd://`` target
 (``fairshare.master_target.EtcdTarget``), and the leader record HA masters keep there.
 
 - ``EtcdClient``: aetcd's asyncio client (the one etcd v3 client fairshare depends on), one per

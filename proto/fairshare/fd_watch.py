@@ -1,4 +1,4 @@
-"""File descriptors a daemon has open, watched against its limit (DESIGN.md §3a, limits).
+"""File descriptors a daemon has open, watched against its limit (docs/security.md, Limits).
 
 Every connection costs a daemon a file descriptor; a daemon that runs out can no longer open
 its registry or accept anyone. The daemons raise their soft limit to the hard one at start,

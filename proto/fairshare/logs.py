@@ -1,5 +1,5 @@
 """One log line per event on stderr, as ``text`` or ``json``, for every daemon and command
-(DESIGN.md §8).
+(docs/architecture.md §7).
 
 Call ``log_event(logger, "offer.sent", framework_id=..., offers=3)``; events are dotted names,
 ``subject.what_happened`` (``agent.registered``, ``task.launched``). The formatter prints

@@ -1,4 +1,5 @@
-"""What ``--master`` says (DESIGN.md §4): one ``HOST:PORT``, a list ``a:5050,b:5050,c:5050``,
+"""What ``--master`` says (docs/architecture.md §7):
+one ``HOST:PORT``, a list ``a:5050,b:5050,c:5050``,
 or ``etcd://h1:2379,h2:2379[/prefix]``; parsed here without any I/O (``fairshare.settings``
 checks every command's ``--master`` with it; ``fairshare.masters`` finds the leader).
 

@@ -1,7 +1,7 @@
 """Where the master is, for every client (agents, the SDK, the commands): the ``--master`` syntax,
 finding the leader among several masters, and the one place client channels are made.
 
-``--master`` (DESIGN.md §4) is one ``HOST:PORT``, a list ``a:5050,b:5050,c:5050``, or
+``--master`` (docs/architecture.md §7) is one ``HOST:PORT``, a list ``a:5050,b:5050,c:5050``, or
 ``etcd://h1:2379,h2:2379[/prefix]`` (the leader's address is read from the key the leading
 master holds there, ``fairshare.etcd``). A master that does not lead answers every call but the
 health check UNAVAILABLE, with the leader's ``HOST:PORT`` in the trailing metadata

@@ -1,4 +1,4 @@
-"""Each daemon's one HTTP port, the metrics port (DESIGN.md §5), on aiohttp.
+"""Each daemon's one HTTP port, the metrics port (docs/architecture.md §8), on aiohttp.
 
 The master and the agent both serve it from here (the agent may not import the master, so it
 lives in the kernel, like ``fairshare.health``); this module is the one place the HTTP server is

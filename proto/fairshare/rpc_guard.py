@@ -1,4 +1,5 @@
-"""``RpcGuard``: the gate every call to a daemon's gRPC server passes first (DESIGN.md §3a).
+"""``RpcGuard``: the gate every call to a daemon's gRPC server passes first
+(docs/architecture.md §6).
 
 A grpc.aio server interceptor that wraps each method's handler once (the wrapped handler is
 reused: a call costs one dictionary lookup) so that, before the servicer sees a call:

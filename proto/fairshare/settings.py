@@ -2,7 +2,7 @@
 
 A command declares its settings as a table of ``Setting`` (name, parser, default, help); this
 module adds their flags to its argument parser and resolves each value from four sources,
-highest first (DESIGN.md §8):
+highest first (docs/architecture.md §7):
 
 1. the command-line flag (``--work-dir``);
 2. the environment: ``FAIRSHARE_<COMMAND>_<NAME>`` (``FAIRSHARE_MASTER_PORT``,

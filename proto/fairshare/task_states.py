@@ -32,7 +32,7 @@ __all__ = [
 
 
 class TaskState(enum.Enum):
-    """Lifecycle state of a task (DESIGN.md §3), named like Mesos's."""
+    """Lifecycle state of a task (docs/architecture.md §3), named like Mesos's."""
 
     STAGING = "STAGING"
     STARTING = "STARTING"

@@ -1,6 +1,7 @@
 """How every fairshare process reaches another over gRPC: channels, server credentials, options.
 
-This is the one place gRPC channels and server ports are built (DESIGN.md §3a), so the master,
+This is the one place gRPC channels and server ports are built (docs/architecture.md §6),
+so the master,
 the agent, the SDK and every command agree on security and limits; code that finds the master
 (a list of masters, a leader) hands its addresses to ``client_channel``.
 

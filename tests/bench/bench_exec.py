@@ -11,7 +11,8 @@ the agent's CPU seconds per task, and the memory one idle supervisor costs (its 
 set size, from ``/proc/PID/smaps_rollup``).
 
 Run: ``.venv/bin/python tests/bench/bench_exec.py`` (about a minute); ``--quick`` for a smoke
-pass. Figures are printed, never asserted (DESIGN.md §7). Every process is stopped at the end.
+pass. Figures are printed, never asserted (docs/architecture.md §11).
+Every process is stopped at the end.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Start real fairshare daemons on 127.0.0.1 with port 0 and wait for them (DESIGN.md §7).
+"""Start real fairshare daemons on 127.0.0.1 with port 0 and wait for them
+(docs/architecture.md §11).
 
 - ``start_master(work_dir, *flags)``: a ``fairshare master`` process, waited for (bounded)
   through ``<work-dir>/master.addr`` and the health check;

@@ -1,4 +1,5 @@
-"""HA masters for the tests (issue 12, DESIGN.md §3b): real ``fairshare master`` processes on
+"""HA masters for the tests (issue 12, docs/architecture.md §5):
+real ``fairshare master`` processes on
 127.0.0.1 that elect a leader in a real etcd (``tests/etcd_server.py``).
 
 - ``HAMasters(directory, etcd_url, count)``: ``count`` masters with ``--registry etcd_url``,

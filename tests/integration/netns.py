@@ -1,4 +1,4 @@
-"""A private network of Linux network namespaces for the multi-host tests (DESIGN.md §3b).
+"""A private network of Linux network namespaces for the multi-host tests (docs/architecture.md §5).
 
 ``Sandbox(prefix)`` creates a namespace ``<prefix>-sw`` holding a bridge, and ``host(name)``
 adds a namespace ``<prefix>-<name>`` joined to that bridge by a veth pair, with loopback up and

@@ -1,4 +1,4 @@
-"""Agent loss with real processes (issue 5, DESIGN.md §6): kill -9 and SIGSTOP/SIGCONT.
+"""Agent loss with real processes (issue 5, docs/architecture.md §4): kill -9 and SIGSTOP/SIGCONT.
 
 An agent that stops heartbeating is marked unreachable after ``--agent-timeout``: its frameworks
 get one UNREACHABLE update per task (LOST without the PARTITION_AWARE capability), the pool

@@ -1,5 +1,6 @@
 """Smoke test of the command-task benchmark (``tests/bench/bench_exec.py --quick``): it exits 0
-and prints its table; never a figure or a time (DESIGN.md §7). The benchmark itself exits 1
+and prints its table; never a figure or a time (docs/architecture.md §11).
+The benchmark itself exits 1
 when a task does not finish, and stops every process it started."""
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 It runs the benchmark's quick pass (a real master, simulated agents and frameworks in separate
 processes on 127.0.0.1, under a minute) and checks only that it exits 0 and prints its table:
-never a figure or a time (DESIGN.md §7: benchmarks are not timed assertions). The benchmark
+never a figure or a time (docs/architecture.md §11: benchmarks are not timed assertions).
+The benchmark
 itself fails (exit 1) when a phase breaks, the master exits non-zero after SIGTERM or logs an
 internal error.
 """

@@ -1,4 +1,5 @@
-"""HA masters on etcd (issue 12, DESIGN.md §3b), with real processes: a real etcd on loopback,
+"""HA masters on etcd (issue 12, docs/architecture.md §5),
+with real processes: a real etcd on loopback,
 three real masters, agents and frameworks that take the list of masters.
 
 - one master leads; the followers serve health and refuse every other call UNAVAILABLE with the

@@ -1,4 +1,5 @@
-"""Each daemon's one HTTP port (DESIGN.md §5, issue 16 item 8 and the JSON API), real processes.
+"""Each daemon's one HTTP port (docs/architecture.md §8, issue 16 item 8 and the JSON API),
+real processes.
 
 The master's metrics port serves ``/metrics`` (Prometheus exposition) only at ``/metrics``,
 ``/health`` as a real JSON health answer, the dashboard at ``/`` and the JSON API under

@@ -1,4 +1,4 @@
-"""Master restart from its durable registry (issue 5, DESIGN.md §6), with real processes.
+"""Master restart from its durable registry (issue 5, docs/architecture.md §4), with real processes.
 
 kill -9 of the master under a steady workload, then a restart on the same work dir and port:
 agents reregister with their tasks, frameworks resubscribe with their ids and keep their tasks,

@@ -1,4 +1,5 @@
-"""A cluster across hosts (issue 12, DESIGN.md §3b): real processes in Linux network namespaces
+"""A cluster across hosts (issue 12, docs/architecture.md §5):
+real processes in Linux network namespaces
 the test builds itself (``netns.Sandbox``: a private bridge, addresses only inside it) - an etcd
 cluster of three members, three HA masters, two agents, a framework and an observer, each in
 its own namespace - and faults injected there, one after the other, each followed by a bounded

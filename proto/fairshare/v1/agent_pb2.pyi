@@ -53,7 +53,8 @@ Status update acknowledgement (at least once, as in Mesos):
    after every reregistration. Acknowledgements that were in flight when a stream broke are
    lost; the retry makes the master forward the update to the framework again.
 
-Leadership (HA masters, DESIGN.md §3b): `registered` and every `commands` message carry the
+Leadership (HA masters, docs/architecture.md §5):
+`registered` and every `commands` message carry the
 leading master's epoch, which grows with every new leader. An agent remembers (checkpoints)
 the highest epoch it has seen and refuses a master whose epoch is lower: it ends that stream
 without applying its commands and reconnects, looking for the current leader. A master that

@@ -8,7 +8,7 @@ arrives as events on that stream. Everything the framework tells the master is a
 carrying its framework_id. Unary calls from a framework whose Subscribe stream is not open fail
 with FAILED_PRECONDITION, except Acknowledge (an acknowledgement that crossed the end of the
 stream still counts); unknown or removed framework ids give NOT_FOUND. Every failed call
-changes no state (DESIGN.md section 3).
+changes no state (docs/architecture.md section 3).
 
 Status update delivery is at least once: an UpdateEvent whose status.uuid is non-empty is
 re-sent (after reconnection too) until the framework acknowledges it with Acknowledge; the SDK

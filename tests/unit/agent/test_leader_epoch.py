@@ -1,4 +1,5 @@
-"""The agent's leadership epoch (agent.proto: Leadership, DESIGN.md §3b): it admits a master of
+"""The agent's leadership epoch (agent.proto: Leadership, docs/architecture.md §5):
+it admits a master of
 its highest epoch seen or a newer one, never an older one, and the epoch survives a restart
 (checkpointed in ``meta``)."""
 

@@ -1,5 +1,5 @@
 """``Reconnection``: the delay before an agent's next session (agent.proto's error contract,
-DESIGN.md §3b), with a seeded random source."""
+docs/architecture.md §5), with a seeded random source."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The HA settings of ``fairshare master`` (DESIGN.md §3b): ``--registry`` (sqlite or an
+"""The HA settings of ``fairshare master`` (docs/architecture.md §5): ``--registry`` (sqlite or an
 ``etcd://`` target), ``--election-ttl`` (whole seconds, at least 2) and ``--advertise``."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""``LeaderGate`` (DESIGN.md §3b): a follower refuses every call UNAVAILABLE naming the leader;
+"""``LeaderGate`` (docs/architecture.md §5):
+a follower refuses every call UNAVAILABLE naming the leader;
 a leader forwards calls only while its lease is valid, checked again before every answer and
 every streamed message (a leader paused past its lease sends nothing when it wakes)."""
 

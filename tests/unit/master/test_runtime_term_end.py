@@ -1,4 +1,4 @@
-"""The end of a leadership term (HA masters, DESIGN.md §3b), in process: a runtime drained
+"""The end of a leadership term (HA masters, docs/architecture.md §5), in process: a runtime drained
 while it still waited for agents to reregister finishes nothing when the window ends (its
 registry belongs to a term that is over: the next term decides who is unreachable)."""
 
