@@ -69,7 +69,7 @@ def _framework(view: FrameworkView) -> pb.GetStateResponse.Framework:
 
 
 def _role(view: RoleView) -> pb.GetStateResponse.Role:
-    return pb.GetStateResponse.Role(
+    message = pb.GetStateResponse.Role(
         path=view.path,
         weight=view.weight,
         share=view.share,
@@ -79,7 +79,12 @@ def _role(view: RoleView) -> pb.GetStateResponse.Role:
         frameworks=view.frameworks,
         subtree_frameworks=view.subtree_frameworks,
         running_tasks=view.running_tasks,
+        guarantee=resources_to_pb(view.guarantee),
+        below_guarantee=view.below_guarantee,
     )
+    if view.limit is not None:
+        message.limit.CopyFrom(resources_to_pb(view.limit))
+    return message
 
 
 def state_to_pb(snapshot: ClusterSnapshot) -> pb.GetStateResponse:

@@ -146,6 +146,9 @@ def role_document(view: RoleView) -> dict[str, Any]:
         "frameworks": view.frameworks,
         "subtree_frameworks": view.subtree_frameworks,
         "running_tasks": view.running_tasks,
+        "guarantee": view.guarantee.to_dict(),
+        "limit": None if view.limit is None else view.limit.to_dict(),
+        "below_guarantee": view.below_guarantee,
     }
 
 

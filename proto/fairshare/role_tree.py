@@ -7,7 +7,9 @@ snapshot. One role is::
 
     {"role", "parent" (null at the top level), "depth" (0 at the top level), "weight",
      "share", "weighted_share", "dominant_resource", "allocated": {resource: quantity},
-     "frameworks", "subtree_frameworks", "running_tasks"}
+     "frameworks", "subtree_frameworks", "running_tasks",
+     "guarantee": {resource: quantity} (empty: none), "limit": {...} or null,
+     "below_guarantee"}
 
 ``share`` is the role's share as the master's hierarchy computes it, ``weighted_share`` is
 ``share / weight`` (what the allocator orders sibling roles by); ``allocated``,
@@ -49,8 +51,12 @@ ROLE_HEADER: Final = (
     "OWN",
     "RUNNING",
     "ALLOCATED",
+    "GUARANTEE",
+    "LIMIT",
 )
-"""The columns of ``role_rows``: FRAMEWORKS counts the subtree's, OWN the role's own."""
+"""The columns of ``role_rows``: FRAMEWORKS counts the subtree's, OWN the role's own;
+GUARANTEE and LIMIT are the role's quota ("-": none; "(below)" when it holds less than its
+guarantee)."""
 
 
 def depth(path: str) -> int:
@@ -72,6 +78,9 @@ def role_to_dict(role: operator_pb2.GetStateResponse.Role) -> dict[str, Any]:
         "frameworks": role.frameworks,
         "subtree_frameworks": role.subtree_frameworks,
         "running_tasks": role.running_tasks,
+        "guarantee": resources_from_pb(role.guarantee).to_dict(),
+        "limit": resources_from_pb(role.limit).to_dict() if role.HasField("limit") else None,
+        "below_guarantee": role.below_guarantee,
     }
 
 
@@ -97,9 +106,18 @@ def role_rows(roles: Sequence[dict[str, Any]]) -> list[list[str]]:
             str(role["frameworks"]),
             str(role["running_tasks"]),
             _text(role["allocated"]),
+            _guarantee(role),
+            "-" if role.get("limit") is None else _text(role["limit"]),
         ]
         for role in roles
     ]
+
+
+def _guarantee(role: dict[str, Any]) -> str:
+    guarantee = role.get("guarantee") or {}
+    if not guarantee:
+        return "-"
+    return _text(guarantee) + (" (below)" if role.get("below_guarantee") else "")
 
 
 def hierarchy_note(hierarchy: str) -> str:

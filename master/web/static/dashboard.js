@@ -138,6 +138,23 @@ function renderFrameworks(state) {
   document.getElementById("frameworks-count").textContent = `(${state.frameworks.length})`;
 }
 
+// A role's quota: each guaranteed or limited resource as held / guarantee / limit, with a bar
+// of held against the guarantee (or the limit when there is no guarantee); "-" when none.
+function quotaText(r) {
+  const guarantee = r.guarantee || {};
+  const limit = r.limit || {};
+  const names = [...new Set([...Object.keys(guarantee), ...Object.keys(limit)])].sort();
+  if (!names.length) return "-";
+  return el("span", {}, ...names.map((name) => {
+    const held = (r.allocated || {})[name] || 0;
+    const cap = guarantee[name] ?? limit[name];
+    const parts = [num(held), name in guarantee ? `≥${num(guarantee[name])}` : "",
+      name in limit ? `≤${num(limit[name])}` : ""].filter(Boolean).join(" ");
+    return el("span", { class: "quota-item" }, bar(cap, held, 0, true),
+      el("code", {}, `${name} ${parts}`));
+  }), r.below_guarantee ? el("b", { class: "below" }, " below guarantee") : "");
+}
+
 // The role tree in pre-order (a role before those below it); figures are subtree totals.
 function renderRoles(state) {
   const roles = state.roles || [];
@@ -151,8 +168,9 @@ function renderRoles(state) {
     el("td", { class: "num" }, el("span", { class: "frameworks" }, r.subtree_frameworks),
       el("span", { class: "muted" }, ` (${r.frameworks})`)),
     el("td", { class: "num running" }, r.running_tasks),
-    el("td", {}, el("code", {}, resourcesText(r.allocated)))));
-  fill(document.querySelector("#roles tbody"), rows, 8, "no roles in use");
+    el("td", {}, el("code", {}, resourcesText(r.allocated))),
+    el("td", { class: r.below_guarantee ? "quota below" : "quota" }, quotaText(r))));
+  fill(document.querySelector("#roles tbody"), rows, 9, "no roles in use");
   const top = roles.filter((r) => r.depth === 0);
   const allocated = {};
   for (const r of top) {
@@ -163,7 +181,7 @@ function renderRoles(state) {
     el("td", {}, el("b", {}, "all roles")), el("td", {}), el("td", {}), el("td", {}),
     el("td", {}), el("td", { class: "num" }, sum("subtree_frameworks")),
     el("td", { class: "num" }, sum("running_tasks")),
-    el("td", {}, el("code", {}, resourcesText(allocated))))] : [];
+    el("td", {}, el("code", {}, resourcesText(allocated))), el("td", {}))] : [];
   document.querySelector("#roles tfoot").replaceChildren(...foot);
   const hierarchy = state.hierarchy === "flat"
     ? "(hierarchy flat: frameworks are ordered directly; a role's share is what it holds)"

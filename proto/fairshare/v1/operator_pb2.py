@@ -26,7 +26,7 @@ from fairshare.v1 import common_pb2 as fairshare_dot_v1_dot_common__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x66\x61irshare/v1/operator.proto\x12\x0c\x66\x61irshare.v1\x1a\x19\x66\x61irshare/v1/common.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x11\n\x0fGetStateRequest\"\xe3\x0f\n\x10GetStateResponse\x12\x11\n\tmaster_id\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12.\n\nstarted_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06policy\x18\x04 \x01(\t\x12\x11\n\tplacement\x18\x05 \x01(\t\x12\x34\n\x06\x61gents\x18\x06 \x03(\x0b\x32$.fairshare.v1.GetStateResponse.Agent\x12<\n\nframeworks\x18\x07 \x03(\x0b\x32(.fairshare.v1.GetStateResponse.Framework\x12!\n\x05tasks\x18\x08 \x03(\x0b\x32\x12.fairshare.v1.Task\x12#\n\x06offers\x18\t \x03(\x0b\x32\x13.fairshare.v1.Offer\x12&\n\x05total\x18\n \x01(\x0b\x32\x17.fairshare.v1.Resources\x12%\n\x04used\x18\x0b \x01(\x0b\x32\x17.fairshare.v1.Resources\x12(\n\x07offered\x18\x0c \x01(\x0b\x32\x17.fairshare.v1.Resources\x12%\n\x04\x66ree\x18\r \x01(\x0b\x32\x17.fairshare.v1.Resources\x12$\n\x06leader\x18\x0e \x01(\x0b\x32\x14.fairshare.v1.Leader\x12\x32\n\x05roles\x18\x0f \x03(\x0b\x32#.fairshare.v1.GetStateResponse.Role\x12\x11\n\thierarchy\x18\x10 \x01(\t\x1a\xfd\x03\n\x05\x41gent\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12+\n\nagent_info\x18\x02 \x01(\x0b\x32\x17.fairshare.v1.AgentInfo\x12\x39\n\x05state\x18\x03 \x01(\x0e\x32*.fairshare.v1.GetStateResponse.Agent.State\x12\x11\n\treachable\x18\x04 \x01(\x08\x12%\n\x04\x66ree\x18\x05 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12(\n\x07offered\x18\x06 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12%\n\x04used\x18\x07 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12\x31\n\rregistered_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x35\n\x11last_heartbeat_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x84\x01\n\x05State\x12\x15\n\x11STATE_UNSPECIFIED\x10\x00\x12\x10\n\x0cSTATE_ACTIVE\x10\x01\x12\x14\n\x10STATE_RECOVERING\x10\x02\x12\x15\n\x11STATE_UNREACHABLE\x10\x03\x12\x0e\n\nSTATE_GONE\x10\x04\x12\x15\n\x11STATE_DEACTIVATED\x10\x05\x1a\x42\n\tTaskCount\x12&\n\x05state\x18\x01 \x01(\x0e\x32\x17.fairshare.v1.TaskState\x12\r\n\x05\x63ount\x18\x02 \x01(\x03\x1a\xee\x04\n\tFramework\x12\x33\n\x0e\x66ramework_info\x18\x01 \x01(\x0b\x32\x1b.fairshare.v1.FrameworkInfo\x12=\n\x05state\x18\x02 \x01(\x0e\x32..fairshare.v1.GetStateResponse.Framework.State\x12\x0e\n\x06weight\x18\x03 \x01(\x01\x12\x16\n\x0e\x64ominant_share\x18\x04 \x01(\x01\x12\x19\n\x11\x64ominant_resource\x18\x05 \x01(\t\x12*\n\tallocated\x18\x06 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12(\n\x07offered\x18\x07 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12%\n\x04used\x18\x08 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12=\n\x0btask_counts\x18\t \x03(\x0b\x32(.fairshare.v1.GetStateResponse.TaskCount\x12$\n\x06\x64\x65mand\x18\n \x01(\x0b\x32\x14.fairshare.v1.Demand\x12\x31\n\rregistered_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x35\n\x11\x66\x61ilover_deadline\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"^\n\x05State\x12\x15\n\x11STATE_UNSPECIFIED\x10\x00\x12\x10\n\x0cSTATE_ACTIVE\x10\x01\x12\x14\n\x10STATE_SUPPRESSED\x10\x02\x12\x16\n\x12STATE_DISCONNECTED\x10\x03\x1a\xd9\x01\n\x04Role\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0e\n\x06weight\x18\x02 \x01(\x01\x12\r\n\x05share\x18\x03 \x01(\x01\x12\x16\n\x0eweighted_share\x18\x04 \x01(\x01\x12\x19\n\x11\x64ominant_resource\x18\x05 \x01(\t\x12*\n\tallocated\x18\x06 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12\x12\n\nframeworks\x18\x07 \x01(\x03\x12\x1a\n\x12subtree_frameworks\x18\x08 \x01(\x03\x12\x15\n\rrunning_tasks\x18\t \x01(\x03\"X\n\x06Leader\x12\x0f\n\x07\x61\x64\x64ress\x18\x01 \x01(\t\x12.\n\nelected_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05\x65poch\x18\x03 \x01(\x04\"c\n\x10SetWeightRequest\x12\x0e\n\x04role\x18\x01 \x01(\tH\x00\x12\x16\n\x0c\x66ramework_id\x18\x02 \x01(\tH\x00\x12\x0e\n\x06weight\x18\x03 \x01(\x01\x12\r\n\x05\x63lear\x18\x04 \x01(\x08\x42\x08\n\x06target\"9\n\x11SetWeightResponse\x12$\n\x06weight\x18\x01 \x01(\x0b\x32\x14.fairshare.v1.Weight\"\x13\n\x11GetWeightsRequest\";\n\x12GetWeightsResponse\x12%\n\x07weights\x18\x01 \x03(\x0b\x32\x14.fairshare.v1.Weight\"J\n\x06Weight\x12\x0e\n\x04role\x18\x01 \x01(\tH\x00\x12\x16\n\x0c\x66ramework_id\x18\x02 \x01(\tH\x00\x12\x0e\n\x06weight\x18\x03 \x01(\x01\x42\x08\n\x06target\"\x91\x01\n\x0fSetQuotaRequest\x12\x0c\n\x04role\x18\x01 \x01(\t\x12*\n\tguarantee\x18\x02 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12&\n\x05limit\x18\x03 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12\r\n\x05\x66orce\x18\x04 \x01(\x08\x12\r\n\x05\x63lear\x18\x05 \x01(\x08\"P\n\x10SetQuotaResponse\x12\"\n\x05quota\x18\x01 \x01(\x0b\x32\x13.fairshare.v1.Quota\x12\x18\n\x10rescinded_offers\x18\x02 \x01(\x03\"\x12\n\x10GetQuotasRequest\"\xa4\x01\n\x11GetQuotasResponse\x12#\n\x06quotas\x18\x01 \x03(\x0b\x32\x13.fairshare.v1.Quota\x12+\n\nguaranteed\x18\x02 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12&\n\x05total\x18\x03 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12\x15\n\rovercommitted\x18\x04 \x01(\x08\"\x94\x01\n\x05Quota\x12\x0c\n\x04role\x18\x01 \x01(\t\x12*\n\tguarantee\x18\x02 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12&\n\x05limit\x18\x03 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12)\n\x08\x63onsumed\x18\x04 \x01(\x0b\x32\x17.fairshare.v1.Resources\",\n\x17\x44\x65\x61\x63tivateAgentsRequest\x12\x11\n\tagent_ids\x18\x01 \x03(\t\"\x1a\n\x18\x44\x65\x61\x63tivateAgentsResponse\",\n\x17ReactivateAgentsRequest\x12\x11\n\tagent_ids\x18\x01 \x03(\t\"\x1a\n\x18ReactivateAgentsResponse\"0\n\x18TeardownFrameworkRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\"\x1b\n\x19TeardownFrameworkResponse\"8\n\x0fKillTaskRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\"\x12\n\x10KillTaskResponse\"&\n\x12RemoveAgentRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\"\x15\n\x13RemoveAgentResponse2\xdf\x06\n\x0fOperatorService\x12I\n\x08GetState\x12\x1d.fairshare.v1.GetStateRequest\x1a\x1e.fairshare.v1.GetStateResponse\x12L\n\tSetWeight\x12\x1e.fairshare.v1.SetWeightRequest\x1a\x1f.fairshare.v1.SetWeightResponse\x12O\n\nGetWeights\x12\x1f.fairshare.v1.GetWeightsRequest\x1a .fairshare.v1.GetWeightsResponse\x12I\n\x08SetQuota\x12\x1d.fairshare.v1.SetQuotaRequest\x1a\x1e.fairshare.v1.SetQuotaResponse\x12L\n\tGetQuotas\x12\x1e.fairshare.v1.GetQuotasRequest\x1a\x1f.fairshare.v1.GetQuotasResponse\x12\x61\n\x10\x44\x65\x61\x63tivateAgents\x12%.fairshare.v1.DeactivateAgentsRequest\x1a&.fairshare.v1.DeactivateAgentsResponse\x12\x61\n\x10ReactivateAgents\x12%.fairshare.v1.ReactivateAgentsRequest\x1a&.fairshare.v1.ReactivateAgentsResponse\x12\x64\n\x11TeardownFramework\x12&.fairshare.v1.TeardownFrameworkRequest\x1a\'.fairshare.v1.TeardownFrameworkResponse\x12I\n\x08KillTask\x12\x1d.fairshare.v1.KillTaskRequest\x1a\x1e.fairshare.v1.KillTaskResponse\x12R\n\x0bRemoveAgent\x12 .fairshare.v1.RemoveAgentRequest\x1a!.fairshare.v1.RemoveAgentResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x66\x61irshare/v1/operator.proto\x12\x0c\x66\x61irshare.v1\x1a\x19\x66\x61irshare/v1/common.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x11\n\x0fGetStateRequest\"\xdf\x10\n\x10GetStateResponse\x12\x11\n\tmaster_id\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12.\n\nstarted_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06policy\x18\x04 \x01(\t\x12\x11\n\tplacement\x18\x05 \x01(\t\x12\x34\n\x06\x61gents\x18\x06 \x03(\x0b\x32$.fairshare.v1.GetStateResponse.Agent\x12<\n\nframeworks\x18\x07 \x03(\x0b\x32(.fairshare.v1.GetStateResponse.Framework\x12!\n\x05tasks\x18\x08 \x03(\x0b\x32\x12.fairshare.v1.Task\x12#\n\x06offers\x18\t \x03(\x0b\x32\x13.fairshare.v1.Offer\x12&\n\x05total\x18\n \x01(\x0b\x32\x17.fairshare.v1.Resources\x12%\n\x04used\x18\x0b \x01(\x0b\x32\x17.fairshare.v1.Resources\x12(\n\x07offered\x18\x0c \x01(\x0b\x32\x17.fairshare.v1.Resources\x12%\n\x04\x66ree\x18\r \x01(\x0b\x32\x17.fairshare.v1.Resources\x12$\n\x06leader\x18\x0e \x01(\x0b\x32\x14.fairshare.v1.Leader\x12\x32\n\x05roles\x18\x0f \x03(\x0b\x32#.fairshare.v1.GetStateResponse.Role\x12\x11\n\thierarchy\x18\x10 \x01(\t\x1a\xfd\x03\n\x05\x41gent\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12+\n\nagent_info\x18\x02 \x01(\x0b\x32\x17.fairshare.v1.AgentInfo\x12\x39\n\x05state\x18\x03 \x01(\x0e\x32*.fairshare.v1.GetStateResponse.Agent.State\x12\x11\n\treachable\x18\x04 \x01(\x08\x12%\n\x04\x66ree\x18\x05 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12(\n\x07offered\x18\x06 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12%\n\x04used\x18\x07 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12\x31\n\rregistered_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x35\n\x11last_heartbeat_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x84\x01\n\x05State\x12\x15\n\x11STATE_UNSPECIFIED\x10\x00\x12\x10\n\x0cSTATE_ACTIVE\x10\x01\x12\x14\n\x10STATE_RECOVERING\x10\x02\x12\x15\n\x11STATE_UNREACHABLE\x10\x03\x12\x0e\n\nSTATE_GONE\x10\x04\x12\x15\n\x11STATE_DEACTIVATED\x10\x05\x1a\x42\n\tTaskCount\x12&\n\x05state\x18\x01 \x01(\x0e\x32\x17.fairshare.v1.TaskState\x12\r\n\x05\x63ount\x18\x02 \x01(\x03\x1a\xee\x04\n\tFramework\x12\x33\n\x0e\x66ramework_info\x18\x01 \x01(\x0b\x32\x1b.fairshare.v1.FrameworkInfo\x12=\n\x05state\x18\x02 \x01(\x0e\x32..fairshare.v1.GetStateResponse.Framework.State\x12\x0e\n\x06weight\x18\x03 \x01(\x01\x12\x16\n\x0e\x64ominant_share\x18\x04 \x01(\x01\x12\x19\n\x11\x64ominant_resource\x18\x05 \x01(\t\x12*\n\tallocated\x18\x06 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12(\n\x07offered\x18\x07 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12%\n\x04used\x18\x08 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12=\n\x0btask_counts\x18\t \x03(\x0b\x32(.fairshare.v1.GetStateResponse.TaskCount\x12$\n\x06\x64\x65mand\x18\n \x01(\x0b\x32\x14.fairshare.v1.Demand\x12\x31\n\rregistered_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x35\n\x11\x66\x61ilover_deadline\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"^\n\x05State\x12\x15\n\x11STATE_UNSPECIFIED\x10\x00\x12\x10\n\x0cSTATE_ACTIVE\x10\x01\x12\x14\n\x10STATE_SUPPRESSED\x10\x02\x12\x16\n\x12STATE_DISCONNECTED\x10\x03\x1a\xd5\x02\n\x04Role\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0e\n\x06weight\x18\x02 \x01(\x01\x12\r\n\x05share\x18\x03 \x01(\x01\x12\x16\n\x0eweighted_share\x18\x04 \x01(\x01\x12\x19\n\x11\x64ominant_resource\x18\x05 \x01(\t\x12*\n\tallocated\x18\x06 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12\x12\n\nframeworks\x18\x07 \x01(\x03\x12\x1a\n\x12subtree_frameworks\x18\x08 \x01(\x03\x12\x15\n\rrunning_tasks\x18\t \x01(\x03\x12*\n\tguarantee\x18\n \x01(\x0b\x32\x17.fairshare.v1.Resources\x12+\n\x05limit\x18\x0b \x01(\x0b\x32\x17.fairshare.v1.ResourcesH\x00\x88\x01\x01\x12\x17\n\x0f\x62\x65low_guarantee\x18\x0c \x01(\x08\x42\x08\n\x06_limit\"X\n\x06Leader\x12\x0f\n\x07\x61\x64\x64ress\x18\x01 \x01(\t\x12.\n\nelected_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05\x65poch\x18\x03 \x01(\x04\"c\n\x10SetWeightRequest\x12\x0e\n\x04role\x18\x01 \x01(\tH\x00\x12\x16\n\x0c\x66ramework_id\x18\x02 \x01(\tH\x00\x12\x0e\n\x06weight\x18\x03 \x01(\x01\x12\r\n\x05\x63lear\x18\x04 \x01(\x08\x42\x08\n\x06target\"9\n\x11SetWeightResponse\x12$\n\x06weight\x18\x01 \x01(\x0b\x32\x14.fairshare.v1.Weight\"\x13\n\x11GetWeightsRequest\";\n\x12GetWeightsResponse\x12%\n\x07weights\x18\x01 \x03(\x0b\x32\x14.fairshare.v1.Weight\"J\n\x06Weight\x12\x0e\n\x04role\x18\x01 \x01(\tH\x00\x12\x16\n\x0c\x66ramework_id\x18\x02 \x01(\tH\x00\x12\x0e\n\x06weight\x18\x03 \x01(\x01\x42\x08\n\x06target\"\x91\x01\n\x0fSetQuotaRequest\x12\x0c\n\x04role\x18\x01 \x01(\t\x12*\n\tguarantee\x18\x02 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12&\n\x05limit\x18\x03 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12\r\n\x05\x66orce\x18\x04 \x01(\x08\x12\r\n\x05\x63lear\x18\x05 \x01(\x08\"P\n\x10SetQuotaResponse\x12\"\n\x05quota\x18\x01 \x01(\x0b\x32\x13.fairshare.v1.Quota\x12\x18\n\x10rescinded_offers\x18\x02 \x01(\x03\"\x12\n\x10GetQuotasRequest\"\xa4\x01\n\x11GetQuotasResponse\x12#\n\x06quotas\x18\x01 \x03(\x0b\x32\x13.fairshare.v1.Quota\x12+\n\nguaranteed\x18\x02 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12&\n\x05total\x18\x03 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12\x15\n\rovercommitted\x18\x04 \x01(\x08\"\x94\x01\n\x05Quota\x12\x0c\n\x04role\x18\x01 \x01(\t\x12*\n\tguarantee\x18\x02 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12&\n\x05limit\x18\x03 \x01(\x0b\x32\x17.fairshare.v1.Resources\x12)\n\x08\x63onsumed\x18\x04 \x01(\x0b\x32\x17.fairshare.v1.Resources\",\n\x17\x44\x65\x61\x63tivateAgentsRequest\x12\x11\n\tagent_ids\x18\x01 \x03(\t\"\x1a\n\x18\x44\x65\x61\x63tivateAgentsResponse\",\n\x17ReactivateAgentsRequest\x12\x11\n\tagent_ids\x18\x01 \x03(\t\"\x1a\n\x18ReactivateAgentsResponse\"0\n\x18TeardownFrameworkRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\"\x1b\n\x19TeardownFrameworkResponse\"8\n\x0fKillTaskRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\"\x12\n\x10KillTaskResponse\"&\n\x12RemoveAgentRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\"\x15\n\x13RemoveAgentResponse2\xdf\x06\n\x0fOperatorService\x12I\n\x08GetState\x12\x1d.fairshare.v1.GetStateRequest\x1a\x1e.fairshare.v1.GetStateResponse\x12L\n\tSetWeight\x12\x1e.fairshare.v1.SetWeightRequest\x1a\x1f.fairshare.v1.SetWeightResponse\x12O\n\nGetWeights\x12\x1f.fairshare.v1.GetWeightsRequest\x1a .fairshare.v1.GetWeightsResponse\x12I\n\x08SetQuota\x12\x1d.fairshare.v1.SetQuotaRequest\x1a\x1e.fairshare.v1.SetQuotaResponse\x12L\n\tGetQuotas\x12\x1e.fairshare.v1.GetQuotasRequest\x1a\x1f.fairshare.v1.GetQuotasResponse\x12\x61\n\x10\x44\x65\x61\x63tivateAgents\x12%.fairshare.v1.DeactivateAgentsRequest\x1a&.fairshare.v1.DeactivateAgentsResponse\x12\x61\n\x10ReactivateAgents\x12%.fairshare.v1.ReactivateAgentsRequest\x1a&.fairshare.v1.ReactivateAgentsResponse\x12\x64\n\x11TeardownFramework\x12&.fairshare.v1.TeardownFrameworkRequest\x1a\'.fairshare.v1.TeardownFrameworkResponse\x12I\n\x08KillTask\x12\x1d.fairshare.v1.KillTaskRequest\x1a\x1e.fairshare.v1.KillTaskResponse\x12R\n\x0bRemoveAgent\x12 .fairshare.v1.RemoveAgentRequest\x1a!.fairshare.v1.RemoveAgentResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,7 +36,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETSTATEREQUEST']._serialized_start=105
   _globals['_GETSTATEREQUEST']._serialized_end=122
   _globals['_GETSTATERESPONSE']._serialized_start=125
-  _globals['_GETSTATERESPONSE']._serialized_end=2144
+  _globals['_GETSTATERESPONSE']._serialized_end=2268
   _globals['_GETSTATERESPONSE_AGENT']._serialized_start=722
   _globals['_GETSTATERESPONSE_AGENT']._serialized_end=1231
   _globals['_GETSTATERESPONSE_AGENT_STATE']._serialized_start=1099
@@ -48,49 +48,49 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETSTATERESPONSE_FRAMEWORK_STATE']._serialized_start=1830
   _globals['_GETSTATERESPONSE_FRAMEWORK_STATE']._serialized_end=1924
   _globals['_GETSTATERESPONSE_ROLE']._serialized_start=1927
-  _globals['_GETSTATERESPONSE_ROLE']._serialized_end=2144
-  _globals['_LEADER']._serialized_start=2146
-  _globals['_LEADER']._serialized_end=2234
-  _globals['_SETWEIGHTREQUEST']._serialized_start=2236
-  _globals['_SETWEIGHTREQUEST']._serialized_end=2335
-  _globals['_SETWEIGHTRESPONSE']._serialized_start=2337
-  _globals['_SETWEIGHTRESPONSE']._serialized_end=2394
-  _globals['_GETWEIGHTSREQUEST']._serialized_start=2396
-  _globals['_GETWEIGHTSREQUEST']._serialized_end=2415
-  _globals['_GETWEIGHTSRESPONSE']._serialized_start=2417
-  _globals['_GETWEIGHTSRESPONSE']._serialized_end=2476
-  _globals['_WEIGHT']._serialized_start=2478
-  _globals['_WEIGHT']._serialized_end=2552
-  _globals['_SETQUOTAREQUEST']._serialized_start=2555
-  _globals['_SETQUOTAREQUEST']._serialized_end=2700
-  _globals['_SETQUOTARESPONSE']._serialized_start=2702
-  _globals['_SETQUOTARESPONSE']._serialized_end=2782
-  _globals['_GETQUOTASREQUEST']._serialized_start=2784
-  _globals['_GETQUOTASREQUEST']._serialized_end=2802
-  _globals['_GETQUOTASRESPONSE']._serialized_start=2805
-  _globals['_GETQUOTASRESPONSE']._serialized_end=2969
-  _globals['_QUOTA']._serialized_start=2972
-  _globals['_QUOTA']._serialized_end=3120
-  _globals['_DEACTIVATEAGENTSREQUEST']._serialized_start=3122
-  _globals['_DEACTIVATEAGENTSREQUEST']._serialized_end=3166
-  _globals['_DEACTIVATEAGENTSRESPONSE']._serialized_start=3168
-  _globals['_DEACTIVATEAGENTSRESPONSE']._serialized_end=3194
-  _globals['_REACTIVATEAGENTSREQUEST']._serialized_start=3196
-  _globals['_REACTIVATEAGENTSREQUEST']._serialized_end=3240
-  _globals['_REACTIVATEAGENTSRESPONSE']._serialized_start=3242
-  _globals['_REACTIVATEAGENTSRESPONSE']._serialized_end=3268
-  _globals['_TEARDOWNFRAMEWORKREQUEST']._serialized_start=3270
-  _globals['_TEARDOWNFRAMEWORKREQUEST']._serialized_end=3318
-  _globals['_TEARDOWNFRAMEWORKRESPONSE']._serialized_start=3320
-  _globals['_TEARDOWNFRAMEWORKRESPONSE']._serialized_end=3347
-  _globals['_KILLTASKREQUEST']._serialized_start=3349
-  _globals['_KILLTASKREQUEST']._serialized_end=3405
-  _globals['_KILLTASKRESPONSE']._serialized_start=3407
-  _globals['_KILLTASKRESPONSE']._serialized_end=3425
-  _globals['_REMOVEAGENTREQUEST']._serialized_start=3427
-  _globals['_REMOVEAGENTREQUEST']._serialized_end=3465
-  _globals['_REMOVEAGENTRESPONSE']._serialized_start=3467
-  _globals['_REMOVEAGENTRESPONSE']._serialized_end=3488
-  _globals['_OPERATORSERVICE']._serialized_start=3491
-  _globals['_OPERATORSERVICE']._serialized_end=4354
+  _globals['_GETSTATERESPONSE_ROLE']._serialized_end=2268
+  _globals['_LEADER']._serialized_start=2270
+  _globals['_LEADER']._serialized_end=2358
+  _globals['_SETWEIGHTREQUEST']._serialized_start=2360
+  _globals['_SETWEIGHTREQUEST']._serialized_end=2459
+  _globals['_SETWEIGHTRESPONSE']._serialized_start=2461
+  _globals['_SETWEIGHTRESPONSE']._serialized_end=2518
+  _globals['_GETWEIGHTSREQUEST']._serialized_start=2520
+  _globals['_GETWEIGHTSREQUEST']._serialized_end=2539
+  _globals['_GETWEIGHTSRESPONSE']._serialized_start=2541
+  _globals['_GETWEIGHTSRESPONSE']._serialized_end=2600
+  _globals['_WEIGHT']._serialized_start=2602
+  _globals['_WEIGHT']._serialized_end=2676
+  _globals['_SETQUOTAREQUEST']._serialized_start=2679
+  _globals['_SETQUOTAREQUEST']._serialized_end=2824
+  _globals['_SETQUOTARESPONSE']._serialized_start=2826
+  _globals['_SETQUOTARESPONSE']._serialized_end=2906
+  _globals['_GETQUOTASREQUEST']._serialized_start=2908
+  _globals['_GETQUOTASREQUEST']._serialized_end=2926
+  _globals['_GETQUOTASRESPONSE']._serialized_start=2929
+  _globals['_GETQUOTASRESPONSE']._serialized_end=3093
+  _globals['_QUOTA']._serialized_start=3096
+  _globals['_QUOTA']._serialized_end=3244
+  _globals['_DEACTIVATEAGENTSREQUEST']._serialized_start=3246
+  _globals['_DEACTIVATEAGENTSREQUEST']._serialized_end=3290
+  _globals['_DEACTIVATEAGENTSRESPONSE']._serialized_start=3292
+  _globals['_DEACTIVATEAGENTSRESPONSE']._serialized_end=3318
+  _globals['_REACTIVATEAGENTSREQUEST']._serialized_start=3320
+  _globals['_REACTIVATEAGENTSREQUEST']._serialized_end=3364
+  _globals['_REACTIVATEAGENTSRESPONSE']._serialized_start=3366
+  _globals['_REACTIVATEAGENTSRESPONSE']._serialized_end=3392
+  _globals['_TEARDOWNFRAMEWORKREQUEST']._serialized_start=3394
+  _globals['_TEARDOWNFRAMEWORKREQUEST']._serialized_end=3442
+  _globals['_TEARDOWNFRAMEWORKRESPONSE']._serialized_start=3444
+  _globals['_TEARDOWNFRAMEWORKRESPONSE']._serialized_end=3471
+  _globals['_KILLTASKREQUEST']._serialized_start=3473
+  _globals['_KILLTASKREQUEST']._serialized_end=3529
+  _globals['_KILLTASKRESPONSE']._serialized_start=3531
+  _globals['_KILLTASKRESPONSE']._serialized_end=3549
+  _globals['_REMOVEAGENTREQUEST']._serialized_start=3551
+  _globals['_REMOVEAGENTREQUEST']._serialized_end=3589
+  _globals['_REMOVEAGENTRESPONSE']._serialized_start=3591
+  _globals['_REMOVEAGENTRESPONSE']._serialized_end=3612
+  _globals['_OPERATORSERVICE']._serialized_start=3615
+  _globals['_OPERATORSERVICE']._serialized_end=4478
 # @@protoc_insertion_point(module_scope)

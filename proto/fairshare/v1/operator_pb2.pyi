@@ -309,6 +309,9 @@ class GetStateResponse(_message.Message):
         FRAMEWORKS_FIELD_NUMBER: _builtins.int
         SUBTREE_FRAMEWORKS_FIELD_NUMBER: _builtins.int
         RUNNING_TASKS_FIELD_NUMBER: _builtins.int
+        GUARANTEE_FIELD_NUMBER: _builtins.int
+        LIMIT_FIELD_NUMBER: _builtins.int
+        BELOW_GUARANTEE_FIELD_NUMBER: _builtins.int
         path: _builtins.str
         """The role path ("eng", "eng/dev"; "*" is the default role, at the top level)."""
         weight: _builtins.float
@@ -336,11 +339,21 @@ class GetStateResponse(_message.Message):
         """Number of frameworks of this role and of every role below it."""
         running_tasks: _builtins.int
         """RUNNING tasks of the frameworks of this role and of every role below it."""
+        below_guarantee: _builtins.bool
+        """The role holds less than its guarantee of some guaranteed resource (allocated counts)."""
         @_builtins.property
         def allocated(self) -> _common_pb2.Resources:
             """Resources allocated (used + offered) to the frameworks of the role and of every role below
             it.
             """
+
+        @_builtins.property
+        def guarantee(self) -> _common_pb2.Resources:
+            """The role's quota guarantee (SetQuota), empty when none is set."""
+
+        @_builtins.property
+        def limit(self) -> _common_pb2.Resources:
+            """The role's quota limit; unset when it has none."""
 
         def __init__(
             self,
@@ -354,12 +367,17 @@ class GetStateResponse(_message.Message):
             frameworks: _builtins.int = ...,
             subtree_frameworks: _builtins.int = ...,
             running_tasks: _builtins.int = ...,
+            guarantee: _common_pb2.Resources | None = ...,
+            limit: _common_pb2.Resources | None = ...,
+            below_guarantee: _builtins.bool = ...,
         ) -> None: ...
-        _HasFieldArgType: _TypeAlias = _typing.Literal["allocated", b"allocated"]  # noqa: Y015
+        _HasFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "allocated", b"allocated", "guarantee", b"guarantee", "limit", b"limit"]  # noqa: Y015
         def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-        _ClearFieldArgType: _TypeAlias = _typing.Literal["allocated", b"allocated", "dominant_resource", b"dominant_resource", "frameworks", b"frameworks", "path", b"path", "running_tasks", b"running_tasks", "share", b"share", "subtree_frameworks", b"subtree_frameworks", "weight", b"weight", "weighted_share", b"weighted_share"]  # noqa: Y015
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "allocated", b"allocated", "below_guarantee", b"below_guarantee", "dominant_resource", b"dominant_resource", "frameworks", b"frameworks", "guarantee", b"guarantee", "limit", b"limit", "path", b"path", "running_tasks", b"running_tasks", "share", b"share", "subtree_frameworks", b"subtree_frameworks", "weight", b"weight", "weighted_share", b"weighted_share"]  # noqa: Y015
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-        def WhichOneof(self, oneof_group: _Never) -> None: ...
+        _WhichOneofReturnType__limit: _TypeAlias = _typing.Literal["limit"]  # noqa: Y015
+        _WhichOneofArgType__limit: _TypeAlias = _typing.Literal["_limit", b"_limit"]  # noqa: Y015
+        def WhichOneof(self, oneof_group: _WhichOneofArgType__limit) -> _WhichOneofReturnType__limit | None: ...
 
     MASTER_ID_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int

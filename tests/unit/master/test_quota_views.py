@@ -62,3 +62,40 @@ def test_quota_roles_in_the_snapshot_and_the_metrics() -> None:
     assert values[("fairshare_role_quota_consumed", "eng", "cpus")] == eng.allocated.get("cpus")
     assert values[("fairshare_role_below_guarantee", "eng", None)] == 1.0
     assert values[("fairshare_role_below_guarantee", "ml", None)] == 0.0  # no demand: no alert
+
+
+def test_quota_columns_in_fairshare_roles_and_status() -> None:
+    from fairshare.role_tree import role_rows, roles_to_dicts
+
+    from master.service.state import state_to_pb
+
+    async def main() -> object:
+        runtime = MasterRuntime(
+            RuntimeConfig(
+                core=CoreConfig(validate=True),
+                allocation_interval=60.0,
+                heartbeat_interval=60.0,
+                allocation_batch=0.0,
+            )
+        )
+        await runtime.start()
+        try:
+            runtime.agents.register(AgentSpec("h1", 0, R("cpus:4;mem:4096")))
+            runtime.state.core.handle_set_quota("eng", R("cpus:8"), R("cpus:10"), 0.0)
+            spec = FrameworkSpec("", "ci", role="eng")
+            runtime.frameworks.subscribe(spec, DemandSpec(R("cpus:1;mem:64"), 10), False)
+            for _ in range(3):
+                await asyncio.sleep(0)
+            return state_to_pb(runtime.operator.snapshot())
+        finally:
+            await runtime.stop()
+
+    state = asyncio.run(main())
+    (eng,) = roles_to_dicts(state.roles)  # type: ignore[attr-defined]
+    assert (eng["guarantee"], eng["limit"], eng["below_guarantee"]) == (
+        {"cpus": 8.0},
+        {"cpus": 10.0},
+        True,
+    )
+    (row,) = role_rows([eng])
+    assert row[-2:] == ["cpus:8 (below)", "cpus:10"]

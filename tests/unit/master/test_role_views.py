@@ -188,6 +188,9 @@ def test_status_json_the_http_api_and_fairshare_roles_agree(seen: dict[str, Any]
         "frameworks": 1,
         "subtree_frameworks": 2,
         "running_tasks": 3,
+        "guarantee": {},
+        "limit": None,
+        "below_guarantee": False,
     }
     assert (dev["parent"], dev["depth"], sci["parent"], sci["depth"]) == ("eng", 1, None, 0)
     totals = roles_document(snapshot)["totals"]
@@ -205,7 +208,7 @@ def test_the_status_table_shows_the_tree_indented(seen: dict[str, Any]) -> None:
     start = next(i for i, line in enumerate(lines) if line.startswith("ROLE "))
     assert lines[start].split() == [
         "ROLE", "WEIGHT", "SHARE", "WEIGHTED", "DOMINANT", "FRAMEWORKS", "OWN", "RUNNING",
-        "ALLOCATED",
+        "ALLOCATED", "GUARANTEE", "LIMIT",
     ]  # fmt: skip
     eng, dev, sci = lines[start + 1 : start + 4]
     assert eng.startswith("eng ") and dev.startswith("  eng/dev ") and sci.startswith("sci ")
