@@ -249,7 +249,19 @@ def workload(cluster: Cluster, prometheus: Prometheus | None) -> Iterator[dict[s
             sent = 'sum(fairshare_offers_total{outcome="sent"})'
             wait_for(lambda: server.values(sent).get("", 0) > 0, SETTLE, "offers scraped")
         start("B", "cpus:2;mem:512")
-        yield wait_for(lambda: settled(cluster.master, WANTED), SETTLE, "A 3 and B 2 running")
+        settled_state = wait_for(
+            lambda: settled(cluster.master, WANTED), SETTLE, "A 3 and B 2 running"
+        )
+        # a quota on the role A and B run in, binding nothing (the smallest guarantee, a limit
+        # far above the pool), so the quota panel and the alert's series have data
+        from fairshare.cli import main
+
+        quota = ["quota", "--master", cluster.master.address, "--role", "*"]
+        assert main([*quota, "--guarantee", "cpus:0.001", "--limit", "cpus:1000"]) == 0
+        if server is not None:
+            guarantee = "count(fairshare_role_quota_guarantee)"
+            wait_for(lambda: server.values(guarantee).get("", 0) > 0, SETTLE, "quota scraped")
+        yield settled_state
     finally:
         for client in clients:
             client.kill()
