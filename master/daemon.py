@@ -92,7 +92,7 @@ from master.metrics import (
 )
 from master.registry import Registry, RegistryError, SqliteRegistry
 from master.runtime import RuntimeConfig
-from master.runtime.authority import RuntimeLimits
+from master.runtime.authority import Authority, RuntimeLimits
 from master.runtime.counters import RuntimeCounters
 from master.runtime.rebalance_settings import RebalanceSettings
 from master.security import MasterSecurity, exposure, load_security
@@ -197,20 +197,23 @@ def _open_registry(config: MasterConfig) -> Registry | None:
 
 
 def _http_security(security: MasterSecurity) -> HttpSecurity:
-    """The HTTP port: the same TLS and principals; a principal needs ``view_state``."""
-
-    def may_view(principal: str | None, path: str) -> bool:
-        return security.acl.decide("view_state", principal).allowed
-
-    return HttpSecurity(security.server, security.authenticator, may_view)
+    """The HTTP port: the same TLS and principals; ``view_state`` is checked by the web layer's
+    gate (``master.web.routes``), through ``_http_authority``."""
+    return HttpSecurity(security.server, security.authenticator)
 
 
-def _view_level(security: MasterSecurity) -> Callable[[str | None], str]:
-    def level(principal: str | None) -> str:
-        decision = security.acl.decide("view_state", principal)
-        return decision.rule.level if decision.allowed else "none"
+def _http_authority(leadership: Leadership) -> Callable[[], Authority]:
+    """The authority the HTTP port asks: the leading runtime's (its denials counted with the
+    gRPC ones), or while following one with the same ACL (a refused principal gets its 403
+    before the follower's 503)."""
+    config = leadership.config
+    standby = Authority(config.acl, config.authenticated, config.limits)
 
-    return level
+    def authority() -> Authority:
+        term = leadership.term
+        return term.runtime.state.authority if term is not None else standby
+
+    return authority
 
 
 async def _start_http(
@@ -379,7 +382,9 @@ async def _serve(
         return EXIT_FAILED
     leadership.address = config.advertise or f"{_connect_host(config.host)}:{port}"
     history = ShareHistory()
-    web = WebApi(leadership.view, events, history, _view_level(security), leadership.follower_view)
+    web = WebApi(
+        leadership.snapshot, events, history, _http_authority(leadership), leadership.follower_view
+    )
     metrics = await _start_http(config, security, leadership, rpc_metrics, health, web)
     if metrics is None:
         return EXIT_FAILED

@@ -6,7 +6,8 @@ The gRPC adapters hand every runtime call the caller's principal (``None``: anon
 authentication is off); the call classes ask the authority before they change anything:
 
 - ``allow(action, principal, target)``: the ACL's decision (``master.acl``); PERMISSION_DENIED
-  when it refuses;
+  when it refuses. The HTTP port (``master.web.routes``) asks it too, ``view_state`` once per
+  request, so ``denied`` counts the refusals of both ports alike (one count, no label per port);
 - ``check_owner(principal, owner, what)``: a framework acts on its own framework id only, an
   agent on its own registration only (the Kubernetes node authorizer's rule); the owner is the
   principal that registered it, kept in the registry. With authentication off there are no

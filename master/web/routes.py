@@ -13,11 +13,22 @@
 - ``GET /api/v1/events?since=N``: recent noteworthy events (``events.RecentEvents``);
 - ``GET /api/v1/history``: shares over the last hour (``history.ShareHistory``).
 
+Permissions: each request is checked once, by the runtime's ``Authority``
+(``allow("view_state", principal)``: the same decision, and the same count of denials, as gRPC's
+``GetState``). ``WebApi.add_routes`` also adds the port's gate, a middleware inside
+``fairshare.metrics_server``'s authentication: when the master authenticates, every path but
+``/health`` (``/metrics`` and unknown paths too) is checked there, a refused principal gets 403
+``{"error": "permission denied"}`` (before a follower's 503), and the routes use the rule it got;
+without authentication nothing is checked up front and an API route asks the authority when it
+needs the rule (a refusal: 403 with the ACL's reason; the events and history are then empty; the
+dashboard page needs no rule). ``authority()`` is the leading runtime's authority, or on a
+follower one with the same ACL (the daemon wires it).
+
 Invariants: every API answer is built from exactly one ``ClusterSnapshot`` taken synchronously on
-the runtime's loop (``OperatorCalls.view``: the same snapshot gRPC ``GetState`` and the metrics
-read, as much of it as the request's principal may see: ``fairshare.metrics_server`` authenticated
-it, and a principal with a redacted view gets redacted documents and no events or history, which
-name frameworks and agents; aiohttp's handlers run on that loop, so it is one step of it); the
+the runtime's loop (``snapshot()``: the same snapshot gRPC ``GetState`` and the metrics read, as
+much of it as the request's rule lets its principal see: a principal with a redacted view gets
+redacted documents (``views.redact``) and no events or history, which name frameworks and agents;
+aiohttp's handlers run on that loop, so it is one step of it); the
 snapshot is immutable, so turning it into JSON happens in a worker thread, off the loop (a big
 cluster's document does not delay allocation runs); nothing here keeps a copy of the state; a bad
 query parameter is 400 with ``{"error": ...}`` naming it; every other path is 404 (aiohttp's
@@ -33,14 +44,16 @@ import html
 import json
 from collections.abc import Awaitable, Callable
 from importlib import resources
-from typing import Any
+from typing import Any, Final
 
 from aiohttp import web
 from fairshare.metrics_server import PRINCIPAL
 from fairshare.task_states import TaskState
 
-from master.core import CoreError
-from master.runtime.views import ClusterSnapshot
+from master.acl import Rule
+from master.core import CoreError, PermissionDenied
+from master.runtime.authority import Authority
+from master.runtime.views import ClusterSnapshot, redact
 from master.web.documents import (
     MAX_PAGE,
     agent_document,
@@ -57,6 +70,8 @@ __all__ = ["WebApi", "dashboard_page"]
 
 NO_STORE = {"Cache-Control": "no-store"}
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+VIEW_RULE: Final = web.RequestKey("fairshare.view_rule", Rule)
+"""Key of the request's ``view_state`` rule, once the authority gave it."""
 
 
 def dashboard_page() -> str:
@@ -111,39 +126,56 @@ async def _json_off_loop(build: Callable[[], dict[str, Any]]) -> web.Response:
     return web.Response(body=body, content_type="application/json", headers=NO_STORE)
 
 
-View = Callable[[str | None], ClusterSnapshot]
-Level = Callable[[str | None], str]
+def _open_authority() -> Callable[[], Authority]:
+    """An authority of its own allowing everything (``OPEN``, no authentication)."""
+    authority = Authority()
+    return lambda: authority
 
 
 class WebApi:
-    """The dashboard and the ``/api/v1`` handlers over one view source (``view(principal)``;
-    ``level(principal)`` is ``"full"`` or ``"redacted"``)."""
+    """The dashboard and the ``/api/v1`` handlers over the leading runtime's ``snapshot()``,
+    checked by ``authority()`` (None: an open one, ``OPEN`` ACL without authentication)."""
 
     def __init__(
         self,
-        view: View,
+        snapshot: Callable[[], ClusterSnapshot],
         events: RecentEvents,
         history: ShareHistory,
-        level: Level = lambda principal: "full",
+        authority: Callable[[], Authority] | None = None,
         follower: Callable[[], dict[str, str | None] | None] = lambda: None,
     ) -> None:
-        self.view = view
-        self.level = level
+        self.snapshot = snapshot
+        self.authority: Callable[[], Authority] = authority or _open_authority()
         self.events = events
         self.history = history
         self.follower = follower
         self._page = dashboard_page().encode("utf-8")
 
-    def snapshot(self, request: web.Request) -> ClusterSnapshot:
-        """What the request's principal may see (``CoreError`` when nothing)."""
-        return self.view(request.get(PRINCIPAL))
+    def rule(self, request: web.Request) -> Rule:
+        """The request's ``view_state`` rule: the gate's, else the authority's now (once per
+        request; ``PermissionDenied``, counted by the authority, when it refuses)."""
+        rule = request.get(VIEW_RULE)
+        if rule is None:
+            rule = self.authority().allow("view_state", request.get(PRINCIPAL))
+            request[VIEW_RULE] = rule
+        return rule
+
+    def view(self, request: web.Request) -> ClusterSnapshot:
+        """What the request's principal may see (``PermissionDenied`` when nothing)."""
+        rule = self.rule(request)
+        snapshot = self.snapshot()
+        return redact(snapshot, request.get(PRINCIPAL)) if rule.level == "redacted" else snapshot
 
     def full(self, request: web.Request) -> bool:
         """True when the request's principal sees the whole state."""
-        return self.level(request.get(PRINCIPAL)) == "full"
+        try:
+            return self.rule(request).level == "full"
+        except PermissionDenied:
+            return False
 
     def add_routes(self, app: web.Application) -> None:
-        """Add the dashboard and the API to ``app``."""
+        """Add the port's gate (module docstring), the dashboard and the API to ``app``."""
+        app.middlewares.append(self._gate)
         routes = {
             "/": self.dashboard,
             "/api/v1/state": self.state,
@@ -157,6 +189,16 @@ class WebApi:
         for path, handler in routes.items():
             app.router.add_get(path, self._bad_query_is_400(handler))
 
+    @web.middleware
+    async def _gate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """When the master authenticates: one check of every path but ``/health``."""
+        if request.path != "/health" and self.authority().authenticated:
+            try:
+                self.rule(request)
+            except PermissionDenied:
+                return web.json_response({"error": "permission denied"}, status=403)
+        return await handler(request)
+
     def _bad_query_is_400(self, handler: Handler) -> Handler:
         async def wrapped(request: web.Request) -> web.StreamResponse:
             following = self.follower()
@@ -166,7 +208,7 @@ class WebApi:
                 return await handler(request)
             except BadQuery as error:
                 return web.json_response({"error": str(error)}, status=400, headers=NO_STORE)
-            except CoreError as error:  # the view was refused
+            except CoreError as error:  # the view was refused (without authentication)
                 return web.json_response({"error": error.message}, status=403, headers=NO_STORE)
 
         return wrapped
@@ -179,12 +221,12 @@ class WebApi:
 
     async def state(self, request: web.Request) -> web.Response:
         """``/api/v1/state``: the whole cluster."""
-        snapshot = self.snapshot(request)
+        snapshot = self.view(request)
         return await _json_off_loop(lambda: state_document(snapshot))
 
     async def frameworks(self, request: web.Request) -> web.Response:
         """``/api/v1/frameworks``: the pool summary and every framework."""
-        snapshot = self.snapshot(request)
+        snapshot = self.view(request)
 
         def build() -> dict[str, Any]:
             document = summary_document(snapshot)
@@ -195,7 +237,7 @@ class WebApi:
 
     async def agents(self, request: web.Request) -> web.Response:
         """``/api/v1/agents``: the pool summary and every agent."""
-        snapshot = self.snapshot(request)
+        snapshot = self.view(request)
 
         def build() -> dict[str, Any]:
             document = summary_document(snapshot)
@@ -207,7 +249,7 @@ class WebApi:
     async def roles(self, request: web.Request) -> web.Response:
         """``/api/v1/roles``: the role tree (a redacted view shows it whole: role paths and
         figures name no framework)."""
-        snapshot = self.snapshot(request)
+        snapshot = self.view(request)
         return await _json_off_loop(lambda: roles_document(snapshot))
 
     async def tasks(self, request: web.Request) -> web.Response:
@@ -220,7 +262,7 @@ class WebApi:
             if state not in TaskState.__members__:
                 raise BadQuery(f"state: {state!r} is not a task state")
         framework_id = request.query.get("framework_id") or None
-        tasks = self.snapshot(request).tasks
+        tasks = self.view(request).tasks
         return await _json_off_loop(
             lambda: page_of_tasks(tasks, offset, limit, framework_id, state)
         )

@@ -23,10 +23,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import master.commands.roles as roles_command
 from framework_sdk.cluster_state import render_table, state_to_dict
-from master.core import CoreConfig, PermissionDenied, TaskLaunch
+from master.acl import parse
+from master.core import CoreConfig, TaskLaunch
 from master.metrics import MAX_FRAMEWORK_SERIES, MasterCollector, build_registry, sampler
 from master.model import AgentSpec, DemandSpec, FrameworkSpec, OffersEvent, StatusUpdate
 from master.runtime import MasterRuntime, RuntimeConfig
+from master.runtime.authority import Authority
 from master.runtime.views import ClusterSnapshot, redact
 from master.service.state import state_to_pb
 from master.web.documents import roles_document, state_document
@@ -299,28 +301,28 @@ def http_get(api: WebApi, path: str) -> tuple[int, Any]:
 
 def test_api_roles_follows_the_view_rules(seen: dict[str, Any]) -> None:
     snapshot: ClusterSnapshot = seen["snapshot"]
-    full = WebApi(lambda principal: snapshot, RecentEvents(), ShareHistory())
+    full = WebApi(lambda: snapshot, RecentEvents(), ShareHistory())
     status, document = http_get(full, "/api/v1/roles")
     assert status == 200 and document == json.loads(json.dumps(roles_document(snapshot)))
     assert document["hierarchy"] == "hdrf" and document["total"] == {"cpus": 12.0, "mem": 12288.0}
     status, state = http_get(full, "/api/v1/state")
     assert status == 200 and state["roles"] == document["roles"]
 
-    def refused(principal: str | None) -> ClusterSnapshot:
-        raise PermissionDenied("principal None may not view the state")
-
-    status, answer = http_get(WebApi(refused, RecentEvents(), ShareHistory()), "/api/v1/roles")
-    assert status == 403 and "may not view" in answer["error"]
-    redacted = WebApi(
-        lambda principal: redact(snapshot, principal),
-        RecentEvents(),
-        ShareHistory(),
-        level=lambda principal: "redacted",
-    )
+    closed = Authority(parse({"permissive": False}, "acls.toml"))
+    refused = WebApi(lambda: snapshot, RecentEvents(), ShareHistory(), lambda: closed)
+    status, answer = http_get(refused, "/api/v1/roles")
+    assert status == 403 and "lets anonymous callers view_state" in answer["error"]
+    assert closed.denied == 1
+    rule = {"view_state": [{"principals": "ANY", "level": "redacted"}]}
+    viewer = Authority(parse(rule, "acls.toml"))
+    redacted = WebApi(lambda: snapshot, RecentEvents(), ShareHistory(), lambda: viewer)
     status, answer = http_get(redacted, "/api/v1/roles")
     assert status == 200 and answer == document  # the tree names no framework
+    status, state = http_get(redacted, "/api/v1/state")
+    assert status == 200 and state == json.loads(json.dumps(state_document(redact(snapshot, None))))
+    assert state != json.loads(json.dumps(state_document(snapshot)))  # agents without ids
     following = WebApi(
-        lambda principal: snapshot,
+        lambda: snapshot,
         RecentEvents(),
         ShareHistory(),
         follower=lambda: {"leader": "m1:5050", "dashboard": None},
