@@ -17,7 +17,9 @@ tasks on agents like s1", not which of several such agents.
 
 **Gap**: ``max_i max(0, T_i - 1 - x_i) / T_i`` over the frameworks with a declared shape (``T_i``
 target tasks, ``x_i`` live tasks): the largest fraction of its target a framework misses beyond
-one task (tasks-mode DRF guarantees nothing tighter, ``docs/fairness-guarantees.md``).
+one task (tasks-mode DRF guarantees nothing tighter, ``docs/fairness-guarantees.md``); for a
+framework whose role is short of its quota guarantee, beyond no task (a guarantee is met whole,
+and such a framework is a beneficiary one task below its target).
 
 **A move** gives one *beneficiary* room: ``i`` with a declared shape, at least two tasks below
 its target, wanting more, and fitting on no agent now; an agent ``l`` of a kind where ``i`` runs
@@ -258,14 +260,42 @@ def _live_counts(view: ClusterView) -> Counter[str]:
 
 
 def gap_of(view: ClusterView, target: Placement) -> Fraction:
-    """The largest fraction of its target tasks a framework misses beyond one task."""
+    """The largest fraction of its target tasks a framework misses beyond one task (beyond
+    none for a framework whose role is short of its guarantee: a guarantee is met whole)."""
     live = _live_counts(view)
+    short = _short_of_guarantee(view)
     worst = Fraction(0)
     for framework_id, per_agent in target.items():
         wanted = sum(per_agent.values())
         if wanted:
-            worst = max(worst, Fraction(max(0, wanted - 1 - live[framework_id]), wanted))
+            tolerance = 0 if framework_id in short else 1
+            missed = max(0, wanted - tolerance - live[framework_id])
+            worst = max(worst, Fraction(missed, wanted))
     return worst
+
+
+def _short_of_guarantee(view: ClusterView) -> frozenset[str]:
+    """Frameworks with a declared shape whose role, or a guaranteed role above it, holds less
+    than its guarantee of a resource their tasks use."""
+    if not any(quota.guarantee for _, quota in view.quotas):
+        return frozenset()
+    role_of = {fw.id: fw.role for fw in view.frameworks}
+    held: dict[str, ResourceVector] = {}
+    for task in view.tasks:
+        role = role_of.get(task.framework_id, "*")
+        held[role] = held.get(role, EMPTY) + task.resources
+    short: set[str] = set()
+    for owner, quota in view.quotas:
+        if not quota.guarantee:
+            continue
+        subtree = sum((r for role, r in held.items() if is_within(role, owner)), EMPTY)
+        missing = {n for n, m in quota.guarantee.millis_items() if subtree.millis(n) < m}
+        if not missing:
+            continue
+        for fw in view.frameworks:
+            if fw.shape is not None and is_within(fw.role, owner) and missing & fw.shape.names():
+                short.add(fw.id)
+    return frozenset(short)
 
 
 def _replay(
@@ -351,14 +381,16 @@ class _Standing:
         return self.on_kind[(framework_id, kind)] - self.target[(framework_id, kind)]
 
     def beneficiaries(self) -> list[FrameworkDemand]:
-        """Frameworks two or more tasks below target that want more and fit nowhere, most
-        deprived first."""
+        """Frameworks two or more tasks below target (one, in a role short of its guarantee)
+        that want more and fit nowhere, most deprived first."""
         out = []
+        short = _short_of_guarantee(self.view)
         for fw in self.frameworks.values():
             shape = fw.shape
             if shape is None or self.count[fw.id] >= fw.wanted:
                 continue
-            if self.count[fw.id] > self.target_tasks.get(fw.id, 0) - 2:
+            slack = 1 if fw.id in short else 2
+            if self.count[fw.id] > self.target_tasks.get(fw.id, 0) - slack:
                 continue
             if not any(shape.fits_in(free) for free in self.free.values()):
                 out.append(fw)

@@ -80,3 +80,16 @@ def test_reclaim_never_takes_a_victim_below_its_own_guarantee() -> None:
     rebalancer = Rebalancer(RebalanceConfig(patience=1, max_kills=12))
     for _ in range(3):
         assert rebalancer.check(full).kills == ()
+
+
+def test_one_task_short_of_a_guarantee_is_reclaimed_too() -> None:
+    """Outside guarantees a framework one task below its target is left alone (whole tasks);
+    a role one task short of its guarantee gets that task back (found by the live test)."""
+    roles = {"fa": "a", "fb": "b", "fg": "g"}
+    quotas = {"g": Quota(R("cpus:8"))}
+    short = quota_view({"fa": 3, "fb": 2, "fg": 7}, roles, quotas)
+    rebalancer = Rebalancer(RebalanceConfig(patience=1, max_kills=12))
+    assert sum(rebalancer.target(short)["fg"].values()) >= 8
+    decision = rebalancer.check(short)
+    assert decision.gap > 0
+    assert [kill.framework_id for kill in decision.kills] == ["fa"]  # the richer of a and b
