@@ -180,13 +180,18 @@ class QuotaLedger:
         if not owners:
             return offered
         millis = dict(offered.millis_view())
+        cut = False
         for owner in owners:
             limit = self.quotas[owner].limit
             assert limit is not None
             held = self.held[owner]
             for name, cap in limit.millis_items():
-                if name in millis:
-                    millis[name] = max(0, min(millis[name], cap - held.get(name, 0)))
+                room = cap - held.get(name, 0)
+                if name in millis and millis[name] > room:
+                    millis[name] = max(0, room)
+                    cut = True
+        if not cut:
+            return offered  # the hot path: nothing near its limit
         return ResourceVector.from_millis({n: m for n, m in millis.items() if m})
 
     def unmet(self, owner: str) -> dict[str, int]:
@@ -269,10 +274,15 @@ class QuotaLedger:
             return offered
         relief = self._relief(role)
         millis = dict(offered.millis_view())
+        cut = False
         for name, want in needed.items():
             if name in millis:
                 spare = self.free.get(name, 0) - (want - relief.get(name, 0))
-                millis[name] = max(0, min(millis[name], spare))
+                if millis[name] > spare:
+                    millis[name] = max(0, spare)
+                    cut = True
+        if not cut:
+            return offered
         return ResourceVector.from_millis({n: m for n, m in millis.items() if m})
 
     def record(self, role: str, unit: ResourceVector) -> None:
