@@ -493,7 +493,7 @@ def run(state: MasterState, now: float) -> list[Message]:
     return messages
 
 
-def stages(this_run: Run) -> list[str]:
+def stages(this_run: Run, used: dict[str, int] | None = None) -> list[str]:
     """The run's stages: ``guarantees`` first when a role misses part of its guarantee (its
     frameworks only, up to it), then ``all``; sets up the run's quota ledger."""
     state = this_run.state
@@ -503,10 +503,11 @@ def stages(this_run: Run) -> list[str]:
     for fw in state.frameworks.values():
         if fw.allocated:
             held[fw.role] = held.get(fw.role, EMPTY) + fw.allocated
-    used = used_of(state)
+    if used is None:
+        used = used_of(state)
     free = {name: millis - used.get(name, 0) for name, millis in state.total.millis_items()}
     ledger = this_run.quota = QuotaLedger(state.quotas, held, free)
-    if not ledger.headroom():
+    if not ledger.holding_back:
         return ["all"]
     this_run.guarantees_only = True
     return ["guarantees", "all"]

@@ -138,16 +138,15 @@ class RoleShare:
 class _Resources:
     """The resources that count in shares: their names, totals and what is free of each."""
 
-    __slots__ = ("any_saturated", "free", "names", "pairs", "saturated", "totals", "zeros")
+    __slots__ = ("any_saturated", "free", "names", "saturated", "totals", "zeros")
 
     def __init__(
         self, total: ResourceVector, excluded: frozenset[str], used: Mapping[str, int]
     ) -> None:
         self.names = sorted(n for n in total.names() if n not in excluded)
         self.totals = [total.millis(n) for n in self.names]
-        self.pairs = list(zip(self.names, self.totals, strict=True))
         self.zeros = [0] * len(self.names)  # map(millis.get, names, zeros): 0 when missing
-        self.free = [t - used.get(n, 0) for n, t in self.pairs]
+        self.free = [t - used.get(n, 0) for n, t in zip(self.names, self.totals, strict=True)]
         self.saturated = [free <= 0 for free in self.free]
         self.any_saturated = any(self.saturated)
 

@@ -127,7 +127,6 @@ class QuotaLedger:
         """``held_by_role``: what each role's own frameworks hold (not its subtree's);
         ``free``: what the pool has free, per resource (the active agents' free resources)."""
         self.quotas = {role: q for role, q in quotas.items() if not q.empty}
-        self.active = bool(self.quotas)
         self.held: dict[str, dict[str, int]] = {role: {} for role in self.quotas}
         for role, held in held_by_role.items():
             for owner in quota_roles_over(role, self.quotas):
@@ -202,10 +201,6 @@ class QuotaLedger:
             for name, millis in self.quotas[owner].guarantee.millis_items()
             if millis > held.get(name, 0)
         }
-
-    def below_guarantee(self, role: str) -> bool:
-        """Is some guaranteed role containing ``role`` below its guarantee?"""
-        return any(self.unmet(owner) for owner in self.chain(role) if self.quotas[owner].guarantee)
 
     def meets_guarantee(self, role: str, unit: ResourceVector) -> bool:
         """Does ``unit`` go toward an unmet guarantee of ``role`` or an ancestor (it holds some

@@ -35,7 +35,7 @@ replayed cluster is where the next move is looked for, up to ``max_kills`` victi
 of a move is of every kill kept so far plus its victims, from the live view, and every victim
 must still be in excess in the live view after the kills before it.
 
-**Quotas** (issue 21, YuniKorn's preemption laws as the model): the target serves guarantees
+**Quotas** (YuniKorn's preemption laws as the model): the target serves guarantees
 first and within limits (the core's own quota stages), so a role below its guarantee with unmet
 demand is a beneficiary and roles above theirs hold the excess victims; and a move is refused
 when it would leave a victim's guaranteed role (or a guaranteed ancestor) holding less than its
@@ -56,7 +56,7 @@ frameworks and tasks are ordered by id).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
@@ -274,24 +274,33 @@ def gap_of(view: ClusterView, target: Placement) -> Fraction:
     return worst
 
 
+def _held_by_role(view: ClusterView, gone: Sequence[LiveTask] = ()) -> dict[str, ResourceVector]:
+    """What each role's own frameworks' live tasks hold, less the tasks ``gone``."""
+    role_of = {fw.id: fw.role for fw in view.frameworks}
+    ended = {(task.framework_id, task.task_id) for task in gone}
+    held: dict[str, ResourceVector] = {}
+    for task in view.tasks:
+        if (task.framework_id, task.task_id) not in ended:
+            role = role_of.get(task.framework_id, "*")
+            held[role] = held.get(role, EMPTY) + task.resources
+    return held
+
+
+def _subtree(held: dict[str, ResourceVector], owner: str) -> ResourceVector:
+    """What ``owner`` and the roles below it hold."""
+    return sum((r for role, r in held.items() if is_within(role, owner)), EMPTY)
+
+
 def _short_of_guarantee(view: ClusterView) -> frozenset[str]:
     """Frameworks with a declared shape whose role, or a guaranteed role above it, holds less
     than its guarantee of a resource their tasks use."""
     if not any(quota.guarantee for _, quota in view.quotas):
         return frozenset()
-    role_of = {fw.id: fw.role for fw in view.frameworks}
-    held: dict[str, ResourceVector] = {}
-    for task in view.tasks:
-        role = role_of.get(task.framework_id, "*")
-        held[role] = held.get(role, EMPTY) + task.resources
+    held = _held_by_role(view)
     short: set[str] = set()
     for owner, quota in view.quotas:
-        if not quota.guarantee:
-            continue
-        subtree = sum((r for role, r in held.items() if is_within(role, owner)), EMPTY)
+        subtree = _subtree(held, owner)
         missing = {n for n, m in quota.guarantee.millis_items() if subtree.millis(n) < m}
-        if not missing:
-            continue
         for fw in view.frameworks:
             if fw.shape is not None and is_within(fw.role, owner) and missing & fw.shape.names():
                 short.add(fw.id)
@@ -365,6 +374,7 @@ class _Standing:
             for agent_id, tasks in per_agent.items():
                 self.target[(framework_id, self.kind[agent_id])] += tasks
         self.target_tasks = {fid: sum(per.values()) for fid, per in target.items()}
+        self.short = _short_of_guarantee(view)  # frameworks of roles short of a guarantee
 
     def distance(self) -> int:
         """``sum_{j, kind} |tasks of j on the kind - the target's|`` (declared frameworks)."""
@@ -384,12 +394,11 @@ class _Standing:
         """Frameworks two or more tasks below target (one, in a role short of its guarantee)
         that want more and fit nowhere, most deprived first."""
         out = []
-        short = _short_of_guarantee(self.view)
         for fw in self.frameworks.values():
             shape = fw.shape
             if shape is None or self.count[fw.id] >= fw.wanted:
                 continue
-            slack = 1 if fw.id in short else 2
+            slack = 1 if fw.id in self.short else 2
             if self.count[fw.id] > self.target_tasks.get(fw.id, 0) - slack:
                 continue
             if not any(shape.fits_in(free) for free in self.free.values()):
@@ -437,27 +446,14 @@ def _keeps_guarantees(view: ClusterView, victims: list[LiveTask]) -> bool:
     """After ``victims`` end, does every guaranteed role (``Quota.guarantee``) whose subtree
     loses one still hold its guarantee of each resource they held? (The law: reclaim never
     takes a victim's role below its own guarantee.)"""
-    role_of = {fw.id: fw.role for fw in view.frameworks}
-    lost: dict[str, ResourceVector] = {}
-    for task in victims:
-        role = role_of.get(task.framework_id, "*")
-        lost[role] = lost.get(role, EMPTY) + task.resources
+    before = _held_by_role(view)
+    after = _held_by_role(view, victims)
     for owner, quota in view.quotas:
         if not quota.guarantee:
             continue
-        gone = sum((r for role, r in lost.items() if is_within(role, owner)), EMPTY)
-        if not gone:
-            continue
-        held = sum(
-            (
-                task.resources
-                for task in view.tasks
-                if is_within(role_of.get(task.framework_id, "*"), owner)
-            ),
-            EMPTY,
-        )
+        held, kept = _subtree(before, owner), _subtree(after, owner)
         for name, millis in quota.guarantee.millis_items():
-            if gone.millis(name) and held.millis(name) - gone.millis(name) < millis:
+            if kept.millis(name) < held.millis(name) and kept.millis(name) < millis:
                 return False
     return True
 

@@ -39,7 +39,11 @@ def roles_in_use(state: MasterState) -> int:
     return 0 if first is None else 1
 
 
-def tree_of(state: MasterState, entries: list[SorterEntry] | None = None) -> TreeRun:
+def tree_of(
+    state: MasterState,
+    entries: list[SorterEntry] | None = None,
+    used: dict[str, int] | None = None,
+) -> TreeRun:
     """The role tree of ``state`` as a run starts it (``entries``: the candidates, by default
     a copy of the sorter's, which stays untouched)."""
     if entries is None:
@@ -50,7 +54,7 @@ def tree_of(state: MasterState, entries: list[SorterEntry] | None = None) -> Tre
         entries,
         state.role_weights,
         state.total,
-        used_of(state),
+        used_of(state) if used is None else used,
         config.fair_sharing_excluded_resources,
         state.hierarchy,
     )
@@ -62,14 +66,15 @@ def run(state: MasterState, now: float) -> list[Message]:
     the most deprived framework of all; a group none of whose frameworks can be served any more
     is blocked for the rest of the stage (H-DRF §4.4). Quota stages as in
     ``master.core.allocation.run``."""
-    tree = tree_of(state, state.sorter.take_entries())
+    used = used_of(state)  # once per run: the tree's saturation and the quota ledger's pool
+    tree = tree_of(state, state.sorter.take_entries(), used)
     frameworks = state.frameworks
     state.placement.begin_run()
     this_run = Run(state, now)
     this_run.tree = tree
     serve = this_run.serve
     validate = state.config.validate
-    for stage in stages(this_run):
+    for stage in stages(this_run, used):
         parked: list[SorterEntry] = []
         while True:
             selected = tree.select()

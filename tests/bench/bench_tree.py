@@ -15,7 +15,7 @@ machine's noise hits all alike:
    per second of one run, the median of alternating repeats, and the ratio to flat.
 3. ``DeclineOffers`` under hdrf with a quota on each of the 100 leaf roles (a guarantee of 1/200
    of the pool's cpus, half the pool guaranteed in all, and a limit of 1/50) against the same
-   cluster without quotas, interleaved (issue 21's goal: within 1.25x).
+   cluster without quotas, interleaved (the goal: within 1.25x).
 """
 
 from __future__ import annotations
