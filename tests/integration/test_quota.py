@@ -16,16 +16,14 @@ sees them all). Every wait polls ``GetState`` with a deadline; the samples are e
 
 from __future__ import annotations
 
-import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 
-import grpc
 import pytest
 from daemons import DEFAULT_MASTER_FLAGS, Client, Daemon, wait_for
 from fairshare.cli import main
 from fairshare.v1 import common_pb2
 from faults import restart_master
+from role_cluster import RoleCluster
 from wire_fakes import FrameworkConn, get_state
 
 RUNNING = common_pb2.TASK_STATE_RUNNING
@@ -34,54 +32,17 @@ SETTLE = 30.0
 TASK = "cpus:1;mem:64"
 
 
-class Cluster:
-    """A master, its ``fairshare run`` frameworks in roles and, once they declared, an agent."""
-
-    def __init__(
-        self,
-        master: Daemon,
-        clients: Callable[..., Client],
-        agent_factory: Callable[..., list[Daemon]],
-    ) -> None:
-        self.master = master
-        self.clients = clients
-        self.agent_factory = agent_factory
-        self.channel = grpc.insecure_channel(master.address)
-        self.names: list[str] = []
+class Cluster(RoleCluster):
+    """The shared cluster, with ``fairshare quota`` and one task shape."""
 
     def quota(self, *flags: str) -> int:
         return main(["quota", "--master", self.master.address, *flags])
 
-    def run(self, name: str, role: str, count: int, *flags: str) -> None:
-        self.clients(
-            "-m", "fairshare.cli", "run", "--master", self.master.address, "--name", name,
-            "--role", role, "--task", TASK, "--count", str(count), *flags,
-        )  # fmt: skip
-        self.names.append(name)
-
-    def declared(self) -> bool:
-        state = get_state(self.channel)
-        ready = {fw.framework_info.name for fw in state.frameworks if fw.HasField("demand")}
-        return set(self.names) <= ready
+    def run(self, name: str, role: str, count: int, *flags: str) -> None:  # type: ignore[override]
+        super().run(name, role, TASK, count, *flags)
 
     def start_agent(self, resources: str = "cpus:12;mem:12288") -> None:
-        wait_for(self.declared, SETTLE, "every framework to declare its demand")
-        self.agent_factory(self.master, 1, resources)
-
-    def running(self) -> Counter[str]:
-        """RUNNING tasks per role, from one GetState."""
-        state = get_state(self.channel)
-        role = {fw.framework_info.framework_id: fw.framework_info.role for fw in state.frameworks}
-        return Counter(role[t.framework_id] for t in state.tasks if t.status.state == RUNNING)
-
-    def samples(self, seconds: float) -> list[Counter[str]]:
-        """``running`` every 0.2 s for ``seconds``."""
-        taken: list[Counter[str]] = []
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            taken.append(self.running())
-            time.sleep(0.2)
-        return taken
+        super().start_agent(resources)
 
 
 @pytest.fixture
@@ -92,7 +53,7 @@ def cluster(
 ) -> Iterator[Cluster]:
     made = Cluster(master_factory(*DEFAULT_MASTER_FLAGS), clients, agent_factory)
     yield made
-    made.channel.close()
+    made.close()
 
 
 def test_a_limited_role_alone_never_holds_more_than_its_limit(

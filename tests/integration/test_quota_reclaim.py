@@ -44,11 +44,11 @@ import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
 
-import grpc
 import pytest
 from daemons import DEFAULT_MASTER_FLAGS, Client, Daemon, wait_for
 from fairshare.cli import main
 from fairshare.v1 import common_pb2
+from role_cluster import RoleCluster
 from wire_fakes import get_state
 
 from master.runtime.rebalance_settings import SETTLE, RebalanceSettings
@@ -81,32 +81,18 @@ def reach_bound(tasks: int) -> float:
     return base + later_rounds + SETTLE + SLACK
 
 
-class Reclaim:
-    """A rebalancing master, ``fairshare run`` frameworks in roles and, once they declared, an
-    agent."""
-
-    def __init__(
-        self,
-        master: Daemon,
-        clients: Callable[..., Client],
-        agent_factory: Callable[..., list[Daemon]],
-    ) -> None:
-        self.master = master
-        self.clients = clients
-        self.agent_factory = agent_factory
-        self.channel = grpc.insecure_channel(master.address)
+class Reclaim(RoleCluster):
+    """A rebalancing master, ``fairshare run`` frameworks in roles (one per role, named after
+    it) and, once they declared, an agent."""
 
     def quota(self, role: str, guarantee: str) -> None:
         assert main(["quota", "--master", self.master.address, "--role", role,
                      "--guarantee", guarantee]) == 0  # fmt: skip
 
-    def run(self, role: str, count: int) -> None:
-        self.clients(
-            "-m", "fairshare.cli", "run", "--master", self.master.address, "--name", role,
-            "--role", role, "--task", TASK, "--count", str(count),
-        )  # fmt: skip
+    def run(self, role: str, count: int) -> None:  # type: ignore[override]
+        super().run(role, role, TASK, count)
 
-    def declared(self, *roles: str) -> bool:
+    def roles_declared(self, *roles: str) -> bool:
         state = get_state(self.channel)
         ready = {fw.framework_info.role for fw in state.frameworks if fw.HasField("demand")}
         return set(roles) <= ready
@@ -116,7 +102,7 @@ class Reclaim:
         task runs."""
         for role, count in counts.items():
             self.run(role, count)
-        wait_for(lambda: self.declared(*counts), START, "every framework to declare")
+        wait_for(lambda: self.roles_declared(*counts), START, "every framework to declare")
         self.agent_factory(self.master, 1, AGENT)
         expected = Counter(counts)
         wait_for(lambda: self.running() == expected, START, f"{counts} running")
@@ -124,14 +110,8 @@ class Reclaim:
     def arrive(self, role: str, count: int) -> float:
         """Start ``role``'s framework; returns the monotonic time its demand was seen."""
         self.run(role, count)
-        wait_for(lambda: self.declared(role), START, f"{role} to declare")
+        wait_for(lambda: self.roles_declared(role), START, f"{role} to declare")
         return time.monotonic()
-
-    def running(self) -> Counter[str]:
-        """RUNNING tasks per role, from one GetState."""
-        state = get_state(self.channel)
-        role = {fw.framework_info.framework_id: fw.framework_info.role for fw in state.frameworks}
-        return Counter(role[t.framework_id] for t in state.tasks if t.status.state == RUNNING)
 
     def preempted(self) -> Counter[str]:
         """Tasks the rebalancer killed per role (``/api/v1/state``, the dashboard's document)."""
@@ -175,7 +155,7 @@ class Reclaim:
         """The master's ``rebalance.*`` events (for failure messages)."""
         return [line for line in self.master.log().splitlines() if " rebalance." in line]
 
-    def samples(self, seconds: float) -> list[tuple[Counter[str], Counter[str]]]:
+    def samples_with_preempted(self, seconds: float) -> list[tuple[Counter[str], Counter[str]]]:
         """(running, preempted) every 0.2 s for ``seconds``."""
         taken: list[tuple[Counter[str], Counter[str]]] = []
         deadline = time.monotonic() + seconds
@@ -193,7 +173,7 @@ def reclaim(
 ) -> Iterator[Reclaim]:
     made = Reclaim(master_factory(*DEFAULT_MASTER_FLAGS, *REBALANCE_FLAGS), clients, agent_factory)
     yield made
-    made.channel.close()
+    made.close()
 
 
 def seconds(value: float | None) -> str:
@@ -217,7 +197,7 @@ def test_a_guarantee_is_reclaimed_from_the_roles_above_theirs(reclaim: Reclaim) 
     wait_for(lambda: sum(reclaim.running().values()) == 12, SETTLE, "12 tasks running again")
     # No thrash: sampled past the cooldown and the patience, nothing more is killed or moves.
     killed = reclaim.preempted()
-    quiet = reclaim.samples(QUIET)
+    quiet = reclaim.samples_with_preempted(QUIET)
     settled = quiet[0][0]
     assert all(running == settled for running, _ in quiet), quiet
     assert all(preempted == killed for _, preempted in quiet), (killed, quiet)
@@ -248,7 +228,7 @@ def test_reclaim_never_takes_a_guaranteed_role_below_its_guarantee(reclaim: Recl
     print(f"g: 3 running at {three}, 4 at {seconds(took)} (bound {bound:.1f}s)")
     wait_for(lambda: sum(reclaim.running().values()) == 12, SETTLE, "12 tasks running again")
     killed = reclaim.preempted()
-    quiet = reclaim.samples(QUIET)
+    quiet = reclaim.samples_with_preempted(QUIET)
     settled = quiet[0][0]
     # The law, at every sample: a keeps its 6; every victim is b's; then nothing more moves.
     every = [sample for _, sample in during] + [running for running, _ in quiet]

@@ -17,70 +17,25 @@ time averages sample it every 0.2 s over a few task lifetimes.
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 
-import grpc
 import pytest
 from daemons import DEFAULT_MASTER_FLAGS, Client, Daemon, wait_for
 from fairshare.cli import main
 from fairshare.v1 import common_pb2
-from wire_fakes import get_state
+from role_cluster import RoleCluster
 
 RUNNING = common_pb2.TASK_STATE_RUNNING
 SETTLE = 30.0
 
 
-class Tenants:
-    """A master, its frameworks (``fairshare run`` in roles) and, once they declared, an agent."""
-
-    def __init__(
-        self,
-        master: Daemon,
-        clients: Callable[..., Client],
-        agent_factory: Callable[..., list[Daemon]],
-    ) -> None:
-        self.master = master
-        self.clients = clients
-        self.agent_factory = agent_factory
-        self.channel = grpc.insecure_channel(master.address)
-        self.names: list[str] = []
-
-    def run(self, name: str, role: str, task: str, count: int, *flags: str) -> None:
-        self.clients(
-            "-m", "fairshare.cli", "run", "--master", self.master.address, "--name", name,
-            "--role", role, "--task", task, "--count", str(count), *flags,
-        )  # fmt: skip
-        self.names.append(name)
-
-    def declared(self) -> bool:
-        state = get_state(self.channel)
-        ready = {fw.framework_info.name for fw in state.frameworks if fw.HasField("demand")}
-        return set(self.names) <= ready
-
-    def start_agent(self, resources: str) -> None:
-        wait_for(self.declared, SETTLE, "every framework to declare its demand")
-        self.agent_factory(self.master, 1, resources)
-
-    def running(self, by: str = "role") -> Counter[str]:
-        """RUNNING tasks per role (or per framework ``name``), from one GetState."""
-        state = get_state(self.channel)
-        key = {
-            fw.framework_info.framework_id: (
-                fw.framework_info.role if by == "role" else fw.framework_info.name
-            )
-            for fw in state.frameworks
-        }
-        return Counter(key[t.framework_id] for t in state.tasks if t.status.state == RUNNING)
+class Tenants(RoleCluster):
+    """The shared cluster, with time-averages of the running tasks."""
 
     def average(self, seconds: float, by: str = "role") -> dict[str, float]:
         """Running tasks per role (or name), averaged over samples every 0.2 s."""
-        samples: list[Counter[str]] = []
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            samples.append(self.running(by))
-            time.sleep(0.2)
+        samples = self.samples(seconds, by)
         keys = set().union(*samples)
         return {k: sum(s[k] for s in samples) / len(samples) for k in keys}
 
@@ -101,7 +56,7 @@ def tenants(
 
     yield make
     for cluster in made:
-        cluster.channel.close()
+        cluster.close()
 
 
 def one_against_three(cluster: Tenants) -> dict[str, float]:
