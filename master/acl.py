@@ -30,6 +30,10 @@ The file (TOML, or JSON when it ends in ``.json``) lists rules per action; see
     principals = ["ops"]
     roles = ["eng", "eng/*"]
 
+    [[reserve_resources]]               # OperatorService.Reserve/Unreserve (the role)
+    principals = ["ops"]
+    roles = "ANY"
+
     [[maintain_agents]]                 # Deactivate/ReactivateAgents, RemoveAgent
     principals = ["ops"]
 
@@ -53,7 +57,8 @@ exactly (``"eng"`` is ``eng`` only, ``"*"`` the default role) or a subtree with 
 by ``fairshare.roles.role_matches``. A rule of ``set_weights`` with ``roles = ["eng/*"]`` lets
 its principals set the weights of the roles below ``eng`` and of their frameworks; one of
 ``update_quota`` lets them set or clear the quotas of those roles; one of
-``register_frameworks`` lets them subscribe in those roles. A malformed name or pattern
+``reserve_resources`` lets them reserve agents' resources for those roles and unreserve them;
+one of ``register_frameworks`` lets them subscribe in those roles. A malformed name or pattern
 (``eng//dev``, ``eng/*/x``, ``/*``) refuses the file when it is loaded.
 
 Invariants: an ``Acl`` is immutable and validated when loaded (``AclError`` names the file,
@@ -96,6 +101,7 @@ OBJECTS: Final[Mapping[str, str | None]] = {
     "kill_tasks": "framework_principals",
     "set_weights": "roles",
     "update_quota": "roles",
+    "reserve_resources": "roles",
     "maintain_agents": None,
     "view_state": None,
 }
