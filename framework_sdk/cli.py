@@ -45,9 +45,9 @@ from dataclasses import dataclass
 from typing import Final, TextIO
 
 import grpc
-from fairshare.cli import Command, command_settings
+from fairshare.cli import Command, command_settings, note
 from fairshare.logs import log_event
-from fairshare.masters import call_leader
+from fairshare.masters import NoLeaderYet, call_leader
 from fairshare.resources import ResourceError, ResourceVector
 from fairshare.roles import check_role
 from fairshare.settings import (
@@ -500,9 +500,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def fetch_state(
-    master: str, timeout: float = STATUS_TIMEOUT, security: ClientSecurity = INSECURE
+    master: str,
+    timeout: float = STATUS_TIMEOUT,
+    security: ClientSecurity = INSECURE,
+    on_election: Callable[[str], None] | None = note,
 ) -> operator_pb2.GetStateResponse:
-    """The leading master's cluster state (raises ``grpc.RpcError`` if no master answers)."""
+    """The leading master's cluster state (raises ``grpc.RpcError`` if no master answers);
+    during an election ``on_election`` is told and the masters are asked again
+    (``call_leader``)."""
 
     def get_state(channel: grpc.Channel) -> operator_pb2.GetStateResponse:
         stub = operator_pb2_grpc.OperatorServiceStub(channel)
@@ -511,7 +516,7 @@ def fetch_state(
         )
         return response
 
-    return call_leader(master, get_state, security=security)
+    return call_leader(master, get_state, security=security, on_election=on_election)
 
 
 def _rpc_failure(master: str, error: grpc.RpcError) -> str:
@@ -522,6 +527,8 @@ def _rpc_failure(master: str, error: grpc.RpcError) -> str:
             f"{master} is not a fairshare master (it does not serve the operator API;"
             " an agent's port?)"
         )
+    if isinstance(error, NoLeaderYet):
+        return f"the masters at {master} answer, but {details}"
     return f"cannot get the cluster state from the master at {master}: {code.name}: {details}"
 
 
@@ -531,7 +538,7 @@ def watch_frame(
     """One frame of ``status --watch``: a header, the share bars and the status table."""
     header = f"fairshare status --watch  {master}  every {interval:g}s  {time.strftime('%X')}"
     try:
-        document = state_to_dict(fetch_state(master, security=security))
+        document = state_to_dict(fetch_state(master, security=security, on_election=None))
     except grpc.RpcError as error:
         return f"{header}\n\n{_rpc_failure(master, error)}\n"
     bars = render_share_bars(document, ascii_only=ascii_only)

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 import grpc
-from fairshare.cli import Command, command_settings
-from fairshare.masters import call_leader
+from fairshare.cli import Command, command_settings, note
+from fairshare.masters import NoLeaderYet, call_leader
 from fairshare.resources import ResourceVector
 from fairshare.settings import CLIENT_SETTINGS, add_setting_flags, client_security
 from fairshare.task_states import TaskState
@@ -86,6 +86,8 @@ def master_failure(master: MasterAddress | str, error: grpc.RpcError) -> str:
     details = error.details() if isinstance(error, grpc.Call) else str(error)
     if code == grpc.StatusCode.UNIMPLEMENTED:
         return f"{master} is not a fairshare master (it does not serve the operator API; an agent?)"
+    if isinstance(error, NoLeaderYet):
+        return f"the masters at {master} answer, but {details}"
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         return f"no master answers at {master} ({code.name}: {details})"
     if code == grpc.StatusCode.UNAUTHENTICATED:
@@ -99,7 +101,7 @@ def master_failure(master: MasterAddress | str, error: grpc.RpcError) -> str:
 def on_leader(master: MasterAddress, call: Callable[[grpc.Channel], T]) -> T:
     """``call(channel)`` on the leading master, with the command's TLS and identity (raises
     ``grpc.RpcError``)."""
-    return call_leader(master.address, call, security=master.security)
+    return call_leader(master.address, call, security=master.security, on_election=note)
 
 
 def call_master(master: MasterAddress, call: Callable[[Stub], T]) -> T:

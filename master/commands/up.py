@@ -15,13 +15,22 @@ passed to the children as flags, ``--log-level`` and ``--log-format`` too, so th
 anything the children would read from the environment or a settings file; each child's stderr
 goes to a log file under the base directory.
 
+A daemon that dies while the cluster runs (``kill -9`` of the leader, to watch a failover) is
+started again in its slot, on the same work dir and ports, and ``up`` says so on its output
+(``master 1 exited with code -9; restarting it on HOST:PORT``): the other HA masters elect a
+leader meanwhile, the agents keep their tasks and find the new leader, the restarted master
+joins as a follower. The HA masters' election lease is ``ELECTION_TTL`` (3 s), so a new leader
+is there within seconds.
+
 Invariants: every child is started in this process's session and stopped on exit, whatever the
-reason (Ctrl-C, SIGTERM, ``--for`` elapsed, a child dying): frameworks first, then agents, then
-the master, each with SIGTERM and a bounded wait before SIGKILL; the exit code is 0 for a clean
-stop and 1 when a daemon failed to start or died. A daemon that fails is named with the last
-lines of its log, and the logs are kept (a temporary base directory is removed only after a
-clean stop). A default port that is taken (5050, or 9100: node_exporter's too) is replaced by
-a free one, with a note; a port given explicitly that is taken is an error naming its flag.
+reason (Ctrl-C, SIGTERM, ``--for`` elapsed, a daemon that cannot be restarted): frameworks
+first, then agents, then the master, each with SIGTERM and a bounded wait before SIGKILL; the
+exit code is 0 for a clean stop and 1 when a daemon failed to start, or died ``MAX_RESTARTS``
+times within ``RESTART_WINDOW`` (it is not restarted in a loop), or did not serve again. A
+daemon that fails is named with the last lines of its log, and the logs are kept (a temporary
+base directory is removed only after a clean stop). A default port that is taken (5050, or
+9100: node_exporter's too) is replaced by a free one, with a note; a port given explicitly that
+is taken is an error naming its flag.
 
 ``--tls`` makes the secure path the easy one: a throwaway CA (``fairshare.local_ca``) under
 ``<base>/tls`` issues a certificate to the master, to each agent (``agent-N``) and to one
@@ -40,7 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -72,6 +81,9 @@ __all__ = ["DEMO_FRAMEWORKS", "UP_SETTINGS", "LocalCluster", "add_arguments", "m
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
 POLL = 0.05
+ELECTION_TTL = "3s"  # the HA masters' --election-ttl: a dead leader is replaced in seconds
+MAX_RESTARTS = 3  # a daemon that exits this often within RESTART_WINDOW is not started again
+RESTART_WINDOW = 60.0
 DEMO_AGENT = "cpus:9;mem:18432"
 # DRF paper §4.1: A <1 CPU, 4 GB>, B <3 CPUs, 1 GB>; on one 9 CPU / 18 GB agent DRF runs 3 and 2.
 DEMO_FRAMEWORKS = (("A", "cpus:1;mem:4096"), ("B", "cpus:3;mem:1024"))
@@ -220,6 +232,11 @@ class LocalCluster:
     frameworks: list[subprocess.Popen[bytes]] = field(default_factory=list)
     ca: LocalCa | None = None  # --tls: every daemon serves mutual TLS with this CA's certificates
     etcd: LocalEtcd | None = None
+    resources: str | None = None  # every agent's --resources
+    master_addresses: list[str] = field(default_factory=list)  # each master's HOST:PORT
+    agent_addresses: list[str] = field(default_factory=list)  # each agent's HOST:PORT
+    agent_metrics: list[str] = field(default_factory=list)  # each agent's metrics HOST:PORT
+    restarts: dict[str, list[float]] = field(default_factory=dict)  # daemon -> restart times
 
     def tls_flags(self, name: str) -> tuple[str, ...]:
         """``--tls-ca/--tls-cert/--tls-key`` of ``name``'s certificate (issued on first use;
@@ -235,55 +252,82 @@ class LocalCluster:
     def start_masters(self, count: int) -> str:
         """Start ``count`` masters (above 1: a local etcd and HA masters on it) and return
         what clients take as ``--master`` once every one serves."""
-        registry: tuple[str, ...] = ()
         if count > 1:
             self.etcd = LocalEtcd.start(self.base / "etcd")
-            registry = ("--registry", self.etcd.url())
+            # A short lease: a killed leader is replaced within seconds (the masters' default
+            # of 5 s is for real networks; one machine's loopback needs less).
+            self.master_flags = (*self.master_flags, "--election-ttl", ELECTION_TTL)
         addresses = []
         for index in range(count):
             name = "master" if count == 1 else f"master-{index + 1}"
-            work = self.base / name
-            work.mkdir(parents=True, exist_ok=True)
-            for stale in ("master.addr", "metrics.addr"):
-                (work / stale).unlink(missing_ok=True)
-            port = _nth_port(self.port, index)
-            metrics = _nth_port(self.metrics_port, index)
-            process = _spawn(
-                _fairshare(
-                    "master", "--port", str(port), "--metrics-port", str(metrics),
-                    "--work-dir", str(work), "--policy", self.policy,
-                    "--placement", self.placement, *registry, *self.master_flags, *self.log_flags,
-                    *self.tls_flags(name),
-                ),
-                work / "master.log",
-            )  # fmt: skip
-            self.masters.append(process)
+            self._spawn_master(index, name, _nth_port(self.port, index))
             what = "the master" if count == 1 else f"master {index + 1}"
+            work = self.base / name
             addresses.append(
-                _wait_for_file(work / "master.addr", process, what, work / "master.log")
+                _wait_for_file(work / "master.addr", self.masters[index], what, work / "master.log")
             )
             self.dashboards.append((work / "metrics.addr").read_text().strip())
+        self.master_addresses = addresses
         self.address = ",".join(addresses)
         return self.address
 
+    def _spawn_master(self, index: int, name: str, port: int, metrics: int | None = None) -> None:
+        """Start master ``index`` (a new one, or again in its slot on ``port``)."""
+        work = self.base / name
+        work.mkdir(parents=True, exist_ok=True)
+        for stale in ("master.addr", "metrics.addr"):
+            (work / stale).unlink(missing_ok=True)
+        registry = ("--registry", self.etcd.url()) if self.etcd is not None else ()
+        if metrics is None:
+            metrics = _nth_port(self.metrics_port, index)
+        process = _spawn(
+            _fairshare(
+                "master", "--port", str(port), "--metrics-port", str(metrics),
+                "--work-dir", str(work), "--policy", self.policy,
+                "--placement", self.placement, *registry, *self.master_flags, *self.log_flags,
+                *self.tls_flags(name),
+            ),
+            work / "master.log",
+        )  # fmt: skip
+        if index < len(self.masters):
+            self.masters[index] = process
+        else:
+            self.masters.append(process)
+
     def start_agents(self, count: int, resources: str | None) -> None:
         """Start ``count`` agents and wait until each is connected."""
+        self.resources = resources
         for index in range(count):
-            work = self.base / f"agent-{index + 1}"
-            work.mkdir(parents=True, exist_ok=True)
-            (work / "agent.addr").unlink(missing_ok=True)
             metrics = self.metrics_port + len(self.masters) + index if self.metrics_port else 0
             if port_problem("", metrics) is not None:  # taken (node_exporter's 9101?): any port
                 metrics = 0
-            args = ["agent", "--master", self.address, "--port", "0"]
-            args += ["--metrics-port", str(metrics)]
-            args += ["--work-dir", str(work), "--hostname", f"agent-{index + 1}"]
-            args += self.tls_flags(f"agent-{index + 1}")
-            if resources:
-                args += ["--resources", resources]
-            process = _spawn(_fairshare(*args, *self.log_flags), work / "agent.log")
+            self._spawn_agent(index, 0, metrics)
+            work = self.base / f"agent-{index + 1}"
+            self.agent_addresses.append(
+                _wait_for_file(
+                    work / "agent.addr", self.agents[index], f"agent {index + 1}",
+                    work / "agent.log",
+                )
+            )  # fmt: skip
+            self.agent_metrics.append((work / "metrics.addr").read_text().strip())
+
+    def _spawn_agent(self, index: int, port: int, metrics: int) -> None:
+        """Start agent ``index`` (a new one, or again in its slot on ``port``)."""
+        work = self.base / f"agent-{index + 1}"
+        work.mkdir(parents=True, exist_ok=True)
+        for stale in ("agent.addr", "metrics.addr"):
+            (work / stale).unlink(missing_ok=True)
+        args = ["agent", "--master", self.address, "--port", str(port)]
+        args += ["--metrics-port", str(metrics)]
+        args += ["--work-dir", str(work), "--hostname", f"agent-{index + 1}"]
+        args += self.tls_flags(f"agent-{index + 1}")
+        if self.resources:
+            args += ["--resources", self.resources]
+        process = _spawn(_fairshare(*args, *self.log_flags), work / "agent.log")
+        if index < len(self.agents):
+            self.agents[index] = process
+        else:
             self.agents.append(process)
-            _wait_for_file(work / "agent.addr", process, f"agent {index + 1}", work / "agent.log")
 
     def start_framework(self, name: str, task: str, count: int) -> None:
         """Start a built-in framework keeping up to ``count`` tasks of ``task`` running."""
@@ -303,6 +347,48 @@ class LocalCluster:
                 return f"agent {index + 1} exited with code {agent.returncode}"
         return None
 
+    def restart_dead(self, say: Callable[[str], None]) -> None:
+        """Start again, in its slot (work dir and ports), each daemon that exited, saying so;
+        ``ClusterError`` when one died ``MAX_RESTARTS`` times within ``RESTART_WINDOW`` or
+        does not serve again (a daemon that cannot run is not restarted in a loop)."""
+        count = len(self.masters)
+        for index, master in enumerate(self.masters):
+            if master.poll() is None:
+                continue
+            what = "the master" if count == 1 else f"master {index + 1}"
+            name = "master" if count == 1 else f"master-{index + 1}"
+            address = self.master_addresses[index]
+            self._may_restart(what, master.returncode)
+            followers = " (the other masters elect a leader meanwhile)" if count > 1 else ""
+            say(
+                f"{what} exited with code {master.returncode}; restarting it on"
+                f" {address}{followers}"
+            )
+            self._spawn_master(index, name, _port_of(address), _port_of(self.dashboards[index]))
+            work = self.base / name
+            _wait_for_file(work / "master.addr", self.masters[index], what, work / "master.log")
+            say(f"{what} is back on {address}")
+        for index, agent in enumerate(self.agents):
+            if agent.poll() is not None:
+                what = f"agent {index + 1}"
+                self._may_restart(what, agent.returncode)
+                address = self.agent_addresses[index]
+                say(f"{what} exited with code {agent.returncode}; restarting it on {address}")
+                self._spawn_agent(index, _port_of(address), _port_of(self.agent_metrics[index]))
+                work = self.base / f"agent-{index + 1}"
+                _wait_for_file(work / "agent.addr", self.agents[index], what, work / "agent.log")
+                say(f"{what} is back on {address} (its tasks recovered)")
+
+    def _may_restart(self, what: str, code: int | None) -> None:
+        now = time.monotonic()
+        recent = [t for t in self.restarts.get(what, []) if now - t < RESTART_WINDOW]
+        if len(recent) >= MAX_RESTARTS:
+            raise ClusterError(
+                f"{what} exited with code {code}, its {len(recent) + 1}th time within"
+                f" {RESTART_WINDOW:.0f} s: not restarting it again"
+            )
+        self.restarts[what] = [*recent, now]
+
     def stop(self) -> None:
         """SIGTERM every child (frameworks, agents, masters), SIGKILL what outlives the wait;
         then etcd."""
@@ -318,6 +404,11 @@ class LocalCluster:
                     process.wait()
         if self.etcd is not None:
             self.etcd.stop()
+
+
+def _port_of(address: str) -> int:
+    """The port of ``HOST:PORT``."""
+    return int(address.rsplit(":", 1)[1])
 
 
 def _nth_port(first: int, index: int) -> int:
@@ -351,10 +442,12 @@ def _watch(cluster: LocalCluster, demo: bool, seconds: float | None) -> int:
     deadline = None if seconds is None else time.monotonic() + seconds
     next_status = time.monotonic() + 2.0
     while deadline is None or time.monotonic() < deadline:
-        problem = cluster.dead()
-        if problem:
-            print(f"fairshare up: {problem}", file=sys.stderr)
-            return 1
+        if cluster.dead():
+            try:
+                cluster.restart_dead(lambda line: print(f"fairshare up: {line}", flush=True))
+            except ClusterError as error:
+                print(f"fairshare up: {error}", file=sys.stderr)
+                return 1
         if demo and time.monotonic() >= next_status:
             _show_status(cluster)
             next_status = time.monotonic() + 5.0
@@ -368,7 +461,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of ``fairshare up``."""
     parser.description = (
         "Run a master and N agents as local processes (the real daemons, each with its own work"
-        " dir and log file) until Ctrl-C, SIGTERM or --for elapses."
+        " dir and log file) until Ctrl-C, SIGTERM or --for elapses; a daemon that dies is"
+        " restarted in its slot (kill -9 the leader of --masters 3 to watch a failover)."
     )
     add_setting_flags(parser, UP_SETTINGS)
     parser.add_argument(

@@ -15,7 +15,8 @@ it is elected instead of after a backoff.
 
 A refusal is UNAVAILABLE, with ``this master is a follower; the leader is HOST:PORT`` (or that
 no master leads now) as its message and the leader's ``HOST:PORT`` in the trailing metadata
-``fairshare-leader`` (``fairshare.masters``). UNAVAILABLE rather than FAILED_PRECONDITION: the
+``fairshare-leader`` (``fairshare.masters``), or ``fairshare-election`` when it knows none.
+UNAVAILABLE rather than FAILED_PRECONDITION: the
 call is fine and would succeed at another server now, which is what UNAVAILABLE says; every
 client already retries UNAVAILABLE (agent.proto's contract, the SDK's reconnection, the
 commands' ``call_leader``) and reads the hint to go to the leader at once, while
@@ -40,7 +41,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, NamedTuple
 
 import grpc
-from fairshare.masters import LEADER_METADATA, UNREACHABLE_LEADER_METADATA
+from fairshare.masters import ELECTION_METADATA, LEADER_METADATA, UNREACHABLE_LEADER_METADATA
 from fairshare.v1 import (
     agent_pb2,
     agent_pb2_grpc,
@@ -174,6 +175,7 @@ class LeaderGate:
             context.set_trailing_metadata(((LEADER_METADATA, leader),))
             message = f"this master is a follower; the leader is {leader}"
         else:
+            context.set_trailing_metadata(((ELECTION_METADATA, "1"),))
             message = "this master does not lead and knows no leader now (an election is on)"
         await context.abort(grpc.StatusCode.UNAVAILABLE, message)
 

@@ -41,9 +41,18 @@ from typing import Any, Final
 from fairshare.logs import configure_logging
 from fairshare.settings import Setting, SettingsError, resolve_settings
 
-__all__ = ["COMMANDS", "Command", "build_parser", "command_settings", "load_command", "main"]
+__all__ = [
+    "COMMANDS",
+    "Command",
+    "build_parser",
+    "command_settings",
+    "load_command",
+    "main",
+    "note",
+]
 
 EXIT_BAD_INPUT: Final = 2
+_running: list[str] = []  # the subcommand main() runs now (innermost last)
 
 COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "master": ("run the master daemon", "master.daemon"),
@@ -178,12 +187,20 @@ def _logging_restored() -> Iterator[None]:
         root.setLevel(level)
 
 
+def note(message: str) -> None:
+    """Print ``fairshare SUBCOMMAND: message`` on stderr (a command's word to the user that is
+    not its result, such as ``no leader yet: election in progress``)."""
+    prefix = f"fairshare {_running[-1]}" if _running else "fairshare"
+    print(f"{prefix}: {message}", file=sys.stderr, flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``fairshare`` with ``argv`` (default: the process's arguments); the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     name = _command_in(argv)
     args = build_parser(name).parse_args(argv)  # exits 2 on usage errors, 0 for --help
     command = load_command(args.command)
+    _running.append(args.command)
     with _logging_restored():
         try:
             return command.main(args)
@@ -193,6 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except BrokenPipeError:  # the reader went away (`fairshare status | head`): not an error
             sys.stderr.close()
             return 0
+        finally:
+            _running.pop()
 
 
 if __name__ == "__main__":

@@ -17,7 +17,11 @@ of the list, round robin from a random start. Clients report what happened (``an
 followed at once.
 
 ``call_leader`` runs one blocking call (the commands) on the leader: it follows redirects and
-tries each listed master in turn, and raises the last error when none leads.
+tries each listed master in turn, and raises the last error when none leads. While an election
+is on (a follower says it knows no leader, ``ELECTION_METADATA``; the leader a follower names
+does not answer; etcd names none) it says ``no leader yet: election in progress`` once and tries
+again within ``election_wait`` (``ELECTION_WAIT``, 15 s) instead of failing at once; its calls
+carry the unreachable leader, so a follower holds them until the new leader is elected.
 
 Invariants: the kernel makes every client channel here (``open_channel``, ``open_blocking_channel``:
 options, and credentials when the cluster is secured, have one seam); a hint is used once, so two
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Final, TypeVar
 
@@ -41,11 +46,15 @@ from fairshare.master_target import MasterTarget
 from fairshare.transport import INSECURE, ClientSecurity, client_channel, client_channel_sync
 
 __all__ = [
+    "ELECTION_METADATA",
+    "ELECTION_WAIT",
     "LEADER_METADATA",
+    "NO_LEADER_YET",
     "UNREACHABLE_LEADER_METADATA",
     "MasterFinder",
     "MasterTarget",
     "MasterUnknown",
+    "NoLeaderYet",
     "call_leader",
     "leader_hint",
     "open_blocking_channel",
@@ -57,16 +66,26 @@ T = TypeVar("T")
 LEADER_METADATA: Final = "fairshare-leader"
 UNREACHABLE_LEADER_METADATA: Final = "fairshare-leader-unreachable"
 """Trailing metadata of a follower's UNAVAILABLE answer: the leader's ``HOST:PORT``."""
+ELECTION_METADATA: Final = "fairshare-election"
+"""Trailing metadata of a follower's UNAVAILABLE answer when it knows no leader: an election
+is on."""
 REDIRECTS_PER_CALL: Final = 3
+ELECTION_WAIT: Final = 15.0
+"""How long a command keeps trying while an election is on: three of the masters' default
+election leases (5 s), the longest a dead leader's key can outlive it plus the vote."""
+ELECTION_BACKOFF: Final = 0.2
+ELECTION_BACKOFF_MAX: Final = 1.0
+NO_LEADER_YET: Final = "no leader yet: election in progress"
 
 
 class MasterUnknown(grpc.RpcError, grpc.Call):
     """No master address to try now (etcd names no leader, or cannot be read): raised as an
     UNAVAILABLE call error, so callers handle it as a master that does not answer."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, election: bool = False) -> None:
         super().__init__(message)
         self._message = message
+        self.election = election  # etcd names no leader: one is being elected
 
     def code(self) -> grpc.StatusCode:
         """Always UNAVAILABLE."""
@@ -99,6 +118,17 @@ class MasterUnknown(grpc.RpcError, grpc.Call):
     def add_callback(self, callback: Any) -> bool:
         """Nothing will happen."""
         return False
+
+
+class NoLeaderYet(MasterUnknown):
+    """Masters answer, but none leads yet and the election did not end within the wait."""
+
+    def __init__(self, waited: float, last: grpc.RpcError) -> None:
+        last_details = last.details() if isinstance(last, grpc.Call) else str(last)
+        super().__init__(
+            f"{NO_LEADER_YET} (still none after {waited:.0f}s; last answer: {last_details})",
+            election=True,
+        )
 
 
 def leader_hint(metadata: Any) -> str | None:
@@ -173,7 +203,7 @@ class MasterFinder:
         except EtcdUnavailable as error:
             raise MasterUnknown(f"cannot read the leader from {self.target}: {error}") from None
         if record is None:
-            raise MasterUnknown(f"no master leads now ({self.target} names none)")
+            raise MasterUnknown(f"no master leads now ({self.target} names none)", election=True)
         return record.address
 
     def next_blocking(self) -> str:
@@ -236,27 +266,89 @@ def call_leader(
     call: Callable[[grpc.Channel], T],
     options: Sequence[tuple[str, Any]] = (),
     security: ClientSecurity = INSECURE,
+    election_wait: float = ELECTION_WAIT,
+    on_election: Callable[[str], None] | None = None,
 ) -> T:
     """Run ``call(channel)`` on the leading master: a follower's redirect is followed, a master
-    that does not answer is skipped for the next one; the last ``grpc.RpcError`` (or
-    ``MasterUnknown``) is raised when none answered as the leader."""
+    that does not answer is skipped for the next one. While an election is on (a follower
+    knows no leader, or the leader it names does not answer) the masters are tried again with
+    a short backoff for up to ``election_wait`` seconds, ``on_election`` told once (with
+    ``NO_LEADER_YET``); past that, ``NoLeaderYet`` is raised. Without any sign of an election
+    the last ``grpc.RpcError`` (or ``MasterUnknown``) is raised as soon as every master was
+    tried once."""
     finder = MasterFinder(target)
-    tries = max(1, len(finder.target.addresses)) + REDIRECTS_PER_CALL
+    started = time.monotonic()
+    per_round = max(1, len(finder.target.addresses)) + REDIRECTS_PER_CALL
     error: grpc.RpcError | None = None
-    for _ in range(tries):
-        address = finder.next_blocking()
-        try:
-            with open_blocking_channel(address, options, security) as channel:
-                return call(channel)
-        except grpc.RpcError as raised:
-            error = raised
-            code = raised.code() if isinstance(raised, grpc.Call) else None
-            if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-                raise
-            hint = (
-                leader_hint(raised.trailing_metadata()) if isinstance(raised, grpc.Call) else None
-            )
-            if not finder.redirected(address, hint) and finder.target.etcd is not None:
-                break  # etcd named this one: asking again names it again
-    assert error is not None
-    raise error
+    election = False
+    backoff = ELECTION_BACKOFF
+
+    def electing() -> None:
+        nonlocal election
+        if not election and on_election is not None:
+            on_election(f"{NO_LEADER_YET}; retrying for up to {election_wait:g}s")
+        election = True
+
+    while True:
+        for _ in range(per_round):
+            try:
+                address = finder.next_blocking()
+            except MasterUnknown as unknown:  # etcd names no leader (yet)
+                error = unknown
+                if unknown.election:
+                    electing()
+                break
+            try:
+                with open_blocking_channel(address, options, security) as channel:
+                    reporting = grpc.intercept_channel(channel, _Report(finder.report()))
+                    return call(reporting)
+            except grpc.RpcError as raised:
+                error = raised
+                code = raised.code() if isinstance(raised, grpc.Call) else None
+                if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    raise
+                metadata = raised.trailing_metadata() if isinstance(raised, grpc.Call) else ()
+                hint = leader_hint(metadata)
+                redirected = finder.redirected(address, hint)
+                if _electing(metadata) or finder.unreachable_leader is not None:
+                    electing()  # none leads, or the one named is dead: its lease still names it
+                if not redirected and finder.target.etcd is not None:
+                    break  # etcd named this one: asking again names it again
+        assert error is not None
+        waited = time.monotonic() - started
+        if not election:
+            raise error
+        if waited >= election_wait:
+            raise NoLeaderYet(waited, error)
+        time.sleep(min(backoff, max(0.0, election_wait - waited)))
+        backoff = min(backoff * 2, ELECTION_BACKOFF_MAX)
+
+
+class _Report(
+    grpc.UnaryUnaryClientInterceptor,  # type: ignore[type-arg]
+    grpc.UnaryStreamClientInterceptor,  # type: ignore[type-arg]
+):
+    """Adds ``MasterFinder.report()`` to every call's metadata: the follower that hears of a
+    dead leader holds the call until the election ends instead of naming the dead one again."""
+
+    def __init__(self, report: tuple[tuple[str, str], ...]) -> None:
+        self._report = report
+
+    def _details(self, details: Any) -> Any:
+        if not self._report:
+            return details
+        metadata = (*(details.metadata or ()), *self._report)
+        return details._replace(metadata=metadata)  # grpc's ClientCallDetails is a namedtuple
+
+    def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        """Add the report to a unary call."""
+        return continuation(self._details(details), request)
+
+    def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
+        """Add the report to a server-streaming call."""
+        return continuation(self._details(details), request)
+
+
+def _electing(metadata: Any) -> bool:
+    """A follower said it knows no leader now (``ELECTION_METADATA``)."""
+    return any(key == ELECTION_METADATA for key, _ in metadata or ())

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 from daemons import ROOT, daemon_env, fairshare_status, wait_for
 
@@ -103,3 +107,104 @@ def test_up_with_three_masters_runs_etcd_and_ha_masters(tmp_path: Path) -> None:
     assert up.returncode == 0, output
     assert "fairshare up: 3 HA masters at" in output
     assert not [f for f in addr_files if f.exists()]
+
+
+def _pid_of(*words: str) -> int:
+    """The pid of the one live process whose command line has all ``words`` in a row."""
+    needle = " ".join(words)
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            line = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if needle in line and "fairshare.cli master" in line:
+            found.append(int(entry.name))
+    assert len(found) == 1, (needle, found)
+    return found[0]
+
+
+class _Lines:
+    """The lines a process prints, read in the background."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.lines: list[str] = []
+        assert process.stdout is not None
+        stream = process.stdout
+        self._thread = threading.Thread(target=lambda: self.lines.extend(stream), daemon=True)
+        self._thread.start()
+
+    def text(self) -> str:
+        return "".join(self.lines)
+
+
+def _status(masters: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "fairshare.cli", "status", "--master", masters, "--json"],
+        cwd=ROOT, env=daemon_env(), capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+def test_kill_9_of_the_leader_under_up_leaves_a_leader_and_every_task(tmp_path: Path) -> None:
+    """Issue 24, item 1: ``up --masters 3``, kill -9 of the leader: ``up`` goes on and starts
+    the dead master again (saying so), another master leads, the agents and every task stay;
+    ``fairshare status`` during the election says so and answers once a leader is elected."""
+    up = _up(tmp_path, "--masters", "3", "--agents", "2", "--resources", "cpus:2;mem:2048")
+    printed = _Lines(up)
+    try:
+        addr_files = [tmp_path / f"master-{i}" / "master.addr" for i in (1, 2, 3)]
+        masters = wait_for(
+            lambda: "Ctrl-C stops everything" in printed.text()
+            and ",".join(f.read_text().strip() for f in addr_files),
+            60,
+            "the cluster up",
+        )
+        run = subprocess.run(
+            [sys.executable, "-m", "fairshare.cli", "run", "--master", masters, "--name", "web",
+             "--task", "cpus:1;mem:128", "--count", "4", "--detach"],
+            cwd=ROOT, env=daemon_env(), capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert run.returncode == 0 and "runs 4 task(s)" in run.stdout, run.stdout + run.stderr
+        before = json.loads(_status(masters).stdout)
+        dead = before["leader"]["address"]
+        index = masters.split(",").index(dead) + 1
+        os.kill(_pid_of("--work-dir", str(tmp_path / f"master-{index}")), signal.SIGKILL)
+
+        during = _status(masters)  # at once: the dead leader's lease still names it
+        assert during.returncode == 0, during.stderr
+        assert "no leader yet: election in progress" in during.stderr
+        assert "Connection refused" not in during.stderr
+        assert json.loads(during.stdout)["leader"]["address"] != dead
+
+        wait_for(lambda: f"is back on {dead}" in printed.text(), 60, "the dead master restarted")
+        assert f"master {index} exited with code -9; restarting it on {dead}" in printed.text()
+
+        def settled() -> dict[str, Any] | None:
+            state = json.loads(_status(masters).stdout)
+            tasks = [t for t in state["tasks"] if t["state"] == "RUNNING"]
+            agents = [a for a in state["agents"] if a["state"] == "ACTIVE"]
+            return state if len(tasks) == 4 and len(agents) == 2 else None
+
+        after = wait_for(settled, 60, "both agents and the 4 tasks with the new leader")
+        assert after["leader"]["address"] != dead
+        assert {t["task_id"] for t in after["tasks"]} == {t["task_id"] for t in before["tasks"]}
+        restarted = wait_for(
+            lambda: addr_files[index - 1].exists() and addr_files[index - 1].read_text().strip(),
+            30,
+            "the restarted master's address",
+        )
+        assert restarted == dead  # in its slot: the --master list stays right
+        assert up.poll() is None, printed.text()
+        up.send_signal(signal.SIGTERM)
+        up.wait(timeout=60)
+    finally:
+        if up.poll() is None:
+            up.send_signal(signal.SIGTERM)
+            try:
+                up.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                up.kill()
+                up.wait()
+    assert up.returncode == 0, printed.text()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Iterator
 from concurrent import futures
 from typing import Any
@@ -14,10 +15,13 @@ import grpc
 import pytest
 from fairshare.master_target import EtcdTarget, MasterTarget
 from fairshare.masters import (
+    ELECTION_METADATA,
     LEADER_METADATA,
+    NO_LEADER_YET,
     UNREACHABLE_LEADER_METADATA,
     MasterFinder,
     MasterUnknown,
+    NoLeaderYet,
     call_leader,
     leader_hint,
 )
@@ -166,3 +170,74 @@ def test_a_named_leader_that_did_not_answer_is_reported_until_a_leader_answers()
         assert finder.report() == ()
 
     asyncio.run(scenario())
+
+
+class Electing(grpc.GenericRpcHandler):  # type: ignore[misc]
+    """A master during an election: names the dead leader ``dead`` until a caller says it did
+    not answer, then knows no leader for ``rounds`` calls, then leads (echoes)."""
+
+    def __init__(self, dead: str, rounds: int) -> None:
+        self.dead = dead
+        self.rounds = rounds
+        self.reported: list[str] = []
+
+    def service(self, details: Any) -> grpc.RpcMethodHandler[bytes, bytes]:
+        def answer(request: bytes, context: grpc.ServicerContext) -> bytes:
+            said = dict(context.invocation_metadata()).get(UNREACHABLE_LEADER_METADATA)
+            if said is None:
+                context.set_trailing_metadata(((LEADER_METADATA, self.dead),))
+                context.abort(grpc.StatusCode.UNAVAILABLE, f"the leader is {self.dead}")
+            self.reported.append(str(said))
+            if self.rounds > 0:
+                self.rounds -= 1
+                context.set_trailing_metadata(((ELECTION_METADATA, "1"),))
+                context.abort(grpc.StatusCode.UNAVAILABLE, "knows no leader now")
+            return b"leader:" + request
+
+        return grpc.unary_unary_rpc_method_handler(answer)
+
+
+def _serve(handler: grpc.GenericRpcHandler) -> tuple[grpc.Server, str]:
+    server = grpc.server(futures.ThreadPoolExecutor(2))
+    server.add_generic_rpc_handlers((handler,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    return server, f"127.0.0.1:{port}"
+
+
+def test_a_command_during_an_election_says_so_and_waits_for_the_new_leader() -> None:
+    """Issue 24: the leader was killed; the follower names it until told it is dead, then
+    knows none for a while: the command says "no leader yet" once and gets its answer."""
+    electing = Electing("127.0.0.1:1", rounds=3)
+    server, address = _serve(electing)
+    told: list[str] = []
+    try:
+        started = time.monotonic()
+        answer = call_leader(address, _echo, election_wait=10, on_election=told.append)
+    finally:
+        server.stop(None)
+    assert answer == b"leader:ping"
+    assert len(told) == 1 and told[0].startswith(NO_LEADER_YET), told
+    assert electing.reported and set(electing.reported) == {"127.0.0.1:1"}  # the dead one named
+    assert time.monotonic() - started < 8
+
+
+def test_an_election_that_does_not_end_in_the_wait_is_named_as_such() -> None:
+    server, address = _serve(Electing("127.0.0.1:1", rounds=10**6))
+    try:
+        started = time.monotonic()
+        with pytest.raises(NoLeaderYet, match=NO_LEADER_YET) as raised:
+            call_leader(address, _echo, election_wait=1.5)
+    finally:
+        server.stop(None)
+    assert 1.5 <= time.monotonic() - started < 6
+    assert raised.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def test_masters_that_are_all_down_fail_at_once_without_waiting_for_an_election() -> None:
+    told: list[str] = []
+    started = time.monotonic()
+    with pytest.raises(grpc.RpcError) as raised:
+        call_leader("127.0.0.1:1,127.0.0.1:2", _echo, on_election=told.append)
+    assert not isinstance(raised.value, NoLeaderYet) and not told
+    assert time.monotonic() - started < 5
