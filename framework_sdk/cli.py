@@ -67,6 +67,7 @@ from fairshare.transport import INSECURE, ClientSecurity
 from fairshare.v1 import operator_pb2, operator_pb2_grpc
 
 from framework_sdk.cluster_state import render_share_bars, render_table, state_to_dict
+from framework_sdk.detached import READY_TIMEOUT, Follower, HandOff, hand_off
 from framework_sdk.errors import CallError, FairshareError
 from framework_sdk.events import (
     Disconnected,
@@ -187,6 +188,7 @@ class RunConfig:
     security: ClientSecurity = INSECURE
     command: str | None = None  # a command task's shell line; None: placeholder tasks
     preemptible: bool = True  # its tasks' TaskInfo.preemptible
+    log_level: str = "INFO"  # the detached follower logs at this level too
 
     @property
     def effective_failover_timeout(self) -> float:
@@ -230,6 +232,7 @@ def run_config(args: argparse.Namespace) -> RunConfig:
         security=client_security(values),
         command=command,
         preemptible=_preemptible(args, command),
+        log_level=values["log_level"] or "INFO",
     )
 
 
@@ -405,8 +408,6 @@ async def _keep_running(
     await asyncio.wait({consumer, stopper}, return_when=asyncio.FIRST_COMPLETED)
     stopper.cancel()
     if consumer.done():
-        if consumer.result() == EXIT_DETACHED:
-            return _detached(fw, keeper)
         return consumer.result()
     consumer.cancel()
     with contextlib.suppress(asyncio.CancelledError):
@@ -421,22 +422,37 @@ async def _keep_running(
     return EXIT_OK
 
 
-def _detached(fw: Framework, keeper: TaskKeeper) -> int:
-    info = fw.info
+def _detached(
+    info: FrameworkInfo, framework_id: str, keeper: TaskKeeper, follower: Follower | None
+) -> int:
     log_event(
         _LOG,
         "framework.detached",
-        framework_id=fw.framework_id,
+        framework_id=framework_id,
         tasks=len(keeper.live),
         failover_timeout=info.failover_timeout,
+        follower=follower.pid if follower is not None else None,
     )
     running, wanted = keeper.running(), keeper.wanted
     short = "" if running >= wanted else f" of the {wanted} wanted (no more will be launched)"
-    print(
-        f"{info.name} (framework {fw.framework_id}) runs {running} task(s){short}; detached:"
-        f" the master keeps them for {info.failover_timeout:g}s without a scheduler, or until"
-        f" fairshare stop {info.name}"
-    )
+    if follower is not None and follower.ready:
+        kept = (
+            f" process {follower.pid} follows them and acknowledges their updates until they"
+            f" end (log {follower.log}), or until fairshare stop {info.name}; the master keeps"
+            f" them for {info.failover_timeout:g}s should it stop"
+        )
+    else:
+        kept = (
+            f" the master keeps them for {info.failover_timeout:g}s without a scheduler, or"
+            f" until fairshare stop {info.name}"
+        )
+    print(f"{info.name} (framework {framework_id}) runs {running} task(s){short}; detached:{kept}")
+    if follower is not None and not follower.ready:
+        print(
+            f"fairshare run: the process that should follow the tasks (pid {follower.pid}) did"
+            f" not subscribe within {READY_TIMEOUT:g}s; see {follower.log}",
+            file=sys.stderr,
+        )
     return EXIT_OK
 
 
@@ -455,8 +471,14 @@ def _install_stop_signals(stop: asyncio.Event) -> None:
             loop.add_signal_handler(signum, stop.set)
 
 
-async def run_framework(config: RunConfig, stop: asyncio.Event | None = None) -> int:
-    """Run the built-in framework until ``stop`` is set (or SIGINT/SIGTERM); the exit code."""
+async def run_framework(
+    config: RunConfig,
+    stop: asyncio.Event | None = None,
+    follow: Callable[[HandOff], Follower] | None = None,
+) -> int:
+    """Run the built-in framework until ``stop`` is set (or SIGINT/SIGTERM); the exit code.
+    Detached, ``follow`` (``framework_sdk.detached.hand_off``) is given the framework once
+    this process has let go of it."""
     stop = stop or asyncio.Event()
     _install_stop_signals(stop)
     capabilities = {Capability.PARTITION_AWARE}
@@ -482,7 +504,15 @@ async def run_framework(config: RunConfig, stop: asyncio.Event | None = None) ->
             code = await _keep_running(fw, keeper, stop, config.detach, config.detach_wait)
             if config.command is not None and not config.detach and code == EXIT_OK:
                 code = _summary(keeper, config.count)
+            framework_id, info = fw.framework_id, fw.info
+        # Closed without teardown: a detached framework is the follower's from now on.
+        if code != EXIT_DETACHED:
             return code
+        follower = None
+        if follow is not None and info.failover_timeout > 0:
+            handoff = _handoff(config, framework_id, keeper)
+            follower = await asyncio.to_thread(follow, handoff)
+        return _detached(info, framework_id, keeper, follower)
     except CallError as error:
         print(f"fairshare run: the master refused the framework: {error}", file=sys.stderr)
     except FairshareError as error:  # its message names the master and the last error once
@@ -490,11 +520,28 @@ async def run_framework(config: RunConfig, stop: asyncio.Event | None = None) ->
     return EXIT_FAILURE
 
 
+def _handoff(config: RunConfig, framework_id: str, keeper: TaskKeeper) -> HandOff:
+    return HandOff(
+        master=config.master,
+        framework_id=framework_id,
+        name=config.name,
+        role=config.role,
+        weight=config.weight,
+        failover_timeout=config.effective_failover_timeout,
+        shape=str(config.shape),
+        count=config.count,
+        command=config.command,
+        tasks={task_id: state.value for task_id, state in keeper.live.items()},
+        security=HandOff.security_of(config.security),
+        log_level="DEBUG" if config.log_level == "DEBUG" else "INFO",  # its own log file
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     """``fairshare run``: keep up to ``--count`` placeholder tasks of ``--task`` running."""
     config = run_config(args)  # SettingsError: the command line says why, exit 2
     try:
-        return asyncio.run(run_framework(config))
+        return asyncio.run(run_framework(config, follow=hand_off))
     except KeyboardInterrupt:
         return EXIT_OK
 

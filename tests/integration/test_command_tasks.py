@@ -26,6 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -38,8 +41,10 @@ from command_reaper import reap
 from daemons import (
     DEFAULT_MASTER_FLAGS,
     ROOT,
+    STARTED,
     Daemon,
     daemon_env,
+    fairshare_status,
     health_status,
     restart_agent,
     wait_for,
@@ -316,3 +321,68 @@ async def poll(condition: Callable[[], object], what: str, timeout: float = SETT
     while not condition():
         assert time.monotonic() < deadline, f"timed out after {timeout:g}s waiting for {what}"
         await asyncio.sleep(0.05)
+
+
+class _Pid:
+    """A process this test did not start itself (the detached run's follower), killed at the
+    end like the daemons (``daemons.STARTED``)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    def alive(self) -> bool:
+        try:
+            state = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return False
+        return state != "Z"
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGKILL)
+
+
+def _metric(address: str, name: str) -> float:
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=5) as answer:
+        text = answer.read().decode()
+    (line,) = [line for line in text.splitlines() if line.startswith(name + " ")]
+    return float(line.split()[1])
+
+
+def test_a_detached_command_run_acknowledges_its_tasks_ends(
+    reaped: list[Daemon], master: Daemon, agent_factory: Callable[..., list[Daemon]]
+) -> None:
+    """Issue 24, item 4: ``run --command ... --detach`` returns while its tasks run; their
+    final updates are acknowledged all the same (the agent's pending updates drain to 0), the
+    FINISHED tasks and the framework do not linger, and the follower ends by itself."""
+    (agent,) = agent_factory(master, 1, AGENT_RESOURCES)
+    run = cli("run", "--master", master.address, "--name", "nightly", "--task",
+              "cpus:0.2;mem:64", "--count", "2", "--command", "sleep 2; echo done",
+              "--detach")  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "runs 2 task(s); detached" in run.stdout, run.stdout + run.stderr
+    found = re.search(r"process (\d+) follows them .*\(log (\S+)\)", run.stdout)
+    assert found, run.stdout
+    follower = _Pid(int(found.group(1)))
+    STARTED.append(follower)
+    log = Path(found.group(2))
+    pending = "fairshare_agent_status_updates_pending"
+
+    def drained() -> bool:
+        state = fairshare_status(master.address)
+        return (
+            _metric(agent.metrics_address, pending) == 0
+            and not [t for t in state["tasks"] if t["task_id"].startswith("nightly-")]
+            and not [f for f in state["frameworks"] if f["name"] == "nightly"]
+        )
+
+    wait_for(drained, SETTLE, "the final updates acknowledged, tasks and framework gone")
+    wait_for(lambda: not follower.alive(), SETTLE, "the follower to end by itself")
+    text = log.read_text()
+    for task_id in ("nightly-1", "nightly-2"):
+        assert f"task.ended task_id={task_id} state=FINISHED" in text, text
+    time.sleep(2)  # nothing is re-sent afterwards
+    assert _metric(agent.metrics_address, pending) == 0
+    assert "status_update.retried" not in agent.log()
+    logs = cli("logs", "--master", master.address, "nightly-1")
+    assert (logs.returncode, logs.stdout) == (0, "done\n"), logs.stderr

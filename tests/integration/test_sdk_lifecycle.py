@@ -1,6 +1,7 @@
 """The framework lifecycle a newcomer meets (issue 16 items 3 and 4), with real processes.
 
-- ``fairshare run --detach`` returns once its tasks run; the master keeps them (a week's
+- ``fairshare run --detach`` returns once its tasks run, leaving a follower subscribed as the
+  framework (it acknowledges the tasks' updates); without it the master keeps them (a week's
   failover timeout) until ``fairshare stop NAME``;
 - a plain SDK framework has Mesos's failover timeout 0: when its process dies, its framework
   and tasks go at once;
@@ -13,6 +14,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from daemons import ROOT, Client, Daemon, daemon_env, fairshare_status, wait_for
+from daemons import ROOT, STARTED, Client, Daemon, daemon_env, fairshare_status, wait_for
 from test_live_cluster import SETTLE, run_framework
 
 from framework_sdk import FrameworkInfo
@@ -80,6 +84,17 @@ def test_sdk_frameworks_fail_over_in_zero_seconds_by_default() -> None:
     assert FrameworkInfo(name="x").failover_timeout == 0.0
 
 
+class _Killable:
+    """A process the test did not start itself (a detached run's follower)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGKILL)
+
+
 def test_detached_run_returns_and_stop_ends_it(
     master: Daemon, agent_factory: Callable[..., list[Daemon]]
 ) -> None:
@@ -92,6 +107,17 @@ def test_detached_run_returns_and_stop_ends_it(
     assert done.returncode == 0, done.stderr
     assert time.monotonic() - started < SETTLE
     assert "detached" in done.stdout and "fairshare stop nightly" in done.stdout
+    found = re.search(r"process (\d+) follows them", done.stdout)
+    assert found, done.stdout  # the follower acknowledges the tasks' updates (issue 24)
+    follower = int(found.group(1))
+    STARTED.append(_Killable(follower))
+    framework = wait_for(
+        lambda: (f := frameworks(master).get("nightly")) and f["tasks"] == {"RUNNING": 2} and f,
+        SETTLE,
+        "the detached framework kept, its follower subscribed",
+    )
+    assert framework["state"] != "DISCONNECTED"  # the follower is its scheduler now
+    os.kill(follower, signal.SIGTERM)  # the follower gone: the master keeps the framework
     framework = wait_for(
         lambda: (f := frameworks(master).get("nightly")) and f["state"] == "DISCONNECTED" and f,
         SETTLE,

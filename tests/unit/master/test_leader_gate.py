@@ -11,7 +11,7 @@ from typing import Any
 
 import grpc
 import pytest
-from fairshare.masters import LEADER_METADATA, UNREACHABLE_LEADER_METADATA
+from fairshare.masters import ELECTION_METADATA, LEADER_METADATA, UNREACHABLE_LEADER_METADATA
 
 from master.service.leader_gate import LeaderGate, Servicers, _streaming, _unary
 
@@ -75,7 +75,8 @@ def test_no_known_leader_is_said_without_a_hint() -> None:
     context = FakeContext()
     with pytest.raises(Aborted):
         asyncio.run(_unary(the_gate, "operator", "GetState")(None, context))
-    assert context.code == grpc.StatusCode.UNAVAILABLE and not context.trailing
+    assert context.code == grpc.StatusCode.UNAVAILABLE
+    assert context.trailing == ((ELECTION_METADATA, "1"),)  # no hint: an election is on
     assert "knows no leader" in context.details
 
 
