@@ -9,6 +9,7 @@ The JSON document (``fairshare status --json``, docs/architecture.md §7) is one
      "frameworks": [{"id", "name", "role", "state", "weight", "dominant_share",
                      "weighted_share", "dominant_resource", "allocated", "used", "offered",
                      "tasks": {STATE: count}, "demand": {"task", "max_tasks"} | null,
+                     "wanted" (demand's max_tasks, or null), "running" (tasks RUNNING),
                      "capabilities": [NAME, ...]}],
      "offers": [{"id", "framework_id", "agent_id", "resources"}],
      "tasks": [{"framework_id", "task_id", "name", "agent_id", "state", "resources",
@@ -92,6 +93,7 @@ def _framework(framework: operator_pb2.GetStateResponse.Framework) -> dict[str, 
                 framework.demand.max_tasks if framework.demand.HasField("max_tasks") else None
             ),
         }
+    counts = {_task_state(count.state): count.count for count in framework.task_counts}
     return {
         "id": info.framework_id,
         "name": info.name,
@@ -104,8 +106,10 @@ def _framework(framework: operator_pb2.GetStateResponse.Framework) -> dict[str, 
         "allocated": _resources(framework.allocated),
         "used": _resources(framework.used),
         "offered": _resources(framework.offered),
-        "tasks": {_task_state(count.state): count.count for count in framework.task_counts},
+        "tasks": counts,
         "demand": demand,
+        "wanted": demand["max_tasks"] if demand is not None else None,
+        "running": counts.get("RUNNING", 0),
         "capabilities": sorted(c.name for c in capabilities_from_pb(info.capabilities)),
     }
 

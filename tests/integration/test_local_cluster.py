@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -11,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from daemons import ROOT, daemon_env, fairshare_status, wait_for
+from daemons import ROOT, STARTED, daemon_env, fairshare_status, wait_for
 
 
 def _up(work_dir: Path, *flags: str) -> subprocess.Popen[str]:
@@ -126,6 +128,17 @@ def _pid_of(*words: str) -> int:
     return found[0]
 
 
+class _Process:
+    """A process the test did not start itself (the detached run's follower)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGKILL)
+
+
 class _Lines:
     """The lines a process prints, read in the background."""
 
@@ -156,8 +169,10 @@ def test_kill_9_of_the_leader_under_up_leaves_a_leader_and_every_task(tmp_path: 
     try:
         addr_files = [tmp_path / f"master-{i}" / "master.addr" for i in (1, 2, 3)]
         masters = wait_for(
-            lambda: "Ctrl-C stops everything" in printed.text()
-            and ",".join(f.read_text().strip() for f in addr_files),
+            lambda: (
+                "Ctrl-C stops everything" in printed.text()
+                and ",".join(f.read_text().strip() for f in addr_files)
+            ),
             60,
             "the cluster up",
         )
@@ -167,6 +182,9 @@ def test_kill_9_of_the_leader_under_up_leaves_a_leader_and_every_task(tmp_path: 
             cwd=ROOT, env=daemon_env(), capture_output=True, text=True, timeout=60, check=False,
         )  # fmt: skip
         assert run.returncode == 0 and "runs 4 task(s)" in run.stdout, run.stdout + run.stderr
+        follower = re.search(r"process (\d+) follows them", run.stdout)
+        assert follower, run.stdout
+        STARTED.append(_Process(int(follower.group(1))))  # killed at the end: up stops first
         before = json.loads(_status(masters).stdout)
         dead = before["leader"]["address"]
         index = masters.split(",").index(dead) + 1
@@ -185,7 +203,9 @@ def test_kill_9_of_the_leader_under_up_leaves_a_leader_and_every_task(tmp_path: 
             state = json.loads(_status(masters).stdout)
             tasks = [t for t in state["tasks"] if t["state"] == "RUNNING"]
             agents = [a for a in state["agents"] if a["state"] == "ACTIVE"]
-            return state if len(tasks) == 4 and len(agents) == 2 else None
+            (web,) = state["frameworks"]  # its follower declares its demand to the new leader
+            counts = (len(tasks), len(agents), web["running"], web["wanted"])
+            return state if counts == (4, 2, 4, 4) else None
 
         after = wait_for(settled, 60, "both agents and the 4 tasks with the new leader")
         assert after["leader"]["address"] != dead
