@@ -499,7 +499,7 @@ def stages(this_run: Run, used: dict[str, int] | None = None) -> list[str]:
     state = this_run.state
     if not state.quotas:
         return ["all"]
-    held: dict[str, ResourceVector] = {}
+    held: dict[str, ResourceVector] = state.reserved_idle()  # a reservation counts whole
     for fw in state.frameworks.values():
         if fw.allocated:
             held[fw.role] = held.get(fw.role, EMPTY) + fw.allocated
@@ -515,10 +515,14 @@ def stages(this_run: Run, used: dict[str, int] | None = None) -> list[str]:
 
 def used_of(state: MasterState) -> dict[str, int]:
     """What the pool has that no active agent has free: held by frameworks (offered or used),
-    or free on a deactivated agent (never offered, so it does not keep a resource unsaturated)."""
+    free on a deactivated agent (never offered, so it does not keep a resource unsaturated), or
+    reserved and idle (held by its role: ``master.core.reservations``)."""
     used: dict[str, int] = {}
     for fw in state.frameworks.values():
         for name, millis in fw.allocated.millis_items():
+            used[name] = used.get(name, 0) + millis
+    for idle in state.reserved_idle().values():
+        for name, millis in idle.millis_items():
             used[name] = used.get(name, 0) + millis
     if len(state.agent_list) != len(state.agents):
         for agent in state.agents.values():

@@ -88,6 +88,7 @@ class _Node:
     """A node of one run's tree: a role, a role's virtual own group, or the root."""
 
     __slots__ = (
+        "base",
         "blocked",
         "children",
         "consumption",
@@ -117,6 +118,10 @@ class _Node:
         self.direction: list[float] = []
         self.unscaled: list[float] = []
         self.contribution: list[float] | None = None  # this node's term in its parent's sum
+        # what the role holds besides its frameworks, unscaled: its idle reservations
+        # (master.core.reservations), a leaf's part of its consumption, an internal node's
+        # part of ``unscaled``
+        self.base: list[float] | None = None
 
     def __repr__(self) -> str:
         return f"_Node({self.path!r}, share={self.share:.6g}, blocked={self.blocked})"
@@ -172,6 +177,7 @@ class _Tree:
         role_weights: Mapping[str, float],
         resources: _Resources,
         hierarchy: str,
+        idle: Mapping[str, ResourceVector] | None = None,
     ) -> None:
         self.resources = resources
         self.hdrf = hierarchy == "hdrf"
@@ -199,6 +205,12 @@ class _Tree:
                 for index, value in enumerate(resources.normalized(fw.allocated)):
                     consumption[index] += value
             group.consumption = consumption
+        for role, held in (idle or {}).items():
+            reserving = self.roles.get(role)
+            if reserving is not None and held:
+                reserving.base = resources.normalized(held)
+                if not reserving.children:
+                    _add(reserving.consumption, reserving.base)
         for node in self._bottom_up():
             if not node.children:
                 node.share = _dominant(node.consumption, None)
@@ -233,7 +245,7 @@ class _Tree:
                 node.contribution = None
                 continue
             node.direction = [0.0] * width
-            node.unscaled = [0.0] * width
+            node.unscaled = [0.0] * width if node.base is None else list(node.base)
             node.heap = []
             for child in node.children:
                 child.contribution = None
@@ -294,9 +306,10 @@ class TreeRun(_Tree):
         used: Mapping[str, int],
         excluded: frozenset[str],
         hierarchy: str,
+        idle: Mapping[str, ResourceVector] | None = None,
     ) -> None:
         super().__init__(
-            frameworks.values(), role_weights, _Resources(total, excluded, used), hierarchy
+            frameworks.values(), role_weights, _Resources(total, excluded, used), hierarchy, idle
         )
         self.framework_heaps: dict[int, list[SorterEntry]] = {}
         heaps: dict[str, list[SorterEntry]] = {}
@@ -489,7 +502,7 @@ def _subtract(into: list[float], values: list[float]) -> None:
 def _scratch_consumption(node: _Node, hdrf: bool) -> list[float]:
     """An internal node's consumption from its children, without the incremental sums."""
     width = len(node.consumption)
-    total = [0.0] * width
+    total = [0.0] * width if node.base is None else list(node.base)
     live = [c for c in node.children if not c.blocked]
     if not hdrf:
         for child in node.children:
@@ -513,6 +526,7 @@ def node_shares(
     used: Mapping[str, int],
     excluded: frozenset[str],
     hierarchy: str,
+    idle: Mapping[str, ResourceVector] | None = None,
 ) -> dict[str, RoleShare]:
     """Every role's share as the hierarchy computes it now, outside a run (for views).
 
@@ -527,7 +541,11 @@ def node_shares(
         resources.saturated = [False] * len(resources.saturated)  # frees; show full shares
         resources.any_saturated = False
     tree = _Tree(
-        frameworks.values(), role_weights, resources, "naive" if hierarchy == "flat" else hierarchy
+        frameworks.values(),
+        role_weights,
+        resources,
+        "naive" if hierarchy == "flat" else hierarchy,
+        idle,
     )
     live = {tree.group_of[fw_id].path for fw_id in candidates if fw_id in tree.group_of}
     for group in tree.groups.values():
@@ -536,7 +554,7 @@ def node_shares(
     held: dict[str, list[float]] = {}
     for node in tree._bottom_up():
         if node.children:
-            sums = [0.0] * len(resources.names)
+            sums = [0.0] * len(resources.names) if node.base is None else list(node.base)
             for child in node.children:
                 _add(sums, held[child.path])
             held[node.path] = sums

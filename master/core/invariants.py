@@ -1,8 +1,12 @@
 """The invariants of ``MasterState``, checked after every ``handle_*`` call in validate mode.
 
 Checked (docs/architecture.md §10):
-- per agent ``free + offered + used == total`` (exact, fixed point), nothing negative (a
-  ``ResourceVector`` cannot hold a negative quantity, so this reduces to the equation);
+- per agent ``free + reserved free + offered + used == total`` (exact, fixed point), nothing
+  negative (a ``ResourceVector`` cannot hold a negative quantity, so this reduces to the
+  equation); per agent and reservation ``reserved free + offered from it + used from it ==
+  reserved``, the static part within it, the reservations within the total, and every reserved
+  part of an offer or a task within its resources and of a role containing its framework's
+  (``master.core.reservations``); ``reserved_agents`` are the agents with a reservation;
 - the pool total is the sum of the agents' totals, deactivated agents included;
 - the allocator's agent list holds exactly the active agents, each at its index with its free
   columns current; a deactivated agent has no row and no outstanding offer;
@@ -19,6 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fairshare.resources import ResourceVector
+from fairshare.roles import is_within
 
 if TYPE_CHECKING:
     from master.core.state import MasterState
@@ -52,6 +57,26 @@ def _check_agent_list(state: MasterState) -> None:
             )
 
 
+def _count_parts(
+    state: MasterState,
+    into: dict[str, ResourceVector],
+    framework_id: str,
+    parts: tuple[tuple[str, ResourceVector], ...],
+    resources: ResourceVector,
+) -> None:
+    fw = state.frameworks.get(framework_id)
+    role = fw.role if fw is not None else None
+    summed = EMPTY
+    for reserved_role, amount in parts:
+        assert amount, f"an empty reserved part of {reserved_role!r}"
+        assert role is None or is_within(role, reserved_role), (
+            f"framework {framework_id} of {role!r} holds {reserved_role!r}'s reservation"
+        )
+        into[reserved_role] = into.get(reserved_role, EMPTY) + amount
+        summed = summed + amount
+    assert summed.fits_in(resources), f"reserved parts {summed} exceed {resources}"
+
+
 def _check_agents(state: MasterState) -> None:
     _check_agent_list(state)
     total = EMPTY
@@ -60,20 +85,34 @@ def _check_agents(state: MasterState) -> None:
             assert agent.index == -1, f"deactivated agent {agent.id} keeps a row"
             assert not agent.offer_ids, f"deactivated agent {agent.id} has offers"
         offered = EMPTY
+        parts: dict[str, ResourceVector] = dict(agent.reserved_free)
         for offer_id in agent.offer_ids:
             offer = state.offers.get(offer_id)
             assert offer is not None, f"agent {agent.id} names missing offer {offer_id}"
             assert offer.agent_id == agent.id, f"offer {offer_id} is not on agent {agent.id}"
             offered = offered + offer.resources
+            _count_parts(state, parts, offer.framework_id, offer.reserved, offer.resources)
         used = EMPTY
         for key in agent.task_keys:
             task = state.tasks.get(key)
             assert task is not None, f"agent {agent.id} names missing task {key}"
             assert task.agent_id == agent.id, f"task {key} is not on agent {agent.id}"
             used = used + task.resources
-        assert agent.free + offered + used == agent.total, (
-            f"agent {agent.id}: free {agent.free} + offered {offered} + used {used}"
-            f" != total {agent.total}"
+            _count_parts(state, parts, task.framework_id, task.reserved, task.resources)
+        reserved_free = sum(agent.reserved_free.values(), EMPTY)
+        assert agent.free + reserved_free + offered + used == agent.total, (
+            f"agent {agent.id}: free {agent.free} + reserved free {reserved_free} + offered"
+            f" {offered} + used {used} != total {agent.total}"
+        )
+        assert parts == agent.reserved, (
+            f"agent {agent.id}: reservations {agent.reserved} != free, offered and used parts"
+            f" {parts}"
+        )
+        assert set(agent.reserved_free) == set(agent.reserved), f"agent {agent.id}: roles differ"
+        for role, static in agent.static_reserved.items():
+            assert static.fits_in(agent.reserved.get(role, EMPTY)), f"{agent.id}: static {role}"
+        assert (agent.id in state.reserved_agents) == bool(agent.reserved), (
+            f"agent {agent.id}: reserved_agents is off"
         )
         total = total + agent.total
     assert total == state.total, f"pool total {state.total} != sum of agents {total}"

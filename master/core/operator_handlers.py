@@ -131,12 +131,7 @@ class OperatorHandlers:
         self._shapes_changed()  # PF prices depend on weights
 
     def subtree_holds(self, role: str) -> ResourceVector:
-        """What the frameworks of ``role`` and its sub-roles hold (offered and used)."""
-        held = ResourceVector()
-        for fw in self.frameworks.values():
-            if fw.allocated and is_within(fw.role, role):
-                held = held + fw.allocated
-        return held
+        raise NotImplementedError  # master.core.reservation_handlers (reservations count)
 
     @checked
     def handle_set_quota(

@@ -105,7 +105,8 @@ class FreeColumns:
 
 
 class AgentRecord:
-    """One agent: its capacity, what is free (neither offered nor used) and its tasks.
+    """One agent: its capacity, what is free (neither offered nor used, nor reserved) and its
+    tasks; its reservations per role (``master.core.reservations``).
 
     Setting ``free`` also marks the agent's row of its list's ``FreeColumns`` dirty. An agent
     the operator deactivated (``active`` false) is in no ``AgentList`` (``index == -1``): nothing
@@ -122,6 +123,9 @@ class AgentRecord:
         "index",
         "offer_ids",
         "registered_at",
+        "reserved",
+        "reserved_free",
+        "static_reserved",
         "task_keys",
         "total",
     )
@@ -146,6 +150,11 @@ class AgentRecord:
         self.task_keys: set[tuple[str, str]] = set()  # (framework_id, task_id)
         self.registered_at = registered_at
         self.active = True
+        # reservations (master.core.reservations): role -> reserved (static + dynamic), its
+        # static part, and what of it is neither offered nor used; ``free`` is unreserved
+        self.reserved: dict[str, ResourceVector] = {}
+        self.static_reserved: dict[str, ResourceVector] = {}
+        self.reserved_free: dict[str, ResourceVector] = {}
 
     @property
     def free(self) -> ResourceVector:
@@ -272,6 +281,9 @@ class Offer:
     fair_tasks: int
     attributes: tuple[tuple[str, str], ...]
     created_at: float
+    # the part of ``resources`` taken from each reservation (role, resources); the rest is
+    # unreserved (master.core.reservations)
+    reserved: tuple[tuple[str, ResourceVector], ...] = ()
 
 
 @dataclass(slots=True, eq=False)
@@ -286,3 +298,5 @@ class TaskRecord:
     state: TaskState
     updated_at: float
     preemptible: bool = False  # its framework lets the rebalancer kill it (TaskInfo.preemptible)
+    # the part of ``resources`` that came from each reservation (master.core.reservations)
+    reserved: tuple[tuple[str, ResourceVector], ...] = ()

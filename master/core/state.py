@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from fairshare.resources import ResourceVector
 from fairshare.task_states import TaskState, advance
 
-from master.core import allocation, invariants, tree_allocation
+from master.core import allocation, invariants, reserved_allocation, tree_allocation
 from master.core.checks import (
     check_launches,
     check_refuse,
@@ -68,6 +68,15 @@ from master.core.records import (
     Offer,
     TaskRecord,
 )
+from master.core.reservation_handlers import ReservationHandlers
+from master.core.reservations import (
+    add_part,
+    check_reservations,
+    checked_reservation_role,
+    reserved_of,
+    serving_roles,
+    split_tasks,
+)
 from master.core.sorter import Sorter
 
 __all__ = ["CoreConfig", "MasterState"]  # CoreConfig lives in master.core.config
@@ -76,7 +85,7 @@ EMPTY = ResourceVector()
 GPUS = "gpus"
 
 
-class MasterState(OperatorHandlers):
+class MasterState(ReservationHandlers, OperatorHandlers):
     """Agents, frameworks, offers and tasks, and the allocator that decides who gets what."""
 
     def __init__(self, config: CoreConfig | None = None) -> None:
@@ -99,6 +108,7 @@ class MasterState(OperatorHandlers):
         self.role_weights: dict[str, float] = {}
         self.quotas: dict[str, Quota] = {}  # role path -> guarantee and limit
         self.gpu_agents: set[str] = set()  # agents with "gpus": offered to GPU-aware frameworks
+        self.reserved_agents: set[str] = set()  # agents with a reservation
         self.total = EMPTY
         # The largest agent per resource, and how many agents hold that maximum: a removal only
         # rescans the agents when it takes away the last holder of a maximum.
@@ -194,6 +204,7 @@ class MasterState(OperatorHandlers):
             allocation.used_of(self),
             self.config.fair_sharing_excluded_resources,
             self.hierarchy,
+            self.reserved_idle(),
         )
 
     def dominant_share(self, framework_id: str) -> float:
@@ -254,7 +265,11 @@ class MasterState(OperatorHandlers):
         agent = self.agents[offer.agent_id]
         fw = self.frameworks[offer.framework_id]
         agent.offer_ids.discard(offer.offer_id)
-        agent.free = agent.free + offer.resources
+        if offer.reserved:
+            self._unreserve_parts(agent, offer.reserved)
+            agent.free = agent.free + (offer.resources - reserved_of(offer.reserved))
+        else:
+            agent.free = agent.free + offer.resources
         fw.offer_ids.discard(offer.offer_id)
         fw.allocated = fw.allocated - offer.resources
         fw.offered_tasks -= offer.fair_tasks
@@ -267,12 +282,26 @@ class MasterState(OperatorHandlers):
         agent = self.agents.get(task.agent_id)
         if agent is not None:
             agent.task_keys.discard((task.framework_id, task.id))
-            agent.free = agent.free + task.resources
+            if task.reserved:
+                self._unreserve_parts(agent, task.reserved)
+                agent.free = agent.free + (task.resources - reserved_of(task.reserved))
+            else:
+                agent.free = agent.free + task.resources
         fw = self.frameworks.get(task.framework_id)
         if fw is not None:
             fw.task_ids.discard(task.id)
             fw.allocated = fw.allocated - task.resources
             fw.live_tasks -= 1
+
+    @staticmethod
+    def _unreserve_parts(agent: AgentRecord, parts: Iterable[tuple[str, ResourceVector]]) -> None:
+        """Give the reserved parts of an ended offer or task back to their reservations."""
+        for role, resources in parts:
+            agent.reserved_free[role] = agent.reserved_free[role] + resources
+
+    def _take_parts(self, agent: AgentRecord, parts: Iterable[tuple[str, ResourceVector]]) -> None:
+        for role, resources in parts:
+            agent.reserved_free[role] = agent.reserved_free[role] - resources
 
     def _reposition(self, framework_ids: Iterable[str]) -> None:
         for framework_id in set(framework_ids):
@@ -289,11 +318,16 @@ class MasterState(OperatorHandlers):
         hostname: str = "",
         attributes: Mapping[str, str] | None = None,
         running: Sequence[RunningTask] = (),
+        reserved: Mapping[str, ResourceVector] | None = None,
+        dynamic: Mapping[str, ResourceVector] | None = None,
     ) -> list[Message]:
         """Admit an agent with ``resources``; its resources join the pool.
 
         ``running`` are tasks the agent already runs (it rejoins after being unreachable or
-        after a master restart): they are adopted, holding their resources, as accepted tasks.
+        after a master restart): they are adopted, holding their resources, as accepted tasks,
+        each taking first from the reservations that may serve its framework's role.
+        ``reserved``: the agent's static reservations (role -> resources); ``dynamic``: the
+        operator's reservations on it that the registry kept (``master.core.reservations``).
         """
         if not agent_id:
             raise InvalidArgument("agent_id is empty")
@@ -302,17 +336,48 @@ class MasterState(OperatorHandlers):
         if not resources:
             raise InvalidArgument(f"agent {agent_id!r}: resources are empty")
         used = check_running(self.tasks, self.frameworks, agent_id, running, resources)
+        reservations: dict[str, ResourceVector] = {}
+        for source, what in ((reserved, "reservation"), (dynamic, "dynamic reservation")):
+            for role, amount in (source or {}).items():
+                role = checked_reservation_role(role, f"agent {agent_id!r}: {what} role")
+                if not amount:
+                    raise InvalidArgument(f"agent {agent_id!r}: {what} of {role!r} is empty")
+                add_part(reservations, role, amount)
+        check_reservations(agent_id, resources, reservations)
+        reserved_free = dict(reservations)
+        splits = []
+        for task in running:
+            role = self.frameworks[task.framework_id].role
+            serving = {r: reserved_free[r] for r in serving_roles(reservations, role)}
+            parts = split_tasks(serving, [task.resources])[0]
+            for part_role, amount in parts:
+                reserved_free[part_role] = reserved_free[part_role] - amount
+            splits.append(parts)
+        unreserved = resources - sum(reservations.values(), EMPTY)
+        unreserved_used = used - sum(map(reserved_of, splits), EMPTY)
+        if not unreserved_used.fits_in(unreserved):
+            raise InvalidArgument(
+                f"agent {agent_id!r}: its running tasks use {unreserved_used} outside the"
+                f" reservations that may serve them, more than the {unreserved} not reserved"
+            )
         agent = AgentRecord(
             id=agent_id,
             hostname=hostname or agent_id,
             total=resources,
-            free=resources - used,
+            free=unreserved - unreserved_used,
             attributes=tuple(sorted((attributes or {}).items())),
             registered_at=now,
         )
+        if reservations:
+            agent.reserved = reservations
+            agent.static_reserved = {
+                checked_role(role): amount for role, amount in (reserved or {}).items() if amount
+            }
+            agent.reserved_free = reserved_free
+            self.reserved_agents.add(agent_id)
         self.agents[agent_id] = agent
         self.agent_list.append(agent)
-        for task in running:
+        for task, parts in zip(running, splits, strict=True):
             fw = self.frameworks[task.framework_id]
             record = TaskRecord(
                 task.task_id,
@@ -323,6 +388,7 @@ class MasterState(OperatorHandlers):
                 task.state,
                 now,
                 task.preemptible,
+                parts,
             )
             self.tasks[(fw.id, task.task_id)] = record
             agent.task_keys.add((fw.id, task.task_id))
@@ -353,6 +419,7 @@ class MasterState(OperatorHandlers):
                 TaskStatusChange(task.framework_id, task.id, agent_id, state, reason, reason)
             )
         del self.agents[agent_id]
+        self.reserved_agents.discard(agent_id)
         if agent.active:
             self.agent_list.discard(agent)
         for fw in self.frameworks.values():
@@ -549,12 +616,24 @@ class MasterState(OperatorHandlers):
         agent_id = agent_ids.pop()
         held = sum((offer.resources for offer in offers), EMPTY)
         needed = check_launches(self.tasks, fw.id, agent_id, launches, held)
+        held_reserved: dict[str, ResourceVector] = {}
         for offer in offers:
+            for role, amount in offer.reserved:
+                add_part(held_reserved, role, amount)
             self._drop_offer(offer)
         agent = self.agents[agent_id]
-        agent.free = agent.free - needed
+        if held_reserved:
+            ordered = {r: held_reserved[r] for r in serving_roles(held_reserved, fw.role)}
+            splits = split_tasks(ordered, [launch.resources for launch in launches])
+            taken = sum(map(reserved_of, splits), EMPTY)
+            for parts in splits:
+                self._take_parts(agent, parts)
+            agent.free = agent.free - (needed - taken)
+        else:
+            splits = [()] * len(launches)
+            agent.free = agent.free - needed
         fw.allocated = fw.allocated + needed
-        for launch in launches:
+        for launch, parts in zip(launches, splits, strict=True):
             task = TaskRecord(
                 launch.task_id,
                 fw.id,
@@ -564,6 +643,7 @@ class MasterState(OperatorHandlers):
                 TaskState.STAGING,
                 now,
                 launch.preemptible,
+                parts,
             )
             self.tasks[(fw.id, task.id)] = task
             agent.task_keys.add((fw.id, task.id))
@@ -634,6 +714,9 @@ class MasterState(OperatorHandlers):
         """One allocation run: offers in fairness order (progressive filling with demands)."""
         if self._policy_stale:
             self._prepare_policy()
+        reserved = reserved_allocation.run(self, now) if self.reserved_agents else []
         if self.hierarchy != "flat" and tree_allocation.roles_in_use(self) > 1:
-            return tree_allocation.run(self, now)
-        return allocation.run(self, now)
+            messages = tree_allocation.run(self, now)
+        else:
+            messages = allocation.run(self, now)
+        return reserved_allocation.merged(reserved, messages) if reserved else messages

@@ -57,6 +57,7 @@ def tree_of(
         used_of(state) if used is None else used,
         config.fair_sharing_excluded_resources,
         state.hierarchy,
+        state.reserved_idle(),
     )
 
 
