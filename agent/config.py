@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from fairshare.resources import ResourceVector
+from fairshare.roles import DEFAULT_ROLE, RoleError, check_role
 from fairshare.rpc_guard import Authenticator
 from fairshare.settings import (
     SHARED_SETTINGS,
@@ -73,9 +74,11 @@ __all__ = [
     "AGENT_SETTINGS",
     "AgentSecurity",
     "AgentSettings",
+    "check_reservations_fit",
     "host_resources",
     "load_security",
     "parse_attributes",
+    "parse_reservations",
     "resolve",
 ]
 
@@ -106,6 +109,7 @@ class AgentSettings:
     tls_server_name: str | None = None
     credentials: Path | None = None
     allow_insecure: bool = False
+    reserve: tuple[tuple[str, ResourceVector], ...] = ()  # static reservations
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +143,45 @@ def parse_attributes(text: str) -> tuple[tuple[str, str], ...]:
     return tuple(out.items())
 
 
+def parse_reservations(text: str) -> tuple[tuple[str, ResourceVector], ...]:
+    """``eng=cpus:4;mem:8192,sci=cpus:2`` -> ``(("eng", ...), ("sci", ...))`` sorted by role;
+    ``ValueError`` naming the entry and the rule it breaks."""
+    out: dict[str, ResourceVector] = {}
+    for position, entry in enumerate((e.strip() for e in text.split(",")), start=1):
+        if not entry:
+            continue
+        role, equals, amount = (piece.strip() for piece in entry.partition("="))
+        if not equals:
+            raise ValueError(f"entry {position} {entry!r} is not ROLE=RESOURCES")
+        try:
+            role = check_role(role, f"entry {position}: role")
+        except RoleError as error:
+            raise ValueError(str(error)) from None
+        if role == DEFAULT_ROLE:
+            raise ValueError(f"entry {position}: '*' is the unreserved role; name a role path")
+        if role in out:
+            raise ValueError(f"role {role!r} is reserved twice")
+        out[role] = resource_vector(amount)
+    return tuple(sorted(out.items()))
+
+
+def _reservations(raw: Any) -> tuple[tuple[str, ResourceVector], ...]:
+    if not isinstance(raw, str):
+        raise ValueError(f"{raw!r} is not a string like 'eng=cpus:4;mem:8192,sci=cpus:2'")
+    return parse_reservations(raw)
+
+
+def check_reservations_fit(
+    reserve: tuple[tuple[str, ResourceVector], ...], resources: ResourceVector
+) -> None:
+    """``SettingsError`` naming --reserve when the reservations do not fit the resources."""
+    reserved = sum((r for _, r in reserve), ResourceVector())
+    if not reserved.fits_in(resources):
+        raise SettingsError(
+            f"--reserve: {reserved} reserved in all is more than the agent's resources {resources}"
+        )
+
+
 def _attributes(raw: Any) -> tuple[tuple[str, str], ...]:
     if not isinstance(raw, str):
         raise ValueError(f"{raw!r} is not a string like 'rack:r1;zone:a'")
@@ -155,6 +198,14 @@ AGENT_SETTINGS: Final = (
         " an agent with gpus is offered only to GPU-capable frameworks",
     ),
     Setting("attributes", _attributes, "", "attributes, e.g. 'rack:r1;zone:a'"),
+    Setting(
+        "reserve",
+        _reservations,
+        "",
+        "static reservations: resources offered only to a role path and the roles below it,"
+        " e.g. 'eng=cpus:4;mem:8192,sci=cpus:2' (within --resources)",
+        metavar="ROLE=RESOURCES[,...]",
+    ),
     Setting("host", non_empty_text, "127.0.0.1", "address to bind"),
     Setting("port", port, 0, "gRPC (health) port, 0 picks a free one"),
     Setting("metrics_port", port, 9101, "HTTP port of /metrics and /health, 0 picks a free one"),
@@ -258,6 +309,8 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> AgentSettings:
     values["hostname"] = values["hostname"] or socket.gethostname()
     values["work_dir"] = Path(values["work_dir"])
     settings = AgentSettings(**values)
+    if settings.resources is not None:
+        check_reservations_fit(settings.reserve, settings.resources)
     _server_security(settings)  # the flags fit together (the files are read by load_security)
     return settings
 

@@ -50,7 +50,7 @@ from fairshare.logs import configure_logging, log_event
 from fairshare.metrics_server import HttpSecurity
 from fairshare.ports import port_problem
 from fairshare.rpc_guard import RpcGuard
-from fairshare.settings import add_setting_flags
+from fairshare.settings import SettingsError, add_setting_flags
 from fairshare.transport import (
     SecurityError,
     ServerLimits,
@@ -66,6 +66,7 @@ from agent.config import (
     AGENT_SETTINGS,
     AgentSecurity,
     AgentSettings,
+    check_reservations_fit,
     host_resources,
     load_security,
     resolve,
@@ -175,7 +176,14 @@ async def serve(settings: AgentSettings, security: AgentSecurity | None = None) 
     if not _make_work_dir(settings.work_dir):
         return EXIT_FAILURE
     resources = settings.resources or host_resources(settings.work_dir)
-    spec = AgentSpec(settings.hostname, 0, resources, settings.attributes, _version())
+    try:
+        check_reservations_fit(settings.reserve, resources)
+    except SettingsError as error:
+        log_event(_LOG, "settings.invalid", logging.ERROR, error=str(error))
+        return EXIT_FAILURE
+    spec = AgentSpec(
+        settings.hostname, 0, resources, settings.attributes, _version(), settings.reserve
+    )
     chosen = _isolation(settings)
     if chosen is None:
         return EXIT_FAILURE

@@ -157,6 +157,10 @@ def agent_info(spec: AgentSpec) -> common_pb2.AgentInfo:
         resources=resources_to_pb(spec.resources),
         attributes=[common_pb2.Attribute(name=n, value=v) for n, v in spec.attributes],
         version=spec.version,
+        reservations=[
+            common_pb2.Reservation(role=role, resources=resources_to_pb(r))
+            for role, r in spec.reservations
+        ],
     )
 
 

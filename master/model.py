@@ -70,6 +70,8 @@ class AgentSpec:
     resources: ResourceVector
     attributes: tuple[tuple[str, str], ...] = ()
     version: str = ""
+    # static reservations (role path, resources), sorted by role, within ``resources``
+    reservations: tuple[tuple[str, ResourceVector], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

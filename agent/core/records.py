@@ -73,6 +73,8 @@ class AgentSpec:
     resources: ResourceVector
     attributes: tuple[tuple[str, str], ...] = ()
     version: str = "0.1.0"
+    # static reservations (role path, resources), within ``resources`` (``--reserve``)
+    reservations: tuple[tuple[str, ResourceVector], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,9 +13,10 @@ puts them back, all in one call, so that one allocation run sees them together.
 none is set; with ``--role R`` (a role path, ``eng`` or ``eng/dev``: ``fairshare.roles``) or
 ``--framework ID`` and ``--set W`` or ``--clear`` it sets or removes one (durably).
 
-``fairshare quota`` lists every role's quota: its guarantee, its limit and what its subtree
-consumes (offered plus used), then says ``overcommitted`` when the top-level guarantees add up to
-more than the pool; with ``--role R`` and ``--guarantee RES`` and/or ``--limit RES`` (Mesos
+``fairshare quota`` lists every role's quota: its guarantee, its limit, what its subtree
+consumes (offered plus used, and its reservations' idle parts) and what is reserved for it
+(roles with a reservation and no quota are listed too), then says ``overcommitted`` when the
+top-level guarantees add up to more than the pool; with ``--role R`` and ``--guarantee RES`` and/or ``--limit RES`` (Mesos
 syntax, ``cpus:16;mem:65536``) it sets the role's quota (durably; both are replaced: a flag left
 out is no guarantee, or no limit), with ``--force`` even when the new limit is below what the
 role holds (its offers are rescinded, no task is killed); ``--clear`` removes it.
@@ -105,6 +106,11 @@ def agent_rows(state: operator_pb2.GetStateResponse) -> list[list[str]]:
                 _text(info.resources),
                 _text(agent.used),
                 _text(agent.free),
+                " ".join(
+                    f"{r.role}{'' if r.dynamic else '(static)'}={_text(r.resources)}"
+                    for r in agent.reservations
+                )
+                or "-",
                 f"{max(0.0, heard):.0f}s ago"
                 if agent.HasField("last_heartbeat_at") and not math.isnan(heard)
                 else "-",
@@ -117,7 +123,8 @@ def _list_agents(master: MasterAddress) -> int:
     state = call_master(
         master, lambda s: s.GetState(operator_pb2.GetStateRequest(), timeout=CALL_TIMEOUT)
     )
-    header = ["AGENT", "ADDRESS", "STATE", "ATTRIBUTES", "TOTAL", "USED", "FREE", "HEARD"]
+    header = ["AGENT", "ADDRESS", "STATE", "ATTRIBUTES", "TOTAL", "USED", "FREE", "RESERVED"]
+    header.append("HEARD")
     print(render_rows(header, agent_rows(state), "(no agents)"))
     return EXIT_OK
 
@@ -343,6 +350,7 @@ def _quota_row(quota: operator_pb2.Quota) -> list[str]:
         _text(quota.guarantee),
         _text(quota.limit) if quota.HasField("limit") else "-",
         _text(quota.consumed),
+        _text(quota.reserved),
     ]
 
 
@@ -384,9 +392,9 @@ def _list_quotas(master: MasterAddress) -> None:
             operator_pb2.GetQuotasRequest(), timeout=CALL_TIMEOUT
         ),
     )
-    header = ["ROLE", "GUARANTEE", "LIMIT", "CONSUMED"]
+    header = ["ROLE", "GUARANTEE", "LIMIT", "CONSUMED", "RESERVED"]
     rows = [_quota_row(quota) for quota in listed.quotas]
-    print(render_rows(header, rows, "(no quotas set)"))
+    print(render_rows(header, rows, "(no quotas or reservations set)"))
     if listed.overcommitted:
         print(
             f"overcommitted: the top-level guarantees ({_text(listed.guaranteed)}) exceed the"
@@ -410,7 +418,7 @@ def _set_quota(master: MasterAddress, args: argparse.Namespace) -> None:
     if not answer.HasField("quota"):
         print(f"cleared the quota of {role}")
         return
-    _, guarantee, limit, consumed = _quota_row(answer.quota)
+    _, guarantee, limit, consumed, _ = _quota_row(answer.quota)
     print(f"set the quota of {role}: guarantee {guarantee}, limit {limit} (consumed {consumed})")
     if answer.rescinded_offers:
         print(f"rescinded {answer.rescinded_offers} offer(s) of its subtree; no task was killed")

@@ -62,6 +62,15 @@ class ReservationHandlers:
         """Everything reserved for ``role`` itself, on every agent."""
         return sum((self.agents[a].reserved.get(role, EMPTY) for a in self.reserved_agents), EMPTY)
 
+    def subtree_reserved(self, role: str) -> ResourceVector:
+        """Everything reserved for ``role`` and the roles below it, on every agent."""
+        reserved = EMPTY
+        for agent_id in self.reserved_agents:
+            for reserved_role, amount in self.agents[agent_id].reserved.items():
+                if is_within(reserved_role, role):
+                    reserved = reserved + amount
+        return reserved
+
     def _rescind(self, offers: list[Offer], reason: str) -> list[Message]:
         for offer in offers:
             self._drop_offer(offer)
@@ -79,6 +88,19 @@ class ReservationHandlers:
         unreserved and not used by tasks (outstanding offers holding them are rescinded), and
         the reservation must fit the limits of ``role`` and its ancestors (it counts toward
         their consumption whole)."""
+        role = self.check_reserve(agent_id, role, resources)
+        agent = self.agents[agent_id]
+        messages: list[Message] = []
+        if not resources.fits_in(agent.free):
+            messages = self._rescind(self._offers_on(agent), "resources reserved by the operator")
+        agent.free = agent.free - resources
+        agent.reserved[role] = agent.reserved.get(role, EMPTY) + resources
+        agent.reserved_free[role] = agent.reserved_free.get(role, EMPTY) + resources
+        self.reserved_agents.add(agent_id)
+        return messages
+
+    def check_reserve(self, agent_id: str, role: str, resources: ResourceVector) -> str:
+        """Every check of ``handle_reserve``, changing nothing; the checked role path."""
         role = checked_reservation_role(role)
         if not resources:
             raise InvalidArgument("resources are empty")
@@ -105,14 +127,7 @@ class ReservationHandlers:
                     f"reserving {resources} for {role!r} would pass the limit of"
                     f" {limited!r} ({', '.join(over)}): reservations count toward it"
                 )
-        messages: list[Message] = []
-        if not resources.fits_in(agent.free):
-            messages = self._rescind(offers, "resources reserved by the operator")
-        agent.free = agent.free - resources
-        agent.reserved[role] = agent.reserved.get(role, EMPTY) + resources
-        agent.reserved_free[role] = agent.reserved_free.get(role, EMPTY) + resources
-        self.reserved_agents.add(agent_id)
-        return messages
+        return role
 
     @checked
     def handle_unreserve(
@@ -121,6 +136,24 @@ class ReservationHandlers:
         """Give back ``resources`` of ``role``'s dynamic reservation on the agent. They must
         not be used by tasks (outstanding offers holding them are rescinded); an agent's static
         reservation is its own (``fairshare agent --reserve``) and cannot be undone here."""
+        role = self.check_unreserve(agent_id, role, resources)
+        agent = self.agents[agent_id]
+        messages: list[Message] = []
+        if not resources.fits_in(agent.reserved_free[role]):
+            holding = [o for o in self._offers_on(agent) if any(r == role for r, _ in o.reserved)]
+            messages = self._rescind(holding, "reservation undone by the operator")
+        agent.reserved_free[role] = agent.reserved_free[role] - resources
+        agent.reserved[role] = agent.reserved[role] - resources
+        agent.free = agent.free + resources
+        if not agent.reserved[role]:
+            del agent.reserved[role]
+            del agent.reserved_free[role]
+        if not agent.reserved:
+            self.reserved_agents.discard(agent_id)
+        return messages
+
+    def check_unreserve(self, agent_id: str, role: str, resources: ResourceVector) -> str:
+        """Every check of ``handle_unreserve``, changing nothing; the checked role path."""
         role = checked_reservation_role(role)
         if not resources:
             raise InvalidArgument("resources are empty")
@@ -143,18 +176,7 @@ class ReservationHandlers:
                 f"tasks use {reserved - free - offered} of {role!r}'s reservation on agent"
                 f" {agent_id!r}; only {free + offered} can be unreserved now"
             )
-        messages: list[Message] = []
-        if not resources.fits_in(free):
-            messages = self._rescind(holding, "reservation undone by the operator")
-        agent.reserved_free[role] = agent.reserved_free[role] - resources
-        agent.reserved[role] = reserved - resources
-        agent.free = agent.free + resources
-        if not agent.reserved[role]:
-            del agent.reserved[role]
-            del agent.reserved_free[role]
-        if not agent.reserved:
-            self.reserved_agents.discard(agent_id)
-        return messages
+        return role
 
     def subtree_holds(self, role: str) -> ResourceVector:
         """What ``role`` and its sub-roles hold: their frameworks' offered and used resources,

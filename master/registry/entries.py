@@ -39,6 +39,8 @@ __all__ = [
     "quota_from_json",
     "quota_to_json",
     "read_marker",
+    "reservations_from_json",
+    "reservations_to_json",
     "write_marker",
 ]
 
@@ -92,6 +94,7 @@ def agent_spec_to_json(spec: AgentSpec) -> str:
             "resources": dict(spec.resources.millis_items()),
             "attributes": [list(pair) for pair in spec.attributes],
             "version": spec.version,
+            "reservations": [[role, dict(r.millis_items())] for role, r in spec.reservations],
         },
         sort_keys=True,
     )
@@ -105,6 +108,7 @@ def agent_spec_from_json(text: str) -> AgentSpec:
         resources=ResourceVector.from_millis({k: int(v) for k, v in raw["resources"].items()}),
         attributes=tuple((str(k), str(v)) for k, v in raw["attributes"]),
         version=raw["version"],
+        reservations=tuple((str(role), _millis(r)) for role, r in raw.get("reservations", ())),
     )
 
 
@@ -135,6 +139,19 @@ def quota_from_json(text: str) -> Quota:
         raise ValueError("a quota is a JSON object")
     guarantee, limit = _millis(raw["guarantee"]), raw["limit"]
     return Quota(guarantee, None if limit is None else _millis(limit))
+
+
+def reservations_to_json(reserved: tuple[tuple[str, ResourceVector], ...]) -> str:
+    """An agent's dynamic reservations as JSON: role path -> milli quantities."""
+    return json.dumps({role: dict(r.millis_items()) for role, r in reserved}, sort_keys=True)
+
+
+def reservations_from_json(text: str) -> tuple[tuple[str, ResourceVector], ...]:
+    """The reservations ``reservations_to_json`` wrote (``ValueError`` for anything else)."""
+    raw = json.loads(text)
+    if not isinstance(raw, dict) or not all(isinstance(role, str) and role for role in raw):
+        raise ValueError("reservations are a JSON object of role paths")
+    return tuple(sorted((role, _millis(resources)) for role, resources in raw.items()))
 
 
 def _millis(raw: object) -> ResourceVector:

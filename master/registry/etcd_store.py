@@ -5,7 +5,9 @@ leader and fenced by its leadership.
 Keys, under the cluster's prefix (``--registry etcd://...[/prefix]``):
 ``registry/meta`` (schema version, cluster id, creation time), ``registry/agents/<agent id>``,
 ``registry/frameworks/<framework id>``, ``registry/weights/<role|framework>/<target>``,
-``registry/quotas/<role path>`` (schema 3); each value one JSON object, the row written whole
+``registry/quotas/<role path>`` (schema 3), ``registry/reservations/<agent id>`` (schema 4:
+an agent's dynamic reservations, role path -> resources); each value one JSON object, the row
+written whole
 (``operations.Change``).
 
 Invariants (beside those of ``operations.Registry``):
@@ -54,9 +56,18 @@ from master.registry.entries import (
     quota_from_json,
     quota_to_json,
     read_marker,
+    reservations_from_json,
+    reservations_to_json,
     write_marker,
 )
-from master.registry.operations import Change, Forgotten, QuotaChange, Registry, WeightChange
+from master.registry.operations import (
+    Change,
+    Forgotten,
+    QuotaChange,
+    Registry,
+    ReservationChange,
+    WeightChange,
+)
 from master.registry.sqlite_store import MARKER_FILE, SCHEMA_VERSION
 
 __all__ = ["MAX_ROWS", "EtcdRegistry", "RegistryFenced"]
@@ -123,6 +134,11 @@ class EtcdRegistry(Registry):
             return self._key("frameworks", change.spec.framework_id), _encode(value)
         if isinstance(change, Forgotten):
             return self._key(f"{change.kind}s", change.key), None
+        if isinstance(change, ReservationChange):
+            key = self._key("reservations", change.agent_id)
+            if not change.reserved:
+                return key, None
+            return key, _encode(json.loads(reservations_to_json(change.reserved)))
         if isinstance(change, QuotaChange):
             key = self._key("quotas", change.role)
             if change.quota is None:
@@ -279,6 +295,10 @@ def _parse_row(kind: str, name: str, value: dict[str, Any]) -> Change:
         if not name:
             raise ValueError("a quota row names no role")
         return QuotaChange(name, quota_from_json(json.dumps(value)))
+    if kind == "reservations":
+        if not name:
+            raise ValueError("a reservations row names no agent")
+        return ReservationChange(name, reservations_from_json(json.dumps(value)))
     raise ValueError(f"unknown kind of row {kind!r}")
 
 

@@ -30,6 +30,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from fairshare.resources import ResourceVector
+
 from master.core.quota import Quota
 from master.model import FrameworkSpec
 from master.registry.entries import (
@@ -38,7 +40,15 @@ from master.registry.entries import (
     FrameworkEntry,
 )
 
-__all__ = ["LEFT", "Change", "Forgotten", "QuotaChange", "Registry", "WeightChange"]
+__all__ = [
+    "LEFT",
+    "Change",
+    "Forgotten",
+    "QuotaChange",
+    "Registry",
+    "ReservationChange",
+    "WeightChange",
+]
 
 LEFT = ("UNREACHABLE", "GONE")
 """Registry states of agents that left: what garbage collection may forget."""
@@ -64,6 +74,14 @@ class QuotaChange:
 
 
 @dataclass(frozen=True, slots=True)
+class ReservationChange:
+    """An agent's dynamic reservations (role path, resources), written whole; empty: none."""
+
+    agent_id: str
+    reserved: tuple[tuple[str, ResourceVector], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Forgotten:
     """An ``"agent"`` or a ``"framework"`` row deleted (garbage collection)."""
 
@@ -71,8 +89,9 @@ class Forgotten:
     key: str
 
 
-Change = AgentEntry | FrameworkEntry | WeightChange | QuotaChange | Forgotten
-"""One row written whole (an agent, a framework, a weight, a quota), or deleted."""
+Change = AgentEntry | FrameworkEntry | WeightChange | QuotaChange | ReservationChange | Forgotten
+"""One row written whole (an agent, a framework, a weight, a quota, an agent's dynamic
+reservations), or deleted."""
 
 
 class Registry:
@@ -91,6 +110,8 @@ class Registry:
         self.role_weights: dict[str, float] = {}
         self.framework_weights: dict[str, float] = {}
         self.quotas: dict[str, Quota] = {}
+        # agent id -> role path -> its dynamic reservation there (the operator's)
+        self.reservations: dict[str, dict[str, ResourceVector]] = {}
         self.writes = 0
         self.clock: Callable[[], float] = time.time
         self.agents_of: Counter[str] = Counter()  # principal -> agents not GONE
@@ -126,6 +147,11 @@ class Registry:
                     self.quotas.pop(change.role, None)
                 else:
                     self.quotas[change.role] = change.quota
+            elif isinstance(change, ReservationChange):
+                if change.reserved:
+                    self.reservations[change.agent_id] = dict(change.reserved)
+                else:
+                    self.reservations.pop(change.agent_id, None)
             else:
                 weights = self._weights(change.kind)
                 if change.weight is None:
@@ -211,6 +237,13 @@ class Registry:
             return
         self._write([QuotaChange(role, stored)])
 
+    def set_reservations(self, agent_id: str, reserved: dict[str, ResourceVector]) -> None:
+        """Record an agent's dynamic reservations, whole (empty: it has none)."""
+        if not reserved and agent_id not in self.reservations:
+            return
+        rows = tuple(sorted((role, r) for role, r in reserved.items() if r))
+        self._write([ReservationChange(agent_id, rows)])
+
     def collect_garbage(
         self,
         now: float,
@@ -227,6 +260,7 @@ class Registry:
         frameworks = _expired(removed, now - framework_age, framework_count)
         self._write(
             [Forgotten("agent", a) for a in agents]
+            + [ReservationChange(a, ()) for a in agents if a in self.reservations]
             + [Forgotten("framework", f) for f in frameworks]
         )
         return agents, frameworks

@@ -6,7 +6,8 @@ What is durable is what Mesos keeps in its registry: the agents admitted (with t
 whether they are admitted, unreachable or gone, and whether the operator deactivated them), the
 frameworks with their ids, names, roles, weights, failover timeouts and capabilities (and which
 were removed, so their ids are refused for good), operator-set weights of roles and
-frameworks, and the quotas of roles. Offers, filters, demands and tasks are soft state: tasks are
+frameworks, the quotas of roles, and the operator's dynamic reservations per agent. Offers,
+filters, demands and tasks are soft state: tasks are
 rebuilt from the agents when they reregister.
 
 Invariants (beside those of ``operations.Registry``, whose operations it stores):
@@ -24,7 +25,8 @@ Invariants (beside those of ``operations.Registry``, whose operations it stores)
 - opening checks that the work dir can be written (a read-only disk stops the master before
   it serves); a registry of an older schema is upgraded in place, in one transaction (1 to 2:
   the agents' principals and the times agents left and frameworks were removed; 2 to 3: the
-  ``quotas`` table, empty), and otherwise loads unchanged.
+  ``quotas`` table, empty; 3 to 4: the ``reservations`` table, empty), and otherwise loads
+  unchanged.
 """
 
 from __future__ import annotations
@@ -52,15 +54,24 @@ from master.registry.entries import (
     quota_from_json,
     quota_to_json,
     read_marker,
+    reservations_from_json,
+    reservations_to_json,
     write_marker,
 )
-from master.registry.operations import Change, Forgotten, QuotaChange, Registry, WeightChange
+from master.registry.operations import (
+    Change,
+    Forgotten,
+    QuotaChange,
+    Registry,
+    ReservationChange,
+    WeightChange,
+)
 
 __all__ = ["MARKER_FILE", "REGISTRY_FILE", "SCHEMA_VERSION", "SqliteRegistry"]
 
 REGISTRY_FILE: Final = "registry.sqlite"
 MARKER_FILE: Final = "cluster.id"
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 
 _SCHEMA: Final = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -87,6 +98,7 @@ CREATE TABLE weights (
     PRIMARY KEY (kind, target)
 );
 CREATE TABLE quotas (role TEXT PRIMARY KEY, quota TEXT NOT NULL);
+CREATE TABLE reservations (agent_id TEXT PRIMARY KEY, reserved TEXT NOT NULL);
 """
 _UPGRADE_1_TO_2: Final = (
     "ALTER TABLE agents ADD COLUMN principal TEXT NOT NULL DEFAULT ''",
@@ -94,6 +106,9 @@ _UPGRADE_1_TO_2: Final = (
     "ALTER TABLE frameworks ADD COLUMN removed_at REAL NOT NULL DEFAULT 0",
 )
 _UPGRADE_2_TO_3: Final = ("CREATE TABLE quotas (role TEXT PRIMARY KEY, quota TEXT NOT NULL)",)
+_UPGRADE_3_TO_4: Final = (
+    "CREATE TABLE reservations (agent_id TEXT PRIMARY KEY, reserved TEXT NOT NULL)",
+)
 
 
 class SqliteRegistry(Registry):
@@ -212,7 +227,10 @@ class SqliteRegistry(Registry):
                     connection.execute(
                         "UPDATE frameworks SET removed_at = ? WHERE removed = 1", (now,)
                     )
-                for statement in _UPGRADE_2_TO_3:
+                if int(version) < 3:
+                    for statement in _UPGRADE_2_TO_3:
+                        connection.execute(statement)
+                for statement in _UPGRADE_3_TO_4:
                     connection.execute(statement)
                 connection.execute(
                     "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
@@ -287,7 +305,13 @@ class SqliteRegistry(Registry):
             )
         if version < 1:
             raise RegistryError(f"registry {path} has an invalid schema version {version}")
-        missing = {"agents", "frameworks", "weights", *(["quotas"] if version >= 3 else [])}
+        missing = {
+            "agents",
+            "frameworks",
+            "weights",
+            *(["quotas"] if version >= 3 else []),
+            *(["reservations"] if version >= 4 else []),
+        }
         missing -= tables
         if missing:
             raise RegistryError(f"registry {path} is corrupt: tables {sorted(missing)} missing")
@@ -335,6 +359,10 @@ class SqliteRegistry(Registry):
                 rows.append(WeightChange(kind, target, float(weight)))
             for role, quota in self._db.execute("SELECT role, quota FROM quotas"):
                 rows.append(QuotaChange(role, quota_from_json(quota)))
+            for agent_id, reserved in self._db.execute(
+                "SELECT agent_id, reserved FROM reservations"
+            ):
+                rows.append(ReservationChange(agent_id, reservations_from_json(reserved)))
             self._apply(rows)
         except (ValueError, KeyError, TypeError) as error:
             where = self.path or "(memory)"
@@ -411,6 +439,14 @@ class SqliteRegistry(Registry):
                 db.execute("DELETE FROM agents WHERE agent_id = ?", (change.key,))
             else:
                 db.execute("DELETE FROM frameworks WHERE framework_id = ?", (change.key,))
+        elif isinstance(change, ReservationChange):
+            if change.reserved:
+                db.execute(
+                    "INSERT OR REPLACE INTO reservations (agent_id, reserved) VALUES (?, ?)",
+                    (change.agent_id, reservations_to_json(change.reserved)),
+                )
+            else:
+                db.execute("DELETE FROM reservations WHERE agent_id = ?", (change.agent_id,))
         elif isinstance(change, QuotaChange):
             if change.quota is None:
                 db.execute("DELETE FROM quotas WHERE role = ?", (change.role,))

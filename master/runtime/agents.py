@@ -137,7 +137,12 @@ class AgentCalls:
         link = AgentLink(agent_id, spec, registered_at, state.now())
         state.agents[agent_id] = link
         state.core.handle_add_agent(
-            agent_id, spec.resources, state.now(), spec.hostname, dict(spec.attributes)
+            agent_id,
+            spec.resources,
+            state.now(),
+            spec.hostname,
+            dict(spec.attributes),
+            reserved=dict(spec.reservations),
         )
         link.in_pool = True
         log_event(log, "agent.registered", agent_id=agent_id, resources=str(spec.resources))
@@ -300,9 +305,7 @@ class AgentCalls:
         if not sum((t.resources for t in adopt), ResourceVector()).fits_in(spec.resources):
             kill.extend((t.framework_id, t.task_id) for t in adopt)  # cannot be: trust nothing
             adopt = []
-        state.core.handle_add_agent(
-            agent_id, spec.resources, now, spec.hostname, dict(spec.attributes), adopt
-        )
+        self._add_with_reservations(link, adopt)
         link.in_pool = True
         link.recovering = False
         if not state.registry.agents[agent_id].active:
@@ -321,6 +324,43 @@ class AgentCalls:
                 )
         self.on_rejoined(agent_id)
         self.dispatcher.request_allocation()
+
+    def _add_with_reservations(self, link: AgentLink, adopt: list[RunningTask]) -> None:
+        """Put a returning agent in the core with its static reservations and the dynamic ones
+        the registry kept for it. When they no longer fit (the agent came back smaller, or its
+        tasks use what a reservation would take), the dynamic ones, then the static ones, are
+        left out with a warning (the registry keeps the dynamic ones for a later return)."""
+        state = self.state
+        agent_id, spec, now = link.agent_id, link.spec, state.now()
+        static = dict(spec.reservations)
+        dynamic = state.registry.reservations.get(agent_id, {})
+        attempts = [(static, dynamic), (static, {}), ({}, {})]
+        for reserved, kept in attempts:
+            try:
+                state.core.handle_add_agent(
+                    agent_id,
+                    spec.resources,
+                    now,
+                    spec.hostname,
+                    dict(spec.attributes),
+                    adopt,
+                    reserved=reserved,
+                    dynamic=kept,
+                )
+            except InvalidArgument as error:
+                if not (reserved or kept):
+                    raise
+                log_event(
+                    log,
+                    "agent.reservations_dropped",
+                    logging.WARNING,
+                    agent_id=agent_id,
+                    dynamic=len(kept),
+                    static=len(reserved),
+                    why=str(error),
+                )
+                continue
+            return
 
     def _adopted(self, link: AgentLink, task: RunningTask, launch: TaskLaunch) -> None:
         """Track an adopted task and tell its framework it runs (again)."""

@@ -44,6 +44,7 @@ from master.core.checks import check_weight, checked_role
 from master.core.messages import RescindOffer
 from master.core.quota import Quota, check_quotas
 from master.registry import GONE
+from master.runtime import reservations
 from master.runtime.dispatch import Dispatcher
 from master.runtime.frameworks import FrameworkCalls
 from master.runtime.state import RuntimeState, require_id
@@ -57,11 +58,13 @@ EMPTY = ResourceVector()
 
 @dataclass(frozen=True, slots=True)
 class QuotaView:
-    """A role's quota and what its subtree consumes now (offered plus used)."""
+    """A role's quota, what its subtree consumes now (offered plus used, and its reservations'
+    idle parts) and what is reserved for its subtree."""
 
     role: str
     quota: Quota
     consumed: ResourceVector
+    reserved: ResourceVector = EMPTY
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,7 +200,9 @@ class OperatorCalls:
         )
         if quota.empty:
             return None, rescinded
-        return QuotaView(role, quota, core.subtree_holds(role)), rescinded
+        return QuotaView(role, quota, core.subtree_holds(role), core.subtree_reserved(role)), (
+            rescinded
+        )
 
     def quotas(self, principal: str | None = None) -> QuotaTable:
         """Every role's quota with its subtree's consumption, and the guarantees against the
@@ -206,14 +211,41 @@ class OperatorCalls:
         state.authority.allow("view_state", principal)
         core = state.core
         table = core.quotas
-        roles = sorted((r for r, q in table.items() if not q.empty), key=_tree_order)
+        reserved_roles = {r for a in core.reserved_agents for r in core.agents[a].reserved}
+        roles = sorted(
+            {r for r, q in table.items() if not q.empty} | reserved_roles, key=_tree_order
+        )
         guaranteed = EMPTY
         for role in roles:
             above = ancestors(role)[:-1]
-            if table[role].guarantee and not any(a in table and table[a].guarantee for a in above):
-                guaranteed = guaranteed + table[role].guarantee
-        views = tuple(QuotaView(r, table[r], core.subtree_holds(r)) for r in roles)
+            quota = table.get(role)
+            if (
+                quota
+                and quota.guarantee
+                and not any(a in table and table[a].guarantee for a in above)
+            ):
+                guaranteed = guaranteed + quota.guarantee
+        views = tuple(
+            QuotaView(r, table.get(r, Quota()), core.subtree_holds(r), core.subtree_reserved(r))
+            for r in roles
+        )
         return QuotaTable(views, guaranteed, core.total)
+
+    def reserve(
+        self, agent_id: str, role: str, resources: ResourceVector, principal: str | None = None
+    ) -> int:
+        """Reserve resources of an agent for a role (``master.runtime.reservations``)."""
+        return reservations.reserve(
+            self.state, self.dispatcher, agent_id, role, resources, principal
+        )
+
+    def unreserve(
+        self, agent_id: str, role: str, resources: ResourceVector, principal: str | None = None
+    ) -> int:
+        """Undo part of a dynamic reservation (``master.runtime.reservations``)."""
+        return reservations.unreserve(
+            self.state, self.dispatcher, agent_id, role, resources, principal
+        )
 
     def deactivate_agents(self, agent_ids: Sequence[str], principal: str | None = None) -> None:
         """Maintenance: rescind the agents' offers and offer nothing of them; all or none."""

@@ -1,7 +1,8 @@
 """``ClusterSnapshot``: the cluster as ``GetState`` and the metrics collector see it.
 
 Built in one synchronous step on the runtime's event loop, so it is consistent: every agent's
-``free + offered + used == total`` and the pool figures are the sums over the agents in the pool
+``free + reserved_free + offered + used == total`` (``free`` is unreserved) and the pool
+figures are the sums over the agents in the pool
 (active, or deactivated by the operator: their resources stay in the pool). The snapshot is made
 of immutable values and shares nothing mutable with the runtime.
 
@@ -27,7 +28,7 @@ from fairshare.roles import DEFAULT_ROLE, ancestors
 from fairshare.task_states import TaskState
 
 from master.core import TaskLaunch
-from master.core.records import Offer
+from master.core.records import AgentRecord, Offer
 from master.model import AgentSpec, DemandSpec, FrameworkSpec, LeaderInfo, StatusUpdate
 from master.runtime.state import RuntimeState
 
@@ -64,6 +65,9 @@ class AgentView:
     used: ResourceVector
     registered_at: float
     last_heard: float
+    # (role, resources, dynamic) of its reservations, static first; what of them is idle
+    reservations: tuple[tuple[str, ResourceVector, bool], ...] = ()
+    reserved_free: ResourceVector = EMPTY
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,11 +124,14 @@ class RoleView:
     guarantee: ResourceVector = EMPTY  # its quota (master.core.quota); empty: none
     limit: ResourceVector | None = None  # None: no limit
     wanting: bool = False  # a framework of the subtree declared it wants more tasks
+    reserved: ResourceVector = EMPTY  # reserved for exactly this role, used or not
+    idle_reserved: ResourceVector = EMPTY  # the subtree's reservations neither offered nor used
 
     @property
     def below_guarantee(self) -> bool:
-        """Holds less than its guarantee of some guaranteed resource."""
-        held = self.allocated
+        """Holds less than its guarantee of some guaranteed resource (a reservation counts
+        whole, idle or not)."""
+        held = self.allocated + self.idle_reserved
         return any(held.millis(n) < m for n, m in self.guarantee.millis_items())
 
 
@@ -194,6 +201,8 @@ def _agents(runtime: RuntimeState) -> list[AgentView]:
                 used,
                 link.registered_at,
                 runtime.wall(link.last_heard),
+                _reservations(record),
+                sum(record.reserved_free.values(), EMPTY),
             )
         )
     for departed in sorted(runtime.departed.values(), key=lambda d: d.agent_id):
@@ -210,6 +219,17 @@ def _agents(runtime: RuntimeState) -> list[AgentView]:
             )
         )
     return views
+
+
+def _reservations(record: AgentRecord) -> tuple[tuple[str, ResourceVector, bool], ...]:
+    """An agent's reservations: the static part of each role, then the dynamic part."""
+    static = tuple((role, r, False) for role, r in sorted(record.static_reserved.items()))
+    dynamic = tuple(
+        (role, left, True)
+        for role, reserved in sorted(record.reserved.items())
+        if (left := reserved - record.static_reserved.get(role, EMPTY))
+    )
+    return static + dynamic
 
 
 def _frameworks(runtime: RuntimeState) -> list[FrameworkView]:
@@ -299,8 +319,17 @@ def _roles(runtime: RuntimeState, frameworks: list[FrameworkView]) -> list[RoleV
     shares = core.role_shares()
     quotas = core.quotas
     paths = set(shares)
-    for role in quotas:  # a role with a quota and no framework yet is shown too
-        paths.update(ancestors(role))
+    idle = core.reserved_idle()
+    for role in (
+        *quotas,
+        *idle,
+        *(r for a in core.reserved_agents for r in core.agents[a].reserved),
+    ):
+        paths.update(ancestors(role))  # a role with a quota or a reservation is shown too
+    idle_within: dict[str, ResourceVector] = {}
+    for role, amount in idle.items():
+        for path in ancestors(role):
+            idle_within[path] = idle_within.get(path, EMPTY) + amount
     views = []
     for path in sorted(paths, key=role_order):
         share = shares.get(path)
@@ -319,6 +348,8 @@ def _roles(runtime: RuntimeState, frameworks: list[FrameworkView]) -> list[RoleV
                 quota.guarantee if quota else EMPTY,
                 quota.limit if quota else None,
                 path in wanting,
+                core.reservations_of(path),
+                idle_within.get(path, EMPTY),
             )
         )
     return views

@@ -47,6 +47,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from master.core import TaskLaunch
 from master.core.errors import InvalidArgument
+from master.core.reservations import checked_reservation_role
 from master.model import (
     AgentSpec,
     DemandSpec,
@@ -199,7 +200,49 @@ def agent_spec(info: common_pb2.AgentInfo) -> AgentSpec:
         raise InvalidArgument(f"agent_info.port {info.port} is not a port number")
     text(info.hostname, "agent_info.hostname")
     text(info.version, "agent_info.version")
-    return AgentSpec(info.hostname, info.port, total, _attributes(info.attributes), info.version)
+    return AgentSpec(
+        info.hostname,
+        info.port,
+        total,
+        _attributes(info.attributes),
+        info.version,
+        _static_reservations(info.reservations, total),
+    )
+
+
+def _static_reservations(
+    items: Iterable[common_pb2.Reservation], total: ResourceVector
+) -> tuple[tuple[str, ResourceVector], ...]:
+    """An agent's own reservations: one per role path (not ``*``), none dynamic, non-empty,
+    together within the agent's resources."""
+    seen: dict[str, ResourceVector] = {}
+    for index, item in enumerate(items):
+        what = f"agent_info.reservations[{index}]"
+        if item.dynamic:
+            raise InvalidArgument(f"{what}.dynamic: an agent declares static reservations only")
+        role = checked_reservation_role(item.role, f"{what}.role")
+        if role in seen:
+            raise InvalidArgument(f"{what}.role: {role!r} is reserved twice")
+        amount = resources(item.resources, f"{what}.resources")
+        if not amount:
+            raise InvalidArgument(f"{what}.resources is empty")
+        seen[role] = amount
+    if not sum(seen.values(), ResourceVector()).fits_in(total):
+        raise InvalidArgument(
+            f"agent_info.reservations: {sum(seen.values(), ResourceVector())} reserved is more"
+            f" than agent_info.resources {total}"
+        )
+    return tuple(sorted(seen.items()))
+
+
+def reservations_to_pb(
+    reservations: Iterable[tuple[str, ResourceVector]], dynamic: bool = False
+) -> list[common_pb2.Reservation]:
+    """(role, resources) pairs as ``Reservation`` messages."""
+    return [
+        common_pb2.Reservation(role=role, resources=resources_to_pb(r), dynamic=dynamic)
+        for role, r in reservations
+    ]
 
 
 def agent_info(spec: AgentSpec) -> common_pb2.AgentInfo:
@@ -210,6 +253,7 @@ def agent_info(spec: AgentSpec) -> common_pb2.AgentInfo:
         resources=resources_to_pb(spec.resources),
         attributes=attributes_to_pb(spec.attributes),
         version=spec.version,
+        reservations=reservations_to_pb(spec.reservations),
     )
 
 

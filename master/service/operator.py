@@ -7,7 +7,9 @@ checks the request's shape (a target; no weight with clear) here, and the runtim
 weight by the core's one rule; SetQuota checks the request's shape here (a role; resources
 well formed, each named one above 0; a guarantee or a limit, or clear alone; force only with a
 limit), and the runtime checks the quota against the whole table (the core's rules) and what
-the role holds; DeactivateAgents and
+the role holds; Reserve and Unreserve check the request's shape here (an agent id, a role path
+that is not ``*``, non-empty resources) and the runtime the rest (``master.runtime
+.reservations``); DeactivateAgents and
 ReactivateAgents pass the ids through (the runtime checks them all before changing anything);
 TeardownFramework, KillTask and RemoveAgent pass their ids through (the runtime checks them);
 errors become precise status codes.
@@ -22,6 +24,7 @@ from fairshare.v1 import operator_pb2 as pb
 
 from master.core.errors import InvalidArgument
 from master.core.quota import Quota
+from master.core.reservations import checked_reservation_role
 from master.runtime.operator import OperatorCalls, QuotaView
 from master.service import convert
 from master.service.errors import Context, maps_errors
@@ -54,6 +57,7 @@ def _quota(view: QuotaView) -> pb.Quota:
         role=view.role,
         guarantee=convert.resources_to_pb(quota.guarantee),
         consumed=convert.resources_to_pb(view.consumed),
+        reserved=convert.resources_to_pb(view.reserved),
     )
     if quota.limit is not None:
         message.limit.CopyFrom(convert.resources_to_pb(quota.limit))
@@ -76,6 +80,19 @@ def _requested_quota(request: pb.SetQuotaRequest) -> Quota:
     if request.force and limit is None:
         raise InvalidArgument("force is only for a limit (below what the role holds)")
     return Quota(guarantee, limit)
+
+
+def _reservation(request: pb.ReserveRequest | pb.UnreserveRequest) -> tuple[str, ResourceVector]:
+    """The role and resources of a Reserve or Unreserve; INVALID_ARGUMENT naming the field."""
+    if not request.agent_id:
+        raise InvalidArgument("agent_id is empty")
+    if not request.role:
+        raise InvalidArgument("role is empty (reservations name a role path)")
+    role = checked_reservation_role(request.role)
+    resources = convert.resources(request.resources, "resources")
+    if not resources:
+        raise InvalidArgument("resources is empty")
+    return role, resources
 
 
 class OperatorServicer(operator_pb2_grpc.OperatorServiceServicer):
@@ -127,6 +144,22 @@ class OperatorServicer(operator_pb2_grpc.OperatorServiceServicer):
         if stored is not None:
             response.quota.CopyFrom(_quota(stored))
         return response
+
+    @maps_errors
+    async def Reserve(self, request: pb.ReserveRequest, context: Context) -> pb.ReserveResponse:
+        """Reserve resources of one agent for a role."""
+        role, resources = _reservation(request)
+        rescinded = self.operator.reserve(request.agent_id, role, resources, caller())
+        return pb.ReserveResponse(rescinded_offers=rescinded)
+
+    @maps_errors
+    async def Unreserve(
+        self, request: pb.UnreserveRequest, context: Context
+    ) -> pb.UnreserveResponse:
+        """Give back resources of a dynamic reservation."""
+        role, resources = _reservation(request)
+        rescinded = self.operator.unreserve(request.agent_id, role, resources, caller())
+        return pb.UnreserveResponse(rescinded_offers=rescinded)
 
     @maps_errors
     async def GetQuotas(

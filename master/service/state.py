@@ -41,6 +41,11 @@ def _agent(view: AgentView) -> pb.GetStateResponse.Agent:
         used=resources_to_pb(view.used),
         registered_at=timestamp(view.registered_at),
         last_heartbeat_at=timestamp(view.last_heard),
+        reservations=[
+            common_pb2.Reservation(role=role, resources=resources_to_pb(r), dynamic=dynamic)
+            for role, r, dynamic in view.reservations
+        ],
+        reserved_free=resources_to_pb(view.reserved_free),
     )
 
 
@@ -81,6 +86,7 @@ def _role(view: RoleView) -> pb.GetStateResponse.Role:
         running_tasks=view.running_tasks,
         guarantee=resources_to_pb(view.guarantee),
         below_guarantee=view.below_guarantee,
+        reserved=resources_to_pb(view.reserved),
     )
     if view.limit is not None:
         message.limit.CopyFrom(resources_to_pb(view.limit))

@@ -32,6 +32,7 @@ from master.runtime.agents import AgentSession
 from master.service.convert import (
     attributes_to_pb,
     duration,
+    reservations_to_pb,
     resources_to_pb,
     status_to_pb,
     task_info,
@@ -51,6 +52,7 @@ def offer_to_pb(offer: Offer, expires_at: float | None) -> common_pb2.Offer:
         resources=resources_to_pb(offer.resources),
         attributes=attributes_to_pb(offer.attributes),
         fair_tasks=offer.fair_tasks,
+        reserved=reservations_to_pb(offer.reserved),
     )
     if expires_at is not None:
         message.expires_at.CopyFrom(timestamp(expires_at))

@@ -89,6 +89,14 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
         "list the quotas of roles (guarantee, limit, consumption), or set or clear one",
         "master.commands.operator:quota_command",
     ),
+    "reserve": (
+        "reserve resources of an agent for a role (offered only to its subtree)",
+        "master.commands.reservations:reserve_command",
+    ),
+    "unreserve": (
+        "give back resources of a dynamic reservation",
+        "master.commands.reservations:unreserve_command",
+    ),
     "roles": (
         "show the role tree: weights, shares, frameworks and running tasks per role",
         "master.commands.roles",

@@ -204,6 +204,8 @@ def _requests(cluster: Secured) -> dict[str, Message]:
         "GetWeights": OP.GetWeightsRequest(),
         "SetQuota": OP.SetQuotaRequest(role="a", guarantee=res("cpus:1")),
         "GetQuotas": OP.GetQuotasRequest(),
+        "Reserve": OP.ReserveRequest(agent_id=agent, role="a", resources=res("cpus:1")),
+        "Unreserve": OP.UnreserveRequest(agent_id=agent, role="a", resources=res("cpus:1")),
         "DeactivateAgents": OP.DeactivateAgentsRequest(agent_ids=[agent]),
         "ReactivateAgents": OP.ReactivateAgentsRequest(agent_ids=[agent]),
         "TeardownFramework": OP.TeardownFrameworkRequest(framework_id=fw),

@@ -71,8 +71,9 @@ def test_a_limited_role_alone_never_holds_more_than_its_limit(
     capsys.readouterr()
     assert cluster.quota() == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["ROLE", "GUARANTEE", "LIMIT", "CONSUMED"]
-    role, guarantee, limit, consumed = lines[1].split()
+    assert lines[0].split() == ["ROLE", "GUARANTEE", "LIMIT", "CONSUMED", "RESERVED"]
+    role, guarantee, limit, consumed, reserved = lines[1].split()
+    assert reserved == "-"
     assert (role, guarantee, limit) == ("lim", "-", "cpus:4") and consumed.startswith("cpus:4;")
     assert len(lines) == 2  # 4 of 12 cpus: nothing is overcommitted
 

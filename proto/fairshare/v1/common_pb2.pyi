@@ -167,6 +167,42 @@ class Resources(_message.Message):
 Global___Resources: _TypeAlias = Resources  # noqa: Y015
 
 @_typing.final
+class Reservation(_message.Message):
+    """Resources of one agent set aside for a role path and the roles below it (Mesos's
+    reservations): only the frameworks of that subtree are offered them.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ROLE_FIELD_NUMBER: _builtins.int
+    RESOURCES_FIELD_NUMBER: _builtins.int
+    DYNAMIC_FIELD_NUMBER: _builtins.int
+    role: _builtins.str
+    """The role path ("eng", "eng/ml"); never "*" (the unreserved role)."""
+    dynamic: _builtins.bool
+    """True for a reservation the operator made (Reserve), false for the agent's own (static,
+    `fairshare agent --reserve`). Agents declare static reservations only.
+    """
+    @_builtins.property
+    def resources(self) -> Global___Resources:
+        """The reserved resources."""
+
+    def __init__(
+        self,
+        *,
+        role: _builtins.str = ...,
+        resources: Global___Resources | None = ...,
+        dynamic: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["resources", b"resources"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dynamic", b"dynamic", "resources", b"resources", "role", b"role"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Reservation: _TypeAlias = Reservation  # noqa: Y015
+
+@_typing.final
 class Attribute(_message.Message):
     """A text attribute of an agent, used by frameworks for placement (e.g. rack:r1)."""
 
@@ -462,6 +498,7 @@ class Offer(_message.Message):
     ATTRIBUTES_FIELD_NUMBER: _builtins.int
     FAIR_TASKS_FIELD_NUMBER: _builtins.int
     EXPIRES_AT_FIELD_NUMBER: _builtins.int
+    RESERVED_FIELD_NUMBER: _builtins.int
     offer_id: _builtins.str
     """Master-minted id, unique for the life of the cluster."""
     framework_id: _builtins.str
@@ -488,6 +525,12 @@ class Offer(_message.Message):
     def expires_at(self) -> _timestamp_pb2.Timestamp:
         """When the master will rescind the offer if unused; unset when offers do not time out."""
 
+    @_builtins.property
+    def reserved(self) -> _containers.RepeatedCompositeFieldContainer[Global___Reservation]:
+        """The parts of resources reserved for a role that contains the framework's role (the rest is
+        unreserved); tasks launched from the offer use reserved resources first.
+        """
+
     def __init__(
         self,
         *,
@@ -499,10 +542,11 @@ class Offer(_message.Message):
         attributes: _abc.Iterable[Global___Attribute] | None = ...,
         fair_tasks: _builtins.int = ...,
         expires_at: _timestamp_pb2.Timestamp | None = ...,
+        reserved: _abc.Iterable[Global___Reservation] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "resources", b"resources"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "attributes", b"attributes", "expires_at", b"expires_at", "fair_tasks", b"fair_tasks", "framework_id", b"framework_id", "hostname", b"hostname", "offer_id", b"offer_id", "resources", b"resources"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "attributes", b"attributes", "expires_at", b"expires_at", "fair_tasks", b"fair_tasks", "framework_id", b"framework_id", "hostname", b"hostname", "offer_id", b"offer_id", "reserved", b"reserved", "resources", b"resources"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -852,6 +896,7 @@ class AgentInfo(_message.Message):
     RESOURCES_FIELD_NUMBER: _builtins.int
     ATTRIBUTES_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
+    RESERVATIONS_FIELD_NUMBER: _builtins.int
     hostname: _builtins.str
     """Hostname (or IP) the agent runs on."""
     port: _builtins.int
@@ -866,6 +911,12 @@ class AgentInfo(_message.Message):
     def attributes(self) -> _containers.RepeatedCompositeFieldContainer[Global___Attribute]:
         """Attributes of the agent (e.g. rack:r1)."""
 
+    @_builtins.property
+    def reservations(self) -> _containers.RepeatedCompositeFieldContainer[Global___Reservation]:
+        """The agent's static reservations: parts of resources set aside for roles (at most one
+        entry per role, dynamic false; together within resources).
+        """
+
     def __init__(
         self,
         *,
@@ -874,10 +925,11 @@ class AgentInfo(_message.Message):
         resources: Global___Resources | None = ...,
         attributes: _abc.Iterable[Global___Attribute] | None = ...,
         version: _builtins.str = ...,
+        reservations: _abc.Iterable[Global___Reservation] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["resources", b"resources"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attributes", b"attributes", "hostname", b"hostname", "port", b"port", "resources", b"resources", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attributes", b"attributes", "hostname", b"hostname", "port", b"port", "reservations", b"reservations", "resources", b"resources", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

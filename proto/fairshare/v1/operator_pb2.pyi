@@ -112,6 +112,8 @@ class GetStateResponse(_message.Message):
         USED_FIELD_NUMBER: _builtins.int
         REGISTERED_AT_FIELD_NUMBER: _builtins.int
         LAST_HEARTBEAT_AT_FIELD_NUMBER: _builtins.int
+        RESERVATIONS_FIELD_NUMBER: _builtins.int
+        RESERVED_FREE_FIELD_NUMBER: _builtins.int
         agent_id: _builtins.str
         """The agent's id."""
         state: Global___GetStateResponse.Agent.State.ValueType
@@ -144,6 +146,16 @@ class GetStateResponse(_message.Message):
         def last_heartbeat_at(self) -> _timestamp_pb2.Timestamp:
             """When the master last heard from the agent, by the master's clock."""
 
+        @_builtins.property
+        def reservations(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Reservation]:
+            """The agent's reservations, static and dynamic, sorted by role (static first)."""
+
+        @_builtins.property
+        def reserved_free(self) -> _common_pb2.Resources:
+            """Reserved resources neither offered nor used (part of free's complement: free counts only
+            unreserved resources).
+            """
+
         def __init__(
             self,
             *,
@@ -156,10 +168,12 @@ class GetStateResponse(_message.Message):
             used: _common_pb2.Resources | None = ...,
             registered_at: _timestamp_pb2.Timestamp | None = ...,
             last_heartbeat_at: _timestamp_pb2.Timestamp | None = ...,
+            reservations: _abc.Iterable[_common_pb2.Reservation] | None = ...,
+            reserved_free: _common_pb2.Resources | None = ...,
         ) -> None: ...
-        _HasFieldArgType: _TypeAlias = _typing.Literal["agent_info", b"agent_info", "free", b"free", "last_heartbeat_at", b"last_heartbeat_at", "offered", b"offered", "registered_at", b"registered_at", "used", b"used"]  # noqa: Y015
+        _HasFieldArgType: _TypeAlias = _typing.Literal["agent_info", b"agent_info", "free", b"free", "last_heartbeat_at", b"last_heartbeat_at", "offered", b"offered", "registered_at", b"registered_at", "reserved_free", b"reserved_free", "used", b"used"]  # noqa: Y015
         def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-        _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "agent_info", b"agent_info", "free", b"free", "last_heartbeat_at", b"last_heartbeat_at", "offered", b"offered", "reachable", b"reachable", "registered_at", b"registered_at", "state", b"state", "used", b"used"]  # noqa: Y015
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "agent_info", b"agent_info", "free", b"free", "last_heartbeat_at", b"last_heartbeat_at", "offered", b"offered", "reachable", b"reachable", "registered_at", b"registered_at", "reservations", b"reservations", "reserved_free", b"reserved_free", "state", b"state", "used", b"used"]  # noqa: Y015
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -312,6 +326,7 @@ class GetStateResponse(_message.Message):
         GUARANTEE_FIELD_NUMBER: _builtins.int
         LIMIT_FIELD_NUMBER: _builtins.int
         BELOW_GUARANTEE_FIELD_NUMBER: _builtins.int
+        RESERVED_FIELD_NUMBER: _builtins.int
         path: _builtins.str
         """The role path ("eng", "eng/dev"; "*" is the default role, at the top level)."""
         weight: _builtins.float
@@ -355,6 +370,10 @@ class GetStateResponse(_message.Message):
         def limit(self) -> _common_pb2.Resources:
             """The role's quota limit; unset when it has none."""
 
+        @_builtins.property
+        def reserved(self) -> _common_pb2.Resources:
+            """Resources reserved for exactly this role, on every agent (used or not)."""
+
         def __init__(
             self,
             *,
@@ -370,10 +389,11 @@ class GetStateResponse(_message.Message):
             guarantee: _common_pb2.Resources | None = ...,
             limit: _common_pb2.Resources | None = ...,
             below_guarantee: _builtins.bool = ...,
+            reserved: _common_pb2.Resources | None = ...,
         ) -> None: ...
-        _HasFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "allocated", b"allocated", "guarantee", b"guarantee", "limit", b"limit"]  # noqa: Y015
+        _HasFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "allocated", b"allocated", "guarantee", b"guarantee", "limit", b"limit", "reserved", b"reserved"]  # noqa: Y015
         def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-        _ClearFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "allocated", b"allocated", "below_guarantee", b"below_guarantee", "dominant_resource", b"dominant_resource", "frameworks", b"frameworks", "guarantee", b"guarantee", "limit", b"limit", "path", b"path", "running_tasks", b"running_tasks", "share", b"share", "subtree_frameworks", b"subtree_frameworks", "weight", b"weight", "weighted_share", b"weighted_share"]  # noqa: Y015
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "allocated", b"allocated", "below_guarantee", b"below_guarantee", "dominant_resource", b"dominant_resource", "frameworks", b"frameworks", "guarantee", b"guarantee", "limit", b"limit", "path", b"path", "reserved", b"reserved", "running_tasks", b"running_tasks", "share", b"share", "subtree_frameworks", b"subtree_frameworks", "weight", b"weight", "weighted_share", b"weighted_share"]  # noqa: Y015
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         _WhichOneofReturnType__limit: _TypeAlias = _typing.Literal["limit"]  # noqa: Y015
         _WhichOneofArgType__limit: _TypeAlias = _typing.Literal["_limit", b"_limit"]  # noqa: Y015
@@ -807,6 +827,7 @@ class Quota(_message.Message):
     GUARANTEE_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     CONSUMED_FIELD_NUMBER: _builtins.int
+    RESERVED_FIELD_NUMBER: _builtins.int
     role: _builtins.str
     """The role path."""
     @_builtins.property
@@ -819,7 +840,13 @@ class Quota(_message.Message):
 
     @_builtins.property
     def consumed(self) -> _common_pb2.Resources:
-        """What the frameworks of the role and of every role below it hold now (offered plus used)."""
+        """What the role and every role below it hold now: their frameworks' offered and used
+        resources, and their reservations' idle parts (a reservation counts whole).
+        """
+
+    @_builtins.property
+    def reserved(self) -> _common_pb2.Resources:
+        """Reserved for the role and the roles below it, on every agent (used or not)."""
 
     def __init__(
         self,
@@ -828,14 +855,123 @@ class Quota(_message.Message):
         guarantee: _common_pb2.Resources | None = ...,
         limit: _common_pb2.Resources | None = ...,
         consumed: _common_pb2.Resources | None = ...,
+        reserved: _common_pb2.Resources | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["consumed", b"consumed", "guarantee", b"guarantee", "limit", b"limit"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["consumed", b"consumed", "guarantee", b"guarantee", "limit", b"limit", "reserved", b"reserved"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["consumed", b"consumed", "guarantee", b"guarantee", "limit", b"limit", "role", b"role"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["consumed", b"consumed", "guarantee", b"guarantee", "limit", b"limit", "reserved", b"reserved", "role", b"role"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Quota: _TypeAlias = Quota  # noqa: Y015
+
+@_typing.final
+class ReserveRequest(_message.Message):
+    """Reserves resources of one agent for a role."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    ROLE_FIELD_NUMBER: _builtins.int
+    RESOURCES_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """The connected agent."""
+    role: _builtins.str
+    """The role path the resources are reserved for (and the roles below it); not "*"."""
+    @_builtins.property
+    def resources(self) -> _common_pb2.Resources:
+        """What to reserve: unreserved resources of the agent not used by tasks."""
+
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+        role: _builtins.str = ...,
+        resources: _common_pb2.Resources | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["resources", b"resources"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "resources", b"resources", "role", b"role"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReserveRequest: _TypeAlias = ReserveRequest  # noqa: Y015
+
+@_typing.final
+class ReserveResponse(_message.Message):
+    """The reservation was stored and applies from the next allocation run."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESCINDED_OFFERS_FIELD_NUMBER: _builtins.int
+    rescinded_offers: _builtins.int
+    """Offers on the agent rescinded to free the resources."""
+    def __init__(
+        self,
+        *,
+        rescinded_offers: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["rescinded_offers", b"rescinded_offers"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReserveResponse: _TypeAlias = ReserveResponse  # noqa: Y015
+
+@_typing.final
+class UnreserveRequest(_message.Message):
+    """Gives back resources of a dynamic reservation."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    ROLE_FIELD_NUMBER: _builtins.int
+    RESOURCES_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """The agent."""
+    role: _builtins.str
+    """The role path of the reservation."""
+    @_builtins.property
+    def resources(self) -> _common_pb2.Resources:
+        """What to unreserve: part or all of the role's dynamic reservation on the agent."""
+
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+        role: _builtins.str = ...,
+        resources: _common_pb2.Resources | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["resources", b"resources"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "resources", b"resources", "role", b"role"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UnreserveRequest: _TypeAlias = UnreserveRequest  # noqa: Y015
+
+@_typing.final
+class UnreserveResponse(_message.Message):
+    """The resources are unreserved."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESCINDED_OFFERS_FIELD_NUMBER: _builtins.int
+    rescinded_offers: _builtins.int
+    """Offers on the agent rescinded to free the resources."""
+    def __init__(
+        self,
+        *,
+        rescinded_offers: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["rescinded_offers", b"rescinded_offers"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UnreserveResponse: _TypeAlias = UnreserveResponse  # noqa: Y015
 
 @_typing.final
 class DeactivateAgentsRequest(_message.Message):

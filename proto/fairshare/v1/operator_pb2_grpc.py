@@ -60,6 +60,16 @@ class OperatorServiceStub:
                 request_serializer=fairshare_dot_v1_dot_operator__pb2.GetQuotasRequest.SerializeToString,
                 response_deserializer=fairshare_dot_v1_dot_operator__pb2.GetQuotasResponse.FromString,
                 _registered_method=True)
+        self.Reserve = channel.unary_unary(
+                '/fairshare.v1.OperatorService/Reserve',
+                request_serializer=fairshare_dot_v1_dot_operator__pb2.ReserveRequest.SerializeToString,
+                response_deserializer=fairshare_dot_v1_dot_operator__pb2.ReserveResponse.FromString,
+                _registered_method=True)
+        self.Unreserve = channel.unary_unary(
+                '/fairshare.v1.OperatorService/Unreserve',
+                request_serializer=fairshare_dot_v1_dot_operator__pb2.UnreserveRequest.SerializeToString,
+                response_deserializer=fairshare_dot_v1_dot_operator__pb2.UnreserveResponse.FromString,
+                _registered_method=True)
         self.DeactivateAgents = channel.unary_unary(
                 '/fairshare.v1.OperatorService/DeactivateAgents',
                 request_serializer=fairshare_dot_v1_dot_operator__pb2.DeactivateAgentsRequest.SerializeToString,
@@ -130,6 +140,29 @@ class OperatorServiceServicer:
     def GetQuotas(self, request, context):
         """Lists every role's quota with what its subtree consumes now, and whether the guarantees add
         up to more than the pool.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Reserve(self, request, context):
+        """Reserves unreserved resources of one agent for a role path and the roles below it (Mesos's
+        dynamic reservation). Durable (the registry keeps it, and gives it back when the agent
+        registers again); it counts toward the quota consumption of the role and its ancestors.
+        Outstanding offers on the agent are rescinded when their resources are needed. Errors:
+        INVALID_ARGUMENT (empty agent_id; empty, malformed or "*" role; empty or malformed
+        resources), NOT_FOUND (no such connected agent), FAILED_PRECONDITION (the agent has not that
+        much unreserved and unused; the reservation would pass a limit), PERMISSION_DENIED (the
+        ACL's reserve_resources for the role). On error nothing changes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Unreserve(self, request, context):
+        """Gives back resources of a dynamic reservation (an agent's static reservation is its own).
+        Errors as for Reserve, and FAILED_PRECONDITION when the role has not that much reserved
+        dynamically on the agent or tasks use it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -213,6 +246,16 @@ def add_OperatorServiceServicer_to_server(servicer, server):
                     servicer.GetQuotas,
                     request_deserializer=fairshare_dot_v1_dot_operator__pb2.GetQuotasRequest.FromString,
                     response_serializer=fairshare_dot_v1_dot_operator__pb2.GetQuotasResponse.SerializeToString,
+            ),
+            'Reserve': grpc.unary_unary_rpc_method_handler(
+                    servicer.Reserve,
+                    request_deserializer=fairshare_dot_v1_dot_operator__pb2.ReserveRequest.FromString,
+                    response_serializer=fairshare_dot_v1_dot_operator__pb2.ReserveResponse.SerializeToString,
+            ),
+            'Unreserve': grpc.unary_unary_rpc_method_handler(
+                    servicer.Unreserve,
+                    request_deserializer=fairshare_dot_v1_dot_operator__pb2.UnreserveRequest.FromString,
+                    response_serializer=fairshare_dot_v1_dot_operator__pb2.UnreserveResponse.SerializeToString,
             ),
             'DeactivateAgents': grpc.unary_unary_rpc_method_handler(
                     servicer.DeactivateAgents,
@@ -376,6 +419,60 @@ class OperatorService:
             '/fairshare.v1.OperatorService/GetQuotas',
             fairshare_dot_v1_dot_operator__pb2.GetQuotasRequest.SerializeToString,
             fairshare_dot_v1_dot_operator__pb2.GetQuotasResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Reserve(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fairshare.v1.OperatorService/Reserve',
+            fairshare_dot_v1_dot_operator__pb2.ReserveRequest.SerializeToString,
+            fairshare_dot_v1_dot_operator__pb2.ReserveResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Unreserve(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fairshare.v1.OperatorService/Unreserve',
+            fairshare_dot_v1_dot_operator__pb2.UnreserveRequest.SerializeToString,
+            fairshare_dot_v1_dot_operator__pb2.UnreserveResponse.FromString,
             options,
             channel_credentials,
             insecure,

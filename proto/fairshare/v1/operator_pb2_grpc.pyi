@@ -69,6 +69,21 @@ class OperatorServiceStub:
     """Lists every role's quota with what its subtree consumes now, and whether the guarantees add
     up to more than the pool.
     """
+    Reserve: _grpc.UnaryUnaryMultiCallable[_operator_pb2.ReserveRequest, _operator_pb2.ReserveResponse]
+    """Reserves unreserved resources of one agent for a role path and the roles below it (Mesos's
+    dynamic reservation). Durable (the registry keeps it, and gives it back when the agent
+    registers again); it counts toward the quota consumption of the role and its ancestors.
+    Outstanding offers on the agent are rescinded when their resources are needed. Errors:
+    INVALID_ARGUMENT (empty agent_id; empty, malformed or "*" role; empty or malformed
+    resources), NOT_FOUND (no such connected agent), FAILED_PRECONDITION (the agent has not that
+    much unreserved and unused; the reservation would pass a limit), PERMISSION_DENIED (the
+    ACL's reserve_resources for the role). On error nothing changes.
+    """
+    Unreserve: _grpc.UnaryUnaryMultiCallable[_operator_pb2.UnreserveRequest, _operator_pb2.UnreserveResponse]
+    """Gives back resources of a dynamic reservation (an agent's static reservation is its own).
+    Errors as for Reserve, and FAILED_PRECONDITION when the role has not that much reserved
+    dynamically on the agent or tasks use it.
+    """
     DeactivateAgents: _grpc.UnaryUnaryMultiCallable[_operator_pb2.DeactivateAgentsRequest, _operator_pb2.DeactivateAgentsResponse]
     """Takes agents out of offer rotation for maintenance (Mesos DEACTIVATE_AGENT): their
     outstanding offers are rescinded and their free resources are offered to nobody, while their
@@ -127,6 +142,21 @@ class OperatorServiceAsyncStub(OperatorServiceStub):
     GetQuotas: _aio.UnaryUnaryMultiCallable[_operator_pb2.GetQuotasRequest, _operator_pb2.GetQuotasResponse]  # type: ignore[assignment]
     """Lists every role's quota with what its subtree consumes now, and whether the guarantees add
     up to more than the pool.
+    """
+    Reserve: _aio.UnaryUnaryMultiCallable[_operator_pb2.ReserveRequest, _operator_pb2.ReserveResponse]  # type: ignore[assignment]
+    """Reserves unreserved resources of one agent for a role path and the roles below it (Mesos's
+    dynamic reservation). Durable (the registry keeps it, and gives it back when the agent
+    registers again); it counts toward the quota consumption of the role and its ancestors.
+    Outstanding offers on the agent are rescinded when their resources are needed. Errors:
+    INVALID_ARGUMENT (empty agent_id; empty, malformed or "*" role; empty or malformed
+    resources), NOT_FOUND (no such connected agent), FAILED_PRECONDITION (the agent has not that
+    much unreserved and unused; the reservation would pass a limit), PERMISSION_DENIED (the
+    ACL's reserve_resources for the role). On error nothing changes.
+    """
+    Unreserve: _aio.UnaryUnaryMultiCallable[_operator_pb2.UnreserveRequest, _operator_pb2.UnreserveResponse]  # type: ignore[assignment]
+    """Gives back resources of a dynamic reservation (an agent's static reservation is its own).
+    Errors as for Reserve, and FAILED_PRECONDITION when the role has not that much reserved
+    dynamically on the agent or tasks use it.
     """
     DeactivateAgents: _aio.UnaryUnaryMultiCallable[_operator_pb2.DeactivateAgentsRequest, _operator_pb2.DeactivateAgentsResponse]  # type: ignore[assignment]
     """Takes agents out of offer rotation for maintenance (Mesos DEACTIVATE_AGENT): their
@@ -213,6 +243,33 @@ class OperatorServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_operator_pb2.GetQuotasResponse, _abc.Awaitable[_operator_pb2.GetQuotasResponse]]:
         """Lists every role's quota with what its subtree consumes now, and whether the guarantees add
         up to more than the pool.
+        """
+
+    @_abc_1.abstractmethod
+    def Reserve(
+        self,
+        request: _operator_pb2.ReserveRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_operator_pb2.ReserveResponse, _abc.Awaitable[_operator_pb2.ReserveResponse]]:
+        """Reserves unreserved resources of one agent for a role path and the roles below it (Mesos's
+        dynamic reservation). Durable (the registry keeps it, and gives it back when the agent
+        registers again); it counts toward the quota consumption of the role and its ancestors.
+        Outstanding offers on the agent are rescinded when their resources are needed. Errors:
+        INVALID_ARGUMENT (empty agent_id; empty, malformed or "*" role; empty or malformed
+        resources), NOT_FOUND (no such connected agent), FAILED_PRECONDITION (the agent has not that
+        much unreserved and unused; the reservation would pass a limit), PERMISSION_DENIED (the
+        ACL's reserve_resources for the role). On error nothing changes.
+        """
+
+    @_abc_1.abstractmethod
+    def Unreserve(
+        self,
+        request: _operator_pb2.UnreserveRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_operator_pb2.UnreserveResponse, _abc.Awaitable[_operator_pb2.UnreserveResponse]]:
+        """Gives back resources of a dynamic reservation (an agent's static reservation is its own).
+        Errors as for Reserve, and FAILED_PRECONDITION when the role has not that much reserved
+        dynamically on the agent or tasks use it.
         """
 
     @_abc_1.abstractmethod

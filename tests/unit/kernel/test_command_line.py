@@ -24,6 +24,8 @@ CLIENTS = (
     "agents",
     "weights",
     "quota",
+    "reserve",
+    "unreserve",
     "frameworks",
     "tasks",
     "stop",
@@ -232,7 +234,9 @@ def client_settings(name: str) -> tuple[Setting, ...]:
     tables = {"agent": AGENT_SETTINGS, "run": RUN_SETTINGS, "status": STATUS_SETTINGS}
     tables["logs"] = LOGS_SETTINGS
     operators = dict.fromkeys(
-        ("agents", "weights", "quota", "frameworks", "tasks", "stop", "roles"), OPERATOR_SETTINGS
+        ("agents", "weights", "quota", "reserve", "unreserve", "frameworks", "tasks", "stop")
+        + ("roles",),
+        OPERATOR_SETTINGS,
     )
     return {**tables, **operators}[name]
 

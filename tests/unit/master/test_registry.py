@@ -156,6 +156,7 @@ def test_a_schema_2_registry_is_upgraded_in_place_and_loads_unchanged(tmp_path: 
     registry.close()
     with sqlite3.connect(tmp_path / REGISTRY_FILE) as db:  # what a master of schema 2 left
         db.execute("DROP TABLE quotas")
+        db.execute("DROP TABLE reservations")
         db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     upgraded = SqliteRegistry.open(tmp_path)
     loaded = (upgraded.agents, upgraded.frameworks, upgraded.role_weights, upgraded.cluster_id)
@@ -164,8 +165,58 @@ def test_a_schema_2_registry_is_upgraded_in_place_and_loads_unchanged(tmp_path: 
     upgraded.close()
     with sqlite3.connect(tmp_path / REGISTRY_FILE) as db:
         (version,) = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    assert int(version) == SCHEMA_VERSION == 3
+    assert int(version) == SCHEMA_VERSION == 4
     assert SqliteRegistry.open(tmp_path).quotas == {"eng": QUOTAS["eng"]}
+
+
+def test_a_schema_3_registry_gets_the_reservations_table(tmp_path: Path) -> None:
+    registry = filled(tmp_path)
+    registry.set_quota("eng", QUOTAS["eng"])
+    registry.close()
+    with sqlite3.connect(tmp_path / REGISTRY_FILE) as db:  # what a master of schema 3 left
+        db.execute("DROP TABLE reservations")
+        db.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    upgraded = SqliteRegistry.open(tmp_path)
+    assert upgraded.quotas == {"eng": QUOTAS["eng"]} and upgraded.reservations == {}
+    upgraded.set_reservations("ag-1", {"eng": ResourceVector.parse("cpus:1")})
+    upgraded.close()
+    assert SqliteRegistry.open(tmp_path).reservations == {
+        "ag-1": {"eng": ResourceVector.parse("cpus:1")}
+    }
+
+
+def test_dynamic_reservations_are_read_back_whole_and_forgotten_with_their_agent(
+    tmp_path: Path,
+) -> None:
+    registry = filled(tmp_path)
+    reserved = {
+        "eng": ResourceVector.parse("cpus:2;mem:512"),
+        "eng/ml": ResourceVector.parse("gpus:1"),
+    }
+    registry.set_reservations("ag-1", reserved)
+    registry.set_reservations("ag-2", {"sci": ResourceVector.parse("cpus:1")})
+    registry.set_reservations("ag-2", {})
+    writes = registry.writes
+    registry.set_reservations("ag-3", {})  # nothing to clear: nothing written
+    assert registry.writes == writes
+    registry.close()
+    reopened = SqliteRegistry.open(tmp_path)
+    assert reopened.reservations == {"ag-1": reserved}
+    reopened.set_agent_state("ag-1", UNREACHABLE)
+    forgotten, _ = reopened.collect_garbage(1e12, 0.0, 0, 1e12, 100)
+    assert "ag-1" in forgotten and reopened.reservations == {}
+    reopened.close()
+    assert SqliteRegistry.open(tmp_path).reservations == {}
+
+
+def test_a_reservations_row_that_does_not_parse_is_refused(tmp_path: Path) -> None:
+    registry = filled(tmp_path)
+    registry.set_reservations("ag-1", {"eng": ResourceVector.parse("cpus:1")})
+    registry.close()
+    with sqlite3.connect(tmp_path / REGISTRY_FILE) as db:
+        db.execute("""UPDATE reservations SET reserved = '{"eng": {"cpus": 1.5}}'""")
+    with pytest.raises(RegistryError, match="invalid row"):
+        SqliteRegistry.open(tmp_path)
 
 
 def test_a_quota_row_that_does_not_parse_is_refused(tmp_path: Path) -> None:

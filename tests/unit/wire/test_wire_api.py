@@ -38,6 +38,8 @@ EXPECTED_METHODS = {
         "GetWeights",
         "SetQuota",
         "GetQuotas",
+        "Reserve",
+        "Unreserve",
         "DeactivateAgents",
         "TeardownFramework",
         "KillTask",

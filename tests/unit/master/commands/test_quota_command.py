@@ -88,13 +88,18 @@ def test_the_list_shows_every_quota_and_says_overcommitted(
     address, recorder = server
     assert main(["quota", "--master", address]) == 0
     assert capsys.readouterr().out.splitlines() == [
-        "ROLE  GUARANTEE  LIMIT  CONSUMED",
-        "(no quotas set)",
+        "ROLE  GUARANTEE  LIMIT  CONSUMED  RESERVED",
+        "(no quotas or reservations set)",
     ]
     recorder.listed = pb.GetQuotasResponse(
         quotas=[
             pb.Quota(role="eng", guarantee=res("cpus:16"), limit=res("cpus:32"), consumed=res("")),
-            pb.Quota(role="eng/dev", limit=res("cpus:8"), consumed=res("cpus:2;mem:64")),
+            pb.Quota(
+                role="eng/dev",
+                limit=res("cpus:8"),
+                consumed=res("cpus:2;mem:64"),
+                reserved=res("cpus:1"),
+            ),
         ],
         guaranteed=res("cpus:16"),
         total=res("cpus:12;mem:16384"),
@@ -102,9 +107,9 @@ def test_the_list_shows_every_quota_and_says_overcommitted(
     )
     assert main(["quota", "--master", address]) == 0
     assert capsys.readouterr().out.splitlines() == [
-        "ROLE     GUARANTEE  LIMIT    CONSUMED",
-        "eng      cpus:16    cpus:32  -",
-        "eng/dev  -          cpus:8   cpus:2;mem:64",
+        "ROLE     GUARANTEE  LIMIT    CONSUMED       RESERVED",
+        "eng      cpus:16    cpus:32  -              -",
+        "eng/dev  -          cpus:8   cpus:2;mem:64  cpus:1",
         "overcommitted: the top-level guarantees (cpus:16) exceed the pool (cpus:12;mem:16384);"
         " not every guarantee can be met until agents join",
     ]
