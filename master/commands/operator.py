@@ -16,10 +16,11 @@ none is set; with ``--role R`` (a role path, ``eng`` or ``eng/dev``: ``fairshare
 ``fairshare quota`` lists every role's quota: its guarantee, its limit, what its subtree
 consumes (offered plus used, and its reservations' idle parts) and what is reserved for it
 (roles with a reservation and no quota are listed too), then says ``overcommitted`` when the
-top-level guarantees add up to more than the pool; with ``--role R`` and ``--guarantee RES`` and/or ``--limit RES`` (Mesos
-syntax, ``cpus:16;mem:65536``) it sets the role's quota (durably; both are replaced: a flag left
-out is no guarantee, or no limit), with ``--force`` even when the new limit is below what the
-role holds (its offers are rescinded, no task is killed); ``--clear`` removes it.
+top-level guarantees add up to more than the pool; with ``--role R`` and ``--guarantee RES``
+and/or ``--limit RES`` (Mesos syntax, ``cpus:16;mem:65536``) it sets the role's quota
+(durably; both are replaced: a flag left out is no guarantee, or no limit), with
+``--force`` even when the new limit is below what the role holds (its offers are rescinded,
+no task is killed); ``--clear`` removes it.
 
 All talk to ``--master`` (default from ``FAIRSHARE_MASTER``, the TOML file, then
 127.0.0.1:5050; ``OPERATOR_SETTINGS``). ``agents_command``, ``weights_command`` and

@@ -56,9 +56,7 @@ def _arguments(verb: str) -> Command:
             )
         parser.add_argument("--agent", metavar="ID", help="the agent's id (fairshare agents)")
         parser.add_argument("--role", help="the role path, e.g. eng or eng/ml (not '*')")
-        parser.add_argument(
-            "--resources", metavar="RESOURCES", help="e.g. 'cpus:4;mem:8192'"
-        )
+        parser.add_argument("--resources", metavar="RESOURCES", help="e.g. 'cpus:4;mem:8192'")
         add_setting_flags(parser, OPERATOR_SETTINGS)
 
     def main(args: argparse.Namespace) -> int:
@@ -98,6 +96,7 @@ def _run(verb: str, args: argparse.Namespace) -> int:
     agent_id, role = args.agent.strip(), check_role(args.role.strip())
     resources = ResourceVector.parse(args.resources)
     fields = {"agent_id": agent_id, "role": role, "resources": resources_to_pb(resources)}
+    answer: operator_pb2.ReserveResponse | operator_pb2.UnreserveResponse
     try:
         if verb == "reserve":
             answer = on_leader(

@@ -33,6 +33,8 @@ CLIENTS = (
     "roles",
 )
 # (those talk to a master)
+OPERATOR_COMMANDS = ("agents", "weights", "quota", "reserve", "unreserve", "frameworks", "tasks")
+OPERATOR_COMMANDS += ("stop", "roles")
 
 
 def run_cli(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -233,11 +235,7 @@ def client_settings(name: str) -> tuple[Setting, ...]:
 
     tables = {"agent": AGENT_SETTINGS, "run": RUN_SETTINGS, "status": STATUS_SETTINGS}
     tables["logs"] = LOGS_SETTINGS
-    operators = dict.fromkeys(
-        ("agents", "weights", "quota", "reserve", "unreserve", "frameworks", "tasks", "stop")
-        + ("roles",),
-        OPERATOR_SETTINGS,
-    )
+    operators = dict.fromkeys(OPERATOR_COMMANDS, OPERATOR_SETTINGS)
     return {**tables, **operators}[name]
 
 
