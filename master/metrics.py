@@ -343,8 +343,8 @@ class MasterCollector(Collector):
         )
         consumed = GaugeMetricFamily(
             "fairshare_role_quota_consumed",
-            "Resources offered to or used by each quota role's subtree (base units): what counts"
-            " toward its guarantee and limit.",
+            "Resources offered to or used by each quota role's subtree, and its reservations'"
+            " idle parts (base units): what counts toward its guarantee and limit.",
             labels=["role", "resource"],
         )
         starved = GaugeMetricFamily(
@@ -353,9 +353,18 @@ class MasterCollector(Collector):
             " its subtree wants more tasks, else 0.",
             labels=["role"],
         )
+        reserved = GaugeMetricFamily(
+            "fairshare_role_reserved",
+            "Resources reserved for exactly this role on every agent, used or not (base units).",
+            labels=["role", "resource"],
+        )
+        reserving = [r for r in snapshot.roles if r.reserved]
+        for view in reserving[:MAX_FRAMEWORK_SERIES]:
+            for resource, amount in sorted(base_units(view.reserved).items()):
+                reserved.add_metric([view.path, resource], amount)
         quota_roles = [r for r in snapshot.roles if r.guarantee or r.limit is not None]
         for view in quota_roles[:MAX_FRAMEWORK_SERIES]:
-            held = base_units(view.allocated)
+            held = base_units(view.allocated + view.idle_reserved)
             guaranteed = base_units(view.guarantee)
             limited = base_units(view.limit or ResourceVector())
             for resource, amount in sorted(guaranteed.items()):
@@ -369,6 +378,7 @@ class MasterCollector(Collector):
         yield limit
         yield consumed
         yield starved
+        yield reserved
 
     @staticmethod
     def _counters(counters: RuntimeCounters) -> Iterator[Metric]:

@@ -64,6 +64,46 @@ def test_quota_roles_in_the_snapshot_and_the_metrics() -> None:
     assert values[("fairshare_role_below_guarantee", "ml", None)] == 0.0  # no demand: no alert
 
 
+def test_reservations_in_the_snapshot_and_the_metrics() -> None:
+    """A static reservation of ml: the role is listed with what is reserved for it, its idle
+    reservation counts in its quota consumption, and the agent shows it (static)."""
+
+    async def main() -> tuple[object, dict[tuple[str, str, str | None], float]]:
+        runtime = MasterRuntime(
+            RuntimeConfig(
+                core=CoreConfig(validate=True),
+                allocation_interval=60.0,
+                heartbeat_interval=60.0,
+                allocation_batch=0.0,
+            )
+        )
+        await runtime.start()
+        try:
+            spec = AgentSpec("h1", 0, R("cpus:4;mem:4096"), reservations=(("ml", R("cpus:2")),))
+            runtime.agents.register(spec)
+            runtime.state.core.handle_set_quota("ml", R("cpus:1"), None, 0.0)
+            registry = build_registry(MasterCollector(sampler(runtime.state, runtime.operator, {})))
+            families = text_string_to_metric_families(generate_latest(registry).decode())
+            values = {
+                (s.name, s.labels.get("role", ""), s.labels.get("resource")): s.value
+                for family in families
+                for s in family.samples
+            }
+            return runtime.operator.snapshot(), values
+        finally:
+            await runtime.stop()
+
+    snapshot, values = asyncio.run(main())
+    (ml,) = [view for view in snapshot.roles if view.path == "ml"]  # type: ignore[attr-defined]
+    assert ml.reserved == R("cpus:2") and ml.idle_reserved == R("cpus:2")
+    assert not ml.below_guarantee  # the idle reservation holds its guarantee
+    (agent,) = snapshot.agents  # type: ignore[attr-defined]
+    assert agent.reservations == (("ml", R("cpus:2"), False),)
+    assert agent.free + agent.reserved_free == R("cpus:4;mem:4096")
+    assert values[("fairshare_role_reserved", "ml", "cpus")] == 2.0
+    assert values[("fairshare_role_quota_consumed", "ml", "cpus")] == 2.0
+
+
 def test_quota_columns_in_fairshare_roles_and_status() -> None:
     from fairshare.role_tree import role_rows, roles_to_dicts
 
