@@ -18,7 +18,9 @@ require; ``--tls-cert``/``--tls-key`` are the agent's identity to the master (th
 common name is its principal) and its ports' certificate; ``--token-file`` is the other way to
 say who it is. ``--credentials`` lets its HTTP port accept tokens and basic auth. Its ports
 (health, metrics) bind loopback unless they serve TLS with authentication, or
-``--allow-insecure``.
+``--allow-insecure``. ``--task-user`` (default ``nobody``) is who a command task naming no user
+runs as, and ``--allow-root-tasks`` (off) whether any task may run as uid 0
+(``agent.tasks.users``); the daemon checks both before it serves (exit 2 naming the flag).
 
 Without ``--resources`` the agent offers this host's (``host_resources``): ``cpus`` counts the
 CPUs this process may run on (its affinity mask when the OS has one), ``mem`` is MemTotal of
@@ -38,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from fairshare.command import is_user_name
 from fairshare.resources import ResourceVector
 from fairshare.roles import DEFAULT_ROLE, RoleError, check_role
 from fairshare.rpc_guard import Authenticator
@@ -69,6 +72,7 @@ from fairshare.transport import (
 )
 
 from agent.tasks.isolation.modes import MODES
+from agent.tasks.users import DEFAULT_TASK_USER
 
 __all__ = [
     "AGENT_SETTINGS",
@@ -109,6 +113,8 @@ class AgentSettings:
     tls_server_name: str | None = None
     credentials: Path | None = None
     allow_insecure: bool = False
+    task_user: str = DEFAULT_TASK_USER
+    allow_root_tasks: bool = False
     reserve: tuple[tuple[str, ResourceVector], ...] = ()  # static reservations
 
 
@@ -141,6 +147,13 @@ def parse_attributes(text: str) -> tuple[tuple[str, str], ...]:
             raise ValueError(f"attribute {name!r} is given twice")
         out[name] = value
     return tuple(out.items())
+
+
+def _user_name(raw: Any) -> str:
+    name = non_empty_text(raw)
+    if not is_user_name(name):
+        raise ValueError(f"{name!r} is not a user name ([A-Za-z_][A-Za-z0-9_.-]{{0,31}})")
+    return name
 
 
 def parse_reservations(text: str) -> tuple[tuple[str, ResourceVector], ...]:
@@ -252,6 +265,22 @@ AGENT_SETTINGS: Final = (
         10240,
         "MiB the sandboxes of finished tasks may take; the oldest go first when over",
         metavar="MIB",
+    ),
+    Setting(
+        "task_user",
+        _user_name,
+        DEFAULT_TASK_USER,
+        "OS user a command task runs as when it names none (an agent running as root switches"
+        " every task to an unprivileged user; one not running as root runs them as itself)",
+        metavar="USER",
+    ),
+    Setting(
+        "allow_root_tasks",
+        boolean,
+        False,
+        "let command tasks run as a user of uid 0 (the master's run_tasks ACL must also name"
+        " user root); off: such a task is refused with TASK_ERROR",
+        switch=True,
     ),
     Setting(
         "tls_ca",

@@ -7,7 +7,8 @@ the strongest available, logged once as ``isolation.selected``; ``cgroups`` aske
 there are none exits 1), open the checkpoint ``<work-dir>/agent.sqlite``
 (``agent.durability.checkpoint``; the runtime restores and recovers what it holds), bind the
 agent's own gRPC server (the standard health service and ``TaskLogService``, the output of its
-command tasks: ``agent.tasks.logs_service``) on ``--host:--port`` and write its address
+command tasks, read with the master's credentials: ``agent.tasks.logs_service``) on
+``--host:--port`` and write its address
 atomically to ``<work-dir>/agent.addr`` (``HOST:PORT\\n``), serve Prometheus metrics
 (``agent.metrics``) on ``--metrics-port`` with their address in ``<work-dir>/metrics.addr``,
 then run ``AgentRuntime`` against ``--master``.
@@ -49,7 +50,7 @@ from fairshare.health import NOT_SERVING, SERVING, HealthServicer
 from fairshare.logs import configure_logging, log_event
 from fairshare.metrics_server import HttpSecurity
 from fairshare.ports import port_problem
-from fairshare.rpc_guard import RpcGuard
+from fairshare.rpc_guard import OPEN_SERVICES, RpcGuard
 from fairshare.settings import SettingsError, add_setting_flags
 from fairshare.transport import (
     SecurityError,
@@ -86,8 +87,10 @@ from agent.tasks.executors.base import Report
 from agent.tasks.executors.command import CommandConfig, CommandExecutor
 from agent.tasks.executors.router import TaskExecutors
 from agent.tasks.isolation.modes import Isolation, IsolationError, choose
+from agent.tasks.logs_service import SERVICE as LOG_SERVICE
 from agent.tasks.logs_service import TaskLogServicer
 from agent.tasks.sandbox import Sandboxes
+from agent.tasks.users import TaskUser, UserRefused, task_user, unreachable
 
 __all__ = ["ADDRESS_FILE", "add_arguments", "main", "serve"]
 
@@ -109,6 +112,7 @@ def main(args: argparse.Namespace) -> int:
     """Run the agent daemon until SIGTERM; returns the process exit code."""
     settings = resolve(args, os.environ)  # SettingsError: the command line says why, exit 2
     security = load_security(settings)  # an unusable TLS or credentials file: exit 2 as well
+    check_task_user(settings)  # an unknown --task-user, or root without the switch: exit 2
     configure_logging(settings.log_format, settings.log_level)
     try:
         return asyncio.run(serve(settings, security))
@@ -215,9 +219,60 @@ def _log_isolation(settings: AgentSettings, isolation: Isolation, why: str) -> N
     log_event(_LOG, "isolation.selected", level, mode=isolation.mode, detail=detail, why=why)
 
 
+def check_task_user(settings: AgentSettings) -> TaskUser | None:
+    """The user tasks naming none run as (None: the agent's own); ``SettingsError`` naming
+    ``--task-user`` when it does not exist or is root without ``--allow-root-tasks``."""
+    try:
+        return task_user("", settings.task_user, settings.allow_root_tasks)
+    except UserRefused as error:
+        raise SettingsError(
+            f"--task-user {settings.task_user}: {error}; name an unprivileged user (or add"
+            " --allow-root-tasks to run tasks as root)"
+        ) from None
+
+
+def _log_task_user(settings: AgentSettings) -> None:
+    """Say once who command tasks run as (a warning when that user cannot reach the
+    sandboxes: every command task would be refused)."""
+    try:
+        user = check_task_user(settings)
+    except SettingsError as error:
+        log_event(_LOG, "task_user.refused", logging.ERROR, error=str(error))
+        return
+    if user is None:
+        who = "root" if os.geteuid() == 0 else f"the agent's own user (uid {os.geteuid()})"
+        log_event(_LOG, "task_user.selected", user=who, allow_root=settings.allow_root_tasks)
+        return
+    log_event(
+        _LOG,
+        "task_user.selected",
+        user=user.name,
+        uid=user.uid,
+        allow_root=settings.allow_root_tasks,
+    )
+    blocked = unreachable(Sandboxes(settings.work_dir).root, user)
+    if blocked is not None:
+        log_event(
+            _LOG,
+            "task_user.unreachable",
+            logging.WARNING,
+            user=user.name,
+            directory=str(blocked[0]),
+            mode=f"{blocked[1]:o}",
+            hint="command tasks are refused until every task user may search the work dir",
+        )
+
+
 def _executors(settings: AgentSettings, isolation: Isolation) -> Callable[[Report], TaskExecutors]:
-    """The agent's task executors: placeholders, and command tasks under ``isolation``."""
-    config = CommandConfig(settings.work_dir, isolation, settings.kill_grace_period)
+    """The agent's task executors: placeholders, and command tasks under ``isolation``, run as
+    ``--task-user`` unless they name a user."""
+    config = CommandConfig(
+        settings.work_dir,
+        isolation,
+        settings.kill_grace_period,
+        task_user=settings.task_user,
+        allow_root_tasks=settings.allow_root_tasks,
+    )
 
     def build(report: Report) -> TaskExecutors:
         return TaskExecutors(report, CommandExecutor(report, config))
@@ -238,7 +293,9 @@ async def _serve_with(
     health.set_all(NOT_SERVING)  # SERVING once the runtime starts
     raise_fd_limit()
     options = server_options(ServerLimits(max_connections=1000))
-    server = grpc.aio.server(options=options, interceptors=[RpcGuard(security.authenticator)])
+    # The task log service authorizes by the master's credentials, never by a caller's token.
+    guard = RpcGuard(security.authenticator, open_services=(*OPEN_SERVICES, LOG_SERVICE))
+    server = grpc.aio.server(options=options, interceptors=[guard])
     server.add_generic_rpc_handlers((health.handler(),))
     port = _bind(server, settings, security.server)
     if port is None:
@@ -256,7 +313,10 @@ async def _serve_with(
         log_event(_LOG, "checkpoint.failed", logging.ERROR, error=str(error))
         return EXIT_FAILURE
     running = runtime.executor.running
-    logs = TaskLogServicer(Sandboxes(settings.work_dir), lambda key: key in running())
+    registrar = runtime.registrar
+    logs = TaskLogServicer(
+        Sandboxes(settings.work_dir), lambda key: key in running(), lambda: registrar.log_key
+    )
     task_logs_pb2_grpc.add_TaskLogServiceServicer_to_server(logs, server)
     await server.start()
     metrics = await _start_metrics(settings, security, runtime, health)
@@ -282,6 +342,7 @@ async def _serve_with(
         attributes=";".join(f"{n}:{v}" for n, v in settings.attributes),
     )
     _log_isolation(settings, isolation, why)
+    _log_task_user(settings)
     collector = asyncio.ensure_future(_collect_sandboxes(settings, runtime))
     try:
         await runtime.run()

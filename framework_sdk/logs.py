@@ -3,18 +3,27 @@
 Both read the task's ``stdout`` or ``stderr`` from the sandbox on its agent through the agent's
 ``TaskLogService`` (task_logs.proto), like ``nomad alloc logs``.
 
-Finding the agent: the master's GetState lists the tasks it tracks with their agent, and each
-agent's hostname and port (``AgentInfo``). A task the master no longer tracks (it ended and its
-end was acknowledged) is looked for on every reachable agent, ``SEARCH_BATCH`` at a time: its
-sandbox stays on its agent until garbage-collected. An agent whose hostname does not resolve
-(``fairshare up`` names its agents ``agent-1``, ...) is tried at the master's host. ``agent``
-(``--agent HOST:PORT``) skips the search.
+Asking: the caller's identity (its certificate, its bearer token) goes to the master only. The
+master's ``GrantLogAccess`` (authenticated and authorized there: the task's framework's
+principal, the ACL's ``view_logs``, or the full view) answers with a short-lived grant for this
+task and the agents to ask, each with its own signature of the grant; an agent gets its own
+credential (the grant and its signature) and nothing else of the caller's (no token; a client
+certificate still proves the connection, its key never leaves). A credential is worth nothing at
+the master, at another agent or for another task (``fairshare.log_access``).
+
+Finding the agent: the master names the task's agent if it tracks the task, else every
+connected agent (a task the master no longer tracks ended and its end was acknowledged; its
+sandbox stays on its agent until garbage-collected), asked ``SEARCH_BATCH`` at a time. It names
+them also under a redacted view: the grant is for the caller's own tasks. An agent whose
+hostname does not resolve (``fairshare up`` names its agents ``agent-1``, ...) is tried at the
+master's host. ``agent`` (``--agent HOST:PORT``) asks only the listed agent at that address.
 
 Invariants: bytes are passed on as the task wrote them (the command writes them to its stdout
-unchanged, page by page); a task no agent has is ``NotFoundError``, an agent's refusal the
-``CallError`` of its status code, an unreachable master or agent ``UnavailableError``.
-``fairshare logs`` exits 0 once the file is read (or followed to the task's end, or Ctrl-C), 1
-when the task or its agent cannot be found or reached, 2 for bad input.
+unchanged, page by page); a task no agent has is ``NotFoundError``, a refusal (the master's or
+an agent's) the ``CallError`` of its status code, an unreachable master or agent
+``UnavailableError``; no call to an agent carries the caller's token. ``fairshare logs`` exits 0
+once the file is read (or followed to the task's end, or Ctrl-C), 1 when the task or its agent
+cannot be found or reached or the read is refused, 2 for bad input.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import sys
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Final
@@ -34,7 +44,15 @@ from fairshare.v1 import operator_pb2, operator_pb2_grpc, task_logs_pb2, task_lo
 
 from framework_sdk.errors import CallError, NotFoundError, call_error
 
-__all__ = ["LOGS_SETTINGS", "SEARCH_BATCH", "find_agents", "logs_command", "stream_logs"]
+__all__ = [
+    "LOGS_SETTINGS",
+    "SEARCH_BATCH",
+    "agent_security",
+    "find_agents",
+    "grant_access",
+    "logs_command",
+    "stream_logs",
+]
 
 SEARCH_BATCH: Final = 16
 TIMEOUT: Final = 10.0
@@ -42,7 +60,13 @@ MAX_TAIL: Final = 10_000
 _REQUEST = task_logs_pb2.StreamLogRequest
 LOGS_SETTINGS: Final = CLIENT_SETTINGS
 """The settings of ``fairshare logs`` (``TASK_ID`` and the others are its arguments); its TLS
-and identity settings are used for the master and the agents alike (one cluster CA)."""
+settings are used for the master and the agents alike (one cluster CA), its token for the master
+only."""
+
+
+def agent_security(security: ClientSecurity) -> ClientSecurity:
+    """What a client presents to agents: its TLS settings without its bearer token."""
+    return dataclasses.replace(security, token=None)
 
 
 def _host_port(address: str) -> tuple[str, str]:
@@ -60,28 +84,36 @@ async def _reachable(hostname: str, port: int, master: str) -> str:
     return f"[{hostname}]:{port}" if ":" in hostname else f"{hostname}:{port}"
 
 
-async def find_agents(
+async def grant_access(
     master: str, task_id: str, framework_id: str = "", security: ClientSecurity = INSECURE
-) -> list[str]:
-    """Addresses of the agents that may have the task's sandbox: its agent if the master
-    tracks the task, else every reachable agent. ``UnavailableError`` if the master cannot be
-    asked."""
+) -> operator_pb2.GrantLogAccessResponse:
+    """The master's grant to read the task's logs, with the agents to ask (``CallError`` of
+    the master's refusal; ``UnavailableError`` if it cannot be asked)."""
+    request = operator_pb2.GrantLogAccessRequest(task_id=task_id, framework_id=framework_id)
     try:
         async with client_channel(master, security) as channel:
             stub = operator_pb2_grpc.OperatorServiceStub(channel)
-            state = await stub.GetState(operator_pb2.GetStateRequest(), timeout=TIMEOUT)
+            granted: operator_pb2.GrantLogAccessResponse = await stub.GrantLogAccess(
+                request, timeout=TIMEOUT
+            )
     except grpc.aio.AioRpcError as error:
-        raise call_error("GetState", error.code(), error.details() or "") from None
-    agents = {a.agent_id: a for a in state.agents if a.agent_info.port > 0}
-    owners = [
-        task.info.agent_id
-        for task in state.tasks
-        if task.info.task_id == task_id and framework_id in ("", task.framework_id)
-    ]
-    chosen = [agents[a] for a in dict.fromkeys(owners) if a in agents] or [
-        a for a in agents.values() if a.reachable
-    ]
-    return [await _reachable(a.agent_info.hostname, a.agent_info.port, master) for a in chosen]
+        raise call_error("GrantLogAccess", error.code(), error.details() or "") from None
+    return granted
+
+
+async def _targets(
+    master: str, granted: operator_pb2.GrantLogAccessResponse
+) -> list[tuple[str, operator_pb2.LogAgent]]:
+    return [(await _reachable(a.hostname, a.port, master), a) for a in granted.agents if a.port > 0]
+
+
+async def find_agents(
+    master: str, task_id: str, framework_id: str = "", security: ClientSecurity = INSECURE
+) -> list[str]:
+    """Addresses of the agents that may have the task's sandbox (the master's answer to
+    ``GrantLogAccess``): its agent if the master tracks the task, else every connected agent."""
+    granted = await grant_access(master, task_id, framework_id, security)
+    return [address for address, _ in await _targets(master, granted)]
 
 
 def _request(
@@ -96,6 +128,17 @@ def _request(
     if tail is not None:
         request.tail_lines = tail
     return request
+
+
+def _signed(
+    request: task_logs_pb2.StreamLogRequest, grant: str, agent: operator_pb2.LogAgent
+) -> task_logs_pb2.StreamLogRequest:
+    """``request`` with the credential of ``agent`` (the grant and that agent's signature)."""
+    signed = task_logs_pb2.StreamLogRequest()
+    signed.CopyFrom(request)
+    signed.credential.grant = grant
+    signed.credential.signature = agent.signature
+    return signed
 
 
 async def _first(
@@ -136,12 +179,22 @@ async def stream_logs(
     agent's or the master's refusal.
     """
     request = _request(task_id, framework_id, stderr, follow, tail)
-    addresses = [agent] if agent else await find_agents(master, task_id, framework_id, security)
-    channels = {address: client_channel(address, security) for address in addresses}
+    granted = await grant_access(master, task_id, framework_id, security)
+    targets = await _targets(master, granted)
+    if agent is not None:
+        targets = [(address, a) for address, a in targets if _same_address(address, agent, a)]
+        if not targets:
+            message = f"agent {agent} is not an agent the master names for task {task_id}"
+            raise NotFoundError("GrantLogAccess", grpc.StatusCode.NOT_FOUND, message)
+    to_agents = agent_security(security)
+    opened = [
+        (client_channel(address, to_agents), _signed(request, granted.grant, a))
+        for address, a in targets
+    ]
     try:
-        call, first = await _search(channels, request)
+        call, first = await _search(opened)
         if call is None or first is None:
-            where = f"agent {agent}" if agent else f"the {len(addresses)} agents asked"
+            where = f"agent {agent}" if agent else f"the {len(targets)} agents asked"
             message = f"no sandbox of task {task_id} on {where}"
             raise NotFoundError("StreamLog", grpc.StatusCode.NOT_FOUND, message)
         if first.data:
@@ -152,19 +205,25 @@ async def stream_logs(
         except grpc.aio.AioRpcError as error:
             raise call_error("StreamLog", error.code(), error.details() or "") from None
     finally:
-        for channel in channels.values():
+        for channel, _ in opened:
             await channel.close(None)
 
 
+def _same_address(address: str, wanted: str, agent: operator_pb2.LogAgent) -> bool:
+    """Whether ``wanted`` (``--agent HOST:PORT``) is the agent at ``address`` (as reached) or
+    at its own ``hostname:port``."""
+    host, port = _host_port(wanted)
+    return wanted == address or (host == agent.hostname and port == str(agent.port))
+
+
 async def _search(
-    channels: dict[str, grpc.aio.Channel], request: task_logs_pb2.StreamLogRequest
+    opened: Sequence[tuple[grpc.aio.Channel, task_logs_pb2.StreamLogRequest]],
 ) -> tuple[Any, task_logs_pb2.StreamLogResponse | None]:
     """The first agent (in order) that has the task, asking ``SEARCH_BATCH`` at a time."""
-    ordered = list(channels.values())
     unreachable: CallError | None = None
-    for start in range(0, len(ordered), SEARCH_BATCH):
-        batch = ordered[start : start + SEARCH_BATCH]
-        answers = await asyncio.gather(*(_first(c, request) for c in batch), return_exceptions=True)
+    for start in range(0, len(opened), SEARCH_BATCH):
+        batch = opened[start : start + SEARCH_BATCH]
+        answers = await asyncio.gather(*(_first(c, r) for c, r in batch), return_exceptions=True)
         found: tuple[Any, task_logs_pb2.StreamLogResponse | None] | None = None
         for answer in answers:
             if isinstance(answer, CallError) and answer.code == grpc.StatusCode.UNAVAILABLE:

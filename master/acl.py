@@ -37,6 +37,14 @@ The file (TOML, or JSON when it ends in ``.json``) lists rules per action; see
     [[maintain_agents]]                 # Deactivate/ReactivateAgents, RemoveAgent
     principals = ["ops"]
 
+    [[run_tasks]]                       # Accept: the OS users command tasks may run as
+    principals = ["batch"]
+    users = ["batch"]                   # "root" only where a rule names it
+
+    [[view_logs]]                       # GrantLogAccess: whose frameworks' task logs
+    principals = ["auditor"]
+    framework_principals = ["batch"]
+
     [[view_state]]                      # GetState, GetWeights, GetQuotas, the dashboard, API
                                         # and /metrics
     principals = "ANY"
@@ -49,6 +57,19 @@ rule whose object is ``"NONE"`` refuses, a rule whose object matches allows (wit
 ``permissive`` does. Values are a list of names, ``"ANY"`` or ``"NONE"`` (Mesos's
 ``{"values": [...]}`` and ``{"type": "ANY"}`` forms are accepted too); ``"ANY"`` principals
 match anonymous callers as well (a master without authentication).
+
+``run_tasks`` governs who a command task runs as (Mesos's ``run_tasks``, principals -> users):
+the framework's principal may launch a task whose ``user`` is in the rule's ``users`` (POSIX
+user names). A task without a user runs as the agent's ``--task-user`` (an unprivileged user the
+operator chose) and is not checked here. ``root`` is allowed only by a rule that names it: not
+by ``users = "ANY"``, not by ``permissive`` and not without an ACL file (``OPEN``), so a cluster
+never runs a task as root unless an operator wrote so (and the agent has
+``--allow-root-tasks``: the agent checks every task's uid again, whatever its name).
+
+``view_logs`` governs who may read the logs of other principals' frameworks' tasks
+(``OperatorService.GrantLogAccess``), its object the ``framework_principals`` whose frameworks
+(``"SELF"`` is always allowed: a framework's own principal reads its tasks' logs whatever the
+ACL says, and so does a principal with the full ``view_state``).
 
 Roles are paths (``eng``, ``eng/dev``; ``fairshare.roles``). A ``roles`` object names a role
 exactly (``"eng"`` is ``eng`` only, ``"*"`` the default role) or a subtree with a trailing
@@ -63,7 +84,7 @@ one of ``register_frameworks`` lets them subscribe in those roles. A malformed n
 
 Invariants: an ``Acl`` is immutable and validated when loaded (``AclError`` names the file,
 the action and the rule); ``decide`` is pure. Without an ACL file the master uses ``OPEN``:
-every action allowed, subscribed weights capped at ``DEFAULT_MAX_WEIGHT``.
+every action allowed but tasks as root, subscribed weights capped at ``DEFAULT_MAX_WEIGHT``.
 """
 
 from __future__ import annotations
@@ -76,6 +97,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from fairshare.command import is_user_name
 from fairshare.roles import DEFAULT_ROLE, RoleError, check_role, role_matches
 
 from master.core.checks import MAX_WEIGHT, MIN_WEIGHT
@@ -103,12 +125,16 @@ OBJECTS: Final[Mapping[str, str | None]] = {
     "update_quota": "roles",
     "reserve_resources": "roles",
     "maintain_agents": None,
+    "run_tasks": "users",
+    "view_logs": "framework_principals",
     "view_state": None,
 }
 ACTIONS: Final = tuple(OBJECTS)
 LEVELS: Final = ("full", "redacted")
 SUBTREE: Final = "/*"
 """The suffix of a role pattern naming the roles strictly below a role (``eng/*``)."""
+ROOT_USER: Final = "root"
+"""The user ``run_tasks`` allows only by a rule naming it (never by ANY or ``permissive``)."""
 
 
 class AclError(ValueError):
@@ -173,19 +199,36 @@ class Acl:
     source: str = "(none)"
 
     def decide(self, action: str, principal: str | None, target: str | None = None) -> Decision:
-        """May ``principal`` (None: anonymous) do ``action`` on ``target`` (a role, or the
-        principal of a framework)? The first rule whose principals match and whose object
-        matches (or is NONE) decides; else ``permissive``."""
+        """May ``principal`` (None: anonymous) do ``action`` on ``target`` (a role, the
+        principal of a framework, a user)? The first rule whose principals match and whose
+        object matches (or is NONE) decides; else ``permissive``. ``run_tasks`` as ``root``
+        needs a rule naming ``root``."""
+        as_root = action == "run_tasks" and target == ROOT_USER
+        who = principal if principal is not None else "anonymous callers"
         for rule in self.rules.get(action, ()):
             if not rule.principals.matches(principal):
                 continue
             if rule.objects.none:
                 return Decision(False, rule, f"a rule of {self.source} refuses {action}")
+            if as_root and ROOT_USER not in rule.objects.names:
+                continue  # root only by a rule that names it
             if OBJECTS[action] is None or rule.objects.matches(target, principal):
                 return Decision(True, rule, "allowed by a rule")
+        if as_root:
+            return Decision(
+                False,
+                Rule(ANY),
+                f"no run_tasks rule of {self.source} names user 'root' for {who} (root is"
+                ' never allowed by "ANY", permissive or the lack of an ACL file)',
+            )
         if self.permissive:
             return Decision(True, Rule(ANY), "no rule: permissive")
-        who = principal if principal is not None else "anonymous callers"
+        if action == "run_tasks":
+            return Decision(
+                False,
+                Rule(ANY),
+                f"no run_tasks rule of {self.source} lets {who} run tasks as user {target!r}",
+            )
         return Decision(False, Rule(ANY), f"no rule of {self.source} lets {who} {action}")
 
     @classmethod
@@ -246,6 +289,8 @@ def _rule(action: str, item: Any, where: str) -> Rule:
         objects = _values(item[object_key], f"{where}: {object_key}", self_allowed)
         if object_key == "roles":
             objects = _role_patterns(objects, f"{where}: roles")
+        if object_key == "users":
+            _check_users(objects, f"{where}: users")
     max_weight = item.get("max_weight", DEFAULT_MAX_WEIGHT)
     if (
         isinstance(max_weight, bool)
@@ -282,6 +327,15 @@ def _values(raw: Any, where: str, self_allowed: bool) -> Values:
     return Values(names=names, self_=self_allowed and len(names) != len(set(raw)))
 
 
+def _check_users(values: Values, where: str) -> None:
+    """``AclError`` naming the rule when a name of a ``users`` object is not a user name."""
+    for name in sorted(values.names):
+        if not is_user_name(name):
+            raise AclError(
+                f"{where}: {name!r} is not a user name ([A-Za-z_][A-Za-z0-9_.-]{{0,31}})"
+            )
+
+
 def _role_patterns(values: Values, where: str) -> Values:
     """``values`` of a ``roles`` object with each name checked as a role path (``AclError``
     naming the rule if one is not) and the subtree patterns (``R/*``) set apart."""
@@ -304,4 +358,5 @@ def _role_patterns(values: Values, where: str) -> Values:
 
 
 OPEN: Final = Acl()
-"""No ACL file: everything allowed, subscribed weights capped at ``DEFAULT_MAX_WEIGHT``."""
+"""No ACL file: everything allowed but tasks as root, subscribed weights capped at
+``DEFAULT_MAX_WEIGHT``."""

@@ -3,7 +3,9 @@
 The first message is a register when the agent has no id, else a reregister with the agent id
 and every tracked task (``AgentState.registration``); the master's ``registered`` answer makes
 the agent registered: a new agent keeps the master-minted id, a known one the master's id, and
-both take the heartbeat interval and reconnect jitter the master sends.
+both take the heartbeat interval and reconnect jitter the master sends, and the log key the
+agent's ``TaskLogService`` verifies the master's log credentials with (``log_key``: in memory
+only, replaced at every registration; None until the first).
 
 Invariants:
 - the tasks a reregister reports are checkpointed before it is sent, and a registered id before
@@ -57,6 +59,7 @@ class Registrar:
         self._stop = stop
         self.registrations_total = 0
         self.reregistrations_total = 0
+        self.log_key: bytes | None = None
 
     async def open(self, stream: MasterStream) -> None:
         """Register, or reregister with every tracked task, and take the master's answer."""
@@ -112,3 +115,4 @@ class Registrar:
         if not self._persistence.persist():
             raise Stopped
         self._settings.apply(answer.heartbeat_interval, answer.reconnect_jitter)
+        self.log_key = bytes(answer.log_key) or None

@@ -3,8 +3,10 @@ checked, how old ones are collected.
 
 Layout under the agent's work dir:
 
-- ``sandboxes/<framework>/<task>/``: the task's sandbox, its working area and default working
-  directory, with the files ``stdout`` and ``stderr`` (what ``fairshare logs`` reads);
+- ``sandboxes/<framework>/<task>/``: the task's sandbox (mode 0700, owned by the user the task
+  runs as), its working area and default working directory, with the files ``stdout`` and
+  ``stderr`` (what ``fairshare logs`` reads); ``sandboxes/`` and ``sandboxes/<framework>/``
+  are mode 0711, so no task user lists the other tasks' ids;
 - ``runs/<framework>/<task>/``: its run directory (mode 0700): the records the agent and the
   task's supervisor keep (``agent.tasks.executors.supervisor``); the task never writes there.
 
@@ -143,11 +145,13 @@ class Sandboxes:
         for the file system's refusals."""
         sandbox = self.sandbox(key)
         run_dir = self.run_dir(key)
-        for directory in (self.root, sandbox.parent):
-            directory.mkdir(mode=0o755, parents=True, exist_ok=True)
+        for directory in (self.root, sandbox.parent):  # searchable, not listable
+            directory.mkdir(mode=0o711, parents=True, exist_ok=True)
+            directory.chmod(0o711)
         for directory in (self.runs, run_dir.parent):
             directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        sandbox.mkdir(mode=0o755, exist_ok=True)
+        sandbox.mkdir(mode=0o700, exist_ok=True)
+        sandbox.chmod(0o700)  # its task's user's alone (and the agent's)
         shutil.rmtree(run_dir, ignore_errors=True)
         run_dir.mkdir(mode=0o700)
         cwd = self._working_dir(sandbox, working_dir)

@@ -491,6 +491,8 @@ def main(args: argparse.Namespace) -> int:
     log_flags = ("--log-level", values["log_level"], "--log-format", values["log_format"])
     temporary = not values["work_dir"]
     base = Path(values["work_dir"] or tempfile.mkdtemp(prefix="fairshare-up-"))
+    if temporary:
+        base.chmod(0o711)  # command tasks run as the agents' --task-user: let it reach its sandbox
     code = _run_cluster(args, values, base, log_flags)
     if code == 0 and temporary:
         shutil.rmtree(base, ignore_errors=True)

@@ -40,6 +40,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from fairshare.log_access import agent_key
 from fairshare.logs import LogLimiter, log_event
 from fairshare.resources import ResourceVector
 from fairshare.task_states import TaskState
@@ -92,6 +93,7 @@ class AgentSession:
     reconnect_jitter: float
     channel: Channel[AgentCommand] = field(repr=False)
     epoch: int = 0  # of the leadership term (agent.proto: on every commands message too)
+    log_key: bytes = field(default=b"", repr=False)  # its key for log credentials
 
 
 class AgentCalls:
@@ -165,6 +167,7 @@ class AgentCalls:
             reconnect_jitter(len(state.agents)),
             channel,
             state.leader.epoch,
+            agent_key(state.log_secret, link.agent_id),
         )
 
     def _tell_settings(self) -> None:

@@ -8,6 +8,9 @@ authentication is off); the call classes ask the authority before they change an
 - ``allow(action, principal, target)``: the ACL's decision (``master.acl``); PERMISSION_DENIED
   when it refuses. The HTTP port (``master.web.routes``) asks it too, ``view_state`` once per
   request, so ``denied`` counts the refusals of both ports alike (one count, no label per port);
+- ``allow_task_user(principal, task_id, user)``: the ACL's ``run_tasks`` for a command task
+  with a named OS user (PERMISSION_DENIED naming the task and the user; ``root`` only by a rule
+  naming it); a task without a user runs as the agent's ``--task-user`` and is not checked;
 - ``check_owner(principal, owner, what)``: a framework acts on its own framework id only, an
   agent on its own registration only (the Kubernetes node authorizer's rule); the owner is the
   principal that registered it, kept in the registry. With authentication off there are no
@@ -93,6 +96,17 @@ class Authority:
             self.denied += 1
             raise PermissionDenied(decision.why)
         return decision.rule
+
+    def allow_task_user(self, principal: str | None, task_id: str, user: str) -> None:
+        """PERMISSION_DENIED (naming the task and the user) unless the ACL's ``run_tasks``
+        lets ``principal`` run a task as ``user``; an empty user (the agent's ``--task-user``)
+        is not checked."""
+        if not user:
+            return
+        decision = self.acl.decide("run_tasks", principal, user)
+        if not decision.allowed:
+            self.denied += 1
+            raise PermissionDenied(f"task {task_id!r} may not run as user {user!r}: {decision.why}")
 
     def owner_of(self, principal: str | None) -> str:
         """The owner a new framework or agent of ``principal`` gets (``""`` when anonymous)."""

@@ -9,7 +9,8 @@ framework belongs to the principal that registered it (``spec.principal``, durab
 its id by anyone else are PERMISSION_DENIED (``Authority.check_owner``), checked before whether
 it is connected, so a stranger learns nothing of its state. Registering needs the ACL's
 ``register_frameworks`` for the role, a weight within the rule's cap, and room in the
-principal's count and registration rate (RESOURCE_EXHAUSTED).
+principal's count and registration rate (RESOURCE_EXHAUSTED). Launching a command task as a
+named OS user needs the ACL's ``run_tasks`` for that user (``root`` only by a rule naming it).
 
 Invariants:
 - a framework is registered durably (its registry row is committed before SUBSCRIBED is sent)
@@ -46,6 +47,7 @@ from master.model import (
     HeartbeatEvent,
     StatusUpdate,
     StreamEnd,
+    TaskDetails,
     UpdateEvent,
 )
 from master.registry import UNREACHABLE
@@ -317,9 +319,14 @@ class FrameworkCalls:
         refuse_seconds: float | None,
         principal: str | None = None,
     ) -> None:
-        """Launch tasks on the offers' agent; unused offered resources are declined."""
+        """Launch tasks on the offers' agent; unused offered resources are declined. A command
+        task's named user needs the ACL's ``run_tasks`` (checked before anything changes)."""
         state = self.state
         self._mine(framework_id, principal)
+        for launch in launches:
+            details = launch.details
+            if isinstance(details, TaskDetails) and details.command is not None:
+                state.authority.allow_task_user(principal, launch.task_id, details.command.user)
         try:
             messages = state.core.handle_accept(
                 framework_id, offer_ids, launches, state.now(), refuse_seconds

@@ -25,7 +25,8 @@ Invariants:
 - every call is authorized first (``Authority.allow``): ``set_weights`` for the target's role,
   ``update_quota`` for the quota's role, ``maintain_agents``, ``teardown_frameworks`` and
   ``kill_tasks`` for the framework's owner (``"SELF"``: one's own frameworks), ``view_state``
-  for the state, the weights and the quotas.
+  for the state, the weights and the quotas; ``grant_logs`` by the framework's owner,
+  ``view_logs`` or the full ``view_state`` (``master.runtime.log_grants``).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from master.registry import GONE
 from master.runtime import reservations
 from master.runtime.dispatch import Dispatcher
 from master.runtime.frameworks import FrameworkCalls
+from master.runtime.log_grants import LogGrant, LogGrants
 from master.runtime.state import RuntimeState, require_id
 from master.runtime.views import ClusterSnapshot, build_snapshot, redact
 
@@ -94,6 +96,7 @@ class OperatorCalls:
         self.state = state
         self.dispatcher = dispatcher
         self.frameworks = frameworks
+        self.log_grants = LogGrants(state)
 
     def snapshot(self) -> ClusterSnapshot:
         """The whole cluster state, in one step of the loop (for the master's own use)."""
@@ -295,6 +298,11 @@ class OperatorCalls:
         self.dispatcher.dispatch(state.core.handle_kill(framework_id, task_id, state.now()))
         state.tasks.mark_killing(framework_id, task_id)
         log_event(log, "task.killed.by.operator", framework_id=framework_id, task_id=task_id)
+
+    def grant_logs(self, task_id: str, framework_id: str, principal: str | None = None) -> LogGrant:
+        """A credential for ``principal`` to read the logs of a task on its agents
+        (``master.runtime.log_grants``)."""
+        return self.log_grants.grant(task_id, framework_id, principal)
 
     def remove_agent(self, agent_id: str, principal: str | None = None) -> None:
         """Mark an unreachable agent GONE for good: its tasks GONE, no longer listed."""

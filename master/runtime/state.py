@@ -15,6 +15,9 @@ Invariants:
   UNAVAILABLE and nothing changed;
 - ``authority`` decides who may do what (the ACL, owners, limits per principal) before any
   call changes anything;
+- ``log_secret`` is drawn at random for this runtime and never leaves it: each agent gets its
+  own key derived from it when it registers (``fairshare.log_access``), to check the log
+  credentials this runtime grants (``master.runtime.log_grants``);
 - ``frameworks`` holds the registered frameworks (connected or within their failover timeout),
   ``removed_frameworks`` the ids that may never come back; ``agents`` the agents with a live or
   recovering registration, ``departed`` the last ``DEPARTED_MEMORY`` unreachable or gone ones
@@ -33,6 +36,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from fairshare.log_access import new_secret
 from fairshare.logs import log_event
 
 from master.acl import OPEN, Acl
@@ -145,6 +149,7 @@ class RuntimeState:
         self.registry.on_write = self.counters.registry_write_durations.observe
         self.liveness = Liveness(self.config.agent_timeout, self.config.agent_heartbeat)
         self.authority = Authority(self.config.acl, self.config.authenticated, self.config.limits)
+        self.log_secret = new_secret()  # this term's; agents get keys derived from it
         self.recovering = False  # after a restart, until recovered agents are back or time is up
         self.awaited: set[str] = set()  # while recovering: the agents not back yet
         self.draining = False

@@ -12,7 +12,8 @@ that is not ``*``, non-empty resources) and the runtime the rest (``master.runti
 .reservations``); DeactivateAgents and
 ReactivateAgents pass the ids through (the runtime checks them all before changing anything);
 TeardownFramework, KillTask and RemoveAgent pass their ids through (the runtime checks them);
-errors become precise status codes.
+GrantLogAccess passes the task and framework ids through (the runtime decides who may read and
+signs the grant for each agent); errors become precise status codes.
 """
 
 from __future__ import annotations
@@ -211,3 +212,20 @@ class OperatorServicer(operator_pb2_grpc.OperatorServiceServicer):
         """Mark an unreachable agent gone."""
         self.operator.remove_agent(request.agent_id, caller())
         return pb.RemoveAgentResponse()
+
+    @maps_errors
+    async def GrantLogAccess(
+        self, request: pb.GrantLogAccessRequest, context: Context
+    ) -> pb.GrantLogAccessResponse:
+        """A credential to read a task's logs, and the agents to read them from."""
+        granted = self.operator.grant_logs(request.task_id, request.framework_id, caller())
+        return pb.GrantLogAccessResponse(
+            grant=granted.grant,
+            expires_at=convert.timestamp(granted.expires_at),
+            agents=[
+                pb.LogAgent(
+                    agent_id=a.agent_id, hostname=a.hostname, port=a.port, signature=a.signature
+                )
+                for a in granted.agents
+            ],
+        )

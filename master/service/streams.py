@@ -94,6 +94,7 @@ def registered_to_pb(session: AgentSession) -> agent_pb2.AgentRegistered:
         heartbeat_interval=duration(session.heartbeat_interval),
         reconnect_jitter=duration(session.reconnect_jitter),
         epoch=session.epoch,
+        log_key=session.log_key,
     )
 
 

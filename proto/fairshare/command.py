@@ -40,6 +40,7 @@ __all__ = [
     "SHELL",
     "Command",
     "ResourceUsage",
+    "is_user_name",
     "normalize_working_dir",
 ]
 
@@ -56,6 +57,11 @@ SHELL: Final = "/bin/sh"
 
 _ENV_NAME: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _USER_NAME: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?$")
+
+
+def is_user_name(name: str) -> bool:
+    """True for a POSIX user name (``[A-Za-z_][A-Za-z0-9_.-]{0,31}``, an optional final ``$``)."""
+    return bool(_USER_NAME.match(name))
 
 
 def _utf8(text: str) -> int:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -225,10 +226,24 @@ def start_master(work_dir: Path, *flags: str, env: dict[str, str] | None = None)
     return master
 
 
+def searchable_by_tasks(path: Path) -> None:
+    """Let the users command tasks run as (``nobody``, the agent's default ``--task-user``)
+    search every directory down to ``path`` (``o+x``, not ``o+r``): pytest's temporary
+    directories are 0700, and an agent refuses command tasks whose user cannot reach its
+    sandboxes."""
+    path.mkdir(parents=True, exist_ok=True)
+    for directory in (*reversed(path.parents), path):
+        info = directory.stat()
+        if info.st_uid == os.geteuid() and not info.st_mode & stat.S_IXOTH:
+            directory.chmod(stat.S_IMODE(info.st_mode) | stat.S_IXOTH)
+
+
 def start_agent(
     master_address: str, work_dir: Path, *flags: str, resources: str = "cpus:4;mem:8192"
 ) -> Daemon:
-    """Start ``fairshare agent --master ADDRESS --resources R --port 0 --work-dir work_dir``."""
+    """Start ``fairshare agent --master ADDRESS --resources R --port 0 --work-dir work_dir``
+    (its work dir searchable by command tasks' users)."""
+    searchable_by_tasks(work_dir)
     argv = [
         "--master",
         master_address,

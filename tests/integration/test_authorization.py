@@ -211,6 +211,7 @@ def _requests(cluster: Secured) -> dict[str, Message]:
         "TeardownFramework": OP.TeardownFrameworkRequest(framework_id=fw),
         "KillTask": OP.KillTaskRequest(framework_id=fw, task_id="t1"),
         "RemoveAgent": OP.RemoveAgentRequest(agent_id=agent),
+        "GrantLogAccess": OP.GrantLogAccessRequest(task_id="t1"),
     }
 
 

@@ -199,7 +199,9 @@ def test_command_task_outcomes_through_the_sdk(
     reaped: list[Daemon], master: Daemon, agent_factory: Callable[..., list[Daemon]]
 ) -> None:
     (agent,) = agent_factory(master, 1, AGENT_RESOURCES)
-    hog = [sys.executable, "-c", "b = bytearray(512 << 20)"]
+    # tail buffers a line without end: 512 MiB against the task's 64 (a shell, not this test's
+    # Python, which the agent's task user, nobody, may not be able to read)
+    hog = ["sh", "-c", "head -c 536870912 /dev/zero | tail -n 1"]
 
     async def scenario() -> None:
         async with framework(master, "outcomes") as fw:

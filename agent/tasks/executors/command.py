@@ -2,9 +2,11 @@
 (``agent.tasks.executors.supervisor``), and finds them again after an agent restart.
 
 A run, from ``launch``:
-- on the next loop step the agent resolves the user and prepares the sandbox: an unknown user, a
-  user the agent cannot switch to, or a working directory that leaves the sandbox through a
-  symbolic link is ERROR, REASON_COMMAND_INVALID, and nothing starts. It creates the task's
+- on the next loop step the agent resolves the user (``agent.tasks.users``: the task's own, else
+  ``CommandConfig.task_user``; uid 0 only with ``allow_root_tasks``) and prepares the sandbox:
+  an unknown user, a user the agent cannot or may not switch to, a user who cannot reach the
+  sandboxes, or a working directory that leaves the sandbox through a symbolic link is ERROR,
+  REASON_COMMAND_INVALID, and nothing starts. It creates the task's
   limits (its cgroup), writes the launch record, reports STARTING, starts the supervisor,
   records it (pid and start time) and only then lets it start the task;
 - the supervisor says ``running PID`` once the task's program runs: RUNNING. A program that
@@ -43,7 +45,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import pwd
 import signal
 import subprocess
 import sys
@@ -60,6 +61,7 @@ from agent.tasks.executors.outcome import UsageTally, exit_event, live_usage
 from agent.tasks.isolation import cgroups
 from agent.tasks.isolation.modes import Isolation, TaskLimits
 from agent.tasks.sandbox import SandboxError, Sandboxes
+from agent.tasks.users import DEFAULT_TASK_USER, TaskUser, UserRefused, task_user, unreachable
 
 __all__ = ["CommandConfig", "CommandExecutor"]
 
@@ -73,13 +75,15 @@ _DEFAULT_PATH: Final = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:
 
 @dataclass(frozen=True, slots=True)
 class CommandConfig:
-    """Where command tasks live and how they are confined and stopped."""
+    """Where command tasks live, who they run as, how they are confined and stopped."""
 
     work_dir: Path
     isolation: Isolation = field(default_factory=lambda: Isolation("none"))
     kill_grace_period: float = 3.0  # when the task sets none
     close_timeout: float = 3.0  # aclose: wait this long for runs asked to stop
     python: str = sys.executable
+    task_user: str = DEFAULT_TASK_USER  # a task naming no user runs as this one (agent as root)
+    allow_root_tasks: bool = False  # a task may run as a user of uid 0
 
 
 class _Refused(Exception):
@@ -244,8 +248,8 @@ class CommandExecutor:
     def _prepare(self, run: _Run) -> dict[str, Any]:
         """Check the user and the sandbox, create the limits; the launch record."""
         command = run.task.command
-        user = _user(command.user)
-        owner = None if user is None else (user.pw_uid, user.pw_gid)
+        user = self._user(command.user)
+        owner = None if user is None else (user.uid, user.gid)
         try:
             prepared = self.sandboxes.prepare(run.key, command.working_dir, owner)
         except SandboxError as error:
@@ -263,21 +267,44 @@ class CommandExecutor:
             "rlimit_as": run.limits.rlimit_as,
         }
         if user is not None:
-            spec["uid"], spec["gid"] = user.pw_uid, user.pw_gid
-            spec["groups"] = os.getgrouplist(user.pw_name, user.pw_gid)
+            spec["uid"], spec["gid"] = user.uid, user.gid
+            spec["groups"] = list(user.groups)
         records.write_json(run.run_dir / records.LAUNCH_FILE, spec)
         return spec
 
-    def _environment(self, run: _Run, user: pwd.struct_passwd | None) -> dict[str, str]:
+    def _user(self, requested: str) -> TaskUser | None:
+        """The user to switch to (None: the agent's own); ``_Refused`` when the task may not
+        run as it, or that user cannot reach the sandboxes."""
+        config = self.config
+        try:
+            user = task_user(requested, config.task_user, config.allow_root_tasks)
+        except UserRefused as error:
+            raise _Refused(str(error)) from None
+        if user is not None:
+            blocked = unreachable(self.sandboxes.root, user)
+            if blocked is not None:
+                where, mode = blocked
+                raise _Refused(
+                    f"user {user.name!r} (uid {user.uid}) cannot reach this agent's sandboxes:"
+                    f" {where} has mode {mode:o} (the agent's --work-dir must be searchable by"
+                    " its task users)"
+                )
+        return user
+
+    def _environment(self, run: _Run, user: TaskUser | None) -> dict[str, str]:
         env = {
-            "PATH": os.environ.get("PATH") or _DEFAULT_PATH,
-            "HOME": user.pw_dir if user is not None else str(run.sandbox),
+            # The agent's PATH, to a task of its own user; the system's to another user's
+            # (root's PATH may name directories that user cannot search)
+            "PATH": (os.environ.get("PATH") if user is None else None) or _DEFAULT_PATH,
+            "HOME": user.home
+            if user is not None and os.path.isdir(user.home)
+            else str(run.sandbox),
             "FAIRSHARE_SANDBOX": str(run.sandbox),
             "FAIRSHARE_FRAMEWORK_ID": run.key[0],
             "FAIRSHARE_TASK_ID": run.key[1],
         }
         if user is not None:
-            env["USER"] = env["LOGNAME"] = user.pw_name
+            env["USER"] = env["LOGNAME"] = user.name
         env.update(run.task.command.env)
         return env
 
@@ -497,22 +524,6 @@ class CommandExecutor:
                 self._now_running(run)
         if run.kill_requested:
             self._signal(run)
-
-
-def _user(name: str) -> pwd.struct_passwd | None:
-    """The user to switch to (None: run as the agent's user); ``_Refused`` if impossible."""
-    if not name:
-        return None
-    try:
-        user = pwd.getpwnam(name)
-    except KeyError:
-        raise _Refused(f"user {name!r} does not exist on this agent") from None
-    euid = os.geteuid()
-    if user.pw_uid == euid:
-        return None
-    if euid != 0:
-        raise _Refused(f"the agent runs as uid {euid} and cannot run tasks as user {name!r}")
-    return user
 
 
 def _open_pidfd(record: dict[str, Any]) -> int | None:

@@ -206,6 +206,11 @@ class _Supervisor:
     def spawn(self) -> int:
         """Fork the task's process; its pid once it has exec'd (``LaunchError`` otherwise)."""
         spec = self.spec
+        if spec.get("uid") is not None:
+            # os.execvpe imports warnings (PATH lookup): import it now, while the supervisor's
+            # own Python is still readable; the task's user may not read it (~/.pyenv, a 0700
+            # venv), and after setuid the child must import nothing.
+            import warnings  # noqa: F401
         read_end, write_end = os.pipe2(os.O_CLOEXEC)
         # The child must not run this process's handlers: block them across the fork.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGALRM})

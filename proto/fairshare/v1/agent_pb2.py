@@ -26,7 +26,7 @@ from fairshare.v1 import common_pb2 as fairshare_dot_v1_dot_common__pb2
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x66\x61irshare/v1/agent.proto\x12\x0c\x66\x61irshare.v1\x1a\x19\x66\x61irshare/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\"\xe4\x01\n\x0e\x43onnectRequest\x12/\n\x08register\x18\x01 \x01(\x0b\x32\x1b.fairshare.v1.RegisterAgentH\x00\x12\x33\n\nreregister\x18\x02 \x01(\x0b\x32\x1d.fairshare.v1.ReregisterAgentH\x00\x12\x31\n\theartbeat\x18\x03 \x01(\x0b\x32\x1c.fairshare.v1.AgentHeartbeatH\x00\x12.\n\x07updates\x18\x04 \x01(\x0b\x32\x1b.fairshare.v1.StatusUpdatesH\x00\x42\t\n\x07message\"\xb3\x01\n\x0f\x43onnectResponse\x12\x33\n\nregistered\x18\x01 \x01(\x0b\x32\x1d.fairshare.v1.AgentRegisteredH\x00\x12/\n\x08\x63ommands\x18\x02 \x01(\x0b\x32\x1b.fairshare.v1.AgentCommandsH\x00\x12/\n\x08settings\x18\x03 \x01(\x0b\x32\x1b.fairshare.v1.AgentSettingsH\x00\x42\t\n\x07message\"<\n\rRegisterAgent\x12+\n\nagent_info\x18\x01 \x01(\x0b\x32\x17.fairshare.v1.AgentInfo\"\x8a\x01\n\x0fReregisterAgent\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12+\n\nagent_info\x18\x02 \x01(\x0b\x32\x17.fairshare.v1.AgentInfo\x12!\n\x05tasks\x18\x03 \x03(\x0b\x32\x12.fairshare.v1.Task\x12\x15\n\rframework_ids\x18\x04 \x03(\t\"\xb1\x01\n\x0f\x41gentRegistered\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x11\n\tmaster_id\x18\x02 \x01(\t\x12\x35\n\x12heartbeat_interval\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x33\n\x10reconnect_jitter\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05\x65poch\x18\x05 \x01(\x04\"7\n\x0e\x41gentHeartbeat\x12%\n\x04used\x18\x01 \x01(\x0b\x32\x17.fairshare.v1.Resources\"{\n\rAgentSettings\x12\x35\n\x12heartbeat_interval\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x33\n\x10reconnect_jitter\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"<\n\rStatusUpdates\x12+\n\x07updates\x18\x01 \x03(\x0b\x32\x1a.fairshare.v1.StatusUpdate\"}\n\x0cStatusUpdate\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12(\n\x06status\x18\x02 \x01(\x0b\x32\x18.fairshare.v1.TaskStatus\x12-\n\x0clatest_state\x18\x03 \x01(\x0e\x32\x17.fairshare.v1.TaskState\"L\n\rAgentCommands\x12,\n\x08\x63ommands\x18\x01 \x03(\x0b\x32\x1a.fairshare.v1.AgentCommand\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\"\xcd\x01\n\x0c\x41gentCommand\x12\x38\n\x0claunch_tasks\x18\x01 \x01(\x0b\x32 .fairshare.v1.LaunchTasksCommandH\x00\x12\x32\n\tkill_task\x18\x02 \x01(\x0b\x32\x1d.fairshare.v1.KillTaskCommandH\x00\x12\x44\n\x12\x61\x63knowledge_status\x18\x03 \x01(\x0b\x32&.fairshare.v1.AcknowledgeStatusCommandH\x00\x42\t\n\x07\x63ommand\"Q\n\x12LaunchTasksCommand\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12%\n\x05tasks\x18\x02 \x03(\x0b\x32\x16.fairshare.v1.TaskInfo\"\x9a\x01\n\x0fKillTaskCommand\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12/\n\x06reason\x18\x03 \x01(\x0e\x32\x1f.fairshare.v1.TaskStatus.Reason\x12/\n\x0cgrace_period\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\"O\n\x18\x41\x63knowledgeStatusCommand\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x0c\n\x04uuid\x18\x03 \x01(\x0c\x32Z\n\x0c\x41gentService\x12J\n\x07\x43onnect\x12\x1c.fairshare.v1.ConnectRequest\x1a\x1d.fairshare.v1.ConnectResponse(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x66\x61irshare/v1/agent.proto\x12\x0c\x66\x61irshare.v1\x1a\x19\x66\x61irshare/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\"\xe4\x01\n\x0e\x43onnectRequest\x12/\n\x08register\x18\x01 \x01(\x0b\x32\x1b.fairshare.v1.RegisterAgentH\x00\x12\x33\n\nreregister\x18\x02 \x01(\x0b\x32\x1d.fairshare.v1.ReregisterAgentH\x00\x12\x31\n\theartbeat\x18\x03 \x01(\x0b\x32\x1c.fairshare.v1.AgentHeartbeatH\x00\x12.\n\x07updates\x18\x04 \x01(\x0b\x32\x1b.fairshare.v1.StatusUpdatesH\x00\x42\t\n\x07message\"\xb3\x01\n\x0f\x43onnectResponse\x12\x33\n\nregistered\x18\x01 \x01(\x0b\x32\x1d.fairshare.v1.AgentRegisteredH\x00\x12/\n\x08\x63ommands\x18\x02 \x01(\x0b\x32\x1b.fairshare.v1.AgentCommandsH\x00\x12/\n\x08settings\x18\x03 \x01(\x0b\x32\x1b.fairshare.v1.AgentSettingsH\x00\x42\t\n\x07message\"<\n\rRegisterAgent\x12+\n\nagent_info\x18\x01 \x01(\x0b\x32\x17.fairshare.v1.AgentInfo\"\x8a\x01\n\x0fReregisterAgent\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12+\n\nagent_info\x18\x02 \x01(\x0b\x32\x17.fairshare.v1.AgentInfo\x12!\n\x05tasks\x18\x03 \x03(\x0b\x32\x12.fairshare.v1.Task\x12\x15\n\rframework_ids\x18\x04 \x03(\t\"\xc2\x01\n\x0f\x41gentRegistered\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x11\n\tmaster_id\x18\x02 \x01(\t\x12\x35\n\x12heartbeat_interval\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x33\n\x10reconnect_jitter\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05\x65poch\x18\x05 \x01(\x04\x12\x0f\n\x07log_key\x18\x06 \x01(\x0c\"7\n\x0e\x41gentHeartbeat\x12%\n\x04used\x18\x01 \x01(\x0b\x32\x17.fairshare.v1.Resources\"{\n\rAgentSettings\x12\x35\n\x12heartbeat_interval\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x33\n\x10reconnect_jitter\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"<\n\rStatusUpdates\x12+\n\x07updates\x18\x01 \x03(\x0b\x32\x1a.fairshare.v1.StatusUpdate\"}\n\x0cStatusUpdate\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12(\n\x06status\x18\x02 \x01(\x0b\x32\x18.fairshare.v1.TaskStatus\x12-\n\x0clatest_state\x18\x03 \x01(\x0e\x32\x17.fairshare.v1.TaskState\"L\n\rAgentCommands\x12,\n\x08\x63ommands\x18\x01 \x03(\x0b\x32\x1a.fairshare.v1.AgentCommand\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\"\xcd\x01\n\x0c\x41gentCommand\x12\x38\n\x0claunch_tasks\x18\x01 \x01(\x0b\x32 .fairshare.v1.LaunchTasksCommandH\x00\x12\x32\n\tkill_task\x18\x02 \x01(\x0b\x32\x1d.fairshare.v1.KillTaskCommandH\x00\x12\x44\n\x12\x61\x63knowledge_status\x18\x03 \x01(\x0b\x32&.fairshare.v1.AcknowledgeStatusCommandH\x00\x42\t\n\x07\x63ommand\"Q\n\x12LaunchTasksCommand\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12%\n\x05tasks\x18\x02 \x03(\x0b\x32\x16.fairshare.v1.TaskInfo\"\x9a\x01\n\x0fKillTaskCommand\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12/\n\x06reason\x18\x03 \x01(\x0e\x32\x1f.fairshare.v1.TaskStatus.Reason\x12/\n\x0cgrace_period\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\"O\n\x18\x41\x63knowledgeStatusCommand\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x0c\n\x04uuid\x18\x03 \x01(\x0c\x32Z\n\x0c\x41gentService\x12J\n\x07\x43onnect\x12\x1c.fairshare.v1.ConnectRequest\x1a\x1d.fairshare.v1.ConnectResponse(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -42,25 +42,25 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_REREGISTERAGENT']._serialized_start=577
   _globals['_REREGISTERAGENT']._serialized_end=715
   _globals['_AGENTREGISTERED']._serialized_start=718
-  _globals['_AGENTREGISTERED']._serialized_end=895
-  _globals['_AGENTHEARTBEAT']._serialized_start=897
-  _globals['_AGENTHEARTBEAT']._serialized_end=952
-  _globals['_AGENTSETTINGS']._serialized_start=954
-  _globals['_AGENTSETTINGS']._serialized_end=1077
-  _globals['_STATUSUPDATES']._serialized_start=1079
-  _globals['_STATUSUPDATES']._serialized_end=1139
-  _globals['_STATUSUPDATE']._serialized_start=1141
-  _globals['_STATUSUPDATE']._serialized_end=1266
-  _globals['_AGENTCOMMANDS']._serialized_start=1268
-  _globals['_AGENTCOMMANDS']._serialized_end=1344
-  _globals['_AGENTCOMMAND']._serialized_start=1347
-  _globals['_AGENTCOMMAND']._serialized_end=1552
-  _globals['_LAUNCHTASKSCOMMAND']._serialized_start=1554
-  _globals['_LAUNCHTASKSCOMMAND']._serialized_end=1635
-  _globals['_KILLTASKCOMMAND']._serialized_start=1638
-  _globals['_KILLTASKCOMMAND']._serialized_end=1792
-  _globals['_ACKNOWLEDGESTATUSCOMMAND']._serialized_start=1794
-  _globals['_ACKNOWLEDGESTATUSCOMMAND']._serialized_end=1873
-  _globals['_AGENTSERVICE']._serialized_start=1875
-  _globals['_AGENTSERVICE']._serialized_end=1965
+  _globals['_AGENTREGISTERED']._serialized_end=912
+  _globals['_AGENTHEARTBEAT']._serialized_start=914
+  _globals['_AGENTHEARTBEAT']._serialized_end=969
+  _globals['_AGENTSETTINGS']._serialized_start=971
+  _globals['_AGENTSETTINGS']._serialized_end=1094
+  _globals['_STATUSUPDATES']._serialized_start=1096
+  _globals['_STATUSUPDATES']._serialized_end=1156
+  _globals['_STATUSUPDATE']._serialized_start=1158
+  _globals['_STATUSUPDATE']._serialized_end=1283
+  _globals['_AGENTCOMMANDS']._serialized_start=1285
+  _globals['_AGENTCOMMANDS']._serialized_end=1361
+  _globals['_AGENTCOMMAND']._serialized_start=1364
+  _globals['_AGENTCOMMAND']._serialized_end=1569
+  _globals['_LAUNCHTASKSCOMMAND']._serialized_start=1571
+  _globals['_LAUNCHTASKSCOMMAND']._serialized_end=1652
+  _globals['_KILLTASKCOMMAND']._serialized_start=1655
+  _globals['_KILLTASKCOMMAND']._serialized_end=1809
+  _globals['_ACKNOWLEDGESTATUSCOMMAND']._serialized_start=1811
+  _globals['_ACKNOWLEDGESTATUSCOMMAND']._serialized_end=1890
+  _globals['_AGENTSERVICE']._serialized_start=1892
+  _globals['_AGENTSERVICE']._serialized_end=1982
 # @@protoc_insertion_point(module_scope)

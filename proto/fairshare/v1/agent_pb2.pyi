@@ -246,6 +246,7 @@ class AgentRegistered(_message.Message):
     HEARTBEAT_INTERVAL_FIELD_NUMBER: _builtins.int
     RECONNECT_JITTER_FIELD_NUMBER: _builtins.int
     EPOCH_FIELD_NUMBER: _builtins.int
+    LOG_KEY_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
     """The agent's id: master-minted after a register (the agent checkpoints it), the same after
     a reregister.
@@ -256,6 +257,12 @@ class AgentRegistered(_message.Message):
     """
     epoch: _builtins.int
     """The master's leadership epoch (see Leadership above); 0 for a master leading alone."""
+    log_key: _builtins.bytes
+    """This agent's key for task log credentials (32 bytes, derived by the master from a secret
+    of its own and the agent_id; a new one with every registration). The agent's
+    TaskLogService serves a read only with a credential the master signed with this key
+    (task_logs.proto); the agent keeps it in memory only.
+    """
     @_builtins.property
     def heartbeat_interval(self) -> _duration_pb2.Duration:
         """Send a heartbeat whenever nothing else was sent for this long."""
@@ -274,10 +281,11 @@ class AgentRegistered(_message.Message):
         heartbeat_interval: _duration_pb2.Duration | None = ...,
         reconnect_jitter: _duration_pb2.Duration | None = ...,
         epoch: _builtins.int = ...,
+        log_key: _builtins.bytes = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["heartbeat_interval", b"heartbeat_interval", "reconnect_jitter", b"reconnect_jitter"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "epoch", b"epoch", "heartbeat_interval", b"heartbeat_interval", "master_id", b"master_id", "reconnect_jitter", b"reconnect_jitter"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "epoch", b"epoch", "heartbeat_interval", b"heartbeat_interval", "log_key", b"log_key", "master_id", b"master_id", "reconnect_jitter", b"reconnect_jitter"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -279,7 +279,9 @@ class TaskStatus(_message.Message):
         REASON_COMMAND_INVALID: TaskStatus._Reason.ValueType  # 15
         """The agent refused the command task before starting anything: its user does not exist on
         the agent, its working directory leaves the sandbox through a symbolic link, the agent
-        cannot run tasks as that user (state ERROR; message says which).
+        cannot run tasks as that user (uid 0 without --allow-root-tasks, another user than its
+        own when it does not run as root, a user that cannot reach the agent's sandboxes) (state
+        ERROR; message says which).
         """
         REASON_PREEMPTED: TaskStatus._Reason.ValueType  # 16
         """The master killed the task, which its framework declared preemptible, to move the cluster
@@ -326,7 +328,9 @@ class TaskStatus(_message.Message):
     REASON_COMMAND_INVALID: TaskStatus.Reason.ValueType  # 15
     """The agent refused the command task before starting anything: its user does not exist on
     the agent, its working directory leaves the sandbox through a symbolic link, the agent
-    cannot run tasks as that user (state ERROR; message says which).
+    cannot run tasks as that user (uid 0 without --allow-root-tasks, another user than its
+    own when it does not run as root, a user that cannot reach the agent's sandboxes) (state
+    ERROR; message says which).
     """
     REASON_PREEMPTED: TaskStatus.Reason.ValueType  # 16
     """The master killed the task, which its framework declared preemptible, to move the cluster
@@ -603,9 +607,11 @@ class ProcessInfo(_message.Message):
     or both of argv and shell, an empty argv[0], a NUL byte in any string, more than 4096
     arguments, more than 131072 bytes of argv, shell and env together, an environment name that
     is not [A-Za-z_][A-Za-z0-9_]*, a working_dir that is absolute or has a ".." component, a
-    malformed user name, a kill_grace_period over 3600 s. The agent refuses what only it can know
-    with TASK_STATE_ERROR and REASON_COMMAND_INVALID (an unknown user, a working directory that
-    leaves the sandbox through a symbolic link).
+    malformed user name, a kill_grace_period over 3600 s; PERMISSION_DENIED when the ACL's
+    run_tasks does not let the framework's principal run tasks as the named user (user "root"
+    only by a rule naming it). The agent refuses what only it can know with TASK_STATE_ERROR and
+    REASON_COMMAND_INVALID (an unknown user, a user of uid 0 without its --allow-root-tasks, a
+    working directory that leaves the sandbox through a symbolic link).
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -641,7 +647,11 @@ class ProcessInfo(_message.Message):
     working_dir: _builtins.str
     """Working directory, relative to the sandbox (created if missing); empty: the sandbox."""
     user: _builtins.str
-    """OS user to run as (the agent must run as root to switch); empty: the agent's user."""
+    """OS user to run as; empty: the agent's --task-user (an unprivileged user, "nobody" by
+    default). Named users are governed by the master's run_tasks ACL; uid 0 also needs the
+    agent's --allow-root-tasks. An agent not running as root runs every task as its own user
+    and refuses any other.
+    """
     @_builtins.property
     def argv(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The program and its arguments, run without a shell; argv[0] is looked up in PATH."""

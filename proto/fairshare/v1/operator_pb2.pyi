@@ -1175,3 +1175,100 @@ class RemoveAgentResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RemoveAgentResponse: _TypeAlias = RemoveAgentResponse  # noqa: Y015
+
+@_typing.final
+class GrantLogAccessRequest(_message.Message):
+    """Asks for a credential to read a task's logs."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TASK_ID_FIELD_NUMBER: _builtins.int
+    FRAMEWORK_ID_FIELD_NUMBER: _builtins.int
+    task_id: _builtins.str
+    """The task."""
+    framework_id: _builtins.str
+    """The task's framework; empty: any framework the caller may read that has a task of this id."""
+    def __init__(
+        self,
+        *,
+        task_id: _builtins.str = ...,
+        framework_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["framework_id", b"framework_id", "task_id", b"task_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GrantLogAccessRequest: _TypeAlias = GrantLogAccessRequest  # noqa: Y015
+
+@_typing.final
+class GrantLogAccessResponse(_message.Message):
+    """A credential for reading the task's logs, and the agents that may have them."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GRANT_FIELD_NUMBER: _builtins.int
+    EXPIRES_AT_FIELD_NUMBER: _builtins.int
+    AGENTS_FIELD_NUMBER: _builtins.int
+    grant: _builtins.str
+    """The grant (opaque to clients): the caller's principal, the task, the frameworks whose
+    sandboxes of it the caller may read, and when it expires. Sent to an agent as
+    LogCredential.grant, with that agent's signature.
+    """
+    @_builtins.property
+    def expires_at(self) -> _timestamp_pb2.Timestamp:
+        """When the grant expires (about a minute from now; a stream opened in time may go on)."""
+
+    @_builtins.property
+    def agents(self) -> _containers.RepeatedCompositeFieldContainer[Global___LogAgent]:
+        """The agents to ask, in order, each with its own signature of the grant."""
+
+    def __init__(
+        self,
+        *,
+        grant: _builtins.str = ...,
+        expires_at: _timestamp_pb2.Timestamp | None = ...,
+        agents: _abc.Iterable[Global___LogAgent] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agents", b"agents", "expires_at", b"expires_at", "grant", b"grant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GrantLogAccessResponse: _TypeAlias = GrantLogAccessResponse  # noqa: Y015
+
+@_typing.final
+class LogAgent(_message.Message):
+    """An agent that may have the task's sandbox."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    HOSTNAME_FIELD_NUMBER: _builtins.int
+    PORT_FIELD_NUMBER: _builtins.int
+    SIGNATURE_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """The agent."""
+    hostname: _builtins.str
+    """Where its TaskLogService listens (AgentInfo.hostname and port)."""
+    port: _builtins.int
+    """The port of its TaskLogService."""
+    signature: _builtins.str
+    """The grant signed with this agent's log key: LogCredential.signature for this agent only."""
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+        hostname: _builtins.str = ...,
+        port: _builtins.int = ...,
+        signature: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "hostname", b"hostname", "port", b"port", "signature", b"signature"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LogAgent: _TypeAlias = LogAgent  # noqa: Y015

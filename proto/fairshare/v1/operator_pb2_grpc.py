@@ -95,6 +95,11 @@ class OperatorServiceStub:
                 request_serializer=fairshare_dot_v1_dot_operator__pb2.RemoveAgentRequest.SerializeToString,
                 response_deserializer=fairshare_dot_v1_dot_operator__pb2.RemoveAgentResponse.FromString,
                 _registered_method=True)
+        self.GrantLogAccess = channel.unary_unary(
+                '/fairshare.v1.OperatorService/GrantLogAccess',
+                request_serializer=fairshare_dot_v1_dot_operator__pb2.GrantLogAccessRequest.SerializeToString,
+                response_deserializer=fairshare_dot_v1_dot_operator__pb2.GrantLogAccessResponse.FromString,
+                _registered_method=True)
 
 
 class OperatorServiceServicer:
@@ -219,6 +224,22 @@ class OperatorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GrantLogAccess(self, request, context):
+        """Grants the caller a short-lived credential to read one task's stdout and stderr from its
+        agents (TaskLogService, task_logs.proto), and names the agents to ask: the task's agent when
+        the master tracks the task, else every connected agent (its sandbox stays on its agent after
+        the master forgot it). Allowed to the principal of the task's framework (its owner), to the
+        principals the ACL's view_logs lets read that framework principal's logs, and to principals
+        with the full view_state; nobody else (a redacted view included). Errors: INVALID_ARGUMENT
+        (empty task_id), NOT_FOUND (framework_id names no framework the master knows),
+        PERMISSION_DENIED (the caller may read the logs of none of the frameworks that have or may
+        have the task), FAILED_PRECONDITION (the task is not tracked, no framework_id was given and
+        the caller may read the logs of more than 64 frameworks: name the framework).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_OperatorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -281,6 +302,11 @@ def add_OperatorServiceServicer_to_server(servicer, server):
                     servicer.RemoveAgent,
                     request_deserializer=fairshare_dot_v1_dot_operator__pb2.RemoveAgentRequest.FromString,
                     response_serializer=fairshare_dot_v1_dot_operator__pb2.RemoveAgentResponse.SerializeToString,
+            ),
+            'GrantLogAccess': grpc.unary_unary_rpc_method_handler(
+                    servicer.GrantLogAccess,
+                    request_deserializer=fairshare_dot_v1_dot_operator__pb2.GrantLogAccessRequest.FromString,
+                    response_serializer=fairshare_dot_v1_dot_operator__pb2.GrantLogAccessResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -608,6 +634,33 @@ class OperatorService:
             '/fairshare.v1.OperatorService/RemoveAgent',
             fairshare_dot_v1_dot_operator__pb2.RemoveAgentRequest.SerializeToString,
             fairshare_dot_v1_dot_operator__pb2.RemoveAgentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GrantLogAccess(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fairshare.v1.OperatorService/GrantLogAccess',
+            fairshare_dot_v1_dot_operator__pb2.GrantLogAccessRequest.SerializeToString,
+            fairshare_dot_v1_dot_operator__pb2.GrantLogAccessResponse.FromString,
             options,
             channel_credentials,
             insecure,

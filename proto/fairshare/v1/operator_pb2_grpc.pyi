@@ -115,6 +115,18 @@ class OperatorServiceStub:
     already removed), FAILED_PRECONDITION (the agent is connected or still recovering: only an
     unreachable agent can be removed).
     """
+    GrantLogAccess: _grpc.UnaryUnaryMultiCallable[_operator_pb2.GrantLogAccessRequest, _operator_pb2.GrantLogAccessResponse]
+    """Grants the caller a short-lived credential to read one task's stdout and stderr from its
+    agents (TaskLogService, task_logs.proto), and names the agents to ask: the task's agent when
+    the master tracks the task, else every connected agent (its sandbox stays on its agent after
+    the master forgot it). Allowed to the principal of the task's framework (its owner), to the
+    principals the ACL's view_logs lets read that framework principal's logs, and to principals
+    with the full view_state; nobody else (a redacted view included). Errors: INVALID_ARGUMENT
+    (empty task_id), NOT_FOUND (framework_id names no framework the master knows),
+    PERMISSION_DENIED (the caller may read the logs of none of the frameworks that have or may
+    have the task), FAILED_PRECONDITION (the task is not tracked, no framework_id was given and
+    the caller may read the logs of more than 64 frameworks: name the framework).
+    """
 
 @_typing.type_check_only
 class OperatorServiceAsyncStub(OperatorServiceStub):
@@ -188,6 +200,18 @@ class OperatorServiceAsyncStub(OperatorServiceStub):
     before the call returns. Errors: INVALID_ARGUMENT (empty agent_id), NOT_FOUND (unknown, or
     already removed), FAILED_PRECONDITION (the agent is connected or still recovering: only an
     unreachable agent can be removed).
+    """
+    GrantLogAccess: _aio.UnaryUnaryMultiCallable[_operator_pb2.GrantLogAccessRequest, _operator_pb2.GrantLogAccessResponse]  # type: ignore[assignment]
+    """Grants the caller a short-lived credential to read one task's stdout and stderr from its
+    agents (TaskLogService, task_logs.proto), and names the agents to ask: the task's agent when
+    the master tracks the task, else every connected agent (its sandbox stays on its agent after
+    the master forgot it). Allowed to the principal of the task's framework (its owner), to the
+    principals the ACL's view_logs lets read that framework principal's logs, and to principals
+    with the full view_state; nobody else (a redacted view included). Errors: INVALID_ARGUMENT
+    (empty task_id), NOT_FOUND (framework_id names no framework the master knows),
+    PERMISSION_DENIED (the caller may read the logs of none of the frameworks that have or may
+    have the task), FAILED_PRECONDITION (the task is not tracked, no framework_id was given and
+    the caller may read the logs of more than 64 frameworks: name the framework).
     """
 
 class OperatorServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -331,6 +355,24 @@ class OperatorServiceServicer(metaclass=_abc_1.ABCMeta):
         before the call returns. Errors: INVALID_ARGUMENT (empty agent_id), NOT_FOUND (unknown, or
         already removed), FAILED_PRECONDITION (the agent is connected or still recovering: only an
         unreachable agent can be removed).
+        """
+
+    @_abc_1.abstractmethod
+    def GrantLogAccess(
+        self,
+        request: _operator_pb2.GrantLogAccessRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_operator_pb2.GrantLogAccessResponse, _abc.Awaitable[_operator_pb2.GrantLogAccessResponse]]:
+        """Grants the caller a short-lived credential to read one task's stdout and stderr from its
+        agents (TaskLogService, task_logs.proto), and names the agents to ask: the task's agent when
+        the master tracks the task, else every connected agent (its sandbox stays on its agent after
+        the master forgot it). Allowed to the principal of the task's framework (its owner), to the
+        principals the ACL's view_logs lets read that framework principal's logs, and to principals
+        with the full view_state; nobody else (a redacted view included). Errors: INVALID_ARGUMENT
+        (empty task_id), NOT_FOUND (framework_id names no framework the master knows),
+        PERMISSION_DENIED (the caller may read the logs of none of the frameworks that have or may
+        have the task), FAILED_PRECONDITION (the task is not tracked, no framework_id was given and
+        the caller may read the logs of more than 64 frameworks: name the framework).
         """
 
 def add_OperatorServiceServicer_to_server(servicer: OperatorServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

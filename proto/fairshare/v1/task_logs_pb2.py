@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x66\x61irshare/v1/task_logs.proto\x12\x0c\x66\x61irshare.v1\"\xf4\x01\n\x10StreamLogRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x31\n\x04\x66ile\x18\x03 \x01(\x0e\x32#.fairshare.v1.StreamLogRequest.File\x12\x0e\n\x06offset\x18\x04 \x01(\x03\x12\x17\n\ntail_lines\x18\x05 \x01(\x03H\x00\x88\x01\x01\x12\x0e\n\x06\x66ollow\x18\x06 \x01(\x08\">\n\x04\x46ile\x12\x14\n\x10\x46ILE_UNSPECIFIED\x10\x00\x12\x0f\n\x0b\x46ILE_STDOUT\x10\x01\x12\x0f\n\x0b\x46ILE_STDERR\x10\x02\x42\r\n\x0b_tail_lines\"G\n\x11StreamLogResponse\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x0e\n\x06offset\x18\x02 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\x32`\n\x0eTaskLogService\x12N\n\tStreamLog\x12\x1e.fairshare.v1.StreamLogRequest\x1a\x1f.fairshare.v1.StreamLogResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x66\x61irshare/v1/task_logs.proto\x12\x0c\x66\x61irshare.v1\"\xa5\x02\n\x10StreamLogRequest\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x31\n\x04\x66ile\x18\x03 \x01(\x0e\x32#.fairshare.v1.StreamLogRequest.File\x12\x0e\n\x06offset\x18\x04 \x01(\x03\x12\x17\n\ntail_lines\x18\x05 \x01(\x03H\x00\x88\x01\x01\x12\x0e\n\x06\x66ollow\x18\x06 \x01(\x08\x12/\n\ncredential\x18\x07 \x01(\x0b\x32\x1b.fairshare.v1.LogCredential\">\n\x04\x46ile\x12\x14\n\x10\x46ILE_UNSPECIFIED\x10\x00\x12\x0f\n\x0b\x46ILE_STDOUT\x10\x01\x12\x0f\n\x0b\x46ILE_STDERR\x10\x02\x42\r\n\x0b_tail_lines\"1\n\rLogCredential\x12\r\n\x05grant\x18\x01 \x01(\t\x12\x11\n\tsignature\x18\x02 \x01(\t\"G\n\x11StreamLogResponse\x12\x14\n\x0c\x66ramework_id\x18\x01 \x01(\t\x12\x0e\n\x06offset\x18\x02 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\x32`\n\x0eTaskLogService\x12N\n\tStreamLog\x12\x1e.fairshare.v1.StreamLogRequest\x1a\x1f.fairshare.v1.StreamLogResponse0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,11 +32,13 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'fairshare.v1.task_logs_pb2'
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_STREAMLOGREQUEST']._serialized_start=47
-  _globals['_STREAMLOGREQUEST']._serialized_end=291
-  _globals['_STREAMLOGREQUEST_FILE']._serialized_start=214
-  _globals['_STREAMLOGREQUEST_FILE']._serialized_end=276
-  _globals['_STREAMLOGRESPONSE']._serialized_start=293
-  _globals['_STREAMLOGRESPONSE']._serialized_end=364
-  _globals['_TASKLOGSERVICE']._serialized_start=366
-  _globals['_TASKLOGSERVICE']._serialized_end=462
+  _globals['_STREAMLOGREQUEST']._serialized_end=340
+  _globals['_STREAMLOGREQUEST_FILE']._serialized_start=263
+  _globals['_STREAMLOGREQUEST_FILE']._serialized_end=325
+  _globals['_LOGCREDENTIAL']._serialized_start=342
+  _globals['_LOGCREDENTIAL']._serialized_end=391
+  _globals['_STREAMLOGRESPONSE']._serialized_start=393
+  _globals['_STREAMLOGRESPONSE']._serialized_end=464
+  _globals['_TASKLOGSERVICE']._serialized_start=466
+  _globals['_TASKLOGSERVICE']._serialized_end=562
 # @@protoc_insertion_point(module_scope)

@@ -10,6 +10,15 @@ what the task writes until it ends.
 The agent reads what is there: a sandbox stays until the agent garbage-collects it (its
 --sandbox-gc-delay after the task ended, or sooner under --sandbox-disk-budget), also after
 the master has forgotten the task.
+
+Authorization: the master decides who may read a task's logs (its framework's principal, the
+ACL's view_logs, or a principal with the full view_state) and grants it with
+OperatorService.GrantLogAccess: a short-lived grant naming the caller's principal, the task
+and the frameworks whose sandboxes it covers, signed for each agent with that agent's log key
+(AgentRegistered.log_key). A client sends an agent only that agent's credential, never its
+own certificate's key or bearer token; an agent serves a read only with a valid credential
+for itself, and a credential is worth nothing anywhere else (not at the master, not at
+another agent, not for another task, not after it expires).
 """
 
 from google.protobuf import descriptor as _descriptor
@@ -61,6 +70,7 @@ class StreamLogRequest(_message.Message):
     OFFSET_FIELD_NUMBER: _builtins.int
     TAIL_LINES_FIELD_NUMBER: _builtins.int
     FOLLOW_FIELD_NUMBER: _builtins.int
+    CREDENTIAL_FIELD_NUMBER: _builtins.int
     framework_id: _builtins.str
     """The task's framework; empty: the one framework with a sandbox of task_id on this agent."""
     task_id: _builtins.str
@@ -77,6 +87,10 @@ class StreamLogRequest(_message.Message):
     """
     follow: _builtins.bool
     """Keep streaming what the task writes until it ends."""
+    @_builtins.property
+    def credential(self) -> Global___LogCredential:
+        """The master's credential for this read on this agent (OperatorService.GrantLogAccess)."""
+
     def __init__(
         self,
         *,
@@ -86,16 +100,43 @@ class StreamLogRequest(_message.Message):
         offset: _builtins.int = ...,
         tail_lines: _builtins.int | None = ...,
         follow: _builtins.bool = ...,
+        credential: Global___LogCredential | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_tail_lines", b"_tail_lines", "tail_lines", b"tail_lines"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_tail_lines", b"_tail_lines", "credential", b"credential", "tail_lines", b"tail_lines"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_tail_lines", b"_tail_lines", "file", b"file", "follow", b"follow", "framework_id", b"framework_id", "offset", b"offset", "tail_lines", b"tail_lines", "task_id", b"task_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_tail_lines", b"_tail_lines", "credential", b"credential", "file", b"file", "follow", b"follow", "framework_id", b"framework_id", "offset", b"offset", "tail_lines", b"tail_lines", "task_id", b"task_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__tail_lines: _TypeAlias = _typing.Literal["tail_lines"]  # noqa: Y015
     _WhichOneofArgType__tail_lines: _TypeAlias = _typing.Literal["_tail_lines", b"_tail_lines"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType__tail_lines) -> _WhichOneofReturnType__tail_lines | None: ...
 
 Global___StreamLogRequest: _TypeAlias = StreamLogRequest  # noqa: Y015
+
+@_typing.final
+class LogCredential(_message.Message):
+    """A credential the master issued for reading one task's logs on one agent."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GRANT_FIELD_NUMBER: _builtins.int
+    SIGNATURE_FIELD_NUMBER: _builtins.int
+    grant: _builtins.str
+    """GrantLogAccessResponse.grant, as the master sent it."""
+    signature: _builtins.str
+    """The signature of the grant for this agent (GrantLogAccessResponse.agents[].signature)."""
+    def __init__(
+        self,
+        *,
+        grant: _builtins.str = ...,
+        signature: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["grant", b"grant", "signature", b"signature"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LogCredential: _TypeAlias = LogCredential  # noqa: Y015
 
 @_typing.final
 class StreamLogResponse(_message.Message):

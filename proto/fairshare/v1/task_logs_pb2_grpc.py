@@ -52,10 +52,14 @@ class TaskLogServiceServicer:
         stream ends at the end of the file as it is; with follow it goes on with what the task
         writes, and ends once the task has ended and everything was sent (or when the caller
         cancels). Errors: INVALID_ARGUMENT (empty task_id, negative offset, tail_lines outside
-        [0, 10000]), NOT_FOUND (no sandbox of that task on this agent), FAILED_PRECONDITION
-        (sandboxes of that task id in several frameworks: give framework_id; or the file is not a
-        regular file, e.g. a symbolic link the task made), RESOURCE_EXHAUSTED (too many log streams
-        open on this agent).
+        [0, 10000]), UNAUTHENTICATED (no credential, or one that is malformed, not signed for this
+        agent or expired), PERMISSION_DENIED (a credential for another task, or a framework_id it
+        does not cover), UNAVAILABLE (the agent has no log key yet: it is not registered with a
+        master), NOT_FOUND (no sandbox of that task on this agent in a framework the credential
+        covers), FAILED_PRECONDITION (sandboxes of that task id in several frameworks: give
+        framework_id; or the file is not a regular file, e.g. a symbolic link the task made),
+        RESOURCE_EXHAUSTED (too many log streams open on this agent, in all or of the credential's
+        principal).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

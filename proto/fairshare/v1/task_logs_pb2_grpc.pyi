@@ -10,6 +10,15 @@ what the task writes until it ends.
 The agent reads what is there: a sandbox stays until the agent garbage-collects it (its
 --sandbox-gc-delay after the task ended, or sooner under --sandbox-disk-budget), also after
 the master has forgotten the task.
+
+Authorization: the master decides who may read a task's logs (its framework's principal, the
+ACL's view_logs, or a principal with the full view_state) and grants it with
+OperatorService.GrantLogAccess: a short-lived grant naming the caller's principal, the task
+and the frameworks whose sandboxes it covers, signed for each agent with that agent's log key
+(AgentRegistered.log_key). A client sends an agent only that agent's credential, never its
+own certificate's key or bearer token; an agent serves a read only with a valid credential
+for itself, and a credential is worth nothing anywhere else (not at the master, not at
+another agent, not for another task, not after it expires).
 """
 
 from collections import abc as _abc
@@ -48,10 +57,14 @@ class TaskLogServiceStub:
     stream ends at the end of the file as it is; with follow it goes on with what the task
     writes, and ends once the task has ended and everything was sent (or when the caller
     cancels). Errors: INVALID_ARGUMENT (empty task_id, negative offset, tail_lines outside
-    [0, 10000]), NOT_FOUND (no sandbox of that task on this agent), FAILED_PRECONDITION
-    (sandboxes of that task id in several frameworks: give framework_id; or the file is not a
-    regular file, e.g. a symbolic link the task made), RESOURCE_EXHAUSTED (too many log streams
-    open on this agent).
+    [0, 10000]), UNAUTHENTICATED (no credential, or one that is malformed, not signed for this
+    agent or expired), PERMISSION_DENIED (a credential for another task, or a framework_id it
+    does not cover), UNAVAILABLE (the agent has no log key yet: it is not registered with a
+    master), NOT_FOUND (no sandbox of that task on this agent in a framework the credential
+    covers), FAILED_PRECONDITION (sandboxes of that task id in several frameworks: give
+    framework_id; or the file is not a regular file, e.g. a symbolic link the task made),
+    RESOURCE_EXHAUSTED (too many log streams open on this agent, in all or of the credential's
+    principal).
     """
 
 @_typing.type_check_only
@@ -65,10 +78,14 @@ class TaskLogServiceAsyncStub(TaskLogServiceStub):
     stream ends at the end of the file as it is; with follow it goes on with what the task
     writes, and ends once the task has ended and everything was sent (or when the caller
     cancels). Errors: INVALID_ARGUMENT (empty task_id, negative offset, tail_lines outside
-    [0, 10000]), NOT_FOUND (no sandbox of that task on this agent), FAILED_PRECONDITION
-    (sandboxes of that task id in several frameworks: give framework_id; or the file is not a
-    regular file, e.g. a symbolic link the task made), RESOURCE_EXHAUSTED (too many log streams
-    open on this agent).
+    [0, 10000]), UNAUTHENTICATED (no credential, or one that is malformed, not signed for this
+    agent or expired), PERMISSION_DENIED (a credential for another task, or a framework_id it
+    does not cover), UNAVAILABLE (the agent has no log key yet: it is not registered with a
+    master), NOT_FOUND (no sandbox of that task on this agent in a framework the credential
+    covers), FAILED_PRECONDITION (sandboxes of that task id in several frameworks: give
+    framework_id; or the file is not a regular file, e.g. a symbolic link the task made),
+    RESOURCE_EXHAUSTED (too many log streams open on this agent, in all or of the credential's
+    principal).
     """
 
 class TaskLogServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -85,10 +102,14 @@ class TaskLogServiceServicer(metaclass=_abc_1.ABCMeta):
         stream ends at the end of the file as it is; with follow it goes on with what the task
         writes, and ends once the task has ended and everything was sent (or when the caller
         cancels). Errors: INVALID_ARGUMENT (empty task_id, negative offset, tail_lines outside
-        [0, 10000]), NOT_FOUND (no sandbox of that task on this agent), FAILED_PRECONDITION
-        (sandboxes of that task id in several frameworks: give framework_id; or the file is not a
-        regular file, e.g. a symbolic link the task made), RESOURCE_EXHAUSTED (too many log streams
-        open on this agent).
+        [0, 10000]), UNAUTHENTICATED (no credential, or one that is malformed, not signed for this
+        agent or expired), PERMISSION_DENIED (a credential for another task, or a framework_id it
+        does not cover), UNAVAILABLE (the agent has no log key yet: it is not registered with a
+        master), NOT_FOUND (no sandbox of that task on this agent in a framework the credential
+        covers), FAILED_PRECONDITION (sandboxes of that task id in several frameworks: give
+        framework_id; or the file is not a regular file, e.g. a symbolic link the task made),
+        RESOURCE_EXHAUSTED (too many log streams open on this agent, in all or of the credential's
+        principal).
         """
 
 def add_TaskLogServiceServicer_to_server(servicer: TaskLogServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

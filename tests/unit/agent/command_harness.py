@@ -52,16 +52,31 @@ def task(resources: str = "cpus:1;mem:128", **command: object) -> CommandTask:
 class Harness:
     """One executor plus its recorded events; ``restart()`` simulates an agent restart."""
 
-    def __init__(self, work_dir: Path, isolation: Isolation, grace: float = 1.0) -> None:
+    def __init__(
+        self,
+        work_dir: Path,
+        isolation: Isolation,
+        grace: float = 1.0,
+        task_user: str = "nobody",
+        allow_root_tasks: bool = False,
+    ) -> None:
         self.work_dir = work_dir
         self.isolation = isolation
         self.grace = grace
+        self.task_user = task_user
+        self.allow_root_tasks = allow_root_tasks
         self.events: list[TaskEvent] = []
         self.changed = asyncio.Event()
         self.executor = self._executor()
 
     def _executor(self) -> CommandExecutor:
-        config = CommandConfig(self.work_dir, self.isolation, kill_grace_period=self.grace)
+        config = CommandConfig(
+            self.work_dir,
+            self.isolation,
+            kill_grace_period=self.grace,
+            task_user=self.task_user,
+            allow_root_tasks=self.allow_root_tasks,
+        )
         return CommandExecutor(self._record, config)
 
     def _record(self, event: TaskEvent) -> None:

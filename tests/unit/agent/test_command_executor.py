@@ -19,6 +19,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any, Final
 
 import pytest
 from command_harness import FW, Harness, cgroup_isolation, task
@@ -60,9 +61,16 @@ def with_cgroups(work_dir: Path) -> Isolation:
     return cgroup_isolation(work_dir)
 
 
-def run(work_dir: Path, isolation: Isolation, body: Body, grace: float = GRACE) -> None:
+# The test's own Python may sit where the default task user (nobody) cannot read it (a pyenv
+# under a 0700 /root): the tests whose tasks run it let them run as root, the agent's switch.
+AS_ROOT: Final = {"task_user": "root", "allow_root_tasks": True}
+
+
+def run(
+    work_dir: Path, isolation: Isolation, body: Body, grace: float = GRACE, **users: Any
+) -> None:
     async def main() -> None:
-        harness = Harness(work_dir, isolation, grace)
+        harness = Harness(work_dir, isolation, grace, **users)
         try:
             await body(harness)
         finally:
@@ -195,7 +203,7 @@ def test_a_memory_hog_fails_with_memory_limit_and_the_agent_goes_on(
         after = h.launch("after", task(shell="echo still here"))  # the agent is unaffected
         assert (await h.ended(after)).state == FINISHED and h.stdout(after) == "still here\n"
 
-    run(work_dir, with_cgroups, body)
+    run(work_dir, with_cgroups, body, **AS_ROOT)
 
 
 def test_a_cpu_hog_is_held_near_its_share(work_dir: Path, with_cgroups: Isolation) -> None:
@@ -228,7 +236,7 @@ def test_a_cpu_hog_is_held_near_its_share(work_dir: Path, with_cgroups: Isolatio
         end = await h.ended(key)
         assert end.usage is not None and end.usage.cpu_seconds <= 0.1 * (wall1 - wall0 + 2.5)
 
-    run(work_dir, with_cgroups, body)
+    run(work_dir, with_cgroups, body, **AS_ROOT)
 
 
 def test_rlimits_limit_the_address_space_without_cgroups(work_dir: Path) -> None:
@@ -240,7 +248,7 @@ def test_rlimits_limit_the_address_space_without_cgroups(work_dir: Path) -> None
         assert "MemoryError" in end.message
         assert end.usage is not None and end.usage.cpu_seconds > 0  # the kernel's accounting
 
-    run(work_dir, Isolation("rlimits"), body)
+    run(work_dir, Isolation("rlimits"), body, **AS_ROOT)
 
 
 def test_environment_working_dir_and_user(work_dir: Path, with_cgroups: Isolation) -> None:
@@ -251,11 +259,58 @@ def test_environment_working_dir_and_user(work_dir: Path, with_cgroups: Isolatio
         assert (await h.ended(key)).state == FINISHED
         sandbox = h.executor.sandboxes.sandbox(key)
         nobody = pwd.getpwnam("nobody")
-        expected = [str(sandbox / "a/b"), f"hi {nobody.pw_dir}", str(nobody.pw_uid)]
+        home = nobody.pw_dir if os.path.isdir(nobody.pw_dir) else str(sandbox)  # /nonexistent
+        expected = [str(sandbox / "a/b"), f"hi {home}", str(nobody.pw_uid)]
         assert h.stdout(key).splitlines() == expected
         assert (sandbox / "a/b/made-here").stat().st_uid == nobody.pw_uid
 
     run(work_dir, with_cgroups, body)
+
+
+def test_a_task_naming_no_user_runs_as_the_task_user_and_root_needs_the_switch(
+    work_dir: Path, with_cgroups: Isolation
+) -> None:
+    nobody = pwd.getpwnam("nobody")
+
+    async def body(h: Harness) -> None:
+        plain = h.launch("plain", task(shell="id -u; id -g"))
+        assert (await h.ended(plain)).state == FINISHED
+        assert h.stdout(plain).split() == [str(nobody.pw_uid), str(nobody.pw_gid)]
+        sandbox = h.executor.sandboxes.sandbox(plain)
+        assert sandbox.stat().st_uid == nobody.pw_uid and sandbox.stat().st_mode & 0o777 == 0o700
+        assert h.executor.sandboxes.root.stat().st_mode & 0o777 == 0o711  # not listable
+        root = h.launch("root", task(shell="id -u > /tmp/should-not-exist", user="root"))
+        end = await h.ended(root)
+        assert h.states(root) == [ERROR] and end.reason == TS.REASON_COMMAND_INVALID
+        assert "uid 0 (root)" in end.message and "--allow-root-tasks" in end.message
+
+    run(work_dir, with_cgroups, body)
+    if os.geteuid() == 0:
+
+        async def as_root(h: Harness) -> None:
+            key = h.launch("root", task(shell="id -u", user="root"))
+            assert (await h.ended(key)).state == FINISHED and h.stdout(key) == "0\n"
+
+        run(work_dir, with_cgroups, as_root, **AS_ROOT)
+
+
+def test_a_task_user_who_cannot_reach_the_sandboxes_is_refused_saying_where(
+    with_cgroups: Isolation,
+) -> None:
+    hidden = Path(tempfile.mkdtemp(prefix="fairshare-private-", dir="/tmp"))  # mode 0700
+    work_dir = hidden / "agent"
+    work_dir.mkdir(mode=0o755)
+
+    async def body(h: Harness) -> None:
+        key = h.launch("t", task(shell="true"))
+        end = await h.ended(key)
+        assert h.states(key) == [ERROR] and end.reason == TS.REASON_COMMAND_INVALID
+        assert f"cannot reach this agent's sandboxes: {hidden} has mode 700" in end.message
+
+    try:
+        run(work_dir, with_cgroups, body)
+    finally:
+        shutil.rmtree(hidden, ignore_errors=True)
 
 
 def test_escapes_from_the_sandbox_and_unknown_users_are_refused_before_starting(

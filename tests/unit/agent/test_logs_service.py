@@ -1,25 +1,51 @@
 """``TaskLogServicer`` over a real gRPC server on loopback: pages, tails, follow, and every
-refusal (bad request, unknown or ambiguous task, a log file that is a link, too many streams).
+refusal (bad request, unknown or ambiguous task, a log file that is a link, too many streams);
+credentials: none, forged, for another agent, expired, for another task or framework, and the
+streams counted per principal.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import grpc
 import pytest
+from fairshare.log_access import ANY, GRANT_TTL, Grant, agent_key, new_secret, sign
 from fairshare.v1 import task_logs_pb2, task_logs_pb2_grpc
 
 from agent.core.records import TaskKey
 from agent.tasks.logs_service import PAGE_BYTES, TaskLogServicer, tail_offset
 from agent.tasks.sandbox import Sandboxes
 
-REQUEST = task_logs_pb2.StreamLogRequest
 DEADLINE = 10.0
 Stub = task_logs_pb2_grpc.TaskLogServiceStub
+SECRET = new_secret()
+KEY = agent_key(SECRET, "ag-1")  # this test's agent
+
+
+def REQUEST(
+    *,
+    frameworks: tuple[str, ...] = ANY,
+    principal: str = "alice",
+    key: bytes = KEY,
+    expires: float | None = None,
+    grant_task: str | None = None,
+    **fields: object,
+) -> task_logs_pb2.StreamLogRequest:
+    """A request with the master's credential for its task (``grant_task``: for another)."""
+    request = task_logs_pb2.StreamLogRequest(**fields)  # type: ignore[arg-type]
+    at = time.time() + GRANT_TTL if expires is None else expires
+    text = Grant(principal, grant_task or request.task_id or "x", frameworks, at).encode()
+    request.credential.grant = text
+    request.credential.signature = sign(key, text)
+    return request
+
+
+REQUEST.FILE_STDERR = task_logs_pb2.StreamLogRequest.FILE_STDERR  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(
@@ -58,12 +84,19 @@ def serve(
     tmp_path: Path,
     body: Callable[[Stub, Sandboxes, set[TaskKey]], Awaitable[None]],
     max_streams: int = 4,
+    max_streams_per_principal: int = 4,
+    key: bytes | None = KEY,
 ) -> None:
     async def main() -> None:
         sandboxes = Sandboxes(tmp_path)
         running: set[TaskKey] = set()
         servicer = TaskLogServicer(
-            sandboxes, running.__contains__, max_streams=max_streams, poll=0.02
+            sandboxes,
+            running.__contains__,
+            lambda: key,
+            max_streams=max_streams,
+            max_streams_per_principal=max_streams_per_principal,
+            poll=0.02,
         )
         server = grpc.aio.server()
         task_logs_pb2_grpc.add_TaskLogServiceServicer_to_server(servicer, server)
@@ -162,3 +195,67 @@ def test_refusals(tmp_path: Path) -> None:
         assert len(await read_all(stub, REQUEST(task_id="shared", framework_id="fw-b"))) == 1
 
     serve(tmp_path, body, max_streams=1)
+
+
+def test_only_the_masters_credential_for_this_agent_and_task_opens_a_log(tmp_path: Path) -> None:
+    async def body(stub: Stub, sandboxes: Sandboxes, _: set[TaskKey]) -> None:
+        sandboxes.prepare(("fw-a", "t"), "", None).stdout.write_bytes(b"a's output\n")
+        sandboxes.prepare(("fw-b", "t"), "", None).stdout.write_bytes(b"b's output\n")
+        unauthenticated, denied = grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED
+        bare = task_logs_pb2.StreamLogRequest(task_id="t", framework_id="fw-a")
+        other_agent = agent_key(SECRET, "ag-2")
+        cases = [
+            (bare, unauthenticated, "no credential"),
+            (REQUEST(task_id="t", key=other_agent), unauthenticated, "not signed for it"),
+            (REQUEST(task_id="t", key=new_secret()), unauthenticated, "not signed for it"),
+            (REQUEST(task_id="t", expires=time.time() - 120), unauthenticated, "expired"),
+            (REQUEST(task_id="t", grant_task="other"), denied, "for task 'other'"),
+            (REQUEST(task_id="t", framework_id="fw-b", frameworks=("fw-a",)), denied, "fw-b"),
+        ]
+        forged = REQUEST(task_id="t", frameworks=("fw-a",))
+        forged.credential.grant = Grant("alice", "t", ANY, time.time() + 60).encode()
+        cases.append((forged, unauthenticated, "not signed for it"))  # widened after signing
+        for request, code, fragment in cases:
+            error = await refused(stub, request)
+            assert error.code() == code and fragment in (error.details() or ""), error
+        # A grant covering fw-a only does not see fw-b's sandbox of the same task id.
+        pages = await read_all(stub, REQUEST(task_id="t", frameworks=("fw-a",)))
+        assert [(p.framework_id, p.data) for p in pages] == [("fw-a", b"a's output\n")]
+        error = await refused(stub, REQUEST(task_id="t", frameworks=("fw-c",)))
+        assert error.code() == grpc.StatusCode.NOT_FOUND
+
+    serve(tmp_path, body)
+
+
+def test_an_agent_without_a_key_from_the_master_serves_no_log(tmp_path: Path) -> None:
+    async def body(stub: Stub, sandboxes: Sandboxes, _: set[TaskKey]) -> None:
+        sandboxes.prepare(("fw-a", "t"), "", None)
+        error = await refused(stub, REQUEST(task_id="t"))
+        assert error.code() == grpc.StatusCode.UNAVAILABLE and "no log key" in (
+            error.details() or ""
+        )
+
+    serve(tmp_path, body, key=None)
+
+
+def test_one_principals_streams_do_not_lock_another_out(tmp_path: Path) -> None:
+    async def body(stub: Stub, sandboxes: Sandboxes, running: set[TaskKey]) -> None:
+        key = ("fw-a", "live")
+        sandboxes.prepare(key, "", None)
+        running.add(key)
+        held = []
+        for _ in range(3):  # mallory's whole share of this agent's streams
+            call = stub.StreamLog(REQUEST(task_id="live", follow=True, principal="mallory"))
+            await call.read()
+            held.append(call)
+        error = await refused(stub, REQUEST(task_id="live", follow=True, principal="mallory"))
+        assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "principal 'mallory' has 3 log streams" in (error.details() or "")
+        mine = stub.StreamLog(REQUEST(task_id="live", follow=True, principal="alice"))
+        assert (await mine.read()).data == b""  # the owner is still served
+        error = await refused(stub, REQUEST(task_id="live", principal="bob"))
+        assert "4 log streams are open" in (error.details() or "")  # the agent's own cap
+        for call in [*held, mine]:
+            call.cancel()
+
+    serve(tmp_path, body, max_streams=4, max_streams_per_principal=3)

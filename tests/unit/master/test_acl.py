@@ -101,3 +101,52 @@ def test_update_quota_takes_roles_and_subtree_patterns() -> None:
     assert not acl.decide("update_quota", "nobody", "eng/dev").allowed
     with pytest.raises(AclError, match="not a role or a subtree"):
         parse({"update_quota": [{"principals": "ANY", "roles": ["eng/*/x"]}]}, "acls.toml")
+
+
+def test_run_tasks_maps_principals_to_users_and_root_only_by_name() -> None:
+    acl = parse(
+        {
+            "run_tasks": [
+                {"principals": ["batch"], "users": ["batch", "nobody"]},
+                {"principals": ["ops"], "users": "ANY"},
+                {"principals": ["ops"], "users": ["root"]},
+                {"principals": ["web"], "users": "NONE"},
+            ]
+        },
+        "acls.toml",
+    )
+    assert acl.decide("run_tasks", "batch", "batch").allowed
+    refused = acl.decide("run_tasks", "batch", "web")
+    assert not refused.allowed and "'web'" in refused.why  # the refusal names the user
+    assert acl.decide("run_tasks", "ops", "anyone").allowed
+    assert acl.decide("run_tasks", "ops", "root").allowed  # the third rule names root
+    assert not acl.decide("run_tasks", "web", "web").allowed
+    root = acl.decide("run_tasks", "batch", "root")
+    assert not root.allowed and "'root'" in root.why
+    # ANY, permissive and OPEN never mean root.
+    anyone = parse({"permissive": True, "run_tasks": [{"principals": "ANY", "users": "ANY"}]}, "a")
+    assert anyone.decide("run_tasks", "x", "x").allowed
+    assert not anyone.decide("run_tasks", "x", "root").allowed
+    assert OPEN.decide("run_tasks", None, "nobody").allowed
+    assert not OPEN.decide("run_tasks", None, "root").allowed
+    with pytest.raises(AclError, match="not a user name"):
+        parse({"run_tasks": [{"principals": "ANY", "users": ["bad user"]}]}, "acls.toml")
+    with pytest.raises(AclError, match="unknown keys"):
+        parse({"run_tasks": [{"principals": "ANY", "roles": "ANY"}]}, "acls.toml")
+
+
+def test_view_logs_takes_framework_principals() -> None:
+    acl = parse(
+        {
+            "view_logs": [
+                {"principals": ["auditor"], "framework_principals": ["batch"]},
+                {"principals": ["ops"], "framework_principals": "ANY"},
+            ]
+        },
+        "acls.toml",
+    )
+    assert acl.decide("view_logs", "auditor", "batch").allowed
+    assert not acl.decide("view_logs", "auditor", "web").allowed
+    assert not acl.decide("view_logs", "auditor", None).allowed  # not every framework
+    assert acl.decide("view_logs", "ops", None).allowed
+    assert not acl.decide("view_logs", "web", "batch").allowed
