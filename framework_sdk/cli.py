@@ -35,14 +35,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Final, TextIO
+from typing import Any, Final, TextIO
 
 import grpc
 from fairshare.cli import Command, command_settings, note
@@ -79,6 +80,7 @@ from framework_sdk.events import (
 )
 from framework_sdk.framework import Framework
 from framework_sdk.options import ClientOptions
+from framework_sdk.preflight import unknown_names, unplaceable, why_nothing_runs
 from framework_sdk.types import (
     Capability,
     Demand,
@@ -132,7 +134,11 @@ _LOG = logging.getLogger("fairshare.run")
 
 
 RUN_SETTINGS: Final = (
-    *CLIENT_SETTINGS,
+    *(
+        # A command prints results; its log lines are for when they are asked for.
+        dataclasses.replace(setting, default="WARNING") if setting.name == "log_level" else setting
+        for setting in CLIENT_SETTINGS
+    ),
     Setting("count", positive_int, 1, "how many tasks to keep running", metavar="N"),
     Setting(
         "duration",
@@ -254,11 +260,17 @@ class TaskKeeper:
         self._done = done or asyncio.Event()  # set once every command task has ended
         self._launched = 0
         self._suppressed = False
+        self._said_running = False
 
     @property
     def wanted(self) -> int:
         """How many tasks it keeps running."""
         return self._config.count
+
+    @property
+    def shape(self) -> ResourceVector:
+        """The shape of its tasks."""
+        return self._config.shape
 
     def running(self) -> int:
         """How many of its tasks are RUNNING."""
@@ -347,6 +359,15 @@ class TaskKeeper:
                     agent_id=update.agent_id,
                 )
             self.live[update.task_id] = update.state
+            if not self._said_running and self._config.command is None and self.all_running():
+                self._said_running = True
+                if not self._config.detach:
+                    print(
+                        f"{self._config.name} (framework {self._fw.framework_id}) runs"
+                        f" {self.running()} task(s) of {self._config.shape}; Ctrl-C tears it"
+                        " down",
+                        flush=True,
+                    )
             return
         del self.live[update.task_id]
         if update.state is TaskState.FINISHED:
@@ -373,6 +394,9 @@ class TaskKeeper:
 
 
 EXIT_DETACHED: Final = -1  # internal: every task runs, leave them to the master
+EXIT_INTERRUPTED: Final = 130  # Ctrl-C (128 + SIGINT), as a shell reports it
+WAIT_NOTE: Final = 10.0
+"""An attached run with no task running after this long says why (once)."""
 
 
 async def _keep_running(
@@ -381,7 +405,11 @@ async def _keep_running(
     stop: asyncio.Event,
     detach: bool = False,
     detach_wait: float = DETACH_WAIT,
+    why: Callable[[], Awaitable[str]] | None = None,
 ) -> int:
+    """Keep the tasks until ``stop`` (then tear down), the command tasks ended, or (detached)
+    they all run; detached with none running after ``detach_wait``, say ``why`` and tear down
+    (exit 1); attached with none running after ``WAIT_NOTE``, say ``why`` once."""
     started = asyncio.get_running_loop().time()
 
     def detached() -> bool:
@@ -403,10 +431,45 @@ async def _keep_running(
                 return EXIT_DETACHED
         return EXIT_OK
 
+    async def reason() -> str:
+        if why is None:
+            return "no offer fitted"
+        try:
+            return await why()
+        except Exception as error:  # the reason is a courtesy: never fail the run for it
+            return f"the master's state could not be read ({error})"
+
     consumer = asyncio.ensure_future(consume())
     stopper = asyncio.ensure_future(stop.wait())
-    await asyncio.wait({consumer, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    stopper.cancel()
+    timer: asyncio.Future[Any] = asyncio.ensure_future(
+        asyncio.sleep(detach_wait if detach else WAIT_NOTE)
+    )
+    nothing_runs = False
+    try:
+        while True:
+            await asyncio.wait({consumer, stopper, timer}, return_when=asyncio.FIRST_COMPLETED)
+            if consumer.done() or stopper.done() or not timer.done():
+                break
+            if keeper.running():
+                if detach:
+                    consumer.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await consumer
+                    return EXIT_DETACHED
+            elif detach:
+                nothing_runs = True
+                print(
+                    f"fairshare run: none of the {keeper.wanted} task(s) of {keeper.shape} runs"
+                    f" after {detach_wait:g}s: {await reason()}; the framework is torn down",
+                    file=sys.stderr,
+                )
+                break
+            else:
+                note(f"no task of {keeper.shape} runs yet: {await reason()}; still waiting")
+            timer = asyncio.get_running_loop().create_future()  # once
+    finally:
+        stopper.cancel()
+        timer.cancel()
     if consumer.done():
         return consumer.result()
     consumer.cancel()
@@ -419,7 +482,7 @@ async def _keep_running(
         await fw.teardown()
     except FairshareError as error:
         log_event(_LOG, "framework.teardown.failed", logging.WARNING, error=error)
-    return EXIT_OK
+    return EXIT_FAILURE if nothing_runs else EXIT_OK
 
 
 def _detached(
@@ -464,11 +527,38 @@ def _summary(keeper: TaskKeeper, count: int) -> int:
     return EXIT_OK if finished == count else EXIT_FAILURE
 
 
-def _install_stop_signals(stop: asyncio.Event) -> None:
+def _install_stop_signals(stop: asyncio.Event) -> list[int]:
+    """SIGINT and SIGTERM set ``stop``; the list returned names the signals received."""
     loop = asyncio.get_running_loop()
+    received: list[int] = []
+
+    def on(signum: int) -> None:
+        received.append(signum)
+        stop.set()
+
     for signum in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(signum, stop.set)
+            loop.add_signal_handler(signum, on, signum)
+    return received
+
+
+async def _start_unless_stopped(fw: Framework, stop: asyncio.Event) -> bool:
+    """Subscribe, unless ``stop`` comes first (Ctrl-C while the master does not answer yet):
+    False then, the client closed. Raises what subscribing raised."""
+    starting = asyncio.ensure_future(fw.start())
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+    if starting.done():
+        starting.result()
+        return True
+    starting.cancel()
+    with contextlib.suppress(asyncio.CancelledError, FairshareError):
+        await starting
+    await fw.close()
+    return False
 
 
 async def run_framework(
@@ -476,11 +566,15 @@ async def run_framework(
     stop: asyncio.Event | None = None,
     follow: Callable[[HandOff], Follower] | None = None,
 ) -> int:
-    """Run the built-in framework until ``stop`` is set (or SIGINT/SIGTERM); the exit code.
-    Detached, ``follow`` (``framework_sdk.detached.hand_off``) is given the framework once
-    this process has let go of it."""
+    """Run the built-in framework until ``stop`` is set (or SIGINT/SIGTERM); the exit code
+    (130 after SIGINT). Detached, ``follow`` (``framework_sdk.detached.hand_off``) is given
+    the framework once this process has let go of it."""
     stop = stop or asyncio.Event()
-    _install_stop_signals(stop)
+    received = _install_stop_signals(stop)
+
+    def stopped(code: int) -> int:
+        return EXIT_INTERRUPTED if signal.SIGINT in received else code
+
     capabilities = {Capability.PARTITION_AWARE}
     if config.shape.millis("gpus"):  # tasks that need GPUs may be offered GPU agents
         capabilities.add(Capability.GPU_RESOURCES)
@@ -492,22 +586,34 @@ async def run_framework(
         failover_timeout=config.effective_failover_timeout,
     )
     demand = Demand(task_resources=config.shape, max_tasks=config.count)
+
+    async def why() -> str:
+        document = await asyncio.to_thread(_state_document, config)
+        return why_nothing_runs(config.shape, document)
+
     try:
-        async with Framework.connect(
+        fw = Framework.connect(
             config.master,
             info,
             demand=demand,
             connect_timeout=config.connect_timeout,
             options=ClientOptions(security=config.security),
-        ) as fw:
+        )
+        if not await _start_unless_stopped(fw, stop):
+            return stopped(EXIT_OK)
+        try:
             keeper = TaskKeeper(fw, config, done=stop)  # command tasks: stop once all ended
-            code = await _keep_running(fw, keeper, stop, config.detach, config.detach_wait)
+            code = await _keep_running(fw, keeper, stop, config.detach, config.detach_wait, why=why)
             if config.command is not None and not config.detach and code == EXIT_OK:
                 code = _summary(keeper, config.count)
             framework_id, info = fw.framework_id, fw.info
+        except BaseException:
+            await fw.close()
+            raise
+        await fw.__aexit__(None, None, None)  # what ``async with`` does: the last event acked
         # Closed without teardown: a detached framework is the follower's from now on.
         if code != EXIT_DETACHED:
-            return code
+            return stopped(code)
         follower = None
         if follow is not None and info.failover_timeout > 0:
             handoff = _handoff(config, framework_id, keeper)
@@ -518,6 +624,34 @@ async def run_framework(
     except FairshareError as error:  # its message names the master and the last error once
         print(f"fairshare run: {error}", file=sys.stderr)
     return EXIT_FAILURE
+
+
+def _state_document(config: RunConfig, timeout: float = STATUS_TIMEOUT) -> dict[str, Any]:
+    """The cluster's status document (``state_to_dict``), read as ``fairshare status`` does
+    (raises ``grpc.RpcError``)."""
+    state = fetch_state(config.master, timeout, config.security, on_election=None)
+    return state_to_dict(state)
+
+
+def preflight(config: RunConfig) -> None:
+    """Refuse a shape naming a resource no agent has (``SettingsError``: exit 2, the known
+    names listed); say at once when no agent could ever run one task of it. A master that
+    cannot be asked (down, or GetState not allowed) is left to the run to report."""
+    try:
+        document = _state_document(config, min(STATUS_TIMEOUT, config.connect_timeout))
+    except grpc.RpcError:
+        return
+    unknown = unknown_names(config.shape, document)
+    if unknown is not None:
+        raise SettingsError(f"--task {str(config.shape)!r}: {unknown}")
+    problem = unplaceable(config.shape, document)
+    if problem is not None:
+        then = (
+            f"giving up after {config.detach_wait:g}s unless one registers"
+            if config.detach
+            else "waiting for one to register (Ctrl-C to stop)"
+        )
+        note(f"cannot place a task of {config.shape}: {problem}; {then}")
 
 
 def _handoff(config: RunConfig, framework_id: str, keeper: TaskKeeper) -> HandOff:
@@ -541,9 +675,10 @@ def run(args: argparse.Namespace) -> int:
     """``fairshare run``: keep up to ``--count`` placeholder tasks of ``--task`` running."""
     config = run_config(args)  # SettingsError: the command line says why, exit 2
     try:
+        preflight(config)  # SettingsError: a resource name no agent has, exit 2
         return asyncio.run(run_framework(config, follow=hand_off))
     except KeyboardInterrupt:
-        return EXIT_OK
+        return EXIT_INTERRUPTED
 
 
 def fetch_state(

@@ -174,3 +174,35 @@ def test_detach_leaves_with_what_runs_when_the_cluster_is_too_small(
     run_async(scenario())
     out = capsys.readouterr().out
     assert "runs 2 task(s) of the 5 wanted (no more will be launched); detached" in out
+
+
+def test_detach_with_nothing_running_gives_up_in_time_and_says_so(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 24, item 3: ``--detach`` with no task running returns after its wait (30 s), exit
+    1, with a message, and tears the framework down (nothing is left waiting)."""
+    agents = [FakeAgent("ag-1", ResourceVector.parse("cpus:0.5;mem:512"))]
+
+    async def scenario() -> None:
+        async with FakeMaster(agents=agents) as master:
+            detached = config(master.address, count=2, detach=True, detach_wait=0.5)
+            assert await asyncio.wait_for(run_framework(detached), 10) == 1
+            assert not master.launched_tasks
+            assert master.requests("Teardown")
+
+    run_async(scenario())
+    err = capsys.readouterr().err
+    assert "none of the 2 task(s) of cpus:1;mem:1024 runs after 0.5s: " in err
+    assert "the framework is torn down" in err
+
+
+def test_a_stop_before_the_master_answers_ends_the_run_at_once() -> None:
+    """Issue 24, item 3: Ctrl-C while no master answers does not wait for --connect-timeout."""
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        waiting = config("127.0.0.1:1", count=1)
+        asyncio.get_running_loop().call_later(0.5, stop.set)
+        assert await asyncio.wait_for(run_framework(waiting, stop), 5) == 0
+
+    run_async(scenario())
