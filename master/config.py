@@ -103,6 +103,21 @@ def resource_names(raw: object) -> frozenset[str]:
     return names
 
 
+def min_allocatable(raw: object) -> tuple[ResourceVector, ...]:
+    """Mesos's ``--min_allocatable_resources``: quantities separated by ``|``
+    (``cpus:0.01|mem:32``), each non-empty; ``""`` or ``none`` for no minimum."""
+    text = "" if raw is None else str(raw).strip()
+    if text.lower() in ("", "none"):
+        return ()
+    quantities = []
+    for position, part in enumerate(text.split("|"), start=1):
+        vector = ResourceVector.parse(part.strip())
+        if not vector:
+            raise ValueError(f"quantity {position} {part.strip()!r} names no resource")
+        quantities.append(vector)
+    return tuple(quantities)
+
+
 def election_ttl(raw: object) -> float:
     """Whole seconds, at least 2 (etcd grants leases in seconds)."""
     seconds = positive_duration(raw)
@@ -127,6 +142,10 @@ class MasterConfig:
     policy: str = "drf"
     hierarchy: str = ""  # "": hdrf under drf, flat under the other policies
     fair_sharing_excluded_resources: frozenset[str] = frozenset()
+    min_allocatable_resources: tuple[ResourceVector, ...] = (
+        ResourceVector.parse("cpus:0.01"),
+        ResourceVector.parse("mem:32"),
+    )
     placement: str = "best-fit"
     placement_sample: int = DEFAULT_SAMPLE_SIZE
     allocation_interval: float = 1.0
@@ -351,6 +370,14 @@ MASTER_SETTINGS: Final = (
         "comma-separated resources that count in no share (Mesos's"
         " --fair_sharing_excluded_resource_names), e.g. gpus; needs --policy drf",
         metavar="NAMES",
+    ),
+    Setting(
+        "min_allocatable_resources",
+        min_allocatable,
+        "cpus:0.01|mem:32",
+        "a whole-agent offer is made only of free resources holding one of these quantities"
+        " (Mesos's --min_allocatable_resources and its default); 'none' for any",
+        metavar="RES|RES...",
     ),
     Setting("placement", choice(*PLACEMENTS), "best-fit", "placement policy", choices=PLACEMENTS),
     Setting(

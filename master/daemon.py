@@ -134,6 +134,7 @@ def _runtime_config(config: MasterConfig, security: MasterSecurity) -> RuntimeCo
         policy=config.policy,
         hierarchy=config.hierarchy,
         fair_sharing_excluded_resources=config.fair_sharing_excluded_resources,
+        min_allocatable=config.min_allocatable_resources,
         placement=config.placement,
         sample_size=config.placement_sample,
         offer_timeout=config.offer_timeout,
@@ -251,7 +252,7 @@ async def _start_http(
 
     try:
         return await serve_http(
-            build_registry(MasterCollector(take), process=True),
+            build_registry(MasterCollector(take)),
             config.host,
             config.metrics_port,
             healthy,

@@ -47,6 +47,7 @@ the run the entries live in a binary heap (the DRF paper's O(log n) per decision
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Callable
 from fractions import Fraction
 from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING
@@ -80,10 +81,16 @@ class _CoarseCursor:
     agents costs O(those agents), not O(cluster).
     """
 
-    __slots__ = ("agents", "order", "pos", "start")
+    __slots__ = ("agents", "allocatable", "order", "pos", "start")
 
-    def __init__(self, agents: AgentList, start: int) -> None:
+    def __init__(
+        self,
+        agents: AgentList,
+        start: int,
+        allocatable: Callable[[ResourceVector], bool] = bool,
+    ) -> None:
         self.agents = agents
+        self.allocatable = allocatable  # Mesos's minimum allocatable resources (CoreConfig)
         with_free = sorted(agents.free_columns.with_free)
         split = bisect_left(with_free, start)
         self.order = with_free[split:] + with_free[:split]
@@ -91,15 +98,17 @@ class _CoarseCursor:
         self.pos = 0  # order[:pos] have nothing free any more (this run)
 
     def next_for(self, refused: frozenset[str] | set[str]) -> AgentRecord | None:
-        """The next agent with free resources that the framework has not refused."""
-        agents, order = self.agents, self.order
+        """The next agent with allocatable free resources that the framework has not refused
+        (free resources only shrink within a run: an agent whose free part is not allocatable
+        stays so)."""
+        agents, order, allocatable = self.agents, self.order, self.allocatable
         pos = self.pos
-        while pos < len(order) and not agents[order[pos]].free:
+        while pos < len(order) and not allocatable(agents[order[pos]].free):
             pos += 1
         self.pos = pos
         for offset in range(pos, len(order)):
             agent = agents[order[offset]]
-            if agent.free and agent.id not in refused:
+            if agent.id not in refused and allocatable(agent.free):
                 return agent
         return None
 
@@ -176,14 +185,18 @@ class Run:
     def __init__(self, state: MasterState, now: float) -> None:
         self.state = state
         self.now = now
-        self.coarse = _CoarseCursor(state.agent_list, state.coarse_start)
+        config = state.config
+        self.coarse = _CoarseCursor(
+            state.agent_list,
+            state.coarse_start,
+            config.allocatable if config.min_allocatable else bool,
+        )
         self.demands: dict[str, _Demand] = {}
         self.made: dict[str, list[Offer]] = {}
         # Footprints no agent could hold (nobody refused): free resources only shrink within a
         # run, so any footprint covering one of these cannot be placed either.
         self.unplaceable: list[ResourceVector] = []
         self.refusals: dict[str, frozenset[str] | set[str]] = {}
-        config = state.config
         contested = (
             config.fit_window > 0
             and state.fairness.dominant_shares
@@ -243,7 +256,7 @@ class Run:
             agent.free = EMPTY
         else:  # the offer may be cut: the agent keeps the rest for the next framework
             resources = self._quota_cut(fw.role, resources)
-            if not resources:
+            if not self.state.config.allocatable(resources):
                 return False
             self.quota.record(fw.role, resources)
             agent.free = agent.free - resources

@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from fairshare.resources import ResourceVector
+
 from master.core.fairness import FAIRNESS_POLICIES
 from master.core.hierarchy import HIERARCHIES
 from master.core.placement import DEFAULT_SAMPLE_SIZE, PLACEMENT_POLICIES
@@ -49,6 +51,16 @@ class CoreConfig:
     # Resources that count in no share (Mesos's --fair_sharing_excluded_resource_names): a
     # framework holding the only GPUs does not look like a dominant-share hog. drf only.
     fair_sharing_excluded_resources: frozenset[str] = frozenset()
+    # Mesos's --min_allocatable_resources: a coarse (whole-agent) offer is made only of free
+    # resources holding at least one of these quantities whole (Mesos's default, which the
+    # master sets, is cpus:0.01 or mem:32); empty: any non-empty free resources.
+    min_allocatable: tuple[ResourceVector, ...] = ()
+
+    def allocatable(self, resources: ResourceVector) -> bool:
+        """May ``resources`` be offered whole (Mesos's ``isAllocatable``)?"""
+        if not self.min_allocatable:
+            return bool(resources)
+        return any(minimum.fits_in(resources) for minimum in self.min_allocatable)
 
     @property
     def effective_hierarchy(self) -> str:

@@ -111,6 +111,8 @@ def _serve_reservation(
         if fw.demand is None:
             unit = pool
             tasks = 0
+            if not state.config.allocatable(unit):
+                continue
         else:
             if fw.live_tasks + fw.offered_tasks >= fw.wanted:
                 continue

@@ -510,13 +510,15 @@ class MasterState(ReservationHandlers, OperatorHandlers):
 
     @_checked
     def handle_deactivate_framework(self, framework_id: str, now: float) -> list[Message]:
-        """The framework disconnected: rescind its offers and stop offering to it."""
+        """The framework disconnected: rescind its offers, forget its decline filters (as
+        Mesos's allocator does) and stop offering to it."""
         fw = self._framework(framework_id)
         messages: list[Message] = []
         for offer_id in sorted(fw.offer_ids):
             self._drop_offer(self.offers[offer_id])
             messages.append(RescindOffer(framework_id, offer_id, "framework disconnected"))
         fw.active = False
+        fw.filters.clear()  # Mesos's allocator clears them too (deactivateFramework)
         self.sorter.discard(framework_id)
         self._shapes_changed()
         return messages
