@@ -194,7 +194,9 @@ def raw_view_of(
 ) -> RawView:
     """The ``RawView`` of a ``MasterState`` (see ``view_of``): one pass over its agents,
     frameworks and tasks, nothing sorted. ``running_only``: a task that is not RUNNING (still
-    starting, or being killed) is listed as not preemptible."""
+    starting, or being killed) is listed as not preemptible. A task that uses reserved
+    resources is listed as not preemptible either: killing it would free them for its own
+    role's subtree only (``master.core.reservations``), which the target does not model."""
     records = state.tasks
     if preemptible is not None:
         flags = [preemptible(*key) for key in records]
@@ -204,6 +206,8 @@ def raw_view_of(
         running = TaskState.RUNNING
         tasks = records.values()
         flags = [f and task.state is running for f, task in zip(flags, tasks, strict=True)]
+    if state.reserved_agents:  # a task on reserved resources frees them for its role only
+        flags = [f and not task.reserved for f, task in zip(flags, records.values(), strict=True)]
     return RawView(
         [(agent.id, agent.total) for agent in state.agent_list],
         [

@@ -208,3 +208,21 @@ def test_the_agents_reservations_must_fit_it() -> None:
             "s1", R("cpus:2"), 0.0, reserved={"a": R("cpus:2"), "b": R("cpus:1")}
         )
     assert not state.agents
+
+
+def test_the_rebalancer_never_picks_a_task_on_reserved_resources() -> None:
+    from master.core.rebalance import raw_view_of
+
+    state = two_teams({"eng": R("cpus:2")}, roles=("eng",))
+    offers = offers_of(state.handle_allocate(1.0))["f0"]
+    launches = [TaskLaunch(f"t{i}", "t", R("cpus:1"), preemptible=True) for i in range(4)]
+    state.handle_accept("f0", [o.offer_id for o in offers], launches, 2.0)
+    flags = {task[1]: task[4] for task in raw_view_of(state).tasks}
+    reserved = {task.id for task in state.tasks.values() if task.reserved}
+    assert len(reserved) == 2
+    assert {t for t, preemptible in flags.items() if preemptible} == {
+        "t0",
+        "t1",
+        "t2",
+        "t3",
+    } - reserved
