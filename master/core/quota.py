@@ -136,6 +136,11 @@ class QuotaLedger:
         self.free = dict(free)
         guaranteed = [role for role, q in self.quotas.items() if q.guarantee]
         self.top_guaranteed = [r for r in guaranteed if _nearest_ancestor(r, guaranteed) is None]
+        self._limit_items = {
+            role: tuple(q.limit.millis_items())
+            for role, q in self.quotas.items()
+            if q.limit is not None
+        }
         self._chains: dict[str, list[str]] = {}
         self._limited: dict[str, list[str]] = {}
         self._top_of: dict[str, str | None] = {}
@@ -145,6 +150,7 @@ class QuotaLedger:
         for unmet in self._top_unmet.values():
             for name, millis in unmet.items():
                 self.needed[name] = self.needed.get(name, 0) + millis
+        self._holding_back = any(millis > 0 for millis in self.needed.values())
 
     def chain(self, role: str) -> list[str]:
         """The quota roles containing ``role``, outermost first (cached per run)."""
@@ -178,18 +184,18 @@ class QuotaLedger:
         owners = self.limited_chain(role)
         if not owners:
             return offered
-        millis = dict(offered.millis_view())
-        cut = False
+        has = offered.millis_view()
+        millis: dict[str, int] | None = None  # copied only when something is cut
         for owner in owners:
-            limit = self.quotas[owner].limit
-            assert limit is not None
             held = self.held[owner]
-            for name, cap in limit.millis_items():
+            for name, cap in self._limit_items[owner]:
                 room = cap - held.get(name, 0)
-                if name in millis and millis[name] > room:
+                amount = has.get(name, 0) if millis is None else millis.get(name, 0)
+                if amount > room:
+                    if millis is None:
+                        millis = dict(has)
                     millis[name] = max(0, room)
-                    cut = True
-        if not cut:
+        if millis is None:
             return offered  # the hot path: nothing near its limit
         return ResourceVector.from_millis({n: m for n, m in millis.items() if m})
 
@@ -229,14 +235,14 @@ class QuotaLedger:
 
     @property
     def holding_back(self) -> bool:
-        """Do unmet guarantees still need some of the free pool?"""
-        return any(millis > 0 for millis in self.needed.values())
+        """Do unmet guarantees still need some of the free pool? (Kept by ``record``.)"""
+        return self._holding_back
 
     def headroom(self) -> dict[str, int]:
         """What the unmet guarantees of the top-most guaranteed roles need of the free pool."""
         return {name: millis for name, millis in self.needed.items() if millis > 0}
 
-    def _relief(self, role: str) -> Mapping[str, int]:
+    def _relief(self, role: str) -> dict[str, int]:
         """What the unmet guarantee of ``role``'s top-most guaranteed role misses (``{}``)."""
         top = self._top_of.get(role, "")
         if top == "":
@@ -264,19 +270,21 @@ class QuotaLedger:
     def cut_headroom(self, role: str, offered: ResourceVector) -> ResourceVector:
         """``offered`` cut so that the pool keeps the headroom of the other roles' unmet
         guarantees (``role``'s own unmet guarantee may take its part)."""
-        needed = self.needed
-        if not self.holding_back:
+        if not self._holding_back:
             return offered
         relief = self._relief(role)
-        millis = dict(offered.millis_view())
-        cut = False
-        for name, want in needed.items():
-            if name in millis:
-                spare = self.free.get(name, 0) - (want - relief.get(name, 0))
-                if millis[name] > spare:
+        has = offered.millis_view()
+        free = self.free
+        millis: dict[str, int] | None = None  # copied only when something is cut
+        for name, want in self.needed.items():
+            amount = has.get(name, 0)
+            if amount:
+                spare = free.get(name, 0) - (want - relief.get(name, 0))
+                if amount > spare:
+                    if millis is None:
+                        millis = dict(has)
                     millis[name] = max(0, spare)
-                    cut = True
-        if not cut:
+        if millis is None:
             return offered
         return ResourceVector.from_millis({n: m for n, m in millis.items() if m})
 
@@ -289,15 +297,19 @@ class QuotaLedger:
                 held[name] = held.get(name, 0) + millis
         relief = self._relief(role)
         if relief:
-            top_unmet = dict(relief)
+            needed = self.needed
             for name, millis in units.items():
-                met = min(millis, top_unmet.get(name, 0))
+                unmet = relief.get(name, 0)
+                met = millis if millis < unmet else unmet
                 if met:
-                    top_unmet[name] -= met
-                    self.needed[name] -= met
-            top = self._top_of[role]
-            assert top is not None
-            self._top_unmet[top] = {n: m for n, m in top_unmet.items() if m > 0}
+                    needed[name] -= met
+                    if met == unmet:
+                        del relief[name]  # relief is this run's own dict: kept current in place
+                    else:
+                        relief[name] = unmet - met
+            if self._holding_back:
+                self._holding_back = any(millis > 0 for millis in needed.values())
+        free = self.free
         for name, millis in units.items():
-            if name in self.free:
-                self.free[name] -= millis
+            if name in free:
+                free[name] -= millis
