@@ -9,9 +9,11 @@ and reads its stream; as ``load_frameworks.py`` does over gRPC:
 
 - ``decline``: declines every OFFERS event's offers as soon as it arrives, one DECLINE call per
   event, ``refuse_seconds`` 0;
-- ``lifecycle``: keeps at most ``--live-tasks`` command tasks of shape ``--task`` running:
-  accepts each offer with as many tasks as fit (at most ``--tasks-per-offer``), declines the
-  rest (``refuse_seconds`` 0), acknowledges every update that carries a uuid (one ACKNOWLEDGE
+- ``lifecycle``: keeps at most ``--live-tasks`` command tasks of shape ``--task`` running, as a
+  Mesos framework does: launches as many tasks as fit on the first offers of an OFFERS event
+  (at most ``--tasks-per-offer`` each, ``refuse_seconds`` 0 for what is left of them), declines
+  the other offers in one call for a minute, SUPPRESSes once it has all its tasks and REVIVEs
+  when one ends; acknowledges every update that carries a uuid (one ACKNOWLEDGE
   call each: the Mesos API has no bulk acknowledgement) and kills each task ``--task-seconds``
   after its RUNNING (the simulated agents end only placeholder tasks by themselves).
 
@@ -50,6 +52,8 @@ class MesosFramework:
     stream_id: str = ""
     next_task: int = 0
     live: set[str] = field(default_factory=set)
+    suppressed: bool = False
+    order: asyncio.Lock = field(default_factory=asyncio.Lock)  # SUPPRESS and REVIVE in order
 
 
 class Frameworks:
@@ -120,10 +124,9 @@ class Frameworks:
             self.counters["offers"] += len(offers)
             self.counters["offer_events"] += 1
             if self.args.mode == "decline":
-                self.spawn(self.decline(framework, [offer["id"] for offer in offers]))
+                self.spawn(self.decline(framework, [offer["id"] for offer in offers], 0.0))
             else:
-                for offer in offers:
-                    self.spawn(self.accept(framework, offer))
+                self.use(framework, offers)
         elif kind == "UPDATE":
             self.on_update(framework, event["update"]["status"])
         elif kind == "ERROR":
@@ -138,25 +141,45 @@ class Frameworks:
             ) as response:
                 if response.status == 202:
                     return True
-        except (TimeoutError, aiohttp.ClientError):
-            pass
+                self.counters[f"call_errors:{kind}:{response.status}"] += 1
+        except (TimeoutError, aiohttp.ClientError) as error:
+            self.counters[f"call_errors:{kind}:{type(error).__name__}"] += 1
         self.counters["call_errors"] += 1
         return False
 
-    async def decline(self, framework: MesosFramework, offer_ids: list[Any]) -> None:
-        decline = {"offer_ids": offer_ids, "filters": {"refuse_seconds": 0}}
+    async def in_order(self, framework: MesosFramework, kind: str) -> None:
+        """SUPPRESS or REVIVE, after the ones asked for before (each call has its own
+        connection, so calls in flight together may arrive in any order)."""
+        async with framework.order:
+            await self.call(framework, kind)
+
+    async def decline(self, framework: MesosFramework, offer_ids: list[Any], refuse: float) -> None:
+        decline = {"offer_ids": offer_ids, "filters": {"refuse_seconds": refuse}}
         if await self.call(framework, "DECLINE", decline=decline):
             self.counters["declined"] += len(offer_ids)
 
-    async def accept(self, framework: MesosFramework, offer: dict[str, Any]) -> None:
-        offered = ResourceVector(
-            {r["name"]: r["scalar"]["value"] for r in offer["resources"] if r["type"] == "SCALAR"}
-        )
-        room = self.args.live_tasks - len(framework.live)
-        count = min(room, self.args.tasks_per_offer, self.shape.times_fits_in(offered))
-        if count <= 0:
-            await self.decline(framework, [offer["id"]])
-            return
+    def use(self, framework: MesosFramework, offers: list[dict[str, Any]]) -> None:
+        """Launch what the framework wants on the first offers, decline the others for a
+        minute in one call, and SUPPRESS once it wants nothing more (a Mesos framework's way:
+        it REVIVEs when a task ends)."""
+        unused = []
+        for offer in offers:
+            offered = ResourceVector(
+                {r["name"]: r["scalar"]["value"] for r in offer["resources"] if "scalar" in r}
+            )
+            room = self.args.live_tasks - len(framework.live)
+            count = min(room, self.args.tasks_per_offer, self.shape.times_fits_in(offered))
+            if count > 0:
+                self.spawn(self.accept(framework, offer, self.launch(framework, offer, count)))
+            else:
+                unused.append(offer["id"])
+        if unused:
+            self.spawn(self.decline(framework, unused, 60.0))
+        if len(framework.live) >= self.args.live_tasks and not framework.suppressed:
+            framework.suppressed = True
+            self.spawn(self.in_order(framework, "SUPPRESS"))
+
+    def launch(self, framework: MesosFramework, offer: dict[str, Any], count: int) -> list[Any]:
         tasks = []
         for _ in range(count):
             framework.next_task += 1
@@ -171,6 +194,11 @@ class Frameworks:
                     "command": {"value": "true"},
                 }
             )
+        return tasks
+
+    async def accept(
+        self, framework: MesosFramework, offer: dict[str, Any], tasks: list[Any]
+    ) -> None:
         accept = {
             "offer_ids": [offer["id"]],
             "operations": [{"type": "LAUNCH", "launch": {"task_infos": tasks}}],
@@ -178,13 +206,16 @@ class Frameworks:
         }
         if await self.call(framework, "ACCEPT", accept=accept):
             self.counters["accepted"] += 1
-            self.counters["tasks_launched"] += count
+            self.counters["tasks_launched"] += len(tasks)
 
     def on_update(self, framework: MesosFramework, status: dict[str, Any]) -> None:
         state, task_id = status["state"], status["task_id"]["value"]
         self.counters[f"update:{state}"] += 1
         if state in TERMINAL:
             framework.live.discard(task_id)
+            if framework.suppressed:
+                framework.suppressed = False
+                self.spawn(self.in_order(framework, "REVIVE"))
         if "uuid" in status:
             self.spawn(self.acknowledge(framework, status))
 
