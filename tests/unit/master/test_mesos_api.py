@@ -263,6 +263,16 @@ def test_http_answers() -> None:
                 assert got.status == 400
             assert (await cluster.post(teardown, stream))[0] == 202
             assert fid not in cluster.runtime.state.core.frameworks
+            # a removed framework subscribing again is told so on its stream, as Mesos does
+            back = {
+                "type": "SUBSCRIBE",
+                "framework_id": {"value": fid},
+                "subscribe": {"framework_info": {"name": "fw", "id": {"value": fid}}},
+            }
+            async with cluster.session.post(cluster.url, json=back) as got:
+                assert got.status == 200
+                error = await Events(got).next()
+                assert error["type"] == "ERROR" and "was removed" in error["error"]["message"]
 
     run(main())
 
