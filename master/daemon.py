@@ -9,7 +9,9 @@ fresh runtime while it leads, and otherwise serves health and refuses every othe
 UNAVAILABLE naming the leader. The metrics port (``--metrics-port``, one HTTP port on the same
 loop) serves Prometheus metrics (``master.metrics``) at ``/metrics``, ``/health``, and the
 dashboard and JSON API (``master.web``, 503 naming the leader on a follower) at ``/`` and
-``/api/v1/``; its address is written to ``<work-dir>/metrics.addr`` (before ``master.addr``).
+``/api/v1/``, and Mesos's v1 scheduler API (``master.web.mesos_scheduler``: frameworks written
+for Mesos, 307 to the leader on a follower) at ``/api/v1/scheduler``; its address is written to
+``<work-dir>/metrics.addr`` (before ``master.addr``).
 
 Invariants:
 - ``master.addr`` holds ``HOST:PORT\\n`` of the bound port, written atomically (tmp + rename) only
@@ -59,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from fairshare.cli import version as fairshare_version
 from fairshare.etcd import LeaderRecord
 from fairshare.fd_watch import connection_cap, watch_fds
 from fairshare.health import NOT_SERVING, SERVING, HealthServicer
@@ -94,11 +97,13 @@ from master.registry import Registry, RegistryError, SqliteRegistry
 from master.runtime import RuntimeConfig
 from master.runtime.authority import Authority, RuntimeLimits
 from master.runtime.counters import RuntimeCounters
+from master.runtime.frameworks import FrameworkCalls
 from master.runtime.rebalance_settings import RebalanceSettings
 from master.security import MasterSecurity, exposure, load_security
 from master.service.rpc_metrics import RpcMetricsInterceptor
 from master.web.events import RecentEvents
 from master.web.history import ShareHistory
+from master.web.mesos_scheduler import OPEN_PATHS, SCHEDULER_PATHS, MesosSchedulerApi
 from master.web.routes import WebApi
 
 __all__ = ["ADDR_FILE", "add_arguments", "main", "serve"]
@@ -199,8 +204,22 @@ def _open_registry(config: MasterConfig) -> Registry | None:
 
 def _http_security(security: MasterSecurity) -> HttpSecurity:
     """The HTTP port: the same TLS and principals; ``view_state`` is checked by the web layer's
-    gate (``master.web.routes``), through ``_http_authority``."""
-    return HttpSecurity(security.server, security.authenticator)
+    gate (``master.web.routes``), through ``_http_authority``; Mesos's ``/version`` and
+    ``/master/redirect`` are open, as in Mesos."""
+    return HttpSecurity(
+        security.server, security.authenticator, open_paths=frozenset({"/health", *OPEN_PATHS})
+    )
+
+
+def _mesos_api(leadership: Leadership) -> MesosSchedulerApi:
+    """The Mesos v1 scheduler API over the leading runtime's framework calls (None while this
+    master may not act as leader: a follower, or a leader past its lease)."""
+
+    def frameworks() -> FrameworkCalls | None:
+        term = leadership.term
+        return term.runtime.frameworks if term is not None and leadership.valid() else None
+
+    return MesosSchedulerApi(frameworks, leadership.follower_view, fairshare_version())
 
 
 def _http_authority(leadership: Leadership) -> Callable[[], Authority]:
@@ -224,6 +243,7 @@ async def _start_http(
     rpc: RpcMetricsInterceptor,
     health: HealthServicer,
     web: WebApi,
+    mesos: MesosSchedulerApi,
 ) -> MetricsServer | None:
     """Serve /metrics, /health, the dashboard and /api/v1 on ``--metrics-port``; None (after
     logging why) if it cannot bind."""
@@ -250,13 +270,17 @@ async def _start_http(
             "draining": state.draining if state is not None else False,
         }
 
+    def add_routes(app: Any) -> None:
+        web.add_routes(app)
+        mesos.add_routes(app)
+
     try:
         return await serve_http(
             build_registry(MasterCollector(take)),
             config.host,
             config.metrics_port,
             healthy,
-            web.add_routes,
+            add_routes,
             security=_http_security(security),
         )
     except (OSError, ssl.SSLError) as error:
@@ -384,9 +408,15 @@ async def _serve(
     leadership.address = config.advertise or f"{_connect_host(config.host)}:{port}"
     history = ShareHistory()
     web = WebApi(
-        leadership.snapshot, events, history, _http_authority(leadership), leadership.follower_view
+        leadership.snapshot,
+        events,
+        history,
+        _http_authority(leadership),
+        leadership.follower_view,
+        ungated=(*SCHEDULER_PATHS, *OPEN_PATHS),
     )
-    metrics = await _start_http(config, security, leadership, rpc_metrics, health, web)
+    mesos = _mesos_api(leadership)
+    metrics = await _start_http(config, security, leadership, rpc_metrics, health, web, mesos)
     if metrics is None:
         return EXIT_FAILED
     await server.start()

@@ -17,7 +17,9 @@ Permissions: each request is checked once, by the runtime's ``Authority``
 (``allow("view_state", principal)``: the same decision, and the same count of denials, as gRPC's
 ``GetState``). ``WebApi.add_routes`` also adds the port's gate, a middleware inside
 ``fairshare.metrics_server``'s authentication: when the master authenticates, every path but
-``/health`` (``/metrics`` and unknown paths too) is checked there, a refused principal gets 403
+``/health`` and the ``ungated`` ones (the Mesos scheduler API's, whose calls the runtime checks
+itself: ``master.web.mesos_scheduler``) is checked there (``/metrics`` and unknown paths too), a
+refused principal gets 403
 ``{"error": "permission denied"}`` (before a follower's 503), and the routes use the rule it got;
 without authentication nothing is checked up front and an API route asks the authority when it
 needs the rule (a refusal: 403 with the ACL's reason; the events and history are then empty; the
@@ -42,7 +44,7 @@ from __future__ import annotations
 import asyncio
 import html
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from importlib import resources
 from typing import Any, Final
 
@@ -143,8 +145,10 @@ class WebApi:
         history: ShareHistory,
         authority: Callable[[], Authority] | None = None,
         follower: Callable[[], dict[str, str | None] | None] = lambda: None,
+        ungated: Collection[str] = (),
     ) -> None:
         self.snapshot = snapshot
+        self.ungated = frozenset(ungated)
         self.authority: Callable[[], Authority] = authority or _open_authority()
         self.events = events
         self.history = history
@@ -192,7 +196,11 @@ class WebApi:
     @web.middleware
     async def _gate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         """When the master authenticates: one check of every path but ``/health``."""
-        if request.path != "/health" and self.authority().authenticated:
+        if (
+            request.path != "/health"
+            and request.path not in self.ungated
+            and (self.authority().authenticated)
+        ):
             try:
                 self.rule(request)
             except PermissionDenied:

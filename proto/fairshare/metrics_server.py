@@ -17,7 +17,8 @@ built, so options (TLS, authentication) are added here once for every daemon.
 
 Security (``HttpSecurity``, one configuration for both daemons, like Prometheus's web config):
 TLS with the daemon's own certificate (client certificates verified against its CA when given),
-and, when the daemon authenticates, every path but ``/health`` needs a principal: a client
+and, when the daemon authenticates, every path but ``/health`` (and the others of
+``HttpSecurity.open_paths``) needs a principal: a client
 certificate's common name, ``Authorization: Bearer PRINCIPAL:SECRET`` or HTTP basic auth (the
 principal as user, the secret as password), checked by the daemon's ``Authenticator``; then
 ``authorize(principal, path)`` (the master: the ACL's ``view_state``). No principal is 401 with
@@ -30,7 +31,8 @@ Invariants: the server never blocks the loop (handlers are coroutines; formattin
 thread); idle or slow clients cannot tie it up: each connection is its own coroutine, idle
 keep-alive connections are closed after ``HttpLimits.keepalive_timeout``, request bodies are
 capped, and at most ``HttpLimits.max_concurrent`` requests are handled at once (the rest get
-503 at once instead of queueing); ``/metrics`` is served only at ``/metrics``.
+503 at once instead of queueing; a long-lived stream gives its slot back, ``SLOT``);
+``/metrics`` is served only at ``/metrics``.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from fairshare.transport import PLAINTEXT, ServerSecurity
 __all__ = [
     "METRICS_ADDR_FILE",
     "PRINCIPAL",
+    "SLOT",
     "HealthCheck",
     "HttpLimits",
     "HttpSecurity",
@@ -123,6 +126,10 @@ class MetricsServer:
 
 PRINCIPAL: Final = web.RequestKey("fairshare.principal", str)
 """Key of the authenticated principal in each request (absent or None: anonymous)."""
+SLOT: Final = web.RequestKey[Callable[[], None]]("fairshare.slot")
+"""Key of the request's release of its slot among ``HttpLimits.max_concurrent``: a handler whose
+answer becomes a long-lived stream (the master's Mesos scheduler API) calls it once the stream
+is open, so streams do not starve the port; the handler bounds its streams itself."""
 Authorize = Callable[[str | None, str], bool]
 
 
@@ -133,6 +140,9 @@ class HttpSecurity:
     server: ServerSecurity = PLAINTEXT
     authenticator: Authenticator | None = None
     authorize: Authorize | None = None
+    open_paths: frozenset[str] = frozenset({"/health"})
+    """Paths served without a principal (``/health``; the master adds Mesos's ``/version`` and
+    ``/master/redirect``, which pymesos and Mesos tools read without credentials)."""
 
     def ssl_context(self) -> ssl.SSLContext | None:
         """The TLS context of the port (None: plaintext)."""
@@ -184,7 +194,7 @@ def _guard(security: HttpSecurity) -> Any:
     async def middleware(
         request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
-        if request.path == "/health" or authenticator is None or not security.required:
+        if request.path in security.open_paths or authenticator is None or not security.required:
             return await handler(request)
         token = _token(request.headers.get("Authorization", ""))
         try:
@@ -213,8 +223,20 @@ def _limit(limits: HttpLimits) -> Any:
     ) -> web.StreamResponse:
         if gate.locked():
             return web.json_response({"error": "too many requests in flight"}, status=503)
-        async with gate:
+        await gate.acquire()
+        held = True
+
+        def release() -> None:
+            nonlocal held
+            if held:
+                held = False
+                gate.release()
+
+        request[SLOT] = release
+        try:
             return await handler(request)
+        finally:
+            release()
 
     return middleware
 

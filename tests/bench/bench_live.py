@@ -46,6 +46,11 @@ What is measured, phase by phase:
    saturate the master again and windows alternate between /metrics not scraped and scraped
    every second by a thread of the driver (``metrics_scraper.py``, as Prometheus would); the
    medians and their relative difference are reported (goal: under 5 %).
+1b and 3b. **The same through the Mesos v1 scheduler HTTP API** (``load_mesos.py``, aiohttp):
+   phase 1's declining frameworks and phase 3's closed loop, speaking JSON to the master's HTTP
+   port instead of gRPC, in the same run (``--skip mesos`` leaves both out). Its lifecycle has
+   coarse offers (no demand on that API), one ACKNOWLEDGE call per update and a KILL per task
+   (the simulated agents end only placeholder tasks by themselves).
 4. **Master RSS** (``VmRSS`` of ``/proc/PID/status``, median of 3 samples) with ``--agents``
    connected agents (before any framework) and with ``--agents-large`` (more agent processes
    are started). Each figure is taken as soon as every agent is connected (its stream open and
@@ -205,15 +210,20 @@ def windows(bench: Bench, groups: Groups, label: str) -> list[Window]:
 
 
 @contextmanager
-def framework_processes(bench: Bench, mode: str, *extra: str) -> Iterator[list[Worker]]:
-    """Start ``--framework-procs`` framework load processes in ``mode``; stop them after."""
+def framework_processes(
+    bench: Bench, mode: str, *extra: str, script: str = "load_frameworks.py"
+) -> Iterator[list[Worker]]:
+    """Start ``--framework-procs`` framework load processes in ``mode`` (``load_mesos.py``: over
+    the Mesos HTTP API); stop them after."""
     args = bench.args
     counts = split(args.frameworks, args.framework_procs)
+    if script == "load_mesos.py":
+        extra = ("--http", (bench.master.work_dir / "metrics.addr").read_text().strip(), *extra)
     with ExitStack() as stack:
         workers = []
         for index, count in enumerate(counts):
             argv = ["--frameworks", str(count), "--mode", mode, "--name", f"p{index}", *extra]
-            workers.append(stack.enter_context(bench.worker("load_frameworks.py", *argv)))
+            workers.append(stack.enter_context(bench.worker(script, *argv)))
         wait_ready(workers, 60.0)
         yield workers
         for worker in workers:
@@ -331,6 +341,22 @@ def phase_offers(bench: Bench) -> None:
         f"{rate:,.0f} /s (master CPU {cpu:.0%})",
         f">= {GOAL_OFFERS:,.0f} /s",
         verdict(rate, GOAL_OFFERS, True),
+    )
+
+
+def phase_mesos_offers(bench: Bench) -> None:
+    """Phase 1 again, the frameworks speaking the Mesos v1 scheduler HTTP API."""
+    print("phase 1 (Mesos API): offers delivered per second over /api/v1/scheduler", flush=True)
+    with framework_processes(bench, "decline", script="load_mesos.py") as workers:
+        measured = windows(bench, {"offers": (workers, "offers")}, "Mesos API saturated")
+    rate = statistics.median(w.rates["offers"] for w in measured)
+    cpu = statistics.median(w.master_cpu for w in measured)
+    grpc = f"{bench.results.saturated:,.0f} /s over gRPC" if bench.results.saturated else "-"
+    bench.results.row(
+        "offers delivered per second (saturated), Mesos HTTP API",
+        f"{rate:,.0f} /s (master CPU {cpu:.0%})",
+        grpc,
+        "-",
     )
 
 
@@ -471,6 +497,29 @@ def phase_lifecycle(bench: Bench) -> None:
     )
 
 
+def phase_mesos_lifecycle(bench: Bench) -> None:
+    """Phase 3 over the Mesos HTTP API: coarse offers (no demand on that API), one ACKNOWLEDGE
+    call per update, each task killed ``--task-seconds`` after its RUNNING."""
+    args = bench.args
+    print("phase 3 (Mesos API): task launches per second over /api/v1/scheduler", flush=True)
+    extra = ["--tasks-per-offer", str(args.tasks_per_offer), "--live-tasks", str(args.live_tasks)]
+    extra += ["--task-seconds", str(args.task_seconds), "--task", args.task]
+    with framework_processes(bench, "lifecycle", *extra, script="load_mesos.py") as fws:
+        groups: Groups = {
+            "RUNNING acked at agents": (bench.agents, "running_acked"),
+            "launched": (fws, "tasks_launched"),
+        }
+        measured = windows(bench, groups, "Mesos API lifecycle")
+    rate = statistics.median(w.rates["RUNNING acked at agents"] for w in measured)
+    cpu = statistics.median(w.master_cpu for w in measured)
+    bench.results.row(
+        "task launches per second to RUNNING + acked, Mesos HTTP API",
+        f"{rate:,.0f} /s (master CPU {cpu:.0%})",
+        "beside gRPC's (above)",
+        "-",
+    )
+
+
 def report_batching(bench: Bench, frameworks: list[Worker]) -> None:
     """How many items the batched messages carried, on average over the phase."""
 
@@ -522,13 +571,16 @@ def run(args: argparse.Namespace, log_dir: Path, command: str) -> Results:
             steps: list[tuple[str, Callable[[], None]]] = [
                 ("connect", lambda: connect_small(bench)),
                 ("offers", lambda: phase_offers(bench)),
+                ("mesos", lambda: phase_mesos_offers(bench)),
                 ("metrics-cost", lambda: phase_metrics_cost(bench)),
                 ("latency", lambda: phase_latency(bench)),
                 ("lifecycle", lambda: phase_lifecycle(bench)),
+                ("mesos-lifecycle", lambda: phase_mesos_lifecycle(bench)),
                 ("large", lambda: connect_large(bench)),
             ]
             for name, step in steps:
-                if name in args.skip or (name == "metrics-cost" and not args.metrics_cost):
+                skipped = name in args.skip or (name == "mesos-lifecycle" and "mesos" in args.skip)
+                if skipped or (name == "metrics-cost" and not args.metrics_cost):
                     continue
                 try:
                     step()
@@ -600,7 +652,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add("--metrics-cost", action="store_true", help="also: offers/s with /metrics scraped vs not")
     add("--profile", action="store_true", help="profile the master (cProfile) per phase")
     add("--profile-top", type=int, default=25, help="functions shown per profile")
-    add("--skip", nargs="*", default=[], choices=["offers", "latency", "lifecycle", "large"])
+    phases = ["offers", "mesos", "latency", "lifecycle", "large"]
+    add("--skip", nargs="*", default=[], choices=phases, help="phases left out")
     add("--keep-logs", action="store_true", help="keep the logs directory (path is printed)")
     add("--max-seconds", type=float, default=900.0, help="hard lifetime of every load process")
     args = parser.parse_args(argv)

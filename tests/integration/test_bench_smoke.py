@@ -30,6 +30,8 @@ HEADINGS = (
     "offer latency p50 at",
     "offer latency p99 at",
     "task launches per second to RUNNING + acked",
+    "offers delivered per second (saturated), Mesos HTTP API",
+    "task launches per second to RUNNING + acked, Mesos HTTP API",
     "master RSS at 100 connected agents",
     "master RSS at 300 connected agents",
 )
