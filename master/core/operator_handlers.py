@@ -146,6 +146,21 @@ class OperatorHandlers:
         and no limit clear it. A limit below what the subtree holds needs ``force``: then the
         subtree's outstanding offers are rescinded (its tasks keep running; nothing is killed)
         and it is offered nothing more until it is under its limit."""
+        role, proposed, over = self.check_set_quota(role, guarantee, limit, force)
+        messages = self._rescind_subtree_offers(role) if over else []
+        self.quotas = proposed
+        return messages
+
+    def check_set_quota(
+        self,
+        role: str,
+        guarantee: ResourceVector,
+        limit: ResourceVector | None,
+        force: bool = False,
+    ) -> tuple[str, dict[str, Quota], bool]:
+        """Every check of ``handle_set_quota``, changing nothing: the checked role path, the
+        quota table it would make, and whether the limit is below what the subtree holds
+        (allowed with ``force`` only: ``FailedPrecondition`` otherwise)."""
         role = checked_role(role)
         proposed = dict(self.quotas)
         quota = Quota(guarantee, limit)
@@ -154,24 +169,21 @@ class OperatorHandlers:
         else:
             proposed[role] = quota
         check_quotas(proposed)
-        messages: list[Message] = []
-        if limit is not None:
-            held = self.subtree_holds(role)
-            over = [
-                f"{name}:{held.get(name):g} > {limit.get(name):g}"
-                for name, cap in limit.millis_items()
-                if held.millis(name) > cap
-            ]
-            if over and not force:
-                raise FailedPrecondition(
-                    f"quota of {role!r}: the role already holds more than the new limit"
-                    f" ({', '.join(over)}); set it with force to rescind its offers (nothing is"
-                    " killed)"
-                )
-            if over:
-                messages = self._rescind_subtree_offers(role)
-        self.quotas = proposed
-        return messages
+        if limit is None:
+            return role, proposed, False
+        held = self.subtree_holds(role)
+        over = [
+            f"{name}:{held.get(name):g} > {limit.get(name):g}"
+            for name, cap in limit.millis_items()
+            if held.millis(name) > cap
+        ]
+        if over and not force:
+            raise FailedPrecondition(
+                f"quota of {role!r}: the role already holds more than the new limit"
+                f" ({', '.join(over)}); set it with force to rescind its offers (nothing is"
+                " killed)"
+            )
+        return role, proposed, bool(over)
 
     def _rescind_subtree_offers(self, role: str) -> list[Message]:
         touched: list[str] = []

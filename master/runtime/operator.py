@@ -43,7 +43,7 @@ from fairshare.task_states import TaskState
 from master.core import FailedPrecondition, InvalidArgument, NotFound, TaskStatusChange
 from master.core.checks import check_weight, checked_role
 from master.core.messages import RescindOffer
-from master.core.quota import Quota, check_quotas
+from master.core.quota import Quota
 from master.registry import GONE
 from master.runtime import reservations
 from master.runtime.dispatch import Dispatcher
@@ -173,20 +173,7 @@ class OperatorCalls:
         role = checked_role(role)
         state.authority.allow("update_quota", principal, role)
         core = state.core
-        proposed = dict(core.quotas)
-        if quota.empty:
-            proposed.pop(role, None)
-        else:
-            proposed[role] = quota
-        check_quotas(proposed)
-        held = core.subtree_holds(role)
-        over = _over_limit(held, quota.limit)
-        if over and not force:
-            raise FailedPrecondition(
-                f"quota of {role!r}: the role already holds more than the new limit"
-                f" ({', '.join(over)}); set it with force to rescind its offers (nothing is"
-                " killed)"
-            )
+        core.check_set_quota(role, quota.guarantee, quota.limit, force)  # before the write
         with state.durably():
             state.registry.set_quota(role, quota)
         messages = core.handle_set_quota(role, quota.guarantee, quota.limit, state.now(), force)
@@ -344,17 +331,6 @@ class OperatorCalls:
                 raise InvalidArgument("agent_ids holds an empty id")
             if agent_id not in self.state.core.agents:
                 raise NotFound(f"agent {agent_id!r} is not connected to this master")
-
-
-def _over_limit(held: ResourceVector, limit: ResourceVector | None) -> list[str]:
-    """What ``held`` has above ``limit``, as ``name:held > limit`` (empty: within it)."""
-    if limit is None:
-        return []
-    return [
-        f"{name}:{held.get(name):g} > {limit.get(name):g}"
-        for name, cap in limit.millis_items()
-        if held.millis(name) > cap
-    ]
 
 
 def _tree_order(role: str) -> tuple[str, ...]:
