@@ -149,6 +149,20 @@ def test_quotas_are_read_back_by_the_next_term(etcd: EtcdThread, tmp_path: Path)
     assert second.quotas == first.quotas
 
 
+def test_dynamic_reservations_are_read_back_by_the_next_term(
+    etcd: EtcdThread, tmp_path: Path
+) -> None:
+    first = registry(etcd, take_leadership(etcd, b"one"))
+    first.load(work_dir(tmp_path, "m1"))
+    reserved = {"eng": ResourceVector.parse("cpus:2"), "eng/ml": ResourceVector.parse("gpus:1")}
+    first.set_reservations("ag-1", reserved)
+    first.set_reservations("ag-2", {"sci": ResourceVector.parse("cpus:1")})
+    first.set_reservations("ag-2", {})
+    second = registry(etcd, take_leadership(etcd, b"two"))
+    second.load(work_dir(tmp_path, "m2"))
+    assert second.reservations == {"ag-1": reserved} == first.reservations
+
+
 def test_a_schema_2_registry_loads_unchanged_and_its_meta_is_upgraded(
     etcd: EtcdThread, tmp_path: Path
 ) -> None:
@@ -172,7 +186,8 @@ def test_a_schema_2_registry_loads_unchanged_and_its_meta_is_upgraded(
     second.load(work_dir(tmp_path, "m1"))
     assert second.frameworks == first.frameworks and second.role_weights == {"analytics": 3.0}
     assert second.quotas == {}
-    assert etcd.run(meta_version(), 10) == SCHEMA_VERSION == 3
+    assert etcd.run(meta_version(), 10) == SCHEMA_VERSION == 4
+    assert second.reservations == {}
     second.set_quota("eng", QUOTA)
     third = registry(etcd, take_leadership(etcd, b"three"))
     third.load(work_dir(tmp_path, "m3"))
