@@ -419,7 +419,7 @@ async def _start_metrics(
 
     try:
         return await serve_http(
-            build_registry(collector),
+            build_registry(collector, process=True),
             settings.host,
             settings.metrics_port,
             healthy,

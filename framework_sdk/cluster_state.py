@@ -10,6 +10,7 @@ The JSON document (``fairshare status --json``, docs/architecture.md §7) is one
                      "weighted_share", "dominant_resource", "allocated", "used", "offered",
                      "tasks": {STATE: count}, "demand": {"task", "max_tasks"} | null,
                      "wanted" (demand's max_tasks, or null), "running" (tasks RUNNING),
+                     "preempted" (its tasks the rebalancer killed since the master started),
                      "capabilities": [NAME, ...]}],
      "offers": [{"id", "framework_id", "agent_id", "resources"}],
      "tasks": [{"framework_id", "task_id", "name", "agent_id", "state", "resources",
@@ -110,6 +111,7 @@ def _framework(framework: operator_pb2.GetStateResponse.Framework) -> dict[str, 
         "demand": demand,
         "wanted": demand["max_tasks"] if demand is not None else None,
         "running": counts.get("RUNNING", 0),
+        "preempted": framework.preempted,
         "capabilities": sorted(c.name for c in capabilities_from_pb(info.capabilities)),
     }
 

@@ -276,7 +276,7 @@ async def _start_http(
 
     try:
         return await serve_http(
-            build_registry(MasterCollector(take)),
+            build_registry(MasterCollector(take), process=True),
             config.host,
             config.metrics_port,
             healthy,

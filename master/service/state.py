@@ -65,6 +65,7 @@ def _framework(view: FrameworkView) -> pb.GetStateResponse.Framework:
         used=resources_to_pb(view.used),
         task_counts=counts,
         registered_at=timestamp(view.registered_at),
+        preempted=view.preempted,
     )
     if view.demand is not None:
         message.demand.CopyFrom(demand_to_pb(view.demand))

@@ -131,13 +131,22 @@ def version() -> str:
         return "unknown (not installed)"
 
 
-def _epilog(name: str) -> str:
+SHARED_FLAGS: Final = ("--master", "--log-level", "--log-format")
+"""The flags of settings shared by every command that has them (``FAIRSHARE_<SETTING>``)."""
+
+
+def _epilog(name: str, flags: Sequence[str] = SHARED_FLAGS) -> str:
+    """Where ``name``'s settings come from; ``flags``: the shared ones it has."""
     prefix = f"FAIRSHARE_{name.upper()}_"
+    shared = ", ".join(flags[:-1]) + f" and {flags[-1]}" if len(flags) > 1 else "".join(flags)
+    notes = [f"{prefix}LOG_LEVEL for --log-level"] if "--log-level" in flags else []
+    if flags:
+        notes.append(f"FAIRSHARE_<SETTING> too for {shared}")
+    said = f" ({'; '.join(notes)})" if notes else ""
+    top = f" ({shared} also at its top level)" if flags else ""
     return (
-        f"Settings come from flags, then {prefix}<SETTING> variables ({prefix}LOG_LEVEL for"
-        " --log-level; FAIRSHARE_<SETTING> too for --master, --log-level and --log-format),"
-        f" then the [{name}] table of the --config TOML file (--master, --log-level and"
-        " --log-format also at its top level), then the defaults."
+        f"Settings come from flags, then {prefix}<SETTING> variables{said}, then the [{name}]"
+        f" table of the --config TOML file{top}, then the defaults."
     )
 
 
@@ -156,6 +165,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         child = sub.add_parser(name, help=summary, description=summary, epilog=_epilog(name))
         if name == command:
             load_command(name).add_arguments(child)
+            has = [flag for flag in SHARED_FLAGS if flag in child._option_string_actions]
+            child.epilog = _epilog(name, has)  # only the shared settings it has (up: no --master)
     return parser
 
 

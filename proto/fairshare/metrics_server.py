@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from aiohttp import web
+from prometheus_client import ProcessCollector
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector, CollectorRegistry
 
@@ -74,10 +75,14 @@ HealthCheck = Callable[[], dict[str, Any]]
 """Returns the health document; its ``"status"`` is ``"SERVING"`` (200) or anything else (503)."""
 
 
-def build_registry(collector: Collector) -> CollectorRegistry:
-    """A fresh registry holding only ``collector``."""
+def build_registry(collector: Collector, process: bool = False) -> CollectorRegistry:
+    """A fresh registry holding ``collector`` and, with ``process``, prometheus_client's
+    ``ProcessCollector``: the daemon's ``process_*`` series (CPU seconds, resident and virtual
+    memory, open and maximum file descriptors, start time; Linux's /proc, nothing elsewhere)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
+    if process:
+        ProcessCollector(registry=registry)
     return registry
 
 

@@ -188,3 +188,23 @@ def test_promtool_accepts_master_and_agent_scrapes(
         assert "_created" not in text
         done = _promtool(text)
         assert done.returncode == 0, f"{daemon.kind}: {done.stdout}{done.stderr}\n{text}"
+
+
+def test_master_and_agents_export_their_process_metrics(
+    master: Daemon, agent_factory: Callable[..., list[Daemon]]
+) -> None:
+    """Issue 24, item 12: CPU, memory and file descriptors of each daemon (prometheus_client's
+    ProcessCollector), the series node_exporter users expect from any exporter."""
+    (agent,) = agent_factory(master, 1, "cpus:2;mem:1024")
+    for daemon in (master, agent):
+        samples = scrape(daemon)
+        for name in (
+            "process_cpu_seconds_total",
+            "process_resident_memory_bytes",
+            "process_virtual_memory_bytes",
+            "process_open_fds",
+            "process_max_fds",
+            "process_start_time_seconds",
+        ):
+            assert value(samples, name) > 0, (daemon.kind, name)
+        assert value(samples, "process_resident_memory_bytes") > 10 * 2**20  # a Python daemon

@@ -48,7 +48,9 @@ def test_gpu_agents_come_with_the_rule() -> None:
 
 def test_the_json_document_has_running_and_wanted_as_the_http_api() -> None:
     """Issue 24, item 12: ``status --json`` says what the HTTP API's frameworks say."""
-    document = state_to_dict(drf_table1_state())
+    state = drf_table1_state()
+    state.frameworks[1].preempted = 3
+    document = state_to_dict(state)
     framework = next(f for f in document["frameworks"] if f["id"] == "fw-b")
-    assert (framework["running"], framework["wanted"]) == (2, 20)
+    assert (framework["running"], framework["wanted"], framework["preempted"]) == (2, 20, 3)
     assert framework["running"] == framework["tasks"].get("RUNNING", 0)

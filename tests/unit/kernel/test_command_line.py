@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import subprocess
 import sys
 import textwrap
@@ -173,6 +174,11 @@ def test_help_exits_0(capsys: pytest.CaptureFixture[str], name: str) -> None:
     out = capsys.readouterr().out
     assert out.startswith(f"usage: fairshare {name}")
     assert f"FAIRSHARE_{name.upper()}_<SETTING>" in out  # the variables are explained
+    epilog = " ".join(out[out.index("Settings come from") :].split())
+    for flag in ("--master", "--log-level", "--log-format"):  # only the shared flags it has
+        has = re.search(rf"^  {flag}\b(?!-)", out, re.MULTILINE) is not None
+        said = re.search(rf"{flag}\b(?!-)", epilog) is not None
+        assert said == has, (name, flag)  # issue 24: up has no --master
 
 
 @pytest.mark.parametrize(

@@ -62,6 +62,7 @@ def build_state() -> operator_pb2.GetStateResponse:
             FrameworkSpec("", "batch", role="analytics"), None, True
         )
         await asyncio.sleep(0)
+        runtime.state.counters.tasks_preempted[web.framework_id] = 2  # as the rebalancer counts
         state = state_to_pb(runtime.operator.snapshot())
         del batch
         await runtime.stop()
@@ -88,6 +89,7 @@ def test_state_has_everything_status_prints() -> None:
     assert resources(web.allocated, "a") == R("cpus:1;mem:1024") and not web.offered.items
     assert [(c.state, c.count) for c in web.task_counts] == [(common_pb2.TASK_STATE_RUNNING, 1)]
     assert web.demand.max_tasks == 3
+    assert (web.preempted, batch.preempted) == (2, 0)  # status --json's, as the HTTP API's
     assert batch.state == Framework.STATE_SUPPRESSED and batch.framework_info.role == "analytics"
     assert not batch.HasField("demand") and not batch.HasField("failover_deadline")
     assert batch.dominant_share == 0 and batch.dominant_resource == ""
