@@ -31,9 +31,9 @@ def available() -> str | None:
     """None when namespaces can be built here, else why not."""
     if os.geteuid() != 0:
         return "the multi-host tests build network namespaces: they must run as root"
-    for tool in ("ip", "iptables"):
+    for tool in ("ip", "iptables", "etcdctl"):
         if shutil.which(tool) is None:
-            return f"the multi-host tests need {tool!r} (iproute2, iptables)"
+            return f"the multi-host tests need {tool!r} (iproute2, iptables, etcd-client)"
     return None
 
 
