@@ -43,6 +43,7 @@ __all__ = [
     "frameworks_command",
     "master_failure",
     "render_rows",
+    "report_refusal",
     "stop_command",
     "tasks_command",
 ]
@@ -96,6 +97,20 @@ def master_failure(master: MasterAddress | str, error: grpc.RpcError) -> str:
             " or --tls-cert/--tls-key"
         )
     return f"the master at {master} refused: {code.name}: {details}"
+
+
+def report_refusal(command: str, master: MasterAddress | str, error: grpc.RpcError) -> int:
+    """Print why the master did not do what ``fairshare COMMAND`` asked (one line on stderr)
+    and return the exit code: 2 when the master says the input is invalid, else 1."""
+    code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
+    details = error.details() if isinstance(error, grpc.Call) else str(error)
+    why = (
+        master_failure(master, error)
+        if code in (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.UNAVAILABLE)
+        else f"the master at {master} refused: {code.name}: {details}"
+    )
+    print(f"fairshare {command}: {why}", file=sys.stderr)
+    return EXIT_BAD_INPUT if code == grpc.StatusCode.INVALID_ARGUMENT else EXIT_FAILURE
 
 
 def on_leader(master: MasterAddress, call: Callable[[grpc.Channel], T]) -> T:

@@ -60,6 +60,7 @@ from master.commands.cluster import (
     master_failure,
     on_leader,
     render_rows,
+    report_refusal,
 )
 
 __all__ = ["OPERATOR_SETTINGS", "agents_command", "quota_command", "weights_command"]
@@ -295,15 +296,7 @@ def run_weights(args: argparse.Namespace) -> int:
             ),
         )
     except grpc.RpcError as error:
-        code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
-        details = error.details() if isinstance(error, grpc.Call) else str(error)
-        why = (
-            master_failure(master, error)
-            if code in (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.UNAVAILABLE)
-            else f"the master at {master} refused: {code.name}: {details}"
-        )
-        print(f"fairshare weights: {why}", file=sys.stderr)
-        return EXIT_BAD_INPUT if code == grpc.StatusCode.INVALID_ARGUMENT else EXIT_FAILURE
+        return report_refusal("weights", master, error)
     what = args.role if args.role is not None else args.framework
     print(f"set {_weight_text(answer.weight)}" if answer.HasField("weight") else f"cleared {what}")
     return EXIT_OK
@@ -438,15 +431,7 @@ def run_quota(args: argparse.Namespace) -> int:
         else:
             _set_quota(master, args)
     except grpc.RpcError as error:
-        code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
-        details = error.details() if isinstance(error, grpc.Call) else str(error)
-        why = (
-            master_failure(master, error)
-            if code in (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.UNAVAILABLE)
-            else f"the master at {master} refused: {code.name}: {details}"
-        )
-        print(f"fairshare quota: {why}", file=sys.stderr)
-        return EXIT_BAD_INPUT if code == grpc.StatusCode.INVALID_ARGUMENT else EXIT_FAILURE
+        return report_refusal("quota", master, error)
     return EXIT_OK
 
 

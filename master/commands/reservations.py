@@ -29,13 +29,12 @@ from fairshare.settings import add_setting_flags
 from fairshare.v1 import operator_pb2, operator_pb2_grpc
 from fairshare.wire import resources_to_pb
 
-from master.commands.cluster import MasterAddress, master_failure, on_leader
+from master.commands.cluster import MasterAddress, on_leader, report_refusal
 from master.commands.operator import OPERATOR_SETTINGS
 
 __all__ = ["reserve_command", "unreserve_command"]
 
 EXIT_OK: Final = 0
-EXIT_FAILURE: Final = 1
 EXIT_BAD_INPUT: Final = 2
 CALL_TIMEOUT: Final = 10.0
 
@@ -113,15 +112,7 @@ def _run(verb: str, args: argparse.Namespace) -> int:
                 ),
             )
     except grpc.RpcError as error:
-        code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
-        details = error.details() if isinstance(error, grpc.Call) else str(error)
-        why = (
-            master_failure(master, error)
-            if code in (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.UNAVAILABLE)
-            else f"the master at {master} refused: {code.name}: {details}"
-        )
-        print(f"fairshare {verb}: {why}", file=sys.stderr)
-        return EXIT_BAD_INPUT if code == grpc.StatusCode.INVALID_ARGUMENT else EXIT_FAILURE
+        return report_refusal(verb, master, error)
     done = "reserved" if verb == "reserve" else "unreserved"
     print(f"{done} {resources} of agent {agent_id} for {role}")
     if answer.rescinded_offers:
