@@ -95,13 +95,14 @@ def _serve_reservation(
     got: dict[str, tuple[dict[str, ResourceVector], int]],
     now: float,
 ) -> None:
-    """Progressive filling of ``agent``'s free reservation of ``role`` among ``candidates``."""
+    """Progressive filling of ``agent``'s free reservation of ``role`` among ``candidates``
+    (the frameworks of the role's subtree)."""
     pool = agent.reserved_free[role]
     fairness, total = state.fairness, state.total
     heap = [
         (fairness.key(fw.allocated, total, fw.weight, fw.demand), fw.times_chosen, fw.id)
         for fw in candidates
-        if is_within(fw.role, role) and not _refuses(fw, agent, state, now)
+        if not _refuses(fw, agent, state, now)
     ]
     heapify(heap)
     frameworks = state.frameworks
@@ -145,14 +146,20 @@ def run(state: MasterState, now: float) -> list[Message]:
         return []
     limits = _Limits(state) if any(q.limit is not None for q in state.quotas.values()) else None
     made: dict[str, list[Offer]] = {}
+    subtree: dict[str, list[FrameworkRecord]] = {}  # per reserved role, once per run
     for agent_id in sorted(state.reserved_agents):
         agent = state.agents[agent_id]
         if not agent.active:
             continue
         got: dict[str, tuple[dict[str, ResourceVector], int]] = {}
         for role in sorted(agent.reserved_free, key=lambda r: (-r.count("/"), r)):
-            if agent.reserved_free[role]:
-                _serve_reservation(state, agent, role, candidates, limits, got, now)
+            if not agent.reserved_free[role]:
+                continue
+            within = subtree.get(role)
+            if within is None:
+                within = subtree[role] = [fw for fw in candidates if is_within(fw.role, role)]
+            if within:
+                _serve_reservation(state, agent, role, within, limits, got, now)
         for framework_id, (parts, tasks) in got.items():
             resources = sum(parts.values(), EMPTY)
             offer = Offer(

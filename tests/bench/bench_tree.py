@@ -16,6 +16,9 @@ machine's noise hits all alike:
 3. ``DeclineOffers`` under hdrf with a quota on each of the 100 leaf roles (a guarantee of 1/200
    of the pool's cpus, half the pool guaranteed in all, and a limit of 1/50) against the same
    cluster without quotas, interleaved (the goal: within 1.25x).
+4. ``DeclineOffers`` under hdrf with a reservation on every tenth agent (half of it, for one of
+   the 100 leaf roles in turn) against the same cluster without reservations, interleaved: what
+   the reservation stage (``master.core.reserved_allocation``) costs a run (no goal set).
 """
 
 from __future__ import annotations
@@ -166,6 +169,40 @@ def bench_quota(agents: int, frameworks: int, cycles: int) -> None:
     print("  goal: with quotas within 1.25x of without")
 
 
+def bench_reserved(agents: int, frameworks: int, cycles: int) -> None:
+    plain = cluster(agents, frameworks, "hdrf")
+    reserved = cluster(agents, frameworks, "hdrf")
+    leaves = sorted(set(roles_of(frameworks)[0]))
+    half = ResourceVector({"cpus": AGENT["cpus"] / 2, "mem": AGENT["mem"] / 2})
+    with_reservation = sorted(reserved.agents)[::10]
+    for index, agent_id in enumerate(with_reservation):
+        reserved.handle_reserve(agent_id, leaves[index % len(leaves)], half, 0.0)
+    runs: dict[str, list[float]] = {"without": [], "with reservations": []}
+    now = 0.0
+    for _ in range(cycles):
+        now += 1.0
+        for label, state in (("without", plain), ("with reservations", reserved)):
+            gc.collect()
+            start = time.perf_counter()
+            messages = state.handle_allocate(now)
+            runs[label].append(time.perf_counter() - start)
+            for message in messages:
+                assert isinstance(message, SendOffers)
+                ids = [offer.offer_id for offer in message.offers]
+                state.handle_decline(message.framework_id, ids, now, refuse_seconds=0.0)
+    print(
+        f"DeclineOffers with reservations on {len(with_reservation)} of {agents} agents (hdrf):"
+        f" {frameworks} frameworks, {cycles} cycles (interleaved)"
+    )
+    base = _quantiles(runs["without"])[0]
+    for label, samples in runs.items():
+        p50, p99 = _quantiles(samples)
+        print(
+            f"  {label:18s} allocation run p50 {p50 * 1000:8.1f} ms  p99 {p99 * 1000:8.1f} ms"
+            f"   {p50 / base:5.2f}x without"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smaller, faster pass")
@@ -173,7 +210,9 @@ def main() -> None:
     parser.add_argument("--frameworks", type=int, default=1_000)
     parser.add_argument("--cycles", type=int, default=15)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--only", choices=["decline", "filling", "quota"], help="run one scenario")
+    parser.add_argument(
+        "--only", choices=["decline", "filling", "quota", "reserved"], help="run one scenario"
+    )
     args = parser.parse_args()
     agents, frameworks, cycles = args.agents, args.frameworks, args.cycles
     if args.quick:
@@ -184,6 +223,8 @@ def main() -> None:
         bench_filling(agents, frameworks, args.repeats)
     if args.only in (None, "quota"):
         bench_quota(agents, frameworks, cycles)
+    if args.only in (None, "reserved"):
+        bench_reserved(agents, frameworks, cycles)
 
 
 if __name__ == "__main__":
