@@ -3,14 +3,29 @@
 Implements the Scheduler API semantics of ``fairshare.v1`` closely enough to test frameworks:
 registration and resubscription, offers (scripted, or simulated from fake agents), Accept
 validation, Decline/Revive/Suppress filters, Kill, at-least-once status updates with
-acknowledgements, Reconcile, Teardown and Demand. Not the real allocator: simulated offers go
-to frameworks in subscription order, sized by their Demand when they declared one.
+acknowledgements, Reconcile, Teardown and Demand. The scenario suite
+``tests/integration/test_master_scenarios.py`` runs the same scenarios through the SDK against
+this fake and against a real master with an agent; both must pass it.
+
+Deliberate differences from the real master (a framework cannot rely on either):
+- Not the real allocator: simulated offers go to frameworks in subscription order (no DRF, no
+  roles, weights or quotas), sized by their Demand when they declared one.
+- The default decline filter is ``default_refuse_seconds`` (0.1 s in ``FakeMaster``, so tests
+  do not wait 5 s per declined offer; the real master's is 5 s; the suite passes 5.0).
+- Scripted updates (``FakeMaster.send_update``) are sent at once: the script plays the agent.
+  Simulated tasks' updates keep an agent's order: a task's next update waits until the
+  previous one is acknowledged.
+- The fake knows a simulated task's latest state at once (a reconciliation may answer a state
+  whose update waits for an acknowledgement); command tasks are not executed.
 
 Invariants:
 - Every refused call raises ``Refusal`` before changing anything (as the real master).
 - Per fake agent: used (live tasks) + offered (outstanding offers) <= total.
 - A status update with a uuid stays in its framework's ``unacked`` until acknowledged and is
-  sent again on every resubscription.
+  sent again on every resubscription; a simulated task's later updates wait in ``held``
+  while one of its updates is unacknowledged.
+- An Accept filters the agent only when the offers held more than the tasks need, and a
+  disconnection clears the framework's filters (as the real master).
 - Output leaves only through the two callables given at construction: ``send`` (an event for a
   framework's stream, dropped by the transport if it has none) and ``schedule`` (a timer).
 """
@@ -71,6 +86,7 @@ class _Framework:
     connected: bool = False
     removed: bool = False
     unacked: dict[bytes, common_pb2.TaskStatus] = field(default_factory=dict)
+    held: dict[str, list[common_pb2.TaskStatus]] = field(default_factory=dict)  # task_id -> FIFO
     filters: dict[str, float] = field(default_factory=dict)  # agent_id -> expiry (clock)
 
 
@@ -162,6 +178,7 @@ class FakeClusterState:
         framework = self.frameworks.get(framework_id)
         if framework is not None:
             framework.connected = False
+            framework.filters.clear()  # as the real master (Mesos's deactivateFramework)
         for offer_id in [o for o, r in self.offers.items() if r.offer.framework_id == framework_id]:
             del self.offers[offer_id]
 
@@ -298,7 +315,8 @@ class FakeClusterState:
             )
         for offer_id in request.offer_ids:
             del self.offers[offer_id]
-        self._filter(framework, agent_id, request.filters)
+        if needed != pooled:  # as the real master: only what is left over is filtered
+            self._filter(framework, agent_id, request.filters)
         launched = []
         for info in infos:
             launched.append(self._launch(framework, info, agent_id))
@@ -369,10 +387,16 @@ class FakeClusterState:
         command = task.info.command
         if command.fail_on_start:
             reason = common_pb2.TaskStatus.REASON_EXECUTOR_TERMINATED
-            self.update(task.framework_id, task.info.task_id, _TS.TASK_STATE_FAILED, reason=reason)
+            self.update(
+                task.framework_id,
+                task.info.task_id,
+                _TS.TASK_STATE_FAILED,
+                reason=reason,
+                fifo=True,
+            )
             return
         for state in (_TS.TASK_STATE_STARTING, _TS.TASK_STATE_RUNNING):
-            self.update(task.framework_id, task.info.task_id, state)
+            self.update(task.framework_id, task.info.task_id, state, fifo=True)
         if command.HasField("duration"):
             delay = seconds_from_duration(command.duration) * self.task_time_scale
             self._schedule(delay, lambda: self._finish_task(task))
@@ -384,7 +408,9 @@ class FakeClusterState:
         code = task.info.command.exit_code
         state = _TS.TASK_STATE_FINISHED if code == 0 else _TS.TASK_STATE_FAILED
         reason = 0 if code == 0 else common_pb2.TaskStatus.REASON_COMMAND_FAILED
-        self.update(task.framework_id, task.info.task_id, state, reason=reason, exit_code=code)
+        self.update(
+            task.framework_id, task.info.task_id, state, reason=reason, exit_code=code, fifo=True
+        )
 
     def update(
         self,
@@ -397,8 +423,12 @@ class FakeClusterState:
         message: str = "",
         with_uuid: bool = True,
         exit_code: int | None = None,
+        fifo: bool = False,
     ) -> common_pb2.TaskStatus:
-        """Change a task's state (known or not) and send the update to its framework."""
+        """Change a task's state (known or not) and send the update to its framework.
+
+        ``fifo`` (the simulated agent's updates): as a real agent, an update with a uuid waits
+        until the task's earlier ones are acknowledged; scripted updates are sent at once."""
         task = self.tasks.get((framework_id, task_id))
         status = common_pb2.TaskStatus(
             task_id=task_id,
@@ -419,9 +449,12 @@ class FakeClusterState:
             if task_state_from_pb(state).is_terminal:
                 del self.tasks[(framework_id, task_id)]
         framework = self.frameworks.get(framework_id)
-        if framework is not None and with_uuid:
-            framework.unacked[status.uuid] = status
-        self._send(framework_id, _update_event(status))
+        if framework is not None and with_uuid and fifo and self._waiting(framework, task_id):
+            framework.held.setdefault(task_id, []).append(status)
+        else:
+            if framework is not None and with_uuid:
+                framework.unacked[status.uuid] = status
+            self._send(framework_id, _update_event(status))
         if task_state_from_pb(state).is_terminal:
             self.allocate()
         return status
@@ -477,7 +510,26 @@ class FakeClusterState:
             if not ack.task_id:
                 raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, "task_id is empty")
         for ack in request.acknowledgements:
-            framework.unacked.pop(ack.uuid, None)
+            if framework.unacked.pop(ack.uuid, None) is not None:
+                self._release_next(framework, ack.task_id)
+
+    @staticmethod
+    def _waiting(framework: _Framework, task_id: str) -> bool:
+        """Whether an update of ``task_id`` is sent and not yet acknowledged, or held."""
+        return bool(framework.held.get(task_id)) or any(
+            status.task_id == task_id for status in framework.unacked.values()
+        )
+
+    def _release_next(self, framework: _Framework, task_id: str) -> None:
+        """Send the next held update of ``task_id`` once none of it is unacknowledged."""
+        queue = framework.held.get(task_id)
+        if not queue or any(s.task_id == task_id for s in framework.unacked.values()):
+            return
+        status = queue.pop(0)
+        if not queue:
+            del framework.held[task_id]
+        framework.unacked[status.uuid] = status
+        self._send(framework.framework_id, _update_event(status))
 
     def reconcile(self, request: scheduler_pb2.ReconcileRequest) -> None:
         """Send the latest status of the named tasks (or all live ones) without uuid."""

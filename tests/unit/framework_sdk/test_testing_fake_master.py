@@ -177,6 +177,12 @@ def test_simulated_cluster_offers_filters_suppression_and_task_lifecycle() -> No
             while len(seen) < 2 or any(s not in (5, 6, 7) for s in seen.values()):
                 status = (await read_until(stream, "update")).update.status
                 seen[status.task_id] = status.state
+                ack = scheduler_pb2.AcknowledgeRequest.Acknowledgement(
+                    agent_id=status.agent_id, task_id=status.task_id, uuid=status.uuid
+                )  # a task's next update waits for this one's acknowledgement, as on an agent
+                await stub.Acknowledge(
+                    scheduler_pb2.AcknowledgeRequest(framework_id=fid, acknowledgements=[ack])
+                )
                 if status.task_id == "t-exit" and status.state == common_pb2.TASK_STATE_FAILED:
                     assert status.exit_code == 3
                     assert status.reason == common_pb2.TaskStatus.REASON_COMMAND_FAILED
