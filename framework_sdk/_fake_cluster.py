@@ -24,8 +24,9 @@ Invariants:
 - A status update with a uuid stays in its framework's ``unacked`` until acknowledged and is
   sent again on every resubscription; a simulated task's later updates wait in ``held``
   while one of its updates is unacknowledged.
-- An Accept filters the agent only when the offers held more than the tasks need, and a
-  disconnection clears the framework's filters (as the real master).
+- As the real master: an Accept filters the agent only when the offers held more than the
+  tasks need; a disconnection clears the framework's filters; partition states (UNKNOWN, ...)
+  of a reconciliation are told as LOST to a framework without ``PARTITION_AWARE``.
 - Output leaves only through the two callables given at construction: ``send`` (an event for a
   framework's stream, dropped by the transport if it has none) and ``schedule`` (a timer).
 """
@@ -40,6 +41,7 @@ from typing import Final
 import grpc
 from fairshare.resources import ResourceError, ResourceVector
 from fairshare.roles import RoleError, check_role
+from fairshare.task_states import NOT_FORWARDED_WITHOUT_AWARENESS
 from fairshare.v1 import common_pb2, scheduler_pb2
 from fairshare.wire import (
     resources_from_pb,
@@ -52,6 +54,7 @@ from google.protobuf import timestamp_pb2
 __all__ = ["FakeAgent", "FakeClusterState", "Refusal"]
 
 _TS = common_pb2.TaskState
+_PARTITION_AWARE = common_pb2.FrameworkInfo.Capability.CAPABILITY_PARTITION_AWARE
 _MAX_REFUSE_SECONDS: Final = 31536000.0
 
 Send = Callable[[str, scheduler_pb2.SubscribeResponse], None]
@@ -87,6 +90,7 @@ class _Framework:
     removed: bool = False
     unacked: dict[bytes, common_pb2.TaskStatus] = field(default_factory=dict)
     held: dict[str, list[common_pb2.TaskStatus]] = field(default_factory=dict)  # task_id -> FIFO
+    acked: set[bytes] = field(default_factory=set)
     filters: dict[str, float] = field(default_factory=dict)  # agent_id -> expiry (clock)
 
 
@@ -495,8 +499,10 @@ class FakeClusterState:
             self.update(framework.framework_id, request.task_id, _TS.TASK_STATE_KILLED)
 
     def acknowledge(self, request: scheduler_pb2.AcknowledgeRequest) -> None:
-        """Forget acknowledged updates (stale or duplicate ones are fine); the call is checked
-        as a whole before any is applied. A framework away may still acknowledge."""
+        """Forget acknowledged updates; the call is checked as a whole before any is applied.
+        As the real master: of a live task, a uuid it never had is NOT_FOUND and another agent
+        INVALID_ARGUMENT; of a task no longer live, any uuid is fine (stale); duplicates are
+        fine. A framework away may still acknowledge."""
         framework = self.frameworks.get(request.framework_id)
         if framework is None or framework.removed:
             raise Refusal(
@@ -509,8 +515,22 @@ class FakeClusterState:
                 raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, "uuid is empty")
             if not ack.task_id:
                 raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, "task_id is empty")
+            task = self.tasks.get((framework.framework_id, ack.task_id))
+            if task is None:
+                continue  # stale: the task ended or was never launched here
+            if ack.agent_id and ack.agent_id != task.status.agent_id:
+                raise Refusal(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"task {ack.task_id!r} is on agent {task.status.agent_id!r}",
+                )
+            if ack.uuid not in framework.unacked and ack.uuid not in framework.acked:
+                raise Refusal(
+                    grpc.StatusCode.NOT_FOUND,
+                    f"task {ack.task_id!r} has no status update with uuid {ack.uuid.hex()}",
+                )
         for ack in request.acknowledgements:
             if framework.unacked.pop(ack.uuid, None) is not None:
+                framework.acked.add(ack.uuid)
                 self._release_next(framework, ack.task_id)
 
     @staticmethod
@@ -535,16 +555,23 @@ class FakeClusterState:
         """Send the latest status of the named tasks (or all live ones) without uuid."""
         framework = self._caller(request.framework_id)
         fid = framework.framework_id
+        if any(not ref.task_id for ref in request.tasks):
+            raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, "task_id is empty")
         refs = [(ref.task_id, ref.agent_id) for ref in request.tasks] or [
             (task_id, "") for (owner, task_id) in self.tasks if owner == fid
         ]
+        aware = _PARTITION_AWARE in framework.info.capabilities
         for task_id, agent_id in refs:
             task = self.tasks.get((fid, task_id))
+            state = task.status.state if task is not None else _TS.TASK_STATE_UNKNOWN
+            if not aware and task_state_from_pb(state) in NOT_FORWARDED_WITHOUT_AWARENESS:
+                state = _TS.TASK_STATE_LOST  # as the real master tells a framework not aware
             status = common_pb2.TaskStatus(
                 task_id=task_id,
                 agent_id=task.status.agent_id if task is not None else agent_id,
-                state=task.status.state if task is not None else _TS.TASK_STATE_UNKNOWN,
+                state=state,
                 reason=common_pb2.TaskStatus.REASON_RECONCILIATION,
+                message="reconciliation",
                 source=common_pb2.TaskStatus.SOURCE_MASTER,
                 timestamp=_now_stamp(),
             )

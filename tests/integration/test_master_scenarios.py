@@ -12,7 +12,9 @@ decline filter); its deliberate differences (no DRF order, scripted updates sent
 are listed in ``framework_sdk._fake_cluster`` and lie outside what these scenarios look at. What
 the suite found and the fake now does as the real master: a task's next update waits for the
 acknowledgement of the previous one; an Accept using all of its offers filters nothing; a
-disconnection clears the framework's decline filters.
+disconnection clears the framework's decline filters; a reconciliation answers an unknown task
+UNKNOWN, told as LOST to a framework not partition-aware, and refuses an empty task id; an
+acknowledgement of a uuid a live task never had is NOT_FOUND.
 
 Every wait is bounded (``WAIT``, a scenario ``SCENARIO_TIMEOUT``); the real processes are shared
 by the module (started once) and killed at its end whether the scenarios passed or not; each
@@ -21,6 +23,7 @@ real scenario starts once what the previous one left there is gone (``idle``).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 
 import grpc
@@ -37,6 +40,7 @@ from scenario_backends import (
 
 from framework_sdk import (
     CallError,
+    Capability,
     Demand,
     ErrorEvent,
     FrameworkInfo,
@@ -215,6 +219,15 @@ def test_reconcile_answers_from_the_master_without_uuid(backend: Backend) -> Non
             await s.fw.reconcile(["t1"])  # explicit
             (answer,) = await s.wait(lambda: s.updates()[seen:], "one answer")
             assert (answer.task_id, answer.state) == ("t1", TaskState.RUNNING)
+            seen = len(s.updates())
+            await s.fw.reconcile(["nobody"])  # a task the master does not know: LOST to a
+            (answer,) = await s.wait(lambda: s.updates()[seen:], "the unknown task's answer")
+            assert (answer.state, answer.uuid) == (TaskState.LOST, b"")  # framework not aware
+        aware = FrameworkInfo(name="aware", capabilities=frozenset({Capability.PARTITION_AWARE}))
+        async with session(backend, info=aware) as s:
+            await s.fw.reconcile(["nobody"])
+            (answer,) = await s.wait(lambda: s.updates("nobody"), "the answer to the aware")
+            assert answer.state is TaskState.UNKNOWN and answer.reason is TaskReason.RECONCILIATION
 
     run_scenario(scenario())
 
@@ -272,6 +285,16 @@ def test_bad_calls_get_precise_errors_and_change_nothing(backend: Backend) -> No
                 await s.fw.kill("no-such-task")
             await s.fw.launch(offer, [TaskSpec("t1", ONE)])  # the offer is still whole
             await s.wait(lambda: TaskState.RUNNING in s.states("t1"), "t1 RUNNING")
+            made_up = StatusUpdate(
+                "t1", offer.agent_id, TaskState.RUNNING, uuid=bytes(16), source=UpdateSource.AGENT
+            )
+            with pytest.raises(NotFoundError):  # a uuid t1 never had
+                await s.fw.acknowledge(made_up)
+            await s.fw.acknowledge(dataclasses.replace(made_up, task_id="ended"))  # stale: fine
+            with pytest.raises(InvalidArgumentError):
+                await s.fw.kill("t1", agent_id="ag-elsewhere")
+            with pytest.raises(InvalidArgumentError):
+                await s.fw.reconcile([""])
             await s.fw.launch("of-gone", [TaskSpec("t2", ONE)])  # an offer no longer there
             (dropped,) = await s.wait(lambda: s.updates("t2"), "t2 dropped by the SDK")
             assert (dropped.state, dropped.reason) == (TaskState.LOST, TaskReason.INVALID_OFFERS)

@@ -132,9 +132,13 @@ def test_accept_validation_codes_change_nothing() -> None:
             none = scheduler_pb2.AcknowledgeRequest(framework_id=fid)
             assert await code_of(stub.Acknowledge(none)) is invalid
             stale = scheduler_pb2.AcknowledgeRequest(
-                framework_id=fid, acknowledgements=[ack(task_id="t1", uuid=b"x")]
+                framework_id=fid, acknowledgements=[ack(task_id="t-ended", uuid=b"x")]
             )
             await stub.Acknowledge(stale)  # stale acknowledgements succeed
+            never = scheduler_pb2.AcknowledgeRequest(
+                framework_id=fid, acknowledgements=[ack(task_id="t1", uuid=b"x")]
+            )
+            assert await code_of(stub.Acknowledge(never)) is not_found  # live t1 never had it
             bad_role = scheduler_pb2.SuppressRequest(framework_id=fid, role="other-role")
             assert await code_of(stub.Suppress(bad_role)) is invalid
             mine.cancel()
