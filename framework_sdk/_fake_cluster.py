@@ -1,11 +1,8 @@
 """State and rules of the fake master in ``framework_sdk.testing`` (no I/O, no gRPC server).
 
-Implements the Scheduler API semantics of ``fairshare.v1`` closely enough to test frameworks:
-registration and resubscription, offers (scripted, or simulated from fake agents), Accept
-validation, Decline/Revive/Suppress filters, Kill, at-least-once status updates with
-acknowledgements, Reconcile, Teardown and Demand. The scenario suite
-``tests/integration/test_master_scenarios.py`` runs the same scenarios through the SDK against
-this fake and against a real master with an agent; both must pass it.
+The Scheduler API of ``fairshare.v1`` as the real master serves it, offers scripted or simulated
+from fake agents: ``tests/integration/test_master_scenarios.py`` runs the same scenarios
+through the SDK against this fake and against a real master with an agent; both pass it.
 
 Deliberate differences from the real master (a framework cannot rely on either):
 - Not the real allocator: simulated offers go to frameworks in subscription order (no DRF, no
@@ -14,7 +11,7 @@ Deliberate differences from the real master (a framework cannot rely on either):
   do not wait 5 s per declined offer; the real master's is 5 s; the suite passes 5.0).
 - Scripted updates (``FakeMaster.send_update``) are sent at once: the script plays the agent.
   Simulated tasks' updates keep an agent's order: a task's next update waits until the
-  previous one is acknowledged.
+  previous one is acknowledged; KILLING goes only to frameworks with TASK_KILLING_STATE.
 - The fake knows a simulated task's latest state at once (a reconciliation may answer a state
   whose update waits for an acknowledgement); command tasks are not executed.
 
@@ -72,6 +69,7 @@ from framework_sdk._fake_rules import (
 __all__ = ["FakeAgent", "FakeClusterState", "Refusal"]
 
 _TS = common_pb2.TaskState
+_KILLING_STATE = common_pb2.FrameworkInfo.Capability.CAPABILITY_TASK_KILLING_STATE
 
 Schedule = Callable[[float, Callable[[], None]], None]
 
@@ -344,15 +342,20 @@ class FakeClusterState:
         framework.suppressed = True
 
     def kill(self, request: scheduler_pb2.KillRequest) -> None:
-        """Kill a live task (simulated: KILLED at once)."""
+        """Kill a live task (simulated: KILLING if the framework has the capability, KILLED)."""
         framework = self._caller(request.framework_id)
         task = self.tasks.get((framework.framework_id, request.task_id))
         if task is None:
             raise Refusal(grpc.StatusCode.NOT_FOUND, f"task {request.task_id!r} is not known")
         if request.agent_id and request.agent_id != task.status.agent_id:
             raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, "agent_id is not the task's agent")
-        if self.simulate_tasks:
-            self.update(framework.framework_id, request.task_id, _TS.TASK_STATE_KILLED)
+        if self.simulate_tasks:  # KILLING only to a framework that asked for it, as the master
+            fid, task_id = framework.framework_id, request.task_id
+            if _KILLING_STATE in framework.info.capabilities:
+                self.update(
+                    fid, task_id, _TS.TASK_STATE_KILLING, message="kill requested", fifo=True
+                )
+            self.update(fid, task_id, _TS.TASK_STATE_KILLED, message="killed", fifo=True)
 
     def acknowledge(self, request: scheduler_pb2.AcknowledgeRequest) -> None:
         """Forget acknowledged updates; the call is checked as a whole before any is applied.

@@ -14,7 +14,8 @@ the suite found and the fake now does as the real master: a task's next update w
 acknowledgement of the previous one; an Accept using all of its offers filters nothing; a
 disconnection clears the framework's decline filters; a reconciliation answers an unknown task
 UNKNOWN, told as LOST to a framework not partition-aware, and refuses an empty task id; an
-acknowledgement of a uuid a live task never had is NOT_FOUND.
+acknowledgement of a uuid a live task never had is NOT_FOUND; a kill reports KILLING first to a
+framework with TASK_KILLING_STATE.
 
 Every wait is bounded (``WAIT``, a scenario ``SCENARIO_TIMEOUT``); the real processes are shared
 by the module (started once) and killed at its end whether the scenarios passed or not; each
@@ -187,7 +188,7 @@ def test_suppress_stops_offers_until_revive(backend: Backend) -> None:
     run_scenario(scenario())
 
 
-def test_kill_ends_a_running_task_killed(backend: Backend) -> None:
+def test_kill_ends_a_running_task_killed_after_killing_if_asked(backend: Backend) -> None:
     async def scenario() -> None:
         async with session(backend, "killer") as s:
             offer = await s.next_offer()
@@ -196,6 +197,15 @@ def test_kill_ends_a_running_task_killed(backend: Backend) -> None:
             await s.fw.kill("t1")
             await s.wait(lambda: TaskState.KILLED in s.states("t1"), "t1 KILLED")
             assert s.states("t1") == [TaskState.STARTING, TaskState.RUNNING, TaskState.KILLED]
+        killing = frozenset({Capability.TASK_KILLING_STATE})
+        async with session(backend, info=FrameworkInfo(name="k", capabilities=killing)) as s:
+            offer = await s.next_offer()
+            await s.fw.launch(offer, [TaskSpec("t1", ONE)])
+            await s.wait(lambda: TaskState.RUNNING in s.states("t1"), "t1 RUNNING")
+            await s.fw.kill("t1")
+            await s.wait(lambda: TaskState.KILLED in s.states("t1"), "t1 KILLED")
+            assert s.states("t1")[2:] == [TaskState.KILLING, TaskState.KILLED]  # as asked
+            assert all(u.uuid and u.source is UpdateSource.AGENT for u in s.updates("t1"))
 
     run_scenario(scenario())
 
