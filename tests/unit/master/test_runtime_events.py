@@ -1,7 +1,8 @@
 """Every noteworthy event the runtime logs reaches its ``EventSink`` (``master.runtime.events``),
 with the log line's name and fields, and the dashboard's ``RecentEvents`` keeps them as the
 JSON API serves them. The runtime runs without gRPC (``test_runtime_cycle.scenario``); the
-leadership terms' events come from ``master/ha`` and are left to its tests of terms."""
+leadership terms' events come from ``master/ha``: ``tests/integration/test_ha_masters.py`` reads
+``leader.term.started`` from a real HA leader's ``/api/v1/events``."""
 
 from __future__ import annotations
 
