@@ -25,7 +25,9 @@ Invariants:
   the fake master runs on; ``wait_for`` polls a condition with a deadline. Synchronous tests
   (e.g. of a callback-style ``Scheduler``) use ``ThreadedFakeMaster``, which runs the fake
   master on its own loop thread and is safe to call from any thread.
-- It never imports ``master``: frameworks are tested against the wire contract only.
+- It never imports ``master``: frameworks are tested against the wire contract only. Where it
+  differs from the real master on purpose is listed in ``framework_sdk._fake_cluster``; the
+  scenario suite ``tests/integration/test_master_scenarios.py`` holds the two to the rest.
 """
 
 from __future__ import annotations

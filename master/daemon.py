@@ -97,6 +97,7 @@ from master.registry import Registry, RegistryError, SqliteRegistry
 from master.runtime import RuntimeConfig
 from master.runtime.authority import Authority, RuntimeLimits
 from master.runtime.counters import RuntimeCounters
+from master.runtime.events import NO_EVENTS, EventSink
 from master.runtime.frameworks import FrameworkCalls
 from master.runtime.rebalance_settings import RebalanceSettings
 from master.security import MasterSecurity, exposure, load_security
@@ -134,7 +135,9 @@ def _limits(config: MasterConfig) -> RuntimeLimits:
     )
 
 
-def _runtime_config(config: MasterConfig, security: MasterSecurity) -> RuntimeConfig:
+def _runtime_config(
+    config: MasterConfig, security: MasterSecurity, events: EventSink = NO_EVENTS
+) -> RuntimeConfig:
     core = CoreConfig(
         policy=config.policy,
         hierarchy=config.hierarchy,
@@ -156,6 +159,7 @@ def _runtime_config(config: MasterConfig, security: MasterSecurity) -> RuntimeCo
         authenticated=security.authenticator.required,
         limits=_limits(config),
         rebalance=rebalance_settings(config),
+        events=events,
     )
 
 
@@ -347,12 +351,8 @@ async def serve(
             registry = _open_registry(config)
             if registry is None:
                 return EXIT_FAILED
-        events = RecentEvents()
-        log.addHandler(events)
-        try:
-            return await _serve(config, security, registry, events, stop or asyncio.Event(), lock)
-        finally:
-            log.removeHandler(events)
+        events = RecentEvents()  # the runtime tells it its noteworthy events
+        return await _serve(config, security, registry, events, stop or asyncio.Event(), lock)
     finally:
         lock.release()
 
@@ -389,7 +389,7 @@ async def _serve(
         print(f"fairshare master: {message}", file=sys.stderr)
         stop.set()
 
-    leadership = Leadership(_runtime_config(config, security), on_fatal)
+    leadership = Leadership(_runtime_config(config, security, events), on_fatal)
     health = HealthServicer(SERVICES)
     rpc_metrics = RpcMetricsInterceptor()
     guard = RpcGuard(security.authenticator)

@@ -41,6 +41,7 @@ from master.model import LeaderInfo, StreamEnd
 from master.registry import Registry, RegistryError
 from master.registry.etcd_store import EtcdRegistry
 from master.runtime import MasterRuntime, RuntimeConfig
+from master.runtime.events import EventKind, announce
 from master.runtime.views import ClusterSnapshot
 from master.service.agent import AgentServicer
 from master.service.leader_gate import LeaderGate, Servicers
@@ -242,9 +243,10 @@ class Leadership:
                 return
             self.gate.lead(self.term.servicers)
             self.terms_won += 1
-            log_event(
+            announce(
                 log,
-                "leader.term.started",
+                self.config.events,
+                EventKind.LEADER_TERM_STARTED,
                 epoch=record.epoch,
                 agents=len(registry.agents),
                 frameworks=len(registry.frameworks),
@@ -257,8 +259,13 @@ class Leadership:
                 return
             self.gate.follow(self.leader.address if self.leader else None)
             await term.stop(NO_LONGER_LEADER)
-            log_event(
-                log, "leader.term.ended", logging.WARNING, epoch=term.info.epoch, reason=reason
+            announce(
+                log,
+                self.config.events,
+                EventKind.LEADER_TERM_ENDED,
+                logging.WARNING,
+                epoch=term.info.epoch,
+                reason=reason,
             )
 
     async def _watch_lease(self) -> None:

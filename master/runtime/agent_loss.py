@@ -31,6 +31,7 @@ from master.core import TaskStatusChange
 from master.model import FailureEvent, StreamEnd
 from master.registry import GONE, UNREACHABLE, RegistryWriteError
 from master.runtime.dispatch import Dispatcher
+from master.runtime.events import EventKind
 from master.runtime.sessions import AgentLink, DepartedAgent
 from master.runtime.state import DEPARTED_MEMORY, RuntimeState
 
@@ -98,7 +99,7 @@ class AgentLoss:
         )
         for framework in state.frameworks.values():
             framework.send(FailureEvent(agent_id, "agent unreachable"))
-        log_event(log, "agent.unreachable", level=logging.WARNING, agent_id=agent_id)
+        state.announce(EventKind.AGENT_UNREACHABLE, logging.WARNING, agent_id=agent_id)
 
     def mark_gone(self, agent_id: str) -> None:
         """An agent that is not live came back unknown: removed for good (its tasks GONE)."""

@@ -66,6 +66,7 @@ from master.model import (
 from master.registry import ADMITTED, GONE, AgentEntry
 from master.runtime.agent_loss import AgentLoss
 from master.runtime.dispatch import Dispatcher
+from master.runtime.events import EventKind
 from master.runtime.liveness import reconnect_jitter
 from master.runtime.sessions import AgentLink, Channel
 from master.runtime.state import Aborted, RuntimeState, require_id
@@ -147,7 +148,7 @@ class AgentCalls:
             reserved=dict(spec.reservations),
         )
         link.in_pool = True
-        log_event(log, "agent.registered", agent_id=agent_id, resources=str(spec.resources))
+        state.announce(EventKind.AGENT_REGISTERED, agent_id=agent_id, resources=str(spec.resources))
         self.dispatcher.request_allocation()
         return self._open_session(link)
 
@@ -249,7 +250,7 @@ class AgentCalls:
             self._reconcile_agent(link, {key: status for key, (_, status) in reported.items()})
         else:
             self._rejoin(link, reported)
-        log_event(log, "agent.reregistered", agent_id=agent_id, tasks=len(tasks))
+        state.announce(EventKind.AGENT_REREGISTERED, agent_id=agent_id, tasks=len(tasks))
         return self._open_session(link)
 
     def _check_owner(self, agent_id: str, principal: str | None) -> None:

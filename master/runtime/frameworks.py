@@ -33,7 +33,6 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from fairshare.logs import log_event
 from fairshare.task_states import TaskState
 
 from master.core import AlreadyExists, InvalidArgument, NotFound, PermissionDenied, TaskLaunch
@@ -52,6 +51,7 @@ from master.model import (
 )
 from master.registry import UNREACHABLE
 from master.runtime.dispatch import Dispatcher
+from master.runtime.events import EventKind
 from master.runtime.sessions import Channel, FrameworkLink
 from master.runtime.state import RuntimeState, Unavailable, require_id
 from master.runtime.taskbook import AckOutcome
@@ -127,9 +127,8 @@ class FrameworkCalls:
         for status in state.tasks.pending(framework_id):
             channel.put(UpdateEvent(self.dispatcher.for_framework(link, status)))
         self.dispatcher.request_allocation()
-        log_event(
-            log,
-            "framework.subscribed",
+        state.announce(
+            EventKind.FRAMEWORK_SUBSCRIBED,
             framework_id=framework_id,
             name=spec.name,
             role=link.spec.role,
@@ -209,7 +208,9 @@ class FrameworkCalls:
             return
         self.dispatcher.dispatch(state.core.handle_deactivate_framework(framework_id, state.now()))
         self.start_failover(link, timeout)
-        log_event(log, "framework.disconnected", framework_id=framework_id, failover=timeout)
+        state.announce(
+            EventKind.FRAMEWORK_DISCONNECTED, framework_id=framework_id, failover=timeout
+        )
 
     def start_failover(self, link: FrameworkLink, timeout: float) -> None:
         """The framework is away: it is removed unless it resubscribes within ``timeout``."""
@@ -243,7 +244,7 @@ class FrameworkCalls:
         del state.frameworks[framework_id]
         state.removed_frameworks.add(framework_id)
         self.dispatcher.request_allocation()
-        log_event(log, "framework.removed", framework_id=framework_id, reason=why)
+        state.announce(EventKind.FRAMEWORK_REMOVED, framework_id=framework_id, reason=why)
 
     def teardown(self, framework_id: str, principal: str | None = None) -> None:
         """Remove the framework for good: kill its tasks, drop its offers, end its stream."""

@@ -41,6 +41,7 @@ from master.registry import Registry, RegistryWriteError
 from master.runtime.agent_loss import AgentLoss
 from master.runtime.agents import AgentCalls
 from master.runtime.dispatch import Dispatcher
+from master.runtime.events import EventKind
 from master.runtime.frameworks import FrameworkCalls
 from master.runtime.operator import OperatorCalls
 from master.runtime.rebalancing import RebalanceTimer
@@ -97,9 +98,8 @@ class MasterRuntime:
         self._timers.append(asyncio.create_task(self.housekeeping(GC_PERIOD)))
         if self.rebalancer is not None:
             self._timers.append(asyncio.create_task(self.rebalancer.run()))
-        log_event(
-            log,
-            "master.started",
+        state.announce(
+            EventKind.MASTER_STARTED,
             master_id=state.master_id,
             policy=config.core.policy,
             hierarchy=config.core.effective_hierarchy,

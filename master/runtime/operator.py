@@ -35,7 +35,6 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fairshare.logs import log_event
 from fairshare.resources import ResourceVector
 from fairshare.roles import ancestors
 from fairshare.task_states import TaskState
@@ -47,6 +46,7 @@ from master.core.quota import Quota
 from master.registry import GONE
 from master.runtime import reservations
 from master.runtime.dispatch import Dispatcher
+from master.runtime.events import EventKind
 from master.runtime.frameworks import FrameworkCalls
 from master.runtime.log_grants import LogGrant, LogGrants
 from master.runtime.state import RuntimeState, require_id
@@ -136,7 +136,7 @@ class OperatorCalls:
         else:
             state.core.handle_set_weight(target, value, state.now())
         self.dispatcher.request_allocation()
-        log_event(log, "weight.set", kind=kind, target=target, weight=value)
+        state.announce(EventKind.WEIGHT_SET, kind=kind, target=target, weight=value)
         return None if value is None else (kind, target, value)
 
     def weights(self, principal: str | None = None) -> list[tuple[str, str, float]]:
@@ -180,9 +180,8 @@ class OperatorCalls:
         self.dispatcher.dispatch(messages)
         self.dispatcher.request_allocation()
         rescinded = sum(1 for m in messages if isinstance(m, RescindOffer))
-        log_event(
-            log,
-            "quota.set" if not quota.empty else "quota.cleared",
+        state.announce(
+            EventKind.QUOTA_SET if not quota.empty else EventKind.QUOTA_CLEARED,
             role=role,
             guarantee=str(quota.guarantee),
             limit="-" if quota.limit is None else str(quota.limit),
@@ -248,7 +247,7 @@ class OperatorCalls:
         for agent_id in dict.fromkeys(agent_ids):
             if state.core.agents[agent_id].active:
                 self.dispatcher.dispatch(state.core.handle_deactivate_agent(agent_id, now))
-                log_event(log, "agent.deactivated", agent_id=agent_id)
+                state.announce(EventKind.AGENT_DEACTIVATED, agent_id=agent_id)
         self.dispatcher.request_allocation()  # frameworks that lost offers may be due others
 
     def reactivate_agents(self, agent_ids: Sequence[str], principal: str | None = None) -> None:
@@ -262,7 +261,7 @@ class OperatorCalls:
         for agent_id in dict.fromkeys(agent_ids):
             if not state.core.agents[agent_id].active:
                 state.core.handle_reactivate_agent(agent_id, now)
-                log_event(log, "agent.reactivated", agent_id=agent_id)
+                state.announce(EventKind.AGENT_REACTIVATED, agent_id=agent_id)
         self.dispatcher.request_allocation()
 
     def teardown_framework(self, framework_id: str, principal: str | None = None) -> None:
@@ -284,7 +283,9 @@ class OperatorCalls:
             raise FailedPrecondition(f"task {task_id!r} already ended ({entry.state.value})")
         self.dispatcher.dispatch(state.core.handle_kill(framework_id, task_id, state.now()))
         state.tasks.mark_killing(framework_id, task_id)
-        log_event(log, "task.killed.by.operator", framework_id=framework_id, task_id=task_id)
+        state.announce(
+            EventKind.TASK_KILLED_BY_OPERATOR, framework_id=framework_id, task_id=task_id
+        )
 
     def grant_logs(self, task_id: str, framework_id: str, principal: str | None = None) -> LogGrant:
         """A credential for ``principal`` to read the logs of a task on its agents
@@ -320,7 +321,7 @@ class OperatorCalls:
                 )
                 self.dispatcher.master_update(change, "AGENT_REMOVED", "the operator removed it")
         state.departed.pop(agent_id, None)
-        log_event(log, "agent.removed", agent_id=agent_id)
+        state.announce(EventKind.AGENT_REMOVED, agent_id=agent_id)
 
     def _pooled_agents(self, agent_ids: Sequence[str]) -> None:
         """Check every id before any change: INVALID_ARGUMENT, or NOT_FOUND if not in the pool."""

@@ -27,11 +27,10 @@ from __future__ import annotations
 
 import logging
 
-from fairshare.logs import log_event
-
 from master.registry import ADMITTED, GONE, UNREACHABLE
 from master.runtime.agent_loss import AgentLoss
 from master.runtime.dispatch import Dispatcher
+from master.runtime.events import EventKind
 from master.runtime.frameworks import FrameworkCalls
 from master.runtime.liveness import REREGISTRATION_RATE, reconnect_jitter
 from master.runtime.sessions import AgentLink, DepartedAgent, FrameworkLink
@@ -100,9 +99,8 @@ class Recovery:
                     agent_id, agent.spec, agent.state, agent.registered_at, agent.registered_at
                 )
         waiting = len(state.awaited)
-        log_event(
-            log,
-            "master.recovered",
+        state.announce(
+            EventKind.MASTER_RECOVERED,
             cluster_id=registry.cluster_id,
             frameworks=frameworks,
             agents=waiting,
@@ -131,7 +129,7 @@ class Recovery:
         missing = sorted(state.awaited)
         for agent_id in missing:
             state.liveness.expire(agent_id)
-        log_event(log, "master.recovery.done", unreachable=len(missing))
+        state.announce(EventKind.MASTER_RECOVERY_DONE, unreachable=len(missing))
         self.dispatcher.request_allocation()
         if missing:
             self.loss.check_liveness()

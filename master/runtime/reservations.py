@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import logging
 
-from fairshare.logs import log_event
 from fairshare.resources import ResourceVector
 
 from master.core.messages import Message, RescindOffer
 from master.core.reservations import checked_reservation_role
 from master.runtime.dispatch import Dispatcher
+from master.runtime.events import EventKind
 from master.runtime.state import RuntimeState, require_id
 
 __all__ = ["reserve", "unreserve"]
@@ -49,7 +49,9 @@ def reserve(
     with state.durably():
         state.registry.set_reservations(agent_id, dynamic)
     messages = core.handle_reserve(agent_id, role, resources, state.now())
-    return _applied(dispatcher, messages, "reservation.made", agent_id, role, resources)
+    return _applied(
+        state, dispatcher, messages, EventKind.RESERVATION_MADE, agent_id, role, resources
+    )
 
 
 def unreserve(
@@ -75,13 +77,16 @@ def unreserve(
     with state.durably():
         state.registry.set_reservations(agent_id, dynamic)
     messages = core.handle_unreserve(agent_id, role, resources, state.now())
-    return _applied(dispatcher, messages, "reservation.undone", agent_id, role, resources)
+    return _applied(
+        state, dispatcher, messages, EventKind.RESERVATION_UNDONE, agent_id, role, resources
+    )
 
 
 def _applied(
+    state: RuntimeState,
     dispatcher: Dispatcher,
     messages: list[Message],
-    event: str,
+    event: EventKind,
     agent_id: str,
     role: str,
     resources: ResourceVector,
@@ -89,7 +94,7 @@ def _applied(
     dispatcher.dispatch(messages)
     dispatcher.request_allocation()
     rescinded = sum(1 for m in messages if isinstance(m, RescindOffer))
-    log_event(
-        log, event, agent_id=agent_id, role=role, resources=str(resources), rescinded=rescinded
+    state.announce(
+        event, agent_id=agent_id, role=role, resources=str(resources), rescinded=rescinded
     )
     return rescinded

@@ -35,6 +35,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from fairshare.log_access import new_secret
 from fairshare.logs import log_event
@@ -52,6 +53,7 @@ from master.model import LeaderInfo
 from master.registry import Registry, RegistryWriteError, SqliteRegistry
 from master.runtime.authority import Authority, RuntimeLimits
 from master.runtime.counters import RuntimeCounters
+from master.runtime.events import NO_EVENTS, EventKind, EventSink, announce
 from master.runtime.liveness import Liveness, base_interval
 from master.runtime.rebalance_settings import RebalanceSettings
 from master.runtime.sessions import AgentLink, DepartedAgent, FrameworkLink
@@ -99,6 +101,7 @@ class RuntimeConfig:
     acl: Acl = OPEN  # who may do what (``master.acl``); OPEN: everything, weights capped
     authenticated: bool = False  # every caller has a principal: ownership is enforced
     limits: RuntimeLimits = field(default_factory=RuntimeLimits)
+    events: EventSink = NO_EVENTS  # told the noteworthy events (``master.runtime.events``)
 
     @property
     def agent_heartbeat(self) -> float:
@@ -156,6 +159,10 @@ class RuntimeState:
         self.started_at = time.time()
         self.leader = LeaderInfo("", 0, self.started_at)  # the term this runtime serves
         self._loop: asyncio.AbstractEventLoop | None = None
+
+    def announce(self, kind: EventKind, level: int = logging.INFO, /, **fields: Any) -> None:
+        """Log a noteworthy event and tell ``config.events`` (``master.runtime.events``)."""
+        announce(log, self.config.events, kind, level, **fields)
 
     # -- clocks -----------------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ three real masters, agents and frameworks that take the list of masters.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -118,6 +119,11 @@ def test_one_leader_followers_redirect_and_status_names_the_leader(
     assert abs(elected - time.time()) < 120
     for master, leading in [(leader, 1), *((f, 0) for f in followers)]:
         assert f"fairshare_master_leader {leading}.0" in metrics_text(master)
+    url = f"http://{leader.metrics_address}/api/v1/events"
+    with urllib.request.urlopen(url, timeout=10) as answer:  # the dashboard's event list
+        events = json.loads(answer.read())["events"]
+    started = [e["fields"]["epoch"] for e in events if e["event"] == "leader.term.started"]
+    assert started == [state.leader.epoch]
     text = status_text(",".join(f.address for f in followers))  # redirected to the leader
     assert f"leader {leader.address} since " in text and f"epoch {state.leader.epoch}" in text
     for master in ha.masters:

@@ -272,8 +272,8 @@ def test_reconcile_kill_suppress_revive_and_demand_on_the_wire() -> None:
             await fw.reconcile([TaskRef("t1", "ag-1"), "t2"])
             answers = [await update_of(fw), await update_of(fw)]
             assert [(u.task_id, u.state) for u in answers] == [
-                ("t1", TaskState.UNKNOWN),
-                ("t2", TaskState.UNKNOWN),
+                ("t1", TaskState.LOST),  # UNKNOWN, told as LOST to a framework not partition-aware
+                ("t2", TaskState.LOST),
             ]
             assert all(u.reason is TaskReason.RECONCILIATION for u in answers)
             await fw.suppress()

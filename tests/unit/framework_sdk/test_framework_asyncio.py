@@ -78,6 +78,8 @@ def test_declared_demand_sizes_the_offers_and_kill_reports_killed() -> None:
                 assert states == [TaskState.STARTING, TaskState.RUNNING]
                 await fw.kill("web-1", offer.agent_id)
                 killed = await fw.next_event()
+                while isinstance(killed, OffersReceived):  # web-1's resources may come first:
+                    killed = await fw.next_event()  # KILLED waits for RUNNING's acknowledgement
                 assert isinstance(killed, StatusUpdate) and killed.state is TaskState.KILLED
                 await fw.teardown()
 

@@ -132,9 +132,13 @@ def test_accept_validation_codes_change_nothing() -> None:
             none = scheduler_pb2.AcknowledgeRequest(framework_id=fid)
             assert await code_of(stub.Acknowledge(none)) is invalid
             stale = scheduler_pb2.AcknowledgeRequest(
-                framework_id=fid, acknowledgements=[ack(task_id="t1", uuid=b"x")]
+                framework_id=fid, acknowledgements=[ack(task_id="t-ended", uuid=b"x")]
             )
             await stub.Acknowledge(stale)  # stale acknowledgements succeed
+            never = scheduler_pb2.AcknowledgeRequest(
+                framework_id=fid, acknowledgements=[ack(task_id="t1", uuid=b"x")]
+            )
+            assert await code_of(stub.Acknowledge(never)) is not_found  # live t1 never had it
             bad_role = scheduler_pb2.SuppressRequest(framework_id=fid, role="other-role")
             assert await code_of(stub.Suppress(bad_role)) is invalid
             mine.cancel()
@@ -177,6 +181,12 @@ def test_simulated_cluster_offers_filters_suppression_and_task_lifecycle() -> No
             while len(seen) < 2 or any(s not in (5, 6, 7) for s in seen.values()):
                 status = (await read_until(stream, "update")).update.status
                 seen[status.task_id] = status.state
+                ack = scheduler_pb2.AcknowledgeRequest.Acknowledgement(
+                    agent_id=status.agent_id, task_id=status.task_id, uuid=status.uuid
+                )  # a task's next update waits for this one's acknowledgement, as on an agent
+                await stub.Acknowledge(
+                    scheduler_pb2.AcknowledgeRequest(framework_id=fid, acknowledgements=[ack])
+                )
                 if status.task_id == "t-exit" and status.state == common_pb2.TASK_STATE_FAILED:
                     assert status.exit_code == 3
                     assert status.reason == common_pb2.TaskStatus.REASON_COMMAND_FAILED

@@ -5,7 +5,6 @@ gRPC ones, and the answers as before (403 bodies, redacted views, 503 on a follo
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -23,6 +22,7 @@ from master.metrics import MasterCollector, sampler
 from master.model import AgentSpec
 from master.runtime import MasterRuntime, RuntimeConfig
 from master.runtime.authority import Authority
+from master.runtime.events import NO_EVENTS, EventSink
 from master.web.events import RecentEvents
 from master.web.history import ShareHistory
 from master.web.routes import WebApi
@@ -98,7 +98,7 @@ def _no_sample() -> Any:
     raise AssertionError("no metrics without a runtime")
 
 
-def runtime_with(authority: CountingAuthority) -> MasterRuntime:
+def runtime_with(authority: CountingAuthority, events: EventSink = NO_EVENTS) -> MasterRuntime:
     runtime = MasterRuntime(
         RuntimeConfig(
             core=CoreConfig(validate=True),
@@ -106,6 +106,7 @@ def runtime_with(authority: CountingAuthority) -> MasterRuntime:
             heartbeat_interval=60.0,
             acl=ACL,
             authenticated=authority.authenticated,
+            events=events,
         )
     )
     runtime.state.authority = authority  # the one both ports ask
@@ -115,12 +116,9 @@ def runtime_with(authority: CountingAuthority) -> MasterRuntime:
 def test_an_http_denial_is_counted_once_with_the_grpc_ones_and_allowed_views_work() -> None:
     async def main() -> None:
         authority = CountingAuthority(ACL, authenticated=True)
-        runtime = runtime_with(authority)
+        events = RecentEvents()
+        runtime = runtime_with(authority, events)
         await runtime.start()
-        events, log = RecentEvents(), logging.getLogger("fairshare.master")
-        level = log.level
-        log.addHandler(events)
-        log.setLevel(logging.INFO)
         try:
             runtime.agents.register(
                 AgentSpec("h1", 0, ResourceVector.parse("cpus:4;mem:4096")), "agent-1"
@@ -159,8 +157,6 @@ def test_an_http_denial_is_counted_once_with_the_grpc_ones_and_allowed_views_wor
                 runtime.operator.view("nobody")
             assert authority.denied == 6
         finally:
-            log.removeHandler(events)
-            log.setLevel(level)
             await runtime.stop()
 
     asyncio.run(main())
