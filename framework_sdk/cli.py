@@ -64,6 +64,7 @@ from fairshare.settings import (
     positive_int,
     positive_number,
 )
+from fairshare.tls_probe import diagnose_target
 from fairshare.transport import INSECURE, ClientSecurity
 from fairshare.v1 import operator_pb2, operator_pb2_grpc
 
@@ -633,13 +634,21 @@ def _state_document(config: RunConfig, timeout: float = STATUS_TIMEOUT) -> dict[
     return state_to_dict(state)
 
 
+class RunRefused(Exception):
+    """The run cannot start (a TLS or port mistake): ``str`` is the one line to print."""
+
+
 def preflight(config: RunConfig) -> None:
     """Refuse a shape naming a resource no agent has (``SettingsError``: exit 2, the known
     names listed); say at once when no agent could ever run one task of it. A master that
     cannot be asked (down, or GetState not allowed) is left to the run to report."""
     try:
         document = _state_document(config, min(STATUS_TIMEOUT, config.connect_timeout))
-    except grpc.RpcError:
+    except grpc.RpcError as error:
+        details = error.details() if isinstance(error, grpc.Call) else str(error)
+        mistake = diagnose_target(config.master, config.security, details or "")
+        if mistake is not None:  # no use waiting --connect-timeout for it
+            raise RunRefused(mistake) from None
         return
     unknown = unknown_names(config.shape, document)
     if unknown is not None:
@@ -677,6 +686,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         preflight(config)  # SettingsError: a resource name no agent has, exit 2
         return asyncio.run(run_framework(config, follow=hand_off))
+    except RunRefused as refused:
+        print(f"fairshare run: {refused}", file=sys.stderr)
+        return EXIT_FAILURE
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
 
@@ -701,9 +713,13 @@ def fetch_state(
     return call_leader(master, get_state, security=security, on_election=on_election)
 
 
-def _rpc_failure(master: str, error: grpc.RpcError) -> str:
+def _rpc_failure(master: str, error: grpc.RpcError, security: ClientSecurity = INSECURE) -> str:
     code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
     details = error.details() if isinstance(error, grpc.Call) else str(error)
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL):
+        mistake = diagnose_target(master, security, details or "")
+        if mistake is not None:  # TLS or port mistakes, named (gRPC says "Socket closed")
+            return mistake
     if code == grpc.StatusCode.UNIMPLEMENTED:  # e.g. an agent's port: no Operator API there
         return (
             f"{master} is not a fairshare master (it does not serve the operator API;"
@@ -722,7 +738,7 @@ def watch_frame(
     try:
         document = state_to_dict(fetch_state(master, security=security, on_election=None))
     except grpc.RpcError as error:
-        return f"{header}\n\n{_rpc_failure(master, error)}\n"
+        return f"{header}\n\n{_rpc_failure(master, error, security)}\n"
     bars = render_share_bars(document, ascii_only=ascii_only)
     return f"{header}\n\n{bars}\n\n{render_table(document)}\n"
 
@@ -766,7 +782,7 @@ def status(args: argparse.Namespace) -> int:
     try:
         state = fetch_state(master, security=security)
     except grpc.RpcError as error:
-        print(f"fairshare status: {_rpc_failure(master, error)}", file=sys.stderr)
+        print(f"fairshare status: {_rpc_failure(master, error, security)}", file=sys.stderr)
         return EXIT_FAILURE
     document = state_to_dict(state)
     if args.json:

@@ -32,6 +32,7 @@ from fairshare.masters import NoLeaderYet, call_leader
 from fairshare.resources import ResourceVector
 from fairshare.settings import CLIENT_SETTINGS, add_setting_flags, client_security
 from fairshare.task_states import TaskState
+from fairshare.tls_probe import diagnose_target
 from fairshare.transport import INSECURE, ClientSecurity
 from fairshare.v1 import common_pb2, operator_pb2, operator_pb2_grpc
 from fairshare.wire import WireRangeError, resources_from_pb, seconds_from_timestamp
@@ -89,6 +90,11 @@ def master_failure(master: MasterAddress | str, error: grpc.RpcError) -> str:
         return f"{master} is not a fairshare master (it does not serve the operator API; an agent?)"
     if isinstance(error, NoLeaderYet):
         return f"the masters at {master} answer, but {details}"
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL):
+        security = master.security if isinstance(master, MasterAddress) else INSECURE
+        mistake = diagnose_target(str(master), security, details or "")
+        if mistake is not None:  # TLS or port mistakes, named (gRPC says "Socket closed")
+            return mistake
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         return f"no master answers at {master} ({code.name}: {details})"
     if code == grpc.StatusCode.UNAUTHENTICATED:

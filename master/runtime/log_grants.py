@@ -7,9 +7,10 @@ for every other call), when the ACL's ``view_logs`` lets it read that framework 
 logs, or when it has the full ``view_state`` (an operator). A redacted view is not enough.
 
 ``grant(task_id, framework_id, principal)``:
-- the task is tracked (in the task book): its frameworks the caller may read; the agents asked
-  are those the tasks run on. None readable: PERMISSION_DENIED naming the task;
-- not tracked (it ended and the master forgot it; its sandbox stays on its agent): with
+- the task is tracked (in the task book) in frameworks the caller may read: those frameworks;
+  the agents asked are those the tasks run on;
+- else (not tracked: it ended and the master forgot it, its sandbox stays on its agent; or
+  tracked in others' frameworks only, which the answer does not tell apart): with
   ``framework_id``, that framework if the registry knows it (NOT_FOUND otherwise) and the caller
   may read it; without, every framework (``ANY``) for a caller who may read them all, else the
   frameworks the registry knows that the caller may read (at most ``MAX_GRANT_FRAMEWORKS``:
@@ -111,16 +112,14 @@ class LogGrants:
             tracked = [e for e in (state.tasks.get(framework_id, task_id),) if e is not None]
         else:
             tracked = [e for e in state.tasks if e.task_id == task_id]
+        readable = [
+            e for e in tracked if self.may_read(principal, self._owner(e.framework_id) or "")
+        ]
         frameworks: tuple[str, ...]
-        if tracked:
-            readable = [
-                e for e in tracked if self.may_read(principal, self._owner(e.framework_id) or "")
-            ]
-            if not readable:
-                raise self._refuse(f"{who} may not read the logs of task {task_id!r}")
+        if readable:
             frameworks = tuple(sorted({e.framework_id for e in readable}))
             links = [state.agents.get(e.agent_id) for e in readable]
-        else:
+        else:  # not tracked, or only another's: as if untracked (the refusal tells no more)
             frameworks = self._untracked(task_id, framework_id, principal, who)
             links = list(state.agents.values())
         expires_at = time.time() + GRANT_TTL

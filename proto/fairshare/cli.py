@@ -216,6 +216,9 @@ def note(message: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``fairshare`` with ``argv`` (default: the process's arguments); the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    # gRPC's C core prints its own lines (a failed TLS handshake: "I1127 ... ssl_transport_
+    # security.cc ...") outside the commands' log format; its errors only, unless asked.
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     name = _command_in(argv)
     args = build_parser(name).parse_args(argv)  # exits 2 on usage errors, 0 for --help
     command = load_command(args.command)

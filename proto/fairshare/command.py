@@ -17,7 +17,7 @@ Invariants, checked when a ``Command`` is built (``ValueError`` naming the field
 - ``working_dir`` is relative and stays inside the sandbox lexically: not absolute, no ``..``
   component, at most ``MAX_WORKING_DIR_BYTES``; it is kept normalized (no ``.`` or empty
   components, ``""`` for the sandbox itself);
-- ``user`` is empty (the agent's user) or a POSIX user name;
+- ``user`` is empty (the agent's ``--task-user``) or a POSIX user name;
 - ``kill_grace_period`` is None (the agent's default) or finite seconds in
   ``[0, MAX_KILL_GRACE]``.
 

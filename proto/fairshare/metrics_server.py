@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import logging
 import os
 import ssl
 from collections.abc import Awaitable, Callable
@@ -48,10 +49,12 @@ from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from prometheus_client import ProcessCollector
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from fairshare.logs import log_event
 from fairshare.rpc_guard import Authenticator, AuthError
 from fairshare.transport import PLAINTEXT, ServerSecurity
 
@@ -273,6 +276,27 @@ def _shown(host: str, port: int) -> str:
     shown = "127.0.0.1" if host in ("", "0.0.0.0", "::") else host
     shown = f"[{shown}]" if ":" in shown else shown
     return f"{shown}:{port}"
+
+
+class _BadRequests(logging.Filter):
+    """aiohttp logs a request it cannot parse (a gRPC client on this HTTP port sends HTTP/2's
+    preface; a scanner sends garbage) as an ERROR with a traceback; it is the client's mistake:
+    one ``http.bad_request`` line instead, in the daemon's format."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if not isinstance(error, HttpProcessingError):
+            return True
+        reason = str(getattr(error, "message", "") or error).strip().splitlines()[0]
+        hint = " (HTTP/2: a gRPC client on the HTTP port?)" if "PRI" in str(error) else ""
+        log_event(_LOG, "http.bad_request", logging.WARNING, reason=reason + hint)
+        return False
+
+
+_LOG = logging.getLogger("fairshare.http")
+_AIOHTTP_SERVER = logging.getLogger("aiohttp.server")
+if not any(isinstance(f, _BadRequests) for f in _AIOHTTP_SERVER.filters):
+    _AIOHTTP_SERVER.addFilter(_BadRequests())
 
 
 async def serve_http(

@@ -22,12 +22,15 @@ part of the error.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -85,11 +88,12 @@ class Daemon:
         addr_file: str,
         env: dict[str, str] | None = None,
         wrap: Sequence[str] = (),
+        log_path: Path | None = None,
     ) -> None:
         self.kind = kind
         self.work_dir = work_dir
         self.addr_path = work_dir / addr_file
-        self.log_path = work_dir.parent / f"{work_dir.name}.{kind}.log"
+        self.log_path = log_path or work_dir.parent / f"{work_dir.name}.{kind}.log"
         work_dir.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
@@ -226,24 +230,53 @@ def start_master(work_dir: Path, *flags: str, env: dict[str, str] | None = None)
     return master
 
 
-def searchable_by_tasks(path: Path) -> None:
-    """Let the users command tasks run as (``nobody``, the agent's default ``--task-user``)
-    search every directory down to ``path`` (``o+x``, not ``o+r``): pytest's temporary
-    directories are 0700, and an agent refuses command tasks whose user cannot reach its
-    sandboxes."""
-    path.mkdir(parents=True, exist_ok=True)
-    for directory in (*reversed(path.parents), path):
-        info = directory.stat()
-        if info.st_uid == os.geteuid() and not info.st_mode & stat.S_IXOTH:
-            directory.chmod(stat.S_IMODE(info.st_mode) | stat.S_IXOTH)
+_TASK_DIRS: list[Path] = []
+"""This session's directory for agent work dirs (created on first use, removed at exit)."""
+
+
+def _searchable(path: Path) -> bool:
+    """True when every directory from ``/`` down to ``path`` may be searched by others."""
+    return all(
+        d.stat().st_mode & stat.S_IXOTH for d in (*reversed(path.parents), path) if d.exists()
+    )
+
+
+def reachable_work_dir(work_dir: Path) -> Path:
+    """A work dir command tasks' users (``nobody``, the agent's default ``--task-user``) can
+    reach, for an agent meant to be at ``work_dir``: ``work_dir`` itself when every directory
+    above it may be searched by others or it exists already, else a directory of this session
+    under ``/tmp`` (mode 0711 on the way), with ``work_dir`` a symbolic link to it. pytest keeps
+    its temporary directories 0700 (and sets them so again whenever a session starts), and an
+    agent refuses command tasks whose user cannot reach its sandboxes."""
+    if work_dir.is_symlink():
+        return work_dir.resolve()
+    if work_dir.exists() or _searchable(work_dir.parent):
+        work_dir.mkdir(parents=True, exist_ok=True)
+        return work_dir
+    if not _TASK_DIRS:
+        base = Path(tempfile.mkdtemp(prefix="fairshare-agents-", dir="/tmp"))
+        base.chmod(0o711)
+        atexit.register(shutil.rmtree, base, True)
+        _TASK_DIRS.append(base)
+    prefix = f"{work_dir.parent.name}-{work_dir.name}-"
+    real = Path(tempfile.mkdtemp(prefix=prefix, dir=_TASK_DIRS[0]))
+    real.chmod(0o755)
+    work_dir.parent.mkdir(parents=True, exist_ok=True)
+    work_dir.symlink_to(real, target_is_directory=True)
+    return real
 
 
 def start_agent(
-    master_address: str, work_dir: Path, *flags: str, resources: str = "cpus:4;mem:8192"
+    master_address: str,
+    work_dir: Path,
+    *flags: str,
+    resources: str = "cpus:4;mem:8192",
+    log_path: Path | None = None,
 ) -> Daemon:
     """Start ``fairshare agent --master ADDRESS --resources R --port 0 --work-dir work_dir``
-    (its work dir searchable by command tasks' users)."""
-    searchable_by_tasks(work_dir)
+    (in ``reachable_work_dir(work_dir)``; its log beside ``work_dir`` unless ``log_path``)."""
+    real = reachable_work_dir(work_dir)
+    log_path = log_path or work_dir.parent / f"{work_dir.name}.agent.log"
     argv = [
         "--master",
         master_address,
@@ -254,10 +287,10 @@ def start_agent(
         "--metrics-port",
         "0",
         "--work-dir",
-        str(work_dir),
+        str(real),
         *flags,
     ]
-    agent = Daemon("agent", argv, work_dir, "agent.addr")
+    agent = Daemon("agent", argv, real, "agent.addr", log_path=log_path)
     try:
         agent.wait_ready()
     except BaseException:
@@ -277,13 +310,17 @@ def restart_agent(
         raise AssertionError("restart_agent: the previous agent process still runs")
     previous.kill()  # closes its log (a no-op for the process, which has exited)
     n = 1
-    while (kept := previous.log_path.with_name(f"{previous.work_dir.name}.agent.{n}.log")).exists():
+    original = previous.log_path
+    stem = original.name.removesuffix(".agent.log")
+    while (kept := original.with_name(f"{stem}.agent.{n}.log")).exists():
         n += 1
-    previous.log_path.rename(kept)
+    original.rename(kept)
     previous.log_path = kept
     for stale in ("agent.addr", "metrics.addr"):
         (previous.work_dir / stale).unlink(missing_ok=True)
-    return start_agent(master_address, previous.work_dir, *flags, resources=resources)
+    return start_agent(
+        master_address, previous.work_dir, *flags, resources=resources, log_path=original
+    )
 
 
 def fairshare_status(address: str) -> dict[str, Any]:

@@ -9,6 +9,7 @@ import signal
 import ssl
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,7 @@ def test_master_agent_and_run_over_mutual_tls(tmp_path: Path, pki: Pki) -> None:
     )
     assert agent_health.returncode == 1 and "not a fairshare master" in agent_health.stderr
     plain = fairshare_cli("status", "--master", agent.address, "--json")
-    assert plain.returncode == 1 and "UNAVAILABLE" in plain.stderr
+    assert plain.returncode == 1 and "serves TLS and this command does not" in plain.stderr
     run.proc.send_signal(signal.SIGTERM)
     assert run.proc.wait(20) == 0, run.log()
     assert agent.stop() == 0
@@ -171,3 +172,46 @@ def test_an_exposed_master_says_so_in_one_line_with_its_true_bind_address(
     assert "WARNING" in line and 'reachable="all interfaces"' in line, line
     assert "grpc=0.0.0.0:" in line and "tls=off" in line and "authentication=off" in line, line
     assert "bind=0.0.0.0:" in master.log()
+
+
+def test_every_tls_mistake_is_named_in_one_line(
+    tmp_path: Path, pki: Pki, master_factory: Any
+) -> None:
+    """Issue 24, item 5: plaintext against TLS, no client certificate, a foreign CA either way,
+    TLS against plaintext and a command pointed at the dashboard port each get one line naming
+    the mistake (not gRPC's "Socket closed"), and gRPC's own lines reach no one's stderr."""
+    master = start_secure_master(tmp_path / "master", pki)
+    other = Pki(tmp_path / "other")  # another cluster's CA
+    cert, key = other.files("operator")
+    plain = master_factory("--port", "0", "--metrics-port", "0")
+    ca = ("--tls-ca", str(pki.ca.cert))
+    cases = [
+        (master.address, (), "serves TLS and this command does not: give --tls-ca"),
+        (master.address, ca, "requires a client certificate: give --tls-cert/--tls-key"),
+        (master.address, ("--tls-ca", str(other.ca.cert)), "is not signed by --tls-ca"),
+        (master.address, (*ca, "--tls-cert", str(cert), "--tls-key", str(key)),
+         "does not trust the client certificate --tls-cert"),
+        (plain.address, pki.flags("operator"), "does not serve TLS: leave out --tls-ca"),
+        (master.metrics_address, pki.flags("operator"), "is an HTTP port"),
+        (plain.metrics_address, (), "is an HTTP port"),
+    ]  # fmt: skip
+    for address, flags, named in cases:
+        for command in ("status", "agents"):
+            done = fairshare_cli(command, "--master", address, *flags)
+            assert done.returncode == 1, (command, address, flags, done.stdout)
+            lines = done.stderr.splitlines()
+            assert len(lines) == 1 and named in lines[0], (command, address, flags, done.stderr)
+            assert lines[0].startswith(f"fairshare {command}: ")
+    started = time.monotonic()
+    run = fairshare_cli("run", "--master", master.address, "--name", "x", "--task", "cpus:1")
+    assert run.returncode == 1 and time.monotonic() - started < 20  # not --connect-timeout's 30
+    assert (
+        run.stderr.splitlines()
+        == [
+            line
+            for line in run.stderr.splitlines()
+            if "serves TLS and this command does not" in line
+        ]
+        and run.stderr
+    ), run.stderr
+    assert "ssl_transport_security" not in master.log()  # gRPC's own lines: errors only

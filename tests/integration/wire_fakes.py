@@ -230,10 +230,17 @@ class FakeAgent:
     """An agent that speaks the protocol over one stream and runs tasks instantly."""
 
     def __init__(
-        self, channel: grpc.Channel, resources: str, hostname: str = "fake", auto: bool = True
+        self,
+        channel: grpc.Channel,
+        resources: str,
+        hostname: str = "fake",
+        auto: bool = True,
+        port: int = 0,
     ) -> None:
         self.stub = agent_pb2_grpc.AgentServiceStub(channel)
-        self.info = C.AgentInfo(hostname=hostname, resources=res(resources), version="test")
+        self.info = C.AgentInfo(
+            hostname=hostname, port=port, resources=res(resources), version="test"
+        )
         self.auto = auto
         self.sent: list[agent_pb2.StatusUpdate] = []
         self.errors: list[Exception] = []

@@ -118,14 +118,16 @@ class OperatorServiceStub:
     GrantLogAccess: _grpc.UnaryUnaryMultiCallable[_operator_pb2.GrantLogAccessRequest, _operator_pb2.GrantLogAccessResponse]
     """Grants the caller a short-lived credential to read one task's stdout and stderr from its
     agents (TaskLogService, task_logs.proto), and names the agents to ask: the task's agent when
-    the master tracks the task, else every connected agent (its sandbox stays on its agent after
-    the master forgot it). Allowed to the principal of the task's framework (its owner), to the
-    principals the ACL's view_logs lets read that framework principal's logs, and to principals
-    with the full view_state; nobody else (a redacted view included). Errors: INVALID_ARGUMENT
-    (empty task_id), NOT_FOUND (framework_id names no framework the master knows),
-    PERMISSION_DENIED (the caller may read the logs of none of the frameworks that have or may
-    have the task), FAILED_PRECONDITION (the task is not tracked, no framework_id was given and
-    the caller may read the logs of more than 64 frameworks: name the framework).
+    the master tracks the task in a framework the caller may read, else every connected agent
+    (a sandbox stays on its agent after the master forgot the task), the grant then covering
+    the frameworks the caller may read. Reading is allowed to the principal of the task's
+    framework (its owner), to the principals the ACL's view_logs lets read that framework
+    principal's logs, and to principals with the full view_state; nobody else (a redacted view
+    of others included). Errors: INVALID_ARGUMENT (empty task_id), NOT_FOUND (framework_id
+    names no framework the master knows), PERMISSION_DENIED (framework_id names a framework the
+    caller may not read, or the caller may read no framework's logs), FAILED_PRECONDITION (the
+    task is not tracked in a framework the caller may read, no framework_id was given and the
+    caller may read the logs of more than 64 frameworks: name the framework).
     """
 
 @_typing.type_check_only
@@ -204,14 +206,16 @@ class OperatorServiceAsyncStub(OperatorServiceStub):
     GrantLogAccess: _aio.UnaryUnaryMultiCallable[_operator_pb2.GrantLogAccessRequest, _operator_pb2.GrantLogAccessResponse]  # type: ignore[assignment]
     """Grants the caller a short-lived credential to read one task's stdout and stderr from its
     agents (TaskLogService, task_logs.proto), and names the agents to ask: the task's agent when
-    the master tracks the task, else every connected agent (its sandbox stays on its agent after
-    the master forgot it). Allowed to the principal of the task's framework (its owner), to the
-    principals the ACL's view_logs lets read that framework principal's logs, and to principals
-    with the full view_state; nobody else (a redacted view included). Errors: INVALID_ARGUMENT
-    (empty task_id), NOT_FOUND (framework_id names no framework the master knows),
-    PERMISSION_DENIED (the caller may read the logs of none of the frameworks that have or may
-    have the task), FAILED_PRECONDITION (the task is not tracked, no framework_id was given and
-    the caller may read the logs of more than 64 frameworks: name the framework).
+    the master tracks the task in a framework the caller may read, else every connected agent
+    (a sandbox stays on its agent after the master forgot the task), the grant then covering
+    the frameworks the caller may read. Reading is allowed to the principal of the task's
+    framework (its owner), to the principals the ACL's view_logs lets read that framework
+    principal's logs, and to principals with the full view_state; nobody else (a redacted view
+    of others included). Errors: INVALID_ARGUMENT (empty task_id), NOT_FOUND (framework_id
+    names no framework the master knows), PERMISSION_DENIED (framework_id names a framework the
+    caller may not read, or the caller may read no framework's logs), FAILED_PRECONDITION (the
+    task is not tracked in a framework the caller may read, no framework_id was given and the
+    caller may read the logs of more than 64 frameworks: name the framework).
     """
 
 class OperatorServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -365,14 +369,16 @@ class OperatorServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_operator_pb2.GrantLogAccessResponse, _abc.Awaitable[_operator_pb2.GrantLogAccessResponse]]:
         """Grants the caller a short-lived credential to read one task's stdout and stderr from its
         agents (TaskLogService, task_logs.proto), and names the agents to ask: the task's agent when
-        the master tracks the task, else every connected agent (its sandbox stays on its agent after
-        the master forgot it). Allowed to the principal of the task's framework (its owner), to the
-        principals the ACL's view_logs lets read that framework principal's logs, and to principals
-        with the full view_state; nobody else (a redacted view included). Errors: INVALID_ARGUMENT
-        (empty task_id), NOT_FOUND (framework_id names no framework the master knows),
-        PERMISSION_DENIED (the caller may read the logs of none of the frameworks that have or may
-        have the task), FAILED_PRECONDITION (the task is not tracked, no framework_id was given and
-        the caller may read the logs of more than 64 frameworks: name the framework).
+        the master tracks the task in a framework the caller may read, else every connected agent
+        (a sandbox stays on its agent after the master forgot the task), the grant then covering
+        the frameworks the caller may read. Reading is allowed to the principal of the task's
+        framework (its owner), to the principals the ACL's view_logs lets read that framework
+        principal's logs, and to principals with the full view_state; nobody else (a redacted view
+        of others included). Errors: INVALID_ARGUMENT (empty task_id), NOT_FOUND (framework_id
+        names no framework the master knows), PERMISSION_DENIED (framework_id names a framework the
+        caller may not read, or the caller may read no framework's logs), FAILED_PRECONDITION (the
+        task is not tracked in a framework the caller may read, no framework_id was given and the
+        caller may read the logs of more than 64 frameworks: name the framework).
         """
 
 def add_OperatorServiceServicer_to_server(servicer: OperatorServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
