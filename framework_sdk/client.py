@@ -64,6 +64,7 @@ from typing import Any, Final
 import grpc
 from fairshare.logs import log_event
 from fairshare.masters import MasterFinder, MasterUnknown, leader_hint, open_channel
+from fairshare.tls_probe import diagnose, worth_diagnosing
 from fairshare.v1 import scheduler_pb2, scheduler_pb2_grpc
 
 from framework_sdk import wire
@@ -150,6 +151,8 @@ class SchedulerClient:
         self._ended = False
         self._fatal: CallError | None = None
         self._last_error = "not connected yet"
+        self._last_address: str | None = None  # the master tried last
+        self._diagnosed = False  # a failure was looked into (fairshare.tls_probe), once
         self._ledger = DeliveryLedger(self._options.delivery_memory)
         for task_id, uuid in handled:
             self._ledger.acknowledged(task_id, uuid)
@@ -288,7 +291,7 @@ class SchedulerClient:
                     failures, subscribed_once = 0, True
                 elif not subscribed_once:  # is a master there at all?
                     waited = loop.time() - started
-                    if self._gave_up(waited):
+                    if self._gave_up(waited) or await self._misconfigured():
                         return
                     if loop.time() - warned >= UNREACHABLE_WARNING_EVERY:
                         warned = loop.time()
@@ -316,6 +319,28 @@ class SchedulerClient:
             self._ended = True
             self._queue.put_nowait(None)
             await self._finder.close()
+
+    async def _misconfigured(self) -> bool:
+        """Once, after a failure that may be a TLS or port mistake (plaintext against a TLS
+        master, a foreign CA, no client certificate, the dashboard's port): ask the port itself
+        (``fairshare.tls_probe``) and, if it names one, end with an ``ErrorEvent`` saying so at
+        once; no backoff will cure it."""
+        address = self._last_address
+        if self._diagnosed or address is None or not worth_diagnosing(self._last_error):
+            return False
+        self._diagnosed = True
+        mistake = await asyncio.to_thread(diagnose, address, self._options.security)
+        if mistake is None:
+            return False
+        message = (
+            f"{mistake} (the SDK: ClientOptions(security=ClientSecurity(ca=..., cert=...,"
+            " key=..., token=...)), or the FAIRSHARE_TLS_* variables)"
+        )
+        self._last_error = message
+        self._fatal = call_error("Subscribe", grpc.StatusCode.UNAVAILABLE, message)
+        self._queue.put_nowait(ErrorEvent(message=message, code=grpc.StatusCode.UNAVAILABLE))
+        log_event(_LOG, "master.misconfigured", logging.ERROR, error=message)
+        return True
 
     def _gave_up(self, waited: float) -> bool:
         """After ``registration_timeout`` without ever subscribing: a last ``ErrorEvent``."""
@@ -345,6 +370,7 @@ class SchedulerClient:
         except MasterUnknown as error:
             self._last_error = error.details()
             return _Outcome.LOST_BEFORE_SUBSCRIBED
+        self._last_address = address
         outcome = await self._session_with(address)
         if outcome in (_Outcome.LOST_BEFORE_SUBSCRIBED, _Outcome.LOST_AFTER_SUBSCRIBED):
             self._finder.failed(address)

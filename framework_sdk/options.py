@@ -6,14 +6,49 @@ Invariants: frozen value types without I/O; the defaults suit production, tests 
 
 from __future__ import annotations
 
+import os
 import random
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
 
+from fairshare.settings import CLIENT_SECURITY_SETTINGS, SettingsError, client_security
 from fairshare.transport import INSECURE, ClientSecurity
 
 from framework_sdk.delivery import DEFAULT_DELIVERY_MEMORY
 
-__all__ = ["Backoff", "ClientOptions"]
+__all__ = ["ENVIRONMENT_VARIABLES", "Backoff", "ClientOptions", "security_from_environment"]
+
+ENVIRONMENT_VARIABLES: Final = tuple(
+    f"FAIRSHARE_{setting.name.upper()}" for setting in CLIENT_SECURITY_SETTINGS
+)
+"""The variables a client's security is read from: FAIRSHARE_TLS_CA, FAIRSHARE_TLS_CERT,
+FAIRSHARE_TLS_KEY, FAIRSHARE_TOKEN_FILE and FAIRSHARE_TLS_SERVER_NAME (the commands' too)."""
+
+
+def security_from_environment(environ: Mapping[str, str] | None = None) -> ClientSecurity:
+    """The ``ClientSecurity`` the ``FAIRSHARE_TLS_*`` variables (``ENVIRONMENT_VARIABLES``)
+    describe, as the ``fairshare`` commands read them; ``INSECURE`` when none is set. Raises
+    ``SettingsError`` naming the variable when one is unusable (a file that is not there, a
+    certificate without its key)."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for setting in CLIENT_SECURITY_SETTINGS:
+        name = f"FAIRSHARE_{setting.name.upper()}"
+        raw = environ.get(name, "")
+        if not raw.strip():
+            continue
+        try:
+            values[setting.name] = setting.parse(raw)
+        except ValueError as error:
+            raise SettingsError(f"{name}={raw!r}: {error}") from None
+    if not values:
+        return INSECURE
+    try:
+        return client_security(values)
+    except SettingsError as error:
+        variables = ", ".join(f"FAIRSHARE_{key.upper()}" for key in values)
+        raise SettingsError(f"{variables}: {error}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +88,8 @@ class ClientOptions:
     """How long a client that never subscribed keeps trying before it gives up with an error
     (``ErrorEvent`` UNAVAILABLE: the driver's ``error`` callback); None: forever. Once it has
     subscribed, it reconnects forever."""
-    security: ClientSecurity = INSECURE
+    security: ClientSecurity = field(default_factory=lambda: security_from_environment())
     """TLS (the CA bundle that signed the master's certificate), and this framework's identity:
-    a client certificate or a token ``PRINCIPAL:SECRET`` (``fairshare.transport.read_token``)."""
+    a client certificate or a token ``PRINCIPAL:SECRET`` (``fairshare.transport.read_token``).
+    Default: what the ``FAIRSHARE_TLS_*`` variables say, as for the ``fairshare`` commands
+    (``security_from_environment``); plaintext when none is set."""

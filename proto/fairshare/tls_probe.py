@@ -6,7 +6,7 @@ port (a daemon's dashboard and metrics) the same way again. ``diagnose(address, 
 finds out by talking to the port itself, with Python's ``socket`` and ``ssl`` (no gRPC), what
 the mistake is:
 
-- plaintext against a TLS port: ``... serves TLS and this command does not: give --tls-ca``;
+- plaintext against a TLS port: ``... serves TLS and this client does not: give --tls-ca``;
 - TLS against a plaintext port: ``... does not serve TLS: leave out --tls-ca``;
 - a server certificate the given CA did not sign (a foreign CA), or that does not name the host;
 - a client certificate missing where the server requires one, or one the server does not
@@ -103,7 +103,7 @@ def _plaintext_client(address: str, host: str, port: int, timeout: float) -> str
                     return _http_port(address)
         return None
     return (
-        f"{address} serves TLS and this command does not: give --tls-ca FILE (the CA that signed"
+        f"{address} serves TLS and this client does not: give --tls-ca FILE (the CA that signed"
         " its certificate) and who you are, --tls-cert/--tls-key or --token-file (or"
         " FAIRSHARE_TLS_CA, ...)"
     )

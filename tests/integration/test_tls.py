@@ -4,6 +4,7 @@ plaintext), with nothing registered by the refused clients."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import ssl
@@ -59,7 +60,7 @@ def test_master_agent_and_run_over_mutual_tls(tmp_path: Path, pki: Pki) -> None:
     )
     assert agent_health.returncode == 1 and "not a fairshare master" in agent_health.stderr
     plain = fairshare_cli("status", "--master", agent.address, "--json")
-    assert plain.returncode == 1 and "serves TLS and this command does not" in plain.stderr
+    assert plain.returncode == 1 and "serves TLS and this client does not" in plain.stderr
     run.proc.send_signal(signal.SIGTERM)
     assert run.proc.wait(20) == 0, run.log()
     assert agent.stop() == 0
@@ -186,7 +187,7 @@ def test_every_tls_mistake_is_named_in_one_line(
     plain = master_factory("--port", "0", "--metrics-port", "0")
     ca = ("--tls-ca", str(pki.ca.cert))
     cases = [
-        (master.address, (), "serves TLS and this command does not: give --tls-ca"),
+        (master.address, (), "serves TLS and this client does not: give --tls-ca"),
         (master.address, ca, "requires a client certificate: give --tls-cert/--tls-key"),
         (master.address, ("--tls-ca", str(other.ca.cert)), "is not signed by --tls-ca"),
         (master.address, (*ca, "--tls-cert", str(cert), "--tls-key", str(key)),
@@ -210,8 +211,35 @@ def test_every_tls_mistake_is_named_in_one_line(
         == [
             line
             for line in run.stderr.splitlines()
-            if "serves TLS and this command does not" in line
+            if "serves TLS and this client does not" in line
         ]
         and run.stderr
     ), run.stderr
     assert "ssl_transport_security" not in master.log()  # gRPC's own lines: errors only
+
+
+def test_the_sdk_reads_the_tls_variables_and_names_a_tls_mistake_at_once(
+    tmp_path: Path, pki: Pki, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 24, item 6: a framework started where ``fairshare status`` works (the
+    ``FAIRSHARE_TLS_*`` variables) connects the same way; without them, against a TLS master,
+    it fails within seconds naming the mistake instead of after its timeouts."""
+    from framework_sdk import Framework, FrameworkInfo, UnavailableError
+
+    master = start_secure_master(tmp_path / "master", pki)
+    cert, key = pki.files("operator")
+
+    async def subscribe() -> str:
+        async with Framework.connect(master.address, FrameworkInfo(name="sdk")) as fw:
+            return fw.framework_id
+
+    for name in ("FAIRSHARE_TLS_CA", "FAIRSHARE_TLS_CERT", "FAIRSHARE_TLS_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    started = time.monotonic()
+    with pytest.raises(UnavailableError, match="serves TLS and this client does not"):
+        asyncio.run(subscribe())
+    assert time.monotonic() - started < 10
+    monkeypatch.setenv("FAIRSHARE_TLS_CA", str(pki.ca.cert))
+    monkeypatch.setenv("FAIRSHARE_TLS_CERT", str(cert))
+    monkeypatch.setenv("FAIRSHARE_TLS_KEY", str(key))
+    assert asyncio.run(subscribe()).startswith("fw-")
