@@ -550,7 +550,9 @@ def _run_cluster(
                 bundle = cluster.ca.browser_bundle(cluster.ca.certificate("operator"))
                 print(
                     f"fairshare up: the dashboard asks for a client certificate: import {bundle}"
-                    f" (no password) into your browser and trust {cluster.ca.cert}"
+                    f" (no password) into your browser and trust {cluster.ca.cert}, then choose"
+                    " the certificate 'operator' when asked (docs/security.md: the dashboard of a"
+                    " mutual-TLS master)"
                 )
             return _watch(cluster, args.demo, values["for"])
         except (

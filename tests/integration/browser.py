@@ -145,8 +145,10 @@ class Page:
 class Browser:
     """A headless Chromium process (kill it with ``kill()``, which tests' teardown calls)."""
 
-    def __init__(self, executable: str, profile: Path) -> None:
+    def __init__(self, executable: str, profile: Path, home: Path | None = None) -> None:
+        """``home``: the HOME it runs with (its NSS certificate store is ``home/.pki/nssdb``)."""
         profile.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ) if home is None else {**os.environ, "HOME": str(home)}
         self.log_path = profile.parent / "chromium.log"
         self._log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
@@ -155,6 +157,7 @@ class Browser:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own group: kill() ends every child it started
+            env=env,
         )
         self.port_file = profile / "DevToolsActivePort"
         self.session: aiohttp.ClientSession | None = None

@@ -14,14 +14,20 @@ installs it and a missing browser is a failure.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from browser import Browser, chromium_path
-from daemons import STARTED, Client, Daemon, fairshare_status, wait_for
+from daemons import ROOT, STARTED, Client, Daemon, daemon_env, fairshare_status, wait_for
 from test_live_cluster import SETTLE, run_framework
 
 REFRESH_MS = 1000  # the page polls the API every second (?refresh=1000)
@@ -141,3 +147,99 @@ def test_dashboard_in_chromium_matches_the_status_and_follows_the_cluster(
     asyncio.run(check_dashboard(browser, master, start_second, tmp_path))
     for name in ("dashboard-one-framework.png", "dashboard-two-frameworks.png"):
         assert (tmp_path / name).read_bytes().startswith(b"\x89PNG"), name
+
+
+POLICIES = Path("/etc/chromium/policies/managed")
+
+
+def _run(*argv: str) -> None:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, f"{argv}: {done.stdout}{done.stderr}"
+
+
+def test_the_mtls_dashboard_opens_in_chromium_as_the_docs_say(
+    chromium: str, tmp_path: Path
+) -> None:
+    """Issue 24, item 9: ``fairshare up --tls`` prints the dashboard's address, the operator's
+    bundle and the CA; following docs/security.md ("The dashboard of a mutual-TLS master") --
+    the CA trusted and the bundle imported into Chromium's certificate store with NSS's tools,
+    the certificate chosen (here by the policy that chooses it, as a person clicks it) -- the
+    dashboard opens with the cluster in it; a browser without the certificate gets nothing."""
+    for tool in ("certutil", "pk12util"):
+        if shutil.which(tool) is None:
+            if os.environ.get("CI"):
+                pytest.fail(f"{tool} is missing: .ci/run installs Debian's libnss3-tools")
+            pytest.skip(f"{tool} is not installed (apt-get install libnss3-tools)")
+    if os.geteuid() != 0:
+        pytest.skip("the certificate-choosing policy is a file under /etc (root)")
+    up = subprocess.Popen(
+        [sys.executable, "-m", "fairshare.cli", "up", "--tls", "--agents", "1",
+         "--resources", "cpus:2;mem:1024", "--port", "0", "--metrics-port", "0",
+         "--work-dir", str(tmp_path / "up")],
+        cwd=ROOT, env=daemon_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    policy = POLICIES / f"fairshare-test-{os.getpid()}.json"
+    try:
+        assert up.stdout is not None
+        said = ""
+        while "(no password)" not in said:
+            line = up.stdout.readline()
+            assert line, said
+            said += line
+        dashboard = re.search(r"dashboard (https://\S+/)", said)
+        bundle = re.search(r"import (\S+\.p12) \(no password\)", said)
+        ca = re.search(r"and trust (\S+\.pem)", said)
+        assert dashboard and bundle and ca, said
+        home = tmp_path / "home"
+        store = f"sql:{home / '.pki' / 'nssdb'}"
+        (home / ".pki" / "nssdb").mkdir(parents=True)
+        _run("certutil", "-d", store, "-N", "--empty-password")
+        _run("certutil", "-d", store, "-A", "-n", "fairshare-ca", "-t", "C,,", "-i", ca.group(1))
+        _run("pk12util", "-d", store, "-i", bundle.group(1), "-W", "")
+        POLICIES.mkdir(parents=True, exist_ok=True)
+        origin = dashboard.group(1).rstrip("/")
+        choose = json.dumps({"pattern": origin, "filter": {}})
+        policy.write_text(json.dumps({"AutoSelectCertificateForUrls": [choose]}))
+        browser = Browser(chromium, tmp_path / "profile", home=home)
+        STARTED.append(browser)
+        asyncio.run(_open_secured(browser, dashboard.group(1), tmp_path))
+        stranger = Browser(chromium, tmp_path / "profile-stranger", home=tmp_path / "nobody")
+        STARTED.append(stranger)
+        asyncio.run(_refused(stranger, dashboard.group(1)))
+    finally:
+        policy.unlink(missing_ok=True)
+        up.send_signal(signal.SIGTERM)
+        try:
+            up.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            up.kill()
+            up.communicate()
+
+
+async def _open_secured(browser: Browser, url: str, shots: Path) -> None:
+    page = await browser.page()
+    try:
+        await page.open(f"{url}?refresh={REFRESH_MS}")
+        await page.wait_for(
+            f"!!document.body && Number(document.body.dataset.refreshed) >= 1"
+            f" && {AGENT_IDS}.length === 1",
+            SETTLE,
+            "the secured dashboard showing its agent",
+        )
+        (shots / "dashboard-mtls.png").write_bytes(await page.screenshot())
+    finally:
+        await page.close()
+        await browser.close_session()
+
+
+async def _refused(browser: Browser, url: str) -> None:
+    page = await browser.page()
+    try:
+        await page.open(url)
+        await asyncio.sleep(3)
+        shown = await page.evaluate("document.body ? document.body.dataset.refreshed || '' : ''")
+        assert not shown, "a browser without the operator's certificate saw the dashboard"
+    finally:
+        await page.close()
+        await browser.close_session()
