@@ -86,7 +86,7 @@ def test_detach_with_nothing_running_returns_in_time_saying_why(
                "--detach")  # fmt: skip
     took = time.monotonic() - started
     assert done.returncode == 1, done.stderr
-    assert 30 <= took < 45, took
+    assert 30 <= took < 60, took  # its 30 s wait, then why and the teardown
     assert "none of the 1 task(s) of cpus:1;mem:99999999 runs after 30s" in done.stderr
     assert "no agent has mem:99999999; the largest has mem:1024" in done.stderr
     wait_for(lambda: "never" not in names(master), 30, "the framework torn down")
