@@ -31,6 +31,8 @@ Invariants:
   or power cut can lose the last transactions (never corrupt the file). That is the failure the
   agent recovers from (an operating-system crash ends every task anyway: placeholders with the
   agent, command tasks with the host), and ``FULL`` would add an fsync to every status update.
+- The file and its journal files are mode 0600 (every task's command and environment is in
+  them, and task users may search the work dir).
 - The file is never silently reset. A file that is not a readable checkpoint (not SQLite, fails
   ``quick_check``, unknown tables, undecodable rows), a newer ``schema_version``, or resources or
   attributes other than the ones the agent is started with raise ``CheckpointError``, whose
@@ -47,6 +49,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import json
@@ -171,8 +174,9 @@ class CheckpointStore:
     @staticmethod
     def _connect(path: Path) -> sqlite3.Connection:
         try:
+            _private(path)
             connection = sqlite3.connect(path, isolation_level=None)
-        except sqlite3.Error as error:
+        except (sqlite3.Error, OSError) as error:
             raise CheckpointError(f"{path}: cannot open the agent checkpoint: {error}") from None
         return connection
 
@@ -417,3 +421,13 @@ def _update(framework_id: str, task_id: str, columns: tuple[Any, ...]) -> Status
         None if exit_code is None else int(exit_code),
         _usage(usage),
     )
+
+
+def _private(path: Path) -> None:
+    """The checkpoint and its journal files readable by the agent's user only (they hold every
+    task's command and environment, and the work dir is searchable by the task users): created
+    0600 (SQLite gives its journal files the database's mode), older ones made so."""
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+    for name in (path.name, f"{path.name}-wal", f"{path.name}-shm", f"{path.name}-journal"):
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(path.with_name(name), 0o600)

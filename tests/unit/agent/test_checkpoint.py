@@ -342,3 +342,18 @@ def test_the_daemon_exits_1_naming_a_corrupt_checkpoint(tmp_path: Path) -> None:
     assert str(work_dir / CHECKPOINT_FILE) in done.stderr
     assert "Traceback" not in done.stderr
     assert not (work_dir / "agent.addr").exists()
+
+
+def test_the_checkpoint_is_readable_by_the_agents_user_only(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    store.write(busy_state().take_changes())
+    store.close()
+    (tmp_path / CHECKPOINT_FILE).chmod(0o644)  # as an older agent left it
+    store = open_store(tmp_path)
+    store.write(busy_state().take_changes())
+    files = sorted(tmp_path.glob(f"{CHECKPOINT_FILE}*"))
+    assert {f.name for f in files} >= {CHECKPOINT_FILE, f"{CHECKPOINT_FILE}-wal"}
+    assert {f.name: f.stat().st_mode & 0o077 for f in files if not f.name.endswith(".lock")} == {
+        f.name: 0 for f in files if not f.name.endswith(".lock")
+    }
+    store.close()
