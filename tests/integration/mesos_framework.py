@@ -30,7 +30,10 @@ from pymesos import MesosSchedulerDriver, Scheduler
 
 
 def emit(event, **fields):
-    print(json.dumps({"event": event, "t": time.time(), **fields}), flush=True)
+    # one write of the whole line: pymesos's threads log to stderr, which shares the file, and
+    # print's separate write of the newline let a log line land between the two
+    line = json.dumps({"event": event, "t": time.time(), **fields}) + "\n"
+    os.write(1, line.encode())
 
 
 def scalar(offer, name):

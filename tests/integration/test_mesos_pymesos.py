@@ -108,8 +108,10 @@ class MesosFramework:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
     def events(self, kind: str | None = None) -> list[dict[str, Any]]:
+        """The complete event lines so far (a line still being written is left for later)."""
         found = []
-        for line in self.log().splitlines():
+        text = self.log()
+        for line in text[: text.rfind("\n") + 1].splitlines():
             if line.startswith('{"event"'):
                 event = json.loads(line)
                 if kind is None or event["event"] == kind:
