@@ -196,7 +196,7 @@ class CommandUsage:
 
 @dataclass(frozen=True, slots=True)
 class AgentMetrics:
-    """A snapshot of the agent's counters and gauges (issue 4 exports them to Prometheus)."""
+    """A snapshot of the agent's counters and gauges (the agent's /metrics exports them)."""
 
     connected: bool
     agent_id: str | None

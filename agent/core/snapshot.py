@@ -1,4 +1,4 @@
-"""The checkpoint seam of ``AgentState`` (issue 5): everything it holds, and what changed.
+"""The checkpoint seam of ``AgentState``: everything it holds, and what changed.
 
 ``AgentSnapshot`` is the whole state as plain values (``AgentState.snapshot`` and
 ``AgentState.restore``; ``agent.durability.checkpoint`` loads one); ``CheckpointChanges`` is
@@ -19,7 +19,7 @@ __all__ = ["AgentSnapshot", "CheckpointChanges", "TaskChange"]
 
 @dataclass(frozen=True, slots=True)
 class AgentSnapshot:
-    """Everything a checkpoint must keep (issue 5 persists and restores it)."""
+    """Everything a checkpoint must keep (``agent.durability`` persists and restores it)."""
 
     agent_id: str | None
     master_id: str | None

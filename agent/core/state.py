@@ -26,7 +26,7 @@ Invariants:
 - A task's ``running_since`` is the ``wall`` time of its RUNNING report (None before), so a
   placeholder's deadline (``running_since + duration``) survives an agent restart.
 
-Checkpoint seam (issue 5, ``agent.core.snapshot``): every change marks what it touched (a task
+Checkpoint seam (``agent.core.snapshot``): every change marks what it touched (a task
 key, or the identity: agent id and master id); ``take_changes()`` hands out the rows to rewrite
 since the last call and forgets them, so the runtime writes only what changed
 (``agent.durability.checkpoint``). ``snapshot()`` returns everything as plain values and
@@ -401,7 +401,7 @@ class AgentState:
     # -- checkpoint ----------------------------------------------------------------------------
 
     def snapshot(self) -> AgentSnapshot:
-        """Tasks and unacknowledged updates as plain values (the checkpoint seam, issue 5)."""
+        """Tasks and unacknowledged updates as plain values (the checkpoint seam)."""
         updates: Iterable[StatusUpdate] = (
             update for stream in self._streams.values() for update in stream.updates
         )

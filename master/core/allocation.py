@@ -47,7 +47,7 @@ the run the entries live in a binary heap (the DRF paper's O(log n) per decision
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from fractions import Fraction
 from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING
@@ -506,18 +506,25 @@ def run(state: MasterState, now: float) -> list[Message]:
     return messages
 
 
-def stages(this_run: Run, used: dict[str, int] | None = None) -> list[str]:
+def stages(
+    this_run: Run,
+    used: dict[str, int] | None = None,
+    idle: Mapping[str, ResourceVector] | None = None,
+) -> list[str]:
     """The run's stages: ``guarantees`` first when a role misses part of its guarantee (its
-    frameworks only, up to it), then ``all``; sets up the run's quota ledger."""
+    frameworks only, up to it), then ``all``; sets up the run's quota ledger. ``used`` and
+    ``idle`` (the reservations' idle parts), when the run computed them already."""
     state = this_run.state
     if not state.quotas:
         return ["all"]
-    held: dict[str, ResourceVector] = state.reserved_idle()  # a reservation counts whole
+    if idle is None:
+        idle = state.reserved_idle()
+    held = dict(idle)  # a reservation counts whole
     for fw in state.frameworks.values():
         if fw.allocated:
             held[fw.role] = held.get(fw.role, EMPTY) + fw.allocated
     if used is None:
-        used = used_of(state)
+        used = used_of(state, idle)
     free = {name: millis - used.get(name, 0) for name, millis in state.total.millis_items()}
     ledger = this_run.quota = QuotaLedger(state.quotas, held, free)
     if not ledger.holding_back:
@@ -526,16 +533,17 @@ def stages(this_run: Run, used: dict[str, int] | None = None) -> list[str]:
     return ["guarantees", "all"]
 
 
-def used_of(state: MasterState) -> dict[str, int]:
+def used_of(state: MasterState, idle: Mapping[str, ResourceVector] | None = None) -> dict[str, int]:
     """What the pool has that no active agent has free: held by frameworks (offered or used),
     free on a deactivated agent (never offered, so it does not keep a resource unsaturated), or
-    reserved and idle (held by its role: ``master.core.reservations``)."""
+    reserved and idle (held by its role: ``master.core.reservations``; ``idle`` when the
+    caller has it already)."""
     used: dict[str, int] = {}
     for fw in state.frameworks.values():
         for name, millis in fw.allocated.millis_items():
             used[name] = used.get(name, 0) + millis
-    for idle in state.reserved_idle().values():
-        for name, millis in idle.millis_items():
+    for reserved in (state.reserved_idle() if idle is None else idle).values():
+        for name, millis in reserved.millis_items():
             used[name] = used.get(name, 0) + millis
     if len(state.agent_list) != len(state.agents):
         for agent in state.agents.values():

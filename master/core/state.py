@@ -196,15 +196,16 @@ class MasterState(ReservationHandlers, OperatorHandlers):
             if (fw := self.frameworks[fw_id]).demand is None
             or fw.live_tasks + fw.offered_tasks < fw.wanted
         ]
+        idle = self.reserved_idle()
         return node_shares(
             self.frameworks,
             candidates,
             self.role_weights,
             self.total,
-            allocation.used_of(self),
+            allocation.used_of(self, idle),
             self.config.fair_sharing_excluded_resources,
             self.hierarchy,
-            self.reserved_idle(),
+            idle,
         )
 
     def dominant_share(self, framework_id: str) -> float:

@@ -14,8 +14,11 @@ are checked against a from-scratch computation after every step (``TreeRun.check
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING
+
+from fairshare.resources import ResourceVector
 
 from master.core.allocation import Run, stages, used_of
 from master.core.hierarchy import TreeRun
@@ -43,9 +46,13 @@ def tree_of(
     state: MasterState,
     entries: list[SorterEntry] | None = None,
     used: dict[str, int] | None = None,
+    idle: Mapping[str, ResourceVector] | None = None,
 ) -> TreeRun:
     """The role tree of ``state`` as a run starts it (``entries``: the candidates, by default
-    a copy of the sorter's, which stays untouched)."""
+    a copy of the sorter's, which stays untouched; ``used`` and ``idle``: the pool's use and
+    the reservations' idle parts, when the run computed them already)."""
+    if idle is None:
+        idle = state.reserved_idle()
     if entries is None:
         entries = sorted(e for e in map(state.sorter.entry, state.sorter.ordered()) if e)
     config = state.config
@@ -54,10 +61,10 @@ def tree_of(
         entries,
         state.role_weights,
         state.total,
-        used_of(state) if used is None else used,
+        used_of(state, idle) if used is None else used,
         config.fair_sharing_excluded_resources,
         state.hierarchy,
-        state.reserved_idle(),
+        idle,
     )
 
 
@@ -67,15 +74,16 @@ def run(state: MasterState, now: float) -> list[Message]:
     the most deprived framework of all; a group none of whose frameworks can be served any more
     is blocked for the rest of the stage (H-DRF §4.4). Quota stages as in
     ``master.core.allocation.run``."""
-    used = used_of(state)  # once per run: the tree's saturation and the quota ledger's pool
-    tree = tree_of(state, state.sorter.take_entries(), used)
+    idle = state.reserved_idle()  # once per run, as ``used``: the tree's and the ledger's
+    used = used_of(state, idle)
+    tree = tree_of(state, state.sorter.take_entries(), used, idle)
     frameworks = state.frameworks
     state.placement.begin_run()
     this_run = Run(state, now)
     this_run.tree = tree
     serve = this_run.serve
     validate = state.config.validate
-    for stage in stages(this_run, used):
+    for stage in stages(this_run, used, idle):
         parked: list[SorterEntry] = []
         while True:
             selected = tree.select()

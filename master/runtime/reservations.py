@@ -40,18 +40,7 @@ def reserve(
     principal: str | None = None,
 ) -> int:
     """Reserve ``resources`` of a connected agent for ``role``; the offers rescinded."""
-    require_id(agent_id, "agent_id")
-    core = state.core
-    state.authority.allow("reserve_resources", principal, checked_reservation_role(role))
-    role = core.check_reserve(agent_id, role, resources)
-    dynamic = dict(state.registry.reservations.get(agent_id, {}))
-    dynamic[role] = dynamic.get(role, EMPTY) + resources
-    with state.durably():
-        state.registry.set_reservations(agent_id, dynamic)
-    messages = core.handle_reserve(agent_id, role, resources, state.now())
-    return _applied(
-        state, dispatcher, messages, EventKind.RESERVATION_MADE, agent_id, role, resources
-    )
+    return _change(state, dispatcher, agent_id, role, resources, principal, undo=False)
 
 
 def unreserve(
@@ -64,22 +53,36 @@ def unreserve(
 ) -> int:
     """Give back ``resources`` of ``role``'s dynamic reservation on an agent; the offers
     rescinded."""
+    return _change(state, dispatcher, agent_id, role, resources, principal, undo=True)
+
+
+def _change(
+    state: RuntimeState,
+    dispatcher: Dispatcher,
+    agent_id: str,
+    role: str,
+    resources: ResourceVector,
+    principal: str | None,
+    undo: bool,
+) -> int:
+    """ACL, the core's checks, the registry write of the agent's whole dynamic set, then the
+    core's change and its messages (see the module docstring)."""
     require_id(agent_id, "agent_id")
     core = state.core
     state.authority.allow("reserve_resources", principal, checked_reservation_role(role))
-    role = core.check_unreserve(agent_id, role, resources)
+    check = core.check_unreserve if undo else core.check_reserve
+    role = check(agent_id, role, resources)
     dynamic = dict(state.registry.reservations.get(agent_id, {}))
-    left = dynamic.get(role, EMPTY).saturating_sub(resources)
-    if left:
-        dynamic[role] = left
-    else:
-        dynamic.pop(role, None)
+    held = dynamic.pop(role, EMPTY)
+    after = held.saturating_sub(resources) if undo else held + resources
+    if after:
+        dynamic[role] = after
     with state.durably():
         state.registry.set_reservations(agent_id, dynamic)
-    messages = core.handle_unreserve(agent_id, role, resources, state.now())
-    return _applied(
-        state, dispatcher, messages, EventKind.RESERVATION_UNDONE, agent_id, role, resources
-    )
+    handle = core.handle_unreserve if undo else core.handle_reserve
+    messages = handle(agent_id, role, resources, state.now())
+    event = EventKind.RESERVATION_UNDONE if undo else EventKind.RESERVATION_MADE
+    return _applied(state, dispatcher, messages, event, agent_id, role, resources)
 
 
 def _applied(

@@ -131,6 +131,33 @@ def bench_filling(agents: int, frameworks: int, repeats: int) -> None:
     print("  goal: hdrf at least 80% of flat")
 
 
+def _interleaved_declines(states: dict[str, MasterState], cycles: int) -> None:
+    """Time each state's allocation run in turn (every offer declined with refuse_seconds=0
+    after it), then print p50/p99 per label and the ratio to the first label's p50."""
+    runs: dict[str, list[float]] = {label: [] for label in states}
+    now = 0.0
+    for _ in range(cycles):
+        now += 1.0
+        for label, state in states.items():
+            gc.collect()
+            start = time.perf_counter()
+            messages = state.handle_allocate(now)
+            runs[label].append(time.perf_counter() - start)
+            for message in messages:
+                assert isinstance(message, SendOffers)
+                ids = [offer.offer_id for offer in message.offers]
+                state.handle_decline(message.framework_id, ids, now, refuse_seconds=0.0)
+    base_label = next(iter(runs))
+    base = _quantiles(runs[base_label])[0]
+    width = max(map(len, runs))
+    for label, samples in runs.items():
+        p50, p99 = _quantiles(samples)
+        print(
+            f"  {label:{width}s} allocation run p50 {p50 * 1000:8.1f} ms  p99 {p99 * 1000:8.1f} ms"
+            f"   {p50 / base:5.2f}x {base_label}"
+        )
+
+
 def bench_quota(agents: int, frameworks: int, cycles: int) -> None:
     from master.core.quota import Quota
 
@@ -142,30 +169,11 @@ def bench_quota(agents: int, frameworks: int, cycles: int) -> None:
         quoted.quotas[leaf] = Quota(
             ResourceVector({"cpus": max(1, cpus // 200)}), ResourceVector({"cpus": cpus // 50})
         )
-    runs: dict[str, list[float]] = {"without": [], "with quotas": []}
-    now = 0.0
-    for _ in range(cycles):
-        now += 1.0
-        for label, state in (("without", plain), ("with quotas", quoted)):
-            gc.collect()
-            start = time.perf_counter()
-            messages = state.handle_allocate(now)
-            runs[label].append(time.perf_counter() - start)
-            for message in messages:
-                assert isinstance(message, SendOffers)
-                ids = [offer.offer_id for offer in message.offers]
-                state.handle_decline(message.framework_id, ids, now, refuse_seconds=0.0)
     print(
         f"DeclineOffers with quotas on {len(leaves)} roles (hdrf): {agents} agents x"
         f" {frameworks} frameworks, {cycles} cycles (interleaved)"
     )
-    base = _quantiles(runs["without"])[0]
-    for label, samples in runs.items():
-        p50, p99 = _quantiles(samples)
-        print(
-            f"  {label:12s} allocation run p50 {p50 * 1000:8.1f} ms  p99 {p99 * 1000:8.1f} ms"
-            f"   {p50 / base:5.2f}x without"
-        )
+    _interleaved_declines({"without": plain, "with quotas": quoted}, cycles)
     print("  goal: with quotas within 1.25x of without")
 
 
@@ -177,30 +185,11 @@ def bench_reserved(agents: int, frameworks: int, cycles: int) -> None:
     with_reservation = sorted(reserved.agents)[::10]
     for index, agent_id in enumerate(with_reservation):
         reserved.handle_reserve(agent_id, leaves[index % len(leaves)], half, 0.0)
-    runs: dict[str, list[float]] = {"without": [], "with reservations": []}
-    now = 0.0
-    for _ in range(cycles):
-        now += 1.0
-        for label, state in (("without", plain), ("with reservations", reserved)):
-            gc.collect()
-            start = time.perf_counter()
-            messages = state.handle_allocate(now)
-            runs[label].append(time.perf_counter() - start)
-            for message in messages:
-                assert isinstance(message, SendOffers)
-                ids = [offer.offer_id for offer in message.offers]
-                state.handle_decline(message.framework_id, ids, now, refuse_seconds=0.0)
     print(
         f"DeclineOffers with reservations on {len(with_reservation)} of {agents} agents (hdrf):"
         f" {frameworks} frameworks, {cycles} cycles (interleaved)"
     )
-    base = _quantiles(runs["without"])[0]
-    for label, samples in runs.items():
-        p50, p99 = _quantiles(samples)
-        print(
-            f"  {label:18s} allocation run p50 {p50 * 1000:8.1f} ms  p99 {p99 * 1000:8.1f} ms"
-            f"   {p50 / base:5.2f}x without"
-        )
+    _interleaved_declines({"without": plain, "with reservations": reserved}, cycles)
 
 
 def main() -> None:
