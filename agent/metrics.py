@@ -1,5 +1,5 @@
 """Prometheus metrics of the agent
-(docs/architecture.md §8; names fixed by the metrics contract, issue 4).
+(docs/architecture.md §8; names fixed by the metrics contract).
 
 ``AgentCollector`` builds every family at scrape time from one ``AgentMetrics`` value
 (``AgentRuntime.metrics()``: plain values and copies, built from the state in one call); the

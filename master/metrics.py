@@ -1,5 +1,5 @@
 """Prometheus metrics of the master
-(docs/architecture.md §8; names fixed by the metrics contract, issue 4).
+(docs/architecture.md §8; names fixed by the metrics contract).
 
 ``MasterCollector`` builds every family at scrape time from one ``MasterSample``: a
 ``ClusterSnapshot`` plus copies of the runtime's counters and of the RPC interceptor's counts,

@@ -1,4 +1,4 @@
-"""What survives an agent restart: the checkpoint file and the recovery of its tasks (issue 5).
+"""What survives an agent restart: the checkpoint file and the recovery of its tasks.
 
 - ``checkpoint``: ``CheckpointStore``, ``<work-dir>/agent.sqlite``: the state's rows, written
   change by change (``AgentState.take_changes``) and loaded as an ``AgentSnapshot``;

@@ -1,4 +1,4 @@
-"""Recovery of the checkpointed tasks after an agent restart (issue 5, docs/architecture.md §4).
+"""Recovery of the checkpointed tasks after an agent restart (docs/architecture.md §4).
 
 ``plan_recovery`` (pure: the wall-clock time is passed in) decides per task; ``apply_recovery``
 feeds the decisions to the state and the executor. Case by case:

@@ -1,4 +1,4 @@
-"""``Persistence``: the runtime's writes of the state's changes to the checkpoint (issue 5).
+"""``Persistence``: the runtime's writes of the state's changes to the checkpoint.
 
 With a ``CheckpointStore`` the state was restored from it at construction; ``recover`` resumes,
 restarts, reattaches or reports its tasks when ``run()`` starts (``agent.durability.recovery``)
