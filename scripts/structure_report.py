@@ -5,8 +5,8 @@ files over a line limit (400 by default).
 Run: ``python3 scripts/structure_report.py [--limit N] [--root CHECKOUT]``. Counted:
 the ``*.py`` files of the distributed packages (``master``, ``agent``, ``framework_sdk``,
 ``analysis`` and the kernel under ``proto/fairshare``), generated ``*_pb2*`` code left out; the
-limit list covers every non-test ``*.py`` file of the tree (generated code and virtual
-environments left out). Standard library only; reads files, changes nothing.
+limit list covers every non-test ``*.py`` file of the tree (generated code, virtual environments
+and other hidden directories left out). Standard library only; reads files, changes nothing.
 """
 
 from __future__ import annotations
@@ -32,7 +32,12 @@ def _set_root(root: Path) -> None:
     )
 
 
-SKIPPED_DIRS = {".venv", ".git", "tests", "__pycache__", "build", "dist"}
+SKIPPED_DIRS = {"tests", "__pycache__", "build", "dist"}
+
+
+def _skipped(part: str) -> bool:
+    """A directory left out: tests, builds, caches, and hidden ones (.venv*, .git)."""
+    return part in SKIPPED_DIRS or part.startswith(".")
 
 
 def _generated(path: Path) -> bool:
@@ -48,7 +53,7 @@ def _sources(root: Path) -> list[Path]:
     return sorted(
         path
         for path in root.rglob("*.py")
-        if not _generated(path) and not SKIPPED_DIRS & set(path.relative_to(ROOT).parts)
+        if not _generated(path) and not any(_skipped(part) for part in path.relative_to(ROOT).parts)
     )
 
 

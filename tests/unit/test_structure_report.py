@@ -32,6 +32,7 @@ def test_a_small_tree_is_counted_exactly(tmp_path: Path) -> None:
     write(tmp_path / "analysis" / "__init__.py", 3)
     write(tmp_path / "proto" / "fairshare" / "v1" / "common_pb2.py", 900)  # generated
     write(tmp_path / "tests" / "test_big.py", 999)  # a test
+    write(tmp_path / ".venv-other" / "lib" / "big.py", 999)  # a virtual environment
     out = report("--root", str(tmp_path), "--limit", "400")
     lines = out.splitlines()
     assert lines[lines.index("  " + "master".ljust(36) + "    4     483") + 1] == (
