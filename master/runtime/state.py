@@ -182,6 +182,7 @@ class RuntimeState:
             reason=status.reason if status is not None else "",
             message=status.message if status is not None else "",
             exit_code=status.exit_code if status is not None else None,
+            source=status.source if status is not None else "MASTER",
             updated_at=status.timestamp if status is not None else None,
             command=isinstance(details, TaskDetails) and details.command is not None,
         )

@@ -168,7 +168,7 @@ def test_completed_tasks_logs_last_status_and_maintenance_over_http(
     completed = get_json(http, "/api/v1/completed")
     (task,) = completed["tasks"]
     assert (task["task_id"], task["state"], task["command"]) == ("hi-1", "FINISHED", True)
-    assert task["exit_code"] == 0 and task["ended_at"] > 0
+    assert task["exit_code"] == 0 and task["ended_at"] > 0 and task["source"] == "AGENT"
     (ended,) = completed["frameworks"]
     assert ended["name"] == "hi" and ended["framework_id"] == task["framework_id"]
     logs = "/api/v1/logs?task_id=hi-1"

@@ -9,7 +9,7 @@ async function refreshCompleted(state) {
   view.completed = await getJSON("/api/v1/completed");
   const tasks = view.completed.tasks;
   const rows = tasks.slice(0, COMPLETED_SHOWN).map((t) => {
-    const row = taskRow({ ...t, updated_at: t.updated_at || t.ended_at, source: "AGENT" }, state);
+    const row = taskRow({ ...t, updated_at: t.updated_at || t.ended_at }, state);
     row.append(el("td", { class: "muted" }, ago(t.ended_at)));
     return row;
   });
@@ -30,7 +30,7 @@ async function refreshCompleted(state) {
 // The completed tasks of one framework or agent, for its detail pane.
 function completedOf(key, id, state) {
   const rows = view.completed.tasks.filter((t) => t[key] === id).slice(0, COMPLETED_SHOWN)
-    .map((t) => taskRow({ ...t, updated_at: t.updated_at || t.ended_at, source: "AGENT" }, state));
+    .map((t) => taskRow({ ...t, updated_at: t.updated_at || t.ended_at }, state));
   return taskTable(rows, "no completed task");
 }
 

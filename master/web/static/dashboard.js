@@ -239,7 +239,8 @@ function renderAgents(state) {
 function lastStatus(t) {
   const parts = [t.source === "AGENT" ? "agent" : "master",
     t.updated_at ? ago(t.updated_at) : "", t.reason, t.message,
-    t.exit_code === null || t.exit_code === undefined ? "" : `exit ${t.exit_code}`,
+    t.exit_code === null || t.exit_code === undefined || (t.message || "").includes("exit")
+      ? "" : `exit ${t.exit_code}`,
     t.healthy === null || t.healthy === undefined ? "" : (t.healthy ? "healthy" : "unhealthy")];
   return parts.filter(Boolean).join(" · ");
 }
@@ -253,8 +254,13 @@ function logsLink(t) {
 // One row of a task table: its name and logs link, framework, agent, state, resources, last
 // status (`t` a task of /api/v1/tasks, or a completed one of /api/v1/completed).
 function taskRow(t, state) {
-  const framework = state.frameworks.find((f) => f.id === t.framework_id);
-  const agent = state.agents.find((a) => a.id === t.agent_id);
+  if (!state.byId) {  // built once per state document
+    state.byId = { frameworks: new Map(state.frameworks.map((f) => [f.id, f])),
+      agents: new Map(state.agents.map((a) => [a.id, a])) };
+  }
+  const framework = state.byId.frameworks.get(t.framework_id)  // or one that ended
+    || view.completed.frameworks.find((f) => f.framework_id === t.framework_id);
+  const agent = state.byId.agents.get(t.agent_id);
   const resources = resourcesText(typeof t.resources === "string"  // a completed task's
     ? Object.fromEntries(t.resources.split(";").filter(Boolean).map((item) => {
       const [name, value] = item.split(":");

@@ -30,7 +30,7 @@ function route() {
 
 function pane(title, ...children) {
   return [el("h2", {}, ...title, " ", el("a", { href: "#", class: "close", title: "close" }, "×")),
-    ...children];
+    ...children.filter((child) => child !== null && child !== undefined)];
 }
 
 function facts(pairs) {

@@ -217,7 +217,10 @@ def test_completed_keeps_ended_tasks_and_removed_frameworks_for_the_full_view() 
             ("t2", "FINISHED"),
             ("t1", "FAILED"),
         ]
-        assert document["tasks"][0]["resources"] == "cpus:1" and document["tasks"][0]["ended_at"]
+        newest = document["tasks"][0]
+        assert (
+            newest["resources"] == "cpus:1" and newest["ended_at"] and newest["source"] == "AGENT"
+        )
         (removed,) = document["frameworks"]
         assert (removed["framework_id"], removed["name"]) == (fw, "batch")
         assert removed["reason"] == "torn down by the operator"
