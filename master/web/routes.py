@@ -36,17 +36,20 @@ needs the rule (a refusal: 403 with the ACL's reason; the events and history are
 dashboard page needs no rule). ``authority()`` is the leading runtime's authority, or on a
 follower one with the same ACL (the daemon wires it).
 
-Invariants: every API answer is built from exactly one ``ClusterSnapshot`` taken synchronously on
+Invariants: every answer about the state (state, frameworks, agents, tasks, roles) is built
+from exactly one ``ClusterSnapshot`` taken synchronously on
 the runtime's loop (``snapshot()``: the same snapshot gRPC ``GetState`` and the metrics read, as
 much of it as the request's rule lets its principal see: a principal with a redacted view gets
-redacted documents (``views.redact``) and no events or history, which name frameworks and agents;
+redacted documents (``views.redact``) and no events, history or completed lists, which name
+frameworks and agents;
 aiohttp's handlers run on that loop, so it is one step of it); the
 snapshot is immutable, so turning it into JSON happens in a worker thread, off the loop (a big
 cluster's document does not delay allocation runs); nothing here keeps a copy of the state; a bad
 query parameter is 400 with ``{"error": ...}`` naming it; every other path is 404 (aiohttp's
-router); answers are never cached by the browser. A master that does not lead (HA masters)
-answers the dashboard and every API path 503, saying which master leads and where its dashboard
-is.
+router); answers are never cached by the browser; the logs and maintenance paths change or read
+nothing the runtime did not allow their principal (``grant_logs``, the maintenance actions). A
+master that does not lead (HA masters) answers the dashboard and every API path 503, saying
+which master leads and where its dashboard is.
 """
 
 from __future__ import annotations
