@@ -2,7 +2,7 @@
 
 The same snapshot the gRPC ``GetState`` and the metrics read (``OperatorCalls.snapshot``), so
 the API shows exactly what ``fairshare status --json`` shows: every key of that document
-(``framework_sdk.cluster_state``) is here with the same name and value, and a few more that the
+(``client_commands.status_document``) is here with the same name and value, and a few more that the
 dashboard needs (weighted share, wanted tasks, times, task status details). ``docs/http-api.md``
 documents every key.
 

@@ -158,7 +158,5 @@ def test_status_of_an_unreachable_master_exits_1(capsys: pytest.CaptureFixture[s
     assert cli.main(["status", "--master", address]) == 1
     out, err = capsys.readouterr()
     assert out == ""
-    assert err.startswith(
-        f"fairshare status: cannot get the cluster state from the master at {address}"
-    )
+    assert err.startswith(f"fairshare status: no master answers at {address}")
     assert "UNAVAILABLE" in err and "Traceback" not in err

@@ -6,7 +6,7 @@ from __future__ import annotations
 from fairshare.v1 import common_pb2
 from test_cli_status import State, drf_table1_state, res
 
-from framework_sdk.cluster_state import render_table, state_to_dict
+from client_commands.status_document import render_table, state_to_dict
 
 
 def test_the_table_shows_weighted_share_dominant_resource_wanted_and_attributes() -> None:

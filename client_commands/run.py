@@ -1,14 +1,14 @@
-"""Client-side subcommands of ``fairshare``: ``run`` (the built-in framework) and ``status``.
+"""``fairshare run``: the built-in framework (placeholder tasks, or a command in N tasks).
 
-``run_command`` and ``status_command`` are their entries in ``fairshare.cli``'s table: each adds
-its flags to the parser (``RUN_SETTINGS``/``STATUS_SETTINGS``, resolved by ``fairshare.settings``:
-``--master`` defaults from ``FAIRSHARE_MASTER``, the TOML file, then 127.0.0.1:5050) and runs
-the parsed arguments, returning the exit code.
+``run_command`` is its entry in ``fairshare.cli``'s table: it adds its flags to the parser
+(``RUN_SETTINGS``, resolved by ``fairshare.settings``: ``--master`` defaults from
+``FAIRSHARE_MASTER``, the TOML file, then 127.0.0.1:5050) and runs the parsed arguments,
+returning the exit code. The framework is an SDK ``Framework`` like any other.
 
 Invariants:
-- Bad input exits 2 with ``fairshare SUBCOMMAND: --flag ...: <why>`` on stderr; an unreachable or
-  refusing master exits 1 with a clear message; success (including Ctrl-C/SIGTERM ending
-  ``run``) exits 0. No traceback reaches the user for these cases.
+- Bad input exits 2 with ``fairshare run: --flag ...: <why>`` on stderr; an unreachable or
+  refusing master exits 1 with a clear message; success (including SIGTERM ending ``run``)
+  exits 0, Ctrl-C 130. No traceback reaches the user for these cases.
 - ``run`` declares its task shape and count as its Demand, so the master sizes offers to the
   fair number of tasks; it keeps at most ``--count`` non-terminal tasks, replaces tasks that
   end, suppresses offers while it has all it wants, and tears the framework down on exit. It
@@ -16,18 +16,14 @@ Invariants:
   own lines included.
 - ``run --detach`` returns once its ``--count`` tasks are RUNNING (or, if the cluster cannot run
   them all, ``DETACH_WAIT`` seconds after the start with at least one running, saying how many
-  run; no more are launched then), without teardown: the master
-  keeps the framework and its tasks (ended tasks are not replaced) until ``fairshare stop NAME``
-  or its failover timeout, ``DETACHED_FAILOVER_TIMEOUT`` (a week) unless
-  ``--failover-timeout`` says otherwise. Attached, the failover timeout defaults to Mesos's 0.
+  run; no more are launched then), without teardown: the master keeps the framework and its
+  tasks (ended tasks are not replaced) until ``fairshare stop NAME`` or its failover timeout,
+  ``DETACHED_FAILOVER_TIMEOUT`` (a week) unless ``--failover-timeout`` says otherwise; a
+  follower process (``client_commands.detached``) acknowledges their updates. Attached, the
+  failover timeout defaults to Mesos's 0.
 - ``run --command CMD`` runs CMD (with ``/bin/sh -c``) in ``--count`` command tasks once, like
   ``mesos-execute``: tasks that end are not replaced; when all have ended it prints one line per
   task (its id, final state and message) and exits 0 if every one FINISHED, else 1.
-- ``status --json`` prints exactly one JSON object (see ``framework_sdk.cluster_state``).
-- ``status --watch`` redraws the table with a bar per framework's dominant share every
-  ``--interval`` until Ctrl-C, which exits 0: on a terminal it clears the screen before each
-  frame, otherwise it prints the frames one after another. An unreachable master is shown in
-  the frame (the watch goes on and shows the cluster again once the master answers).
 """
 
 from __future__ import annotations
@@ -36,19 +32,16 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
-import json
 import logging
 import signal
 import sys
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Final, TextIO
+from typing import Any, Final
 
 import grpc
 from fairshare.cli import Command, command_settings, note
 from fairshare.logs import log_event
-from fairshare.masters import NoLeaderYet, call_leader
 from fairshare.resources import ResourceError, ResourceVector
 from fairshare.roles import check_role
 from fairshare.settings import (
@@ -66,10 +59,11 @@ from fairshare.settings import (
 )
 from fairshare.tls_probe import diagnose_target
 from fairshare.transport import INSECURE, ClientSecurity
-from fairshare.v1 import operator_pb2, operator_pb2_grpc
 
-from framework_sdk.cluster_state import render_share_bars, render_table, state_to_dict
-from framework_sdk.detached import READY_TIMEOUT, Follower, HandOff, hand_off
+from client_commands.detached import READY_TIMEOUT, Follower, HandOff, hand_off
+from client_commands.master_calls import MasterAddress, fetch_state
+from client_commands.preflight import unknown_names, unplaceable, why_nothing_runs
+from client_commands.status_document import state_to_dict
 from framework_sdk.errors import CallError, FairshareError
 from framework_sdk.events import (
     Disconnected,
@@ -81,7 +75,6 @@ from framework_sdk.events import (
 )
 from framework_sdk.framework import Framework
 from framework_sdk.options import ClientOptions
-from framework_sdk.preflight import unknown_names, unplaceable, why_nothing_runs
 from framework_sdk.types import (
     Capability,
     Demand,
@@ -94,15 +87,10 @@ from framework_sdk.types import Command as TaskCommand
 
 __all__ = [
     "RUN_SETTINGS",
-    "STATUS_SETTINGS",
     "RunConfig",
     "run",
     "run_command",
     "run_framework",
-    "status",
-    "status_command",
-    "watch",
-    "watch_frame",
 ]
 
 EXIT_OK: Final = 0
@@ -130,7 +118,6 @@ def _role(raw: object) -> str:
     return check_role(non_empty_text(raw))
 
 
-CLEAR_SCREEN: Final = "\x1b[H\x1b[2J"  # cursor home, erase the screen
 _LOG = logging.getLogger("fairshare.run")
 
 
@@ -167,14 +154,6 @@ RUN_SETTINGS: Final = (
     ),
 )
 """The settings of ``fairshare run`` (``--name`` and ``--task`` are its arguments)."""
-
-STATUS_SETTINGS: Final = (
-    *CLIENT_SETTINGS,
-    Setting(
-        "interval", positive_duration, "2s", "--watch: time between frames", metavar="DURATION"
-    ),
-)
-"""The settings of ``fairshare status``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -568,7 +547,7 @@ async def run_framework(
     follow: Callable[[HandOff], Follower] | None = None,
 ) -> int:
     """Run the built-in framework until ``stop`` is set (or SIGINT/SIGTERM); the exit code
-    (130 after SIGINT). Detached, ``follow`` (``framework_sdk.detached.hand_off``) is given
+    (130 after SIGINT). Detached, ``follow`` (``client_commands.detached.hand_off``) is given
     the framework once this process has let go of it."""
     stop = stop or asyncio.Event()
     received = _install_stop_signals(stop)
@@ -630,8 +609,8 @@ async def run_framework(
 def _state_document(config: RunConfig, timeout: float = STATUS_TIMEOUT) -> dict[str, Any]:
     """The cluster's status document (``state_to_dict``), read as ``fairshare status`` does
     (raises ``grpc.RpcError``)."""
-    state = fetch_state(config.master, timeout, config.security, on_election=None)
-    return state_to_dict(state)
+    master = MasterAddress(config.master, config.security)
+    return state_to_dict(fetch_state(master, on_election=None, timeout=timeout))
 
 
 class RunRefused(Exception):
@@ -693,105 +672,6 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
 
 
-def fetch_state(
-    master: str,
-    timeout: float = STATUS_TIMEOUT,
-    security: ClientSecurity = INSECURE,
-    on_election: Callable[[str], None] | None = note,
-) -> operator_pb2.GetStateResponse:
-    """The leading master's cluster state (raises ``grpc.RpcError`` if no master answers);
-    during an election ``on_election`` is told and the masters are asked again
-    (``call_leader``)."""
-
-    def get_state(channel: grpc.Channel) -> operator_pb2.GetStateResponse:
-        stub = operator_pb2_grpc.OperatorServiceStub(channel)
-        response: operator_pb2.GetStateResponse = stub.GetState(
-            operator_pb2.GetStateRequest(), timeout=timeout
-        )
-        return response
-
-    return call_leader(master, get_state, security=security, on_election=on_election)
-
-
-def _rpc_failure(master: str, error: grpc.RpcError, security: ClientSecurity = INSECURE) -> str:
-    code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
-    details = error.details() if isinstance(error, grpc.Call) else str(error)
-    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL):
-        mistake = diagnose_target(master, security, details or "")
-        if mistake is not None:  # TLS or port mistakes, named (gRPC says "Socket closed")
-            return mistake
-    if code == grpc.StatusCode.UNIMPLEMENTED:  # e.g. an agent's port: no Operator API there
-        return (
-            f"{master} is not a fairshare master (it does not serve the operator API;"
-            " an agent's port?)"
-        )
-    if isinstance(error, NoLeaderYet):
-        return f"the masters at {master} answer, but {details}"
-    return f"cannot get the cluster state from the master at {master}: {code.name}: {details}"
-
-
-def watch_frame(
-    master: str, interval: float, ascii_only: bool = False, security: ClientSecurity = INSECURE
-) -> str:
-    """One frame of ``status --watch``: a header, the share bars and the status table."""
-    header = f"fairshare status --watch  {master}  every {interval:g}s  {time.strftime('%X')}"
-    try:
-        document = state_to_dict(fetch_state(master, security=security, on_election=None))
-    except grpc.RpcError as error:
-        return f"{header}\n\n{_rpc_failure(master, error, security)}\n"
-    bars = render_share_bars(document, ascii_only=ascii_only)
-    return f"{header}\n\n{bars}\n\n{render_table(document)}\n"
-
-
-def watch(
-    master: str,
-    interval: float,
-    out: TextIO | None = None,
-    frames: int | None = None,
-    sleep: Callable[[float], None] = time.sleep,
-    security: ClientSecurity = INSECURE,
-) -> int:
-    """Redraw ``watch_frame`` every ``interval`` seconds (``frames`` times, or until Ctrl-C)."""
-    out = out or sys.stdout
-    terminal = out.isatty()
-    ascii_only = not (out.encoding or "").lower().replace("-", "").startswith("utf8")
-    shown = 0
-    try:
-        while frames is None or shown < frames:
-            if shown:
-                sleep(interval)
-            frame = watch_frame(master, interval, ascii_only, security)
-            out.write(CLEAR_SCREEN + frame if terminal else ("\n" if shown else "") + frame)
-            out.flush()
-            shown += 1
-    except KeyboardInterrupt:
-        if terminal:
-            out.write("\n")
-    return EXIT_OK
-
-
-def status(args: argparse.Namespace) -> int:
-    """``fairshare status``: the state as a table, one JSON object with --json, or --watch."""
-    values = command_settings("status", STATUS_SETTINGS, args)
-    master: str = values["master"]
-    security = client_security(values)
-    if args.watch and args.json:
-        raise SettingsError("--watch: draws a table; it cannot be combined with --json")
-    if args.watch:
-        return watch(master, values["interval"], security=security)
-    try:
-        state = fetch_state(master, security=security)
-    except grpc.RpcError as error:
-        print(f"fairshare status: {_rpc_failure(master, error, security)}", file=sys.stderr)
-        return EXIT_FAILURE
-    document = state_to_dict(state)
-    if args.json:
-        print(json.dumps(document, indent=2))
-    else:
-        print(render_table(document))
-    return EXIT_OK
-
-
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of ``fairshare run``."""
     parser.description = (
@@ -831,17 +711,4 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     add_setting_flags(parser, RUN_SETTINGS)
 
 
-def add_status_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of ``fairshare status``."""
-    parser.description = (
-        "Show the cluster state: agents, frameworks with their dominant shares, tasks, offers."
-    )
-    parser.add_argument(
-        "--json", action="store_true", help="print one JSON object (machine-readable)"
-    )
-    parser.add_argument("--watch", action="store_true", help="redraw every --interval until Ctrl-C")
-    add_setting_flags(parser, STATUS_SETTINGS)
-
-
 run_command: Final = Command(add_run_arguments, run)
-status_command: Final = Command(add_status_arguments, status)

@@ -1,4 +1,4 @@
-"""The cluster state of ``fairshare status``: ``GetStateResponse`` as JSON and as a table.
+"""The status document: ``GetStateResponse`` as JSON and as a table, for every client command.
 
 The JSON document (``fairshare status --json``, docs/architecture.md §7) is one object::
 
