@@ -31,438 +31,55 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import signal
 import sys
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any, Final
 
 import grpc
-from fairshare.cli import Command, command_settings, note
+from fairshare.cli import Command, note
 from fairshare.logs import log_event
-from fairshare.resources import ResourceError, ResourceVector
-from fairshare.roles import check_role
 from fairshare.settings import (
-    CLIENT_SETTINGS,
-    Setting,
     SettingsError,
-    add_setting_flags,
-    client_security,
-    duration,
-    non_empty_text,
-    optional_positive_duration,
-    positive_duration,
-    positive_int,
-    positive_number,
 )
 from fairshare.tls_probe import diagnose_target
-from fairshare.transport import INSECURE, ClientSecurity
 
 from client_commands.detached import READY_TIMEOUT, Follower, HandOff, hand_off
 from client_commands.master_calls import MasterAddress, fetch_state
 from client_commands.preflight import unknown_names, unplaceable, why_nothing_runs
-from client_commands.status_document import state_to_dict
-from framework_sdk.errors import CallError, FairshareError
-from framework_sdk.events import (
-    Disconnected,
-    ErrorEvent,
-    Event,
-    OffersReceived,
-    StatusUpdate,
-    Subscribed,
+from client_commands.run_config import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    RUN_SETTINGS,
+    STATUS_TIMEOUT,
+    RunConfig,
+    add_run_arguments,
+    run_config,
 )
+from client_commands.status_document import state_to_dict
+from client_commands.task_keeper import EXIT_DETACHED, EXIT_INTERRUPTED, TaskKeeper, keep_running
+from framework_sdk.errors import CallError, FairshareError
 from framework_sdk.framework import Framework
 from framework_sdk.options import ClientOptions
 from framework_sdk.types import (
     Capability,
     Demand,
     FrameworkInfo,
-    Offer,
-    TaskSpec,
     TaskState,
 )
-from framework_sdk.types import Command as TaskCommand
 
 __all__ = [
     "RUN_SETTINGS",
     "RunConfig",
+    "add_run_arguments",
     "run",
     "run_command",
+    "run_config",
     "run_framework",
 ]
 
-EXIT_OK: Final = 0
-EXIT_FAILURE: Final = 1
-STATUS_TIMEOUT: Final = 5.0
-CONNECT_TIMEOUT: Final = 30.0
-DETACH_WAIT: Final = 30.0
-"""How long ``run --detach`` waits for all its tasks before leaving with those that run."""
-DETACHED_FAILOVER_TIMEOUT: Final = 7 * 24 * 3600.0
-"""A detached run's failover timeout: its tasks keep running with nobody attached, so the master
-must keep them much longer than any restart of a scheduler, as a submitted job (Nomad's ``job
-run``) lives until stopped; a week (Mesos operators' usual production setting) bounds how long a
-forgotten run holds resources. ``fairshare stop NAME`` ends it sooner."""
-
-
-def _optional_duration(raw: object) -> float | None:
-    """A duration (0 allowed), or ``None`` for the default."""
-    if raw is None or (isinstance(raw, str) and not raw.strip()):
-        return None
-    return duration(raw)
-
-
-def _role(raw: object) -> str:
-    """A role path (``fairshare.roles``: ``eng``, ``eng/dev``, ``*``), stripped."""
-    return check_role(non_empty_text(raw))
-
-
 _LOG = logging.getLogger("fairshare.run")
-
-
-RUN_SETTINGS: Final = (
-    *(
-        # A command prints results; its log lines are for when they are asked for.
-        dataclasses.replace(setting, default="WARNING") if setting.name == "log_level" else setting
-        for setting in CLIENT_SETTINGS
-    ),
-    Setting("count", positive_int, 1, "how many tasks to keep running", metavar="N"),
-    Setting(
-        "duration",
-        optional_positive_duration,
-        None,
-        "each task ends after this long (and is replaced); default: runs until killed",
-        metavar="DURATION",
-    ),
-    Setting("role", _role, "*", "the framework's role, a path such as eng or eng/dev"),
-    Setting("weight", positive_number, 1.0, "the framework's weight", metavar="W"),
-    Setting(
-        "failover_timeout",
-        _optional_duration,
-        None,
-        "how long the master keeps the framework and its tasks once this command is gone"
-        " (default: 0, or a week with --detach)",
-        metavar="DURATION",
-    ),
-    Setting(
-        "connect_timeout",
-        positive_duration,
-        f"{CONNECT_TIMEOUT:g}s",
-        "give up (exit 1) when no master has answered within this long",
-        metavar="DURATION",
-    ),
-)
-"""The settings of ``fairshare run`` (``--name`` and ``--task`` are its arguments)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RunConfig:
-    """Validated settings of ``fairshare run``."""
-
-    master: str
-    name: str
-    role: str
-    weight: float
-    shape: ResourceVector
-    count: int
-    duration: float | None
-    connect_timeout: float = CONNECT_TIMEOUT
-    detach: bool = False
-    failover_timeout: float | None = None
-    detach_wait: float = DETACH_WAIT
-    security: ClientSecurity = INSECURE
-    command: str | None = None  # a command task's shell line; None: placeholder tasks
-    preemptible: bool = True  # its tasks' TaskInfo.preemptible
-    log_level: str = "INFO"  # the detached follower logs at this level too
-
-    @property
-    def effective_failover_timeout(self) -> float:
-        """The failover timeout the framework subscribes with."""
-        if self.failover_timeout is not None:
-            return self.failover_timeout
-        return DETACHED_FAILOVER_TIMEOUT if self.detach else 0.0
-
-
-def run_config(args: argparse.Namespace) -> RunConfig:
-    """The validated settings of ``fairshare run`` (raises ``SettingsError`` naming the flag,
-    variable or key); logs are configured from them."""
-    values = command_settings("run", RUN_SETTINGS, args)
-    try:
-        shape = ResourceVector.parse(args.task)
-    except ResourceError as error:
-        raise SettingsError(f"--task {args.task!r}: {error}") from None
-    if not shape:
-        raise SettingsError(f"--task {args.task!r}: names no resources")
-    if not args.name.strip():
-        raise SettingsError(f"--name {args.name!r}: must not be empty")
-    command = getattr(args, "task_command", None)
-    if command is not None:
-        if values["duration"] is not None:
-            raise SettingsError("--duration: describes placeholder tasks; a --command ends itself")
-        try:
-            TaskCommand(shell=command)
-        except ValueError as error:
-            raise SettingsError(f"--command: {error}") from None
-    return RunConfig(
-        master=values["master"],
-        name=args.name.strip(),
-        role=values["role"],
-        weight=values["weight"],
-        shape=shape,
-        count=values["count"],
-        duration=values["duration"],
-        detach=bool(getattr(args, "detach", False)),
-        failover_timeout=values["failover_timeout"],
-        connect_timeout=values["connect_timeout"],
-        security=client_security(values),
-        command=command,
-        preemptible=_preemptible(args, command),
-        log_level=values["log_level"] or "INFO",
-    )
-
-
-def _preemptible(args: argparse.Namespace, command: str | None) -> bool:
-    """``--preemptible``/``--no-preemptible``; unset: placeholder tasks are, command tasks not."""
-    chosen = getattr(args, "preemptible", None)
-    return command is None if chosen is None else bool(chosen)
-
-
-class TaskKeeper:
-    """The built-in framework: keeps ``count`` tasks of one shape alive on a ``Framework``."""
-
-    def __init__(self, fw: Framework, config: RunConfig, done: asyncio.Event | None = None) -> None:
-        self._fw = fw
-        self._config = config
-        self.live: dict[str, TaskState] = {}
-        self.finished = 0
-        self.ended: dict[str, StatusUpdate] = {}  # command tasks: how each ended
-        self._done = done or asyncio.Event()  # set once every command task has ended
-        self._launched = 0
-        self._suppressed = False
-        self._said_running = False
-
-    @property
-    def wanted(self) -> int:
-        """How many tasks it keeps running."""
-        return self._config.count
-
-    @property
-    def shape(self) -> ResourceVector:
-        """The shape of its tasks."""
-        return self._config.shape
-
-    def running(self) -> int:
-        """How many of its tasks are RUNNING."""
-        return sum(1 for state in self.live.values() if state is TaskState.RUNNING)
-
-    def all_running(self) -> bool:
-        """Every wanted task is RUNNING."""
-        return self.running() >= self._config.count
-
-    async def handle(self, event: Event) -> None:
-        """React to one event."""
-        match event:
-            case Subscribed():  # the SDK logs the subscription itself
-                if self._suppressed and len(self.live) < self._still_to_launch():
-                    await self._revive()
-            case OffersReceived():
-                for offer in event.offers:
-                    await self._use(offer)
-                if len(self.live) >= self._still_to_launch() and not self._suppressed:
-                    await self._fw.suppress()
-                    self._suppressed = True
-            case StatusUpdate():
-                await self._on_update(event)
-            case Disconnected():
-                log_event(_LOG, "master.disconnected", logging.WARNING, reason=event.reason)
-            case _:
-                pass
-
-    def _still_to_launch(self) -> int:
-        """How many tasks should be live now (a command task is launched ``count`` times)."""
-        if self._config.command is None:
-            return self._config.count
-        return min(self._config.count, self._config.count - self._launched + len(self.live))
-
-    def _new_task(self) -> TaskSpec:
-        self._launched += 1
-        task_id = f"{self._config.name}-{self._launched}"
-        if self._config.command is not None:
-            command = TaskCommand(shell=self._config.command)
-            return TaskSpec(
-                task_id=task_id,
-                resources=self._config.shape,
-                command=command,
-                preemptible=self._config.preemptible,
-            )
-        return TaskSpec(
-            task_id=task_id,
-            resources=self._config.shape,
-            duration=self._config.duration,
-            preemptible=self._config.preemptible,
-        )
-
-    async def _use(self, offer: Offer) -> None:
-        wanted = self._still_to_launch() - len(self.live)
-        fits = self._config.shape.times_fits_in(offer.resources)
-        number = min(wanted, fits)
-        if number <= 0:
-            await self._fw.decline(offer)
-            return
-        tasks = [self._new_task() for _ in range(number)]
-        # Leftovers are declined; filter the agent only once nothing more is wanted.
-        more = len(self.live) + number < self._still_to_launch()
-        await self._fw.launch(offer, tasks, refuse_seconds=0.0 if more else None)
-        for task in tasks:
-            self.live[task.task_id] = TaskState.STAGING
-        log_event(
-            _LOG,
-            "tasks.launched",
-            tasks=number,
-            shape=self._config.shape,
-            agent_id=offer.agent_id,
-            live=len(self.live),
-            wanted=self._config.count,
-        )
-
-    async def _on_update(self, update: StatusUpdate) -> None:
-        if update.task_id not in self.live:
-            return
-        if not update.state.is_terminal:
-            if self.live[update.task_id] is not update.state:
-                log_event(
-                    _LOG,
-                    "task.state.changed",
-                    task_id=update.task_id,
-                    state=update.state.value,
-                    agent_id=update.agent_id,
-                )
-            self.live[update.task_id] = update.state
-            if not self._said_running and self._config.command is None and self.all_running():
-                self._said_running = True
-                if not self._config.detach:
-                    print(
-                        f"{self._config.name} (framework {self._fw.framework_id}) runs"
-                        f" {self.running()} task(s) of {self._config.shape}; Ctrl-C tears it"
-                        " down",
-                        flush=True,
-                    )
-            return
-        del self.live[update.task_id]
-        if update.state is TaskState.FINISHED:
-            self.finished += 1
-        log_event(
-            _LOG,
-            "task.ended",
-            task_id=update.task_id,
-            state=update.state.value,
-            reason=update.reason.value,
-            message=update.message,
-        )
-        if self._config.command is not None:
-            self.ended[update.task_id] = update
-            if len(self.ended) >= self._config.count:
-                self._done.set()
-            return
-        if self._suppressed:
-            await self._revive()
-
-    async def _revive(self) -> None:
-        await self._fw.revive()
-        self._suppressed = False
-
-
-EXIT_DETACHED: Final = -1  # internal: every task runs, leave them to the master
-EXIT_INTERRUPTED: Final = 130  # Ctrl-C (128 + SIGINT), as a shell reports it
-WAIT_NOTE: Final = 10.0
-"""An attached run with no task running after this long says why (once)."""
-
-
-async def _keep_running(
-    fw: Framework,
-    keeper: TaskKeeper,
-    stop: asyncio.Event,
-    detach: bool = False,
-    detach_wait: float = DETACH_WAIT,
-    why: Callable[[], Awaitable[str]] | None = None,
-) -> int:
-    """Keep the tasks until ``stop`` (then tear down), the command tasks ended, or (detached)
-    they all run; detached with none running after ``detach_wait``, say ``why`` and tear down
-    (exit 1); attached with none running after ``WAIT_NOTE``, say ``why`` once."""
-    started = asyncio.get_running_loop().time()
-
-    def detached() -> bool:
-        if not detach or not keeper.running():
-            return False
-        waited = asyncio.get_running_loop().time() - started
-        return keeper.all_running() or waited >= detach_wait
-
-    async def consume() -> int:
-        async for event in fw.events():
-            if isinstance(event, ErrorEvent):
-                print(
-                    f"fairshare run: the master ended the framework: {event.message}",
-                    file=sys.stderr,
-                )
-                return EXIT_FAILURE
-            await keeper.handle(event)
-            if detached():
-                return EXIT_DETACHED
-        return EXIT_OK
-
-    async def reason() -> str:
-        if why is None:
-            return "no offer fitted"
-        try:
-            return await why()
-        except Exception as error:  # the reason is a courtesy: never fail the run for it
-            return f"the master's state could not be read ({error})"
-
-    consumer = asyncio.ensure_future(consume())
-    stopper = asyncio.ensure_future(stop.wait())
-    timer: asyncio.Future[Any] = asyncio.ensure_future(
-        asyncio.sleep(detach_wait if detach else WAIT_NOTE)
-    )
-    nothing_runs = False
-    try:
-        while True:
-            await asyncio.wait({consumer, stopper, timer}, return_when=asyncio.FIRST_COMPLETED)
-            if consumer.done() or stopper.done() or not timer.done():
-                break
-            if keeper.running():
-                if detach:
-                    consumer.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await consumer
-                    return EXIT_DETACHED
-            elif detach:
-                nothing_runs = True
-                print(
-                    f"fairshare run: none of the {keeper.wanted} task(s) of {keeper.shape} runs"
-                    f" after {detach_wait:g}s: {await reason()}; the framework is torn down",
-                    file=sys.stderr,
-                )
-                break
-            else:
-                note(f"no task of {keeper.shape} runs yet: {await reason()}; still waiting")
-            timer = asyncio.get_running_loop().create_future()  # once
-    finally:
-        stopper.cancel()
-        timer.cancel()
-    if consumer.done():
-        return consumer.result()
-    consumer.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await consumer
-    log_event(
-        _LOG, "framework.teardown", framework_id=fw.framework_id, tasks_killed=len(keeper.live)
-    )
-    try:
-        await fw.teardown()
-    except FairshareError as error:
-        log_event(_LOG, "framework.teardown.failed", logging.WARNING, error=error)
-    return EXIT_FAILURE if nothing_runs else EXIT_OK
 
 
 def _detached(
@@ -583,7 +200,7 @@ async def run_framework(
             return stopped(EXIT_OK)
         try:
             keeper = TaskKeeper(fw, config, done=stop)  # command tasks: stop once all ended
-            code = await _keep_running(fw, keeper, stop, config.detach, config.detach_wait, why=why)
+            code = await keep_running(fw, keeper, stop, config.detach, config.detach_wait, why=why)
             if config.command is not None and not config.detach and code == EXIT_OK:
                 code = _summary(keeper, config.count)
             framework_id, info = fw.framework_id, fw.info
@@ -670,45 +287,6 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAILURE
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-
-
-def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of ``fairshare run``."""
-    parser.description = (
-        "The built-in framework: keep up to --count placeholder tasks of one shape running,"
-        " replacing those that end, or with --command run a command in --count tasks once;"
-        " Ctrl-C or SIGTERM tears the framework down."
-    )
-    parser.add_argument("--name", required=True, help="the framework's name (and task id prefix)")
-    parser.add_argument(
-        "--task",
-        required=True,
-        metavar="RESOURCES",
-        help="task shape, e.g. 'cpus:1;mem:4096'; a shape with gpus makes the framework"
-        " GPU-capable: agents with GPUs are offered only to GPU-capable frameworks",
-    )
-    parser.add_argument(
-        "--detach",
-        action="store_true",
-        help="return once the tasks run; the master keeps them (fairshare stop NAME ends them)",
-    )
-    parser.add_argument(
-        "--command",
-        dest="task_command",  # "command" is the subcommand's name (fairshare.cli)
-        metavar="CMD",
-        help="run CMD (with /bin/sh -c) in --count command tasks once and exit when all have"
-        " ended (0 if all finished); their output: fairshare logs TASK_ID",
-    )
-    parser.add_argument(
-        "--preemptible",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="let a master started with --rebalance kill these tasks (after its grace period,"
-        " reason PREEMPTED) to move the cluster toward its fair allocation; placeholder tasks"
-        " are replaced as any that end. Default: placeholder tasks are preemptible, --command"
-        " tasks are not",
-    )
-    add_setting_flags(parser, RUN_SETTINGS)
 
 
 run_command: Final = Command(add_run_arguments, run)
