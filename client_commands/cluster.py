@@ -81,7 +81,6 @@ def framework_rows(state: State) -> list[list[str]]:
         wanted = "-"
         if framework.HasField("demand") and framework.demand.HasField("max_tasks"):
             wanted = str(framework.demand.max_tasks)
-        weighted = framework.dominant_share / framework.weight if framework.weight else 0.0
         rows.append(
             [
                 info.framework_id,
@@ -90,7 +89,7 @@ def framework_rows(state: State) -> list[list[str]]:
                 State.Framework.State.Name(framework.state).removeprefix("STATE_"),
                 f"{framework.weight:g}",
                 f"{framework.dominant_share:.3f}",
-                f"{weighted:.3f}",
+                f"{framework.weighted_share:.3f}",
                 framework.dominant_resource or "-",
                 f"{counts.get('RUNNING', 0)}/{wanted}",
                 _deadline(framework),

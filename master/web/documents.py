@@ -85,7 +85,7 @@ def framework_document(view: FrameworkView) -> dict[str, Any]:
         "state": view.state,
         "weight": view.weight,
         "dominant_share": view.dominant_share,
-        "weighted_share": view.dominant_share / view.weight if view.weight > 0 else 0.0,
+        "weighted_share": view.weighted_share,
         "dominant_resource": view.dominant_resource,
         "allocated": view.allocated.to_dict(),
         "used": view.used.to_dict(),

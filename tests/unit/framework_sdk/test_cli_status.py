@@ -44,6 +44,7 @@ def drf_table1_state() -> operator_pb2.GetStateResponse:
             state=State.Framework.STATE_ACTIVE,
             weight=1.0,
             dominant_share=2 / 3,
+            weighted_share=2 / 3,
             dominant_resource="mem" if name == "A" else "cpus",
             allocated=res(used),
             used=res(used),

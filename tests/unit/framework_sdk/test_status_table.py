@@ -12,6 +12,7 @@ from client_commands.status_document import render_table, state_to_dict
 def test_the_table_shows_weighted_share_dominant_resource_wanted_and_attributes() -> None:
     state = drf_table1_state()
     state.frameworks[1].weight = 2.0
+    state.frameworks[1].weighted_share = state.frameworks[1].dominant_share / 2.0  # the master's
     lines = render_table(state_to_dict(state)).splitlines()
     header = next(line for line in lines if line.startswith("FRAMEWORK"))
     assert header.split()[4:9] == ["WEIGHT", "SHARE", "WEIGHTED", "DOMINANT", "RUNNING/WANTED"]
