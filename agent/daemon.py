@@ -423,7 +423,11 @@ async def _start_metrics(
             settings.host,
             settings.metrics_port,
             healthy,
-            security=HttpSecurity(security.server, security.authenticator),
+            security=HttpSecurity(
+                security.server,
+                security.authenticator,
+                host_names=frozenset({settings.hostname}),
+            ),
         )
     except (OSError, ssl.SSLError) as error:
         log_event(

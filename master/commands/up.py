@@ -56,7 +56,7 @@ from types import FrameType
 from typing import Any, Final
 
 from fairshare.cli import command_settings
-from fairshare.local_ca import LocalCa, LocalCaError
+from fairshare.local_ca import CLIENT, DAEMON, LocalCa, LocalCaError
 from fairshare.ports import port_problem
 from fairshare.settings import (
     SHARED_SETTINGS,
@@ -238,12 +238,13 @@ class LocalCluster:
     agent_metrics: list[str] = field(default_factory=list)  # each agent's metrics HOST:PORT
     restarts: dict[str, list[float]] = field(default_factory=dict)  # daemon -> restart times
 
-    def tls_flags(self, name: str) -> tuple[str, ...]:
+    def tls_flags(self, name: str, daemon: bool = False) -> tuple[str, ...]:
         """``--tls-ca/--tls-cert/--tls-key`` of ``name``'s certificate (issued on first use;
-        nothing without ``--tls``)."""
+        nothing without ``--tls``): a daemon's (server and client authentication, naming this
+        machine) or a client's (client authentication only: it cannot pose as a daemon)."""
         if self.ca is None:
             return ()
-        issued = self.ca.certificate(name)
+        issued = self.ca.certificate(name, DAEMON if daemon else CLIENT)
         return (
             "--tls-ca", str(self.ca.cert), "--tls-cert", str(issued.cert),
             "--tls-key", str(issued.key),
@@ -285,7 +286,7 @@ class LocalCluster:
                 "master", "--port", str(port), "--metrics-port", str(metrics),
                 "--work-dir", str(work), "--policy", self.policy,
                 "--placement", self.placement, *registry, *self.master_flags, *self.log_flags,
-                *self.tls_flags(name),
+                *self.tls_flags(name, daemon=True),
             ),
             work / "master.log",
         )  # fmt: skip
@@ -320,7 +321,7 @@ class LocalCluster:
         args = ["agent", "--master", self.address, "--port", str(port)]
         args += ["--metrics-port", str(metrics)]
         args += ["--work-dir", str(work), "--hostname", f"agent-{index + 1}"]
-        args += self.tls_flags(f"agent-{index + 1}")
+        args += self.tls_flags(f"agent-{index + 1}", daemon=True)
         if self.resources:
             args += ["--resources", self.resources]
         process = _spawn(_fairshare(*args, *self.log_flags), work / "agent.log")
