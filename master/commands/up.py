@@ -322,6 +322,8 @@ class LocalCluster:
         args += ["--metrics-port", str(metrics)]
         args += ["--work-dir", str(work), "--hostname", f"agent-{index + 1}"]
         args += self.tls_flags(f"agent-{index + 1}", daemon=True)
+        if self.ca is not None:  # mutual TLS on the agents' ports too, as on the master's
+            args += ["--tls-client-ca", str(self.ca.cert)]
         if self.resources:
             args += ["--resources", self.resources]
         process = _spawn(_fairshare(*args, *self.log_flags), work / "agent.log")
