@@ -33,10 +33,12 @@ base directory is removed only after a clean stop). A default port that is taken
 is taken is an error naming its flag.
 
 ``--tls`` makes the secure path the easy one: a throwaway CA (``fairshare.local_ca``) under
-``<base>/tls`` issues a certificate to the master, to each agent (``agent-N``) and to one
-client, ``operator``, used by the demo frameworks and the status lines; every daemon then
-serves mutual TLS (client certificates required: their common names are the principals) and
-the command to reach the cluster is printed with its ``--tls-*`` flags.
+``<base>/tls`` issues a daemon's certificate (server and client authentication, naming this
+machine) to the master and to each agent (``agent-N``) and a client's (client authentication
+only: it cannot pose as a daemon) to ``operator``, used by the demo frameworks and the status
+lines; every daemon then serves mutual TLS (client certificates required: their common names
+are the principals; the agents' ports by ``--tls-client-ca``) and the command to reach the
+cluster is printed with its ``--tls-*`` flags.
 """
 
 from __future__ import annotations
