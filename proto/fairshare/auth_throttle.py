@@ -2,16 +2,18 @@
 
 Checking a token never seen before costs one scrypt hash (tens of milliseconds of a core); a
 flood of distinct wrong tokens would keep the daemon's cores busy with them. Each peer address
-(the host, without the port) has a bucket of ``burst`` refusals, refilled at ``rate`` a second;
-a refusal of a token that needed a hash takes one. A peer whose bucket is empty gets its tokens
-not seen before refused without a hash (``AuthThrottled``: RESOURCE_EXHAUSTED on gRPC, 429 on
-HTTP, "retry in" the time until its next refusal is allowed) until the bucket refills.
+(the host, without the port) has a bucket of ``burst`` checks, refilled at ``rate`` a second;
+a token not seen before takes one when its check starts (before it waits for a hash: so the
+number of hashes an address causes is bounded whatever their speed and however many calls it
+has in flight), and a token that verifies gives it back. A peer whose bucket is empty gets its
+tokens not seen before refused without a hash (``AuthThrottled``: RESOURCE_EXHAUSTED on gRPC,
+429 on HTTP, "retry in" the time until its next check is allowed) until the bucket refills.
 
 Invariants: tokens already verified (cached) are never throttled, so a principal whose token
-checked before keeps being served from the same address during a flood; a bucket is only ever
-taken from by a refused hash, never by a success; at most ``max_peers`` buckets are kept (the
-least recently used first out: a forgotten peer starts full again); time is ``time.monotonic``
-unless a clock is given (the tests').
+checked before keeps being served from the same address during a flood; only refused tokens
+keep what they took; at most ``max_peers`` buckets are kept (the least recently used first
+out: a forgotten peer starts full again); time is ``time.monotonic`` unless a clock is given
+(the tests').
 """
 
 from __future__ import annotations
@@ -69,21 +71,23 @@ class FailureThrottle:
         level, since = self._buckets.get(host, (float(self.burst), now))
         return min(float(self.burst), level + (now - since) * self.rate)
 
-    def wait(self, peer: str | None) -> float:
-        """0 when ``peer`` may have a token hashed now; else the seconds until it may."""
-        host = peer_host(peer)
-        if host not in self._buckets:
-            return 0.0
-        level = self._level(host, self.clock())
-        if level >= 1.0:
-            return 0.0
-        self.throttled += 1
-        return (1.0 - level) / self.rate
-
-    def refused(self, peer: str | None) -> None:
-        """Take one refusal from ``peer``'s bucket."""
+    def take(self, peer: str | None) -> float:
+        """Take one check from ``peer``'s bucket before a token is hashed: 0 when taken (the
+        hash may run), else the seconds until one may (nothing taken)."""
         host, now = peer_host(peer), self.clock()
-        self._buckets[host] = (max(0.0, self._level(host, now) - 1.0), now)
+        level = self._level(host, now)
+        if level < 1.0:
+            self.throttled += 1
+            return (1.0 - level) / self.rate
+        self._buckets[host] = (level - 1.0, now)
         self._buckets.move_to_end(host)
         while len(self._buckets) > self.max_peers:
             self._buckets.popitem(last=False)
+        return 0.0
+
+    def give_back(self, peer: str | None) -> None:
+        """Return the check taken for a token that verified (only refusals count)."""
+        host = peer_host(peer)
+        if host in self._buckets:
+            level, since = self._buckets[host]
+            self._buckets[host] = (min(float(self.burst), level + 1.0), since)

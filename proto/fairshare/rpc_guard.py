@@ -145,15 +145,15 @@ class Authenticator:
             raise AuthError("this server does not accept tokens (no credentials file)")
         known = credentials.cached(token)
         if known is None:
+            retry_in = self.throttle.take(peer)  # before queueing for a hash
+            if retry_in > 0:
+                raise AuthThrottled(retry_in)
             async with self._verifying:
                 known = credentials.cached(token)
                 if known is None:
-                    retry_in = self.throttle.wait(peer)
-                    if retry_in > 0:
-                        raise AuthThrottled(retry_in)
                     known = await asyncio.to_thread(credentials.check, token) or False
-                    if known is False:
-                        self.throttle.refused(peer)
+            if known is not False:
+                self.throttle.give_back(peer)
         if known is False or known is None:
             raise AuthError("unknown principal or wrong secret")
         return str(known)

@@ -37,13 +37,15 @@ def test_a_peer_is_slowed_after_its_burst_and_others_are_not() -> None:
     clock = Clock()
     throttle = FailureThrottle(burst=3, rate=1.0, clock=clock)
     for _ in range(3):
-        assert throttle.wait("ipv4:10.0.0.1:1") == 0
-        throttle.refused("ipv4:10.0.0.1:1")
-    assert throttle.wait("ipv4:10.0.0.1:2") == pytest.approx(1.0)  # same host, another port
-    assert throttle.wait("ipv4:10.0.0.2:1") == 0
+        assert throttle.take("ipv4:10.0.0.1:1") == 0
+    assert throttle.take("ipv4:10.0.0.1:2") == pytest.approx(1.0)  # same host, another port
+    assert throttle.take("ipv4:10.0.0.2:1") == 0
+    throttle.give_back("ipv4:10.0.0.1:1")  # a token that verified: its check comes back
+    assert throttle.take("ipv4:10.0.0.1:1") == 0
+    assert throttle.take("ipv4:10.0.0.1:1") > 0
     clock.now += 1.0
-    assert throttle.wait("ipv4:10.0.0.1:1") == 0
-    assert throttle.throttled == 1
+    assert throttle.take("ipv4:10.0.0.1:1") == 0
+    assert throttle.throttled == 2
 
 
 def test_a_flood_of_new_wrong_tokens_costs_a_bounded_number_of_hashes() -> None:
