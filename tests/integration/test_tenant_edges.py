@@ -28,7 +28,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from daemons import Daemon, reachable_work_dir
+from daemons import Daemon, reachable_work_dir, wait_for
 from fairshare.credentials import entry_toml, hash_secret, new_secret
 from fairshare.transport import ClientSecurity
 from fairshare.v1 import operator_pb2
@@ -269,7 +269,7 @@ def test_an_agent_trusting_the_masters_ca_serves_token_only_clients_their_logs(
         assert run.returncode == 0, run.stdout + run.stderr
         logs = fairshare_cli("logs", "alice-job-1", *cluster.client_flags("alice"), timeout=60)
         assert (logs.returncode, logs.stdout) == (0, "alice output\n"), logs.stderr
-        assert "tls=tls" in agent.log()  # TLS, no client certificate asked
+        wait_for(lambda: "tls=tls" in agent.log(), what="tls=tls")  # no client certificate asked
         other = fairshare_cli("logs", "alice-job-1", *cluster.client_flags("viewer"))
         assert other.returncode == 1 and "alice output" not in other.stdout, other.stderr
     finally:
@@ -282,7 +282,7 @@ def test_an_agent_trusting_the_masters_ca_serves_token_only_clients_their_logs(
         str(cluster.pki.ca.cert),
     )
     try:
-        assert "tls=mutual" in mutual.log()
+        wait_for(lambda: "tls=mutual" in mutual.log(), what="the agent's tls=mutual line")
         assert health(mutual.address, cluster.pki.security(None)) == 0  # handshake refused
         assert health(mutual.address, cluster.pki.security("operator")) == 1
     finally:
