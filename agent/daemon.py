@@ -15,7 +15,8 @@ then run ``AgentRuntime`` against ``--master``.
 
 Security (``agent.config``): the agent reaches the master with its ``ClientSecurity`` (TLS,
 its certificate or token); its own gRPC port serves TLS with ``--tls-cert`` (client certificates
-of ``--tls-ca`` required), every call passing ``RpcGuard``
+of ``--tls-client-ca`` required when given; ``--tls-ca`` only says whom to trust as the master),
+every call passing ``RpcGuard``
 (undecodable requests refused; callers authenticated when the port authenticates); its HTTP
 port uses the same TLS and principals (``/health`` open). One ``security.exposure`` line says
 where its ports listen and how they are protected.
@@ -423,7 +424,11 @@ async def _start_metrics(
             settings.host,
             settings.metrics_port,
             healthy,
-            security=HttpSecurity(security.server, security.authenticator),
+            security=HttpSecurity(
+                security.server,
+                security.authenticator,
+                host_names=frozenset({settings.hostname}),
+            ),
         )
     except (OSError, ssl.SSLError) as error:
         log_event(

@@ -208,12 +208,15 @@ def _open_registry(config: MasterConfig) -> Registry | None:
     return None
 
 
-def _http_security(security: MasterSecurity) -> HttpSecurity:
+def _http_security(security: MasterSecurity, advertise: str | None) -> HttpSecurity:
     """The HTTP port: the same TLS and principals; ``view_state`` is checked by the web layer's
     gate (``master.web.routes``), through ``_http_authority``; Mesos's ``/version`` and
-    ``/master/redirect`` are open, as in Mesos."""
+    ``/master/redirect`` are open, as in Mesos; the ``--advertise`` host is a name it answers."""
     return HttpSecurity(
-        security.server, security.authenticator, open_paths=frozenset({"/health", *OPEN_PATHS})
+        security.server,
+        security.authenticator,
+        open_paths=frozenset({"/health", *OPEN_PATHS}),
+        host_names=frozenset({advertise.rpartition(":")[0]} if advertise else ()),
     )
 
 
@@ -287,7 +290,7 @@ async def _start_http(
             config.metrics_port,
             healthy,
             add_routes,
-            security=_http_security(security),
+            security=_http_security(security, config.advertise),
         )
     except (OSError, ssl.SSLError) as error:
         log_event(
