@@ -22,10 +22,13 @@ import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import ClassVar
 
 import grpc
+from fairshare.local_ca import LocalCa
 
 START_TIMEOUT = 20.0
+ROOT_PASSWORD = "root-secret"  # nosec: a throwaway etcd of one test session
 CLIENT_PORT = 2379
 PEER_PORT = 2380
 
@@ -61,6 +64,7 @@ class EtcdMember:
         data_dir: Path,
         initial_cluster: str,
         wrap: Sequence[str] = (),
+        tls: EtcdTls | None = None,
     ) -> None:
         self.name = name
         self.host = host
@@ -69,6 +73,7 @@ class EtcdMember:
         self.data_dir = data_dir
         self.initial_cluster = initial_cluster
         self.wrap = list(wrap)
+        self.tls = tls
         self.log_path = data_dir.parent / f"{name}.etcd.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -80,8 +85,15 @@ class EtcdMember:
     def start(self, state: str = "new") -> None:
         """Start (or restart, on its data dir) the member."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        client = f"http://{self.host}:{self.client_port}"
+        scheme = "https" if self.tls is not None else "http"
+        client = f"{scheme}://{self.host}:{self.client_port}"
         peer = f"http://{self.host}:{self.peer_port}"
+        secured: list[str] = []
+        if self.tls is not None:
+            secured = [
+                "--cert-file", str(self.tls.cert), "--key-file", str(self.tls.key),
+                "--trusted-ca-file", str(self.tls.ca), "--client-cert-auth",
+            ]  # fmt: skip
         argv = [
             *self.wrap,
             etcd_binary(),
@@ -98,6 +110,7 @@ class EtcdMember:
             "--election-timeout", "1000",
             "--logger", "zap",
             "--log-level", "warn",
+            *secured,
         ]  # fmt: skip
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
@@ -198,9 +211,118 @@ def _answers(member: EtcdMember, probe: Sequence[str]) -> bool:
         return done.returncode == 0
     from aetcd.rpc import KVStub, RangeRequest  # the stubs only; a blocking channel
 
-    with grpc.insecure_channel(member.endpoint) as channel:
+    if member.tls is not None:
+        tls = member.tls
+        credentials = grpc.ssl_channel_credentials(
+            tls.ca.read_bytes(), tls.client_key.read_bytes(), tls.client_cert.read_bytes()
+        )
+        opened = grpc.secure_channel(member.endpoint, credentials)
+    else:
+        opened = grpc.insecure_channel(member.endpoint)
+    with opened as channel:
         try:
             KVStub(channel).Range(RangeRequest(key=b"health-probe"), timeout=1)
         except grpc.RpcError:
             return False
     return True
+
+
+# -- a secured etcd: TLS with client certificates, and users ---------------------------------------
+
+
+class EtcdTls:
+    """The server certificate of a TLS etcd member and the CA that signed it."""
+
+    def __init__(self, ca: Path, cert: Path, key: Path, client: tuple[Path, Path]) -> None:
+        self.ca, self.cert, self.key = ca, cert, key
+        self.client_cert, self.client_key = client  # what the start-up probe presents
+
+
+class SecuredEtcd:
+    """One etcd member serving TLS only, demanding client certificates signed by its CA
+    (``--client-cert-auth``), with authentication on: ``root``, ``fairshare-master`` (read and
+    write under every prefix) and ``fairshare-reader`` (read only). ``flags(user)`` are the
+    ``--etcd-*`` flags of a process that logs in as ``user``; the passwords are in files."""
+
+    USERS: ClassVar[dict[str, str]] = {"fairshare-master": "readwrite", "fairshare-reader": "read"}
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.ca = LocalCa.create(directory / "ca")
+        server = self.ca.certificate("etcd")
+        self.client = self.ca.certificate("etcd-client")
+        self.tls = EtcdTls(
+            self.ca.cert, server.cert, server.key, (self.client.cert, self.client.key)
+        )
+        self.member = EtcdMember(
+            "etcd0", "127.0.0.1", free_port(), free_port(), directory / "etcd0",
+            f"etcd0=http://127.0.0.1:{free_port()}", tls=self.tls,
+        )  # fmt: skip
+        self.member.initial_cluster = f"etcd0=http://127.0.0.1:{self.member.peer_port}"
+        self.passwords: dict[str, Path] = {}
+        try:
+            self.member.start()
+            wait_answering([self.member])
+            self._add_users()
+        except BaseException:
+            self.member.kill()
+            raise
+
+    def url(self, prefix: str = "") -> str:
+        """``etcd://127.0.0.1:PORT/prefix``."""
+        return f"etcd://{self.member.endpoint}/{prefix or 'test-' + os.urandom(6).hex()}"
+
+    def password_file(self, user: str) -> Path:
+        """The file holding ``user``'s password."""
+        return self.passwords[user]
+
+    def flags(self, user: str | None = "fairshare-master", cert: bool = True) -> tuple[str, ...]:
+        """``--etcd-tls-ca`` (and the client certificate, and the user's password file)."""
+        flags: tuple[str, ...] = ("--etcd-tls-ca", str(self.ca.cert))
+        if cert:
+            flags += ("--etcd-tls-cert", str(self.client.cert))
+            flags += ("--etcd-tls-key", str(self.client.key))
+        if user is not None:
+            flags += ("--etcd-user", user, "--etcd-password-file", str(self.passwords[user]))
+        return flags
+
+    def etcdctl(self, *args: str, user: str | None = "root") -> str:
+        """Run ``etcdctl`` against the member (as ``user``); its output."""
+        argv = [
+            "etcdctl", "--endpoints", f"https://{self.member.endpoint}",
+            "--cacert", str(self.ca.cert), "--cert", str(self.client.cert),
+            "--key", str(self.client.key), "--command-timeout=5s",
+        ]  # fmt: skip
+        if user is not None:
+            password = ROOT_PASSWORD if user == "root" else self.passwords[user].read_text().strip()
+            argv += ["--user", f"{user}:{password}"]
+        done = subprocess.run(
+            [*argv, *args],
+            env={**os.environ, "ETCDCTL_API": "3"},
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise AssertionError(f"etcdctl {' '.join(args)}: {done.stderr.decode()}")
+        return done.stdout.decode()
+
+    def _add_users(self) -> None:
+        self.etcdctl("user", "add", f"root:{ROOT_PASSWORD}", user=None)
+        for name, permission in self.USERS.items():
+            password = os.urandom(12).hex()
+            path = self.directory / f"{name}.password"
+            path.write_text(password + "\n", encoding="utf-8")
+            path.chmod(0o600)
+            self.passwords[name] = path
+            self.etcdctl("role", "add", name, user=None)
+            self.etcdctl(
+                "role", "grant-permission", name, "--prefix=true", permission, "/", user=None
+            )
+            self.etcdctl("user", "add", f"{name}:{password}", user=None)
+            self.etcdctl("user", "grant-role", name, name, user=None)
+        self.etcdctl("auth", "enable", user=None)
+
+    def kill(self) -> None:
+        """End the member."""
+        self.member.kill()
