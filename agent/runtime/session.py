@@ -124,6 +124,7 @@ class Sessions:
                 _LOG,
                 "master.call.failed",
                 logging.WARNING,
+                master=address,
                 code=error.code().name,
                 details=error.details(),
             )
