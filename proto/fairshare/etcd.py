@@ -7,9 +7,10 @@ a client over the endpoints of an ``etcd://`` target
   ``EtcdSecurity`` says so (``fairshare.etcd_security``). A call that fails for a transport
   reason (a member that is down, one cut off from its quorum that does not answer within
   ``timeout``, "no leader", a TLS handshake refused) is retried on the next endpoint, each
-  endpoint at most once per call; ``EtcdUnavailable`` when none answered. An expired
-  authentication token is renewed once per call. The endpoint that answered last is used first
-  next time;
+  endpoint at most once per call; ``EtcdUnavailable`` when none answered. Connecting (the TLS
+  handshake and etcd's login) is given at least ``CONNECT_TIMEOUT`` apart from the call's
+  timeout; an expired authentication token is renewed once per call. The endpoint that
+  answered last is used first next time;
 - ``check_access``: one read of the leader key, the start-up check of every process given an
   etcd address: ``EtcdRefused`` with one line naming the cause (TLS, a missing client
   certificate, the user or password, no permission) when etcd refuses;
@@ -58,6 +59,7 @@ _CHANNEL_OPTIONS: Final = {
     "grpc.max_receive_message_length": 256 * 1024 * 1024,  # a registry of 10,000s of agents
     "grpc.max_send_message_length": 16 * 1024 * 1024,
 }
+CONNECT_TIMEOUT: Final = 5.0
 _TRANSPORT_ERRORS: Final = (
     etcd_errors.ConnectionFailedError,  # UNAVAILABLE: down, no leader, leader changed
     etcd_errors.ConnectionTimeoutError,  # DEADLINE_EXCEEDED
@@ -169,6 +171,17 @@ class EtcdClient:
             )
         return self._channel_credentials
 
+    async def _connect(self, index: int, timeout: float | None) -> None:
+        """Connect endpoint ``index``'s client (with a user: the TLS handshake and etcd's
+        login, a bcrypt check that takes etcd tens of milliseconds, more under load), given at
+        least ``CONNECT_TIMEOUT`` seconds apart from the call's own timeout."""
+        try:
+            async with asyncio.timeout(max(timeout or self.timeout, CONNECT_TIMEOUT)):
+                await self._client(index).connect()
+        except Exception:
+            await self._renew(index)  # a half-made connection is not reused
+            raise
+
     async def _renew(self, index: int) -> None:
         """Drop endpoint ``index``'s client (its auth token expired): the next call
         authenticates afresh."""
@@ -188,6 +201,7 @@ class EtcdClient:
         for _ in self.target.endpoints:
             index = self._current
             try:
+                await self._connect(index, timeout)
                 async with asyncio.timeout(timeout or self.timeout):
                     try:
                         return await operation(self._client(index))
@@ -196,7 +210,9 @@ class EtcdClient:
                             raise
                         renewed = True  # etcd's simple tokens expire: log in again, once
                         await self._renew(index)
-                        return await operation(self._client(index))
+                await self._connect(index, timeout)
+                async with asyncio.timeout(timeout or self.timeout):
+                    return await operation(self._client(index))
             except _TRANSPORT_ERRORS as error:
                 failures.append(f"{self.endpoint}: {type(error).__name__} {error}".strip())
                 self._current = (index + 1) % len(self.target.endpoints)

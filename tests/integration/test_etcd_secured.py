@@ -44,13 +44,9 @@ FORGED_EPOCH = 10**12
 SETTLE = 60.0
 
 
-@pytest.fixture(scope="module")
-def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredEtcd]:
-    etcd = SecuredEtcd(tmp_path_factory.mktemp("etcd-secured"))
-    try:
-        yield etcd
-    finally:
-        etcd.kill()
+@pytest.fixture
+def secured(secured_etcd: SecuredEtcd) -> SecuredEtcd:
+    return secured_etcd
 
 
 def registry_key(directory: Path) -> Path:

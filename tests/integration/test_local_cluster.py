@@ -121,7 +121,7 @@ def _check_etcd_secured(master_log: Path) -> None:
     and authentication, and the masters sign the registry's rows."""
     log = master_log.read_text()
     assert "registry_rows=signed" in log
-    assert "etcd=\"tls=on cert=on user=fairshare-master\"" in log
+    assert 'etcd="tls=on cert=on user=fairshare-master"' in log
     url = re.search(r"election\.started etcd=(\S+)", log)
     assert url is not None, log[-2000:]
     target = EtcdTarget.parse(url.group(1))
