@@ -145,9 +145,10 @@ def start_cluster(
     hosts: Sequence[str],
     wraps: Sequence[Sequence[str]] | None = None,
     ports: Sequence[tuple[int, int]] | None = None,
+    tls: EtcdTls | None = None,
 ) -> list[EtcdMember]:
     """One member per host (ports from ``ports``, else free loopback ports), as one cluster,
-    each answering before this returns."""
+    each answering before this returns (serving TLS with ``tls`` when given)."""
     if ports is None:
         ports = [(free_port(), free_port()) for _ in hosts]
     names = [f"etcd{i}" for i in range(len(hosts))]
@@ -164,6 +165,7 @@ def start_cluster(
             directory / name,
             initial,
             wraps[index] if wraps else (),
+            tls,
         )
         for index, (name, host, (client, peer)) in enumerate(zip(names, hosts, ports, strict=True))
     ]
@@ -198,9 +200,20 @@ def wait_answering(members: Sequence[EtcdMember], probe: Sequence[str] = ()) -> 
         time.sleep(0.05)
 
 
+def _etcdctl(member: EtcdMember) -> list[str]:
+    """``etcdctl`` with the member's endpoint (and TLS flags)."""
+    if member.tls is None:
+        return ["etcdctl", "--endpoints", member.endpoint]
+    tls = member.tls
+    return [
+        "etcdctl", "--endpoints", f"https://{member.endpoint}", "--cacert", str(tls.ca),
+        "--cert", str(tls.client_cert), "--key", str(tls.client_key),
+    ]  # fmt: skip
+
+
 def _answers(member: EtcdMember, probe: Sequence[str]) -> bool:
     if probe or member.wrap:
-        argv = [*(probe or member.wrap), "etcdctl", "--endpoints", member.endpoint]
+        argv = [*(probe or member.wrap), *_etcdctl(member)]
         done = subprocess.run(
             [*argv, "--command-timeout=1s", "get", "health-probe"],
             env={**os.environ, "ETCDCTL_API": "3"},
@@ -239,38 +252,40 @@ class EtcdTls:
 
 
 class SecuredEtcd:
-    """One etcd member serving TLS only, demanding client certificates signed by its CA
-    (``--client-cert-auth``), with authentication on: ``root``, ``fairshare-master`` (read and
-    write under every prefix) and ``fairshare-reader`` (read only). ``flags(user)`` are the
-    ``--etcd-*`` flags of a process that logs in as ``user``; the passwords are in files."""
+    """etcd members (one on loopback by default; or one per host of ``hosts``, run inside
+    ``wraps``) serving TLS only with a certificate naming every host, demanding client
+    certificates signed by its CA (``--client-cert-auth``), with authentication on: ``root``,
+    ``fairshare-master`` (read and write under every prefix) and ``fairshare-reader`` (read
+    only). ``flags(user)`` are the ``--etcd-*`` flags of a process that logs in as ``user``;
+    the passwords are in files."""
 
     USERS: ClassVar[dict[str, str]] = {"fairshare-master": "readwrite", "fairshare-reader": "read"}
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        hosts: Sequence[str] = ("127.0.0.1",),
+        wraps: Sequence[Sequence[str]] | None = None,
+        ports: Sequence[tuple[int, int]] | None = None,
+    ) -> None:
         self.directory = directory
         self.ca = LocalCa.create(directory / "ca")
-        server = self.ca.certificate("etcd")
+        cert, key = server_certificate(self.ca, "etcd", hosts)
         self.client = self.ca.certificate("etcd-client")
-        self.tls = EtcdTls(
-            self.ca.cert, server.cert, server.key, (self.client.cert, self.client.key)
-        )
-        self.member = EtcdMember(
-            "etcd0", "127.0.0.1", free_port(), free_port(), directory / "etcd0",
-            f"etcd0=http://127.0.0.1:{free_port()}", tls=self.tls,
-        )  # fmt: skip
-        self.member.initial_cluster = f"etcd0=http://127.0.0.1:{self.member.peer_port}"
+        self.tls = EtcdTls(self.ca.cert, cert, key, (self.client.cert, self.client.key))
+        self.members = start_cluster(directory, hosts, wraps, ports, self.tls)
+        self.member = self.members[0]
         self.passwords: dict[str, Path] = {}
         try:
-            self.member.start()
-            wait_answering([self.member])
             self._add_users()
         except BaseException:
-            self.member.kill()
+            self.kill()
             raise
 
     def url(self, prefix: str = "") -> str:
-        """``etcd://127.0.0.1:PORT/prefix``."""
-        return f"etcd://{self.member.endpoint}/{prefix or 'test-' + os.urandom(6).hex()}"
+        """``etcd://HOST:PORT,.../prefix`` (a random prefix when none is given)."""
+        endpoints = ",".join(member.endpoint for member in self.members)
+        return f"etcd://{endpoints}/{prefix or 'test-' + os.urandom(6).hex()}"
 
     def password_file(self, user: str) -> Path:
         """The file holding ``user``'s password."""
@@ -288,11 +303,7 @@ class SecuredEtcd:
 
     def etcdctl(self, *args: str, user: str | None = "root") -> str:
         """Run ``etcdctl`` against the member (as ``user``); its output."""
-        argv = [
-            "etcdctl", "--endpoints", f"https://{self.member.endpoint}",
-            "--cacert", str(self.ca.cert), "--cert", str(self.client.cert),
-            "--key", str(self.client.key), "--command-timeout=5s",
-        ]  # fmt: skip
+        argv = [*self.member.wrap, *_etcdctl(self.member), "--command-timeout=5s"]
         if user is not None:
             password = ROOT_PASSWORD if user == "root" else self.passwords[user].read_text().strip()
             argv += ["--user", f"{user}:{password}"]
@@ -324,5 +335,32 @@ class SecuredEtcd:
         self.etcdctl("auth", "enable", user=None)
 
     def kill(self) -> None:
-        """End the member."""
-        self.member.kill()
+        """End every member."""
+        for member in self.members:
+            member.kill()
+
+
+def server_certificate(ca: LocalCa, name: str, hosts: Sequence[str]) -> tuple[Path, Path]:
+    """A server certificate of ``ca`` naming ``hosts`` (and loopback), for etcd members on
+    addresses the local CA's certificates do not name (a test's network namespaces)."""
+    cert, key = ca.directory / f"{name}-server.pem", ca.directory / f"{name}-server.key"
+    names = dict.fromkeys(["127.0.0.1", *hosts])
+    sans = ",".join(["DNS:localhost", *(f"IP:{host}" for host in names)])
+    extensions = ca.directory / f"{name}-server.ext"
+    extensions.write_text(
+        "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
+        f"extendedKeyUsage=serverAuth,clientAuth\nsubjectAltName={sans}\n",
+        encoding="ascii",
+    )
+    request = ca.directory / f"{name}-server.csr"
+    curve = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    for argv in (
+        ["req", "-new", *curve, "-keyout", str(key), "-out", str(request), "-subj", f"/CN={name}"],
+        [
+            "x509", "-req", "-in", str(request), "-CA", str(ca.cert), "-CAkey", str(ca.key),
+            "-set_serial", str(int.from_bytes(os.urandom(8), "big")), "-days", "2",
+            "-out", str(cert), "-extfile", str(extensions),
+        ],
+    ):  # fmt: skip
+        subprocess.run(["openssl", *argv], capture_output=True, timeout=30, check=True)
+    return cert, key
