@@ -93,6 +93,7 @@ class EtcdMember:
             secured = [
                 "--cert-file", str(self.tls.cert), "--key-file", str(self.tls.key),
                 "--trusted-ca-file", str(self.tls.ca), "--client-cert-auth",
+                "--auth-token-ttl", str(self.tls.token_ttl),
             ]  # fmt: skip
         argv = [
             *self.wrap,
@@ -246,8 +247,16 @@ def _answers(member: EtcdMember, probe: Sequence[str]) -> bool:
 class EtcdTls:
     """The server certificate of a TLS etcd member and the CA that signed it."""
 
-    def __init__(self, ca: Path, cert: Path, key: Path, client: tuple[Path, Path]) -> None:
+    def __init__(
+        self,
+        ca: Path,
+        cert: Path,
+        key: Path,
+        client: tuple[Path, Path],
+        token_ttl: int = 300,
+    ) -> None:
         self.ca, self.cert, self.key = ca, cert, key
+        self.token_ttl = token_ttl  # etcd's --auth-token-ttl (seconds)
         self.client_cert, self.client_key = client  # what the start-up probe presents
 
 
@@ -267,12 +276,14 @@ class SecuredEtcd:
         hosts: Sequence[str] = ("127.0.0.1",),
         wraps: Sequence[Sequence[str]] | None = None,
         ports: Sequence[tuple[int, int]] | None = None,
+        token_ttl: int = 300,
     ) -> None:
         self.directory = directory
         self.ca = LocalCa.create(directory / "ca")
         cert, key = server_certificate(self.ca, "etcd", hosts)
         self.client = self.ca.certificate("etcd-client")
-        self.tls = EtcdTls(self.ca.cert, cert, key, (self.client.cert, self.client.key))
+        client = (self.client.cert, self.client.key)
+        self.tls = EtcdTls(self.ca.cert, cert, key, client, token_ttl)
         self.members = start_cluster(directory, hosts, wraps, ports, self.tls)
         self.member = self.members[0]
         self.passwords: dict[str, Path] = {}

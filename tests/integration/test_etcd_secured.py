@@ -28,6 +28,7 @@ from typing import Any
 
 import grpc
 import pytest
+from aetcd import rpc as etcd_rpc
 from daemons import ROOT, Daemon, daemon_env, start_agent, start_master, wait_for
 from etcd_server import SecuredEtcd
 from fairshare.etcd import EtcdClient, EtcdRefused, EtcdUnavailable, check_access, read_leader
@@ -369,3 +370,42 @@ def test_an_agent_refuses_a_fake_leader_without_the_cluster_certificate(
     wait_for(lambda: "agent.reregistered" in agent.log(), SETTLE, "back with the real leader")
     agent.stop()
     assert master.stop() == 0
+
+
+def test_an_expired_etcd_login_is_renewed(tmp_path: Path) -> None:
+    """etcd's login tokens expire (``--auth-token-ttl``): a client that has been idle longer
+    logs in again instead of failing (an agent reads etcd only when its master changes)."""
+    etcd = SecuredEtcd(tmp_path / "etcd", token_ttl=1)
+    try:
+        password = etcd.password_file("fairshare-reader").read_text().strip()
+        security = EtcdSecurity(
+            etcd.ca.cert, etcd.client.cert, etcd.client.key, "fairshare-reader", password
+        )
+        client = EtcdClient(EtcdTarget.parse(etcd.url()), 5.0, security)
+
+        async def run() -> None:
+            assert await read_leader(client) is None  # logged in
+            first = client._clients[0]
+            token = dict(first.metadata)["token"]
+
+            async def expired() -> bool:
+                request = etcd_rpc.RangeRequest(key=b"x")
+                try:
+                    await first.kvstub.Range(request, metadata=(("token", token),), timeout=5)
+                except grpc.aio.AioRpcError as error:
+                    return error.code() == grpc.StatusCode.UNAUTHENTICATED
+                return False
+
+            # Every use of a token extends it: leave it unused for three TTLs before each look.
+            deadline = time.monotonic() + 30
+            await asyncio.sleep(3)
+            while not await expired():
+                assert time.monotonic() < deadline, "etcd's token did not expire"
+                await asyncio.sleep(3)
+            assert await read_leader(client) is None  # logged in again, no error
+            assert dict(client._clients[0].metadata)["token"] != token
+            await client.close()
+
+        asyncio.run(run())
+    finally:
+        etcd.kill()
