@@ -228,11 +228,16 @@ class EtcdClient:
 
 async def read_leader(client: EtcdClient) -> LeaderRecord | None:
     """The current leader record (None while no master leads); ``EtcdUnavailable``, or
-    ``EtcdRefused`` when etcd refuses this process."""
+    ``EtcdRefused`` (one line naming the cause) when etcd refuses this process: its
+    authentication, its permission, or the TLS handshake."""
     try:
         found = await client.call(lambda etcd: etcd.get(leader_key(client.target)))
     except etcd_errors.ClientError as error:
         raise EtcdRefused(refusal(client, error)) from None
+    except EtcdUnavailable as error:
+        if _tls_refusal(client, str(error).lower()):
+            raise EtcdRefused(refusal(client, error)) from None
+        raise
     if found is None:
         return None
     try:
@@ -245,12 +250,7 @@ async def check_access(client: EtcdClient) -> None:
     """Read the leader key once: ``EtcdRefused`` (one line naming the cause) when etcd cannot be
     used with this process's security settings, ``EtcdUnavailable`` when no endpoint answered
     for another reason."""
-    try:
-        await read_leader(client)
-    except EtcdUnavailable as error:
-        if _tls_refusal(client, str(error).lower()):
-            raise EtcdRefused(refusal(client, error)) from None
-        raise
+    await read_leader(client)
 
 
 def _tls_refusal(client: EtcdClient, text: str) -> bool:

@@ -161,6 +161,8 @@ def test_without_credentials_nothing_is_read_and_daemons_say_why(
     wait_for(lambda: "agent.registered" in agent.log(), SETTLE, "the agent registered via etcd")
     done = fairshare("status", "--master", url, *secured.flags("fairshare-reader"))
     assert done.returncode == 0 and master.address in done.stdout, done.stderr
+    done = fairshare("status", "--master", url)  # a command without etcd credentials says why
+    assert done.returncode == 1 and "etcd speaks TLS: give --etcd-tls-ca" in done.stderr
     agent.stop()
     assert master.stop() == 0
 
