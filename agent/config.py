@@ -44,10 +44,12 @@ from pathlib import Path
 from typing import Any, Final
 
 from fairshare.command import is_user_name
+from fairshare.etcd_security import PLAIN_ETCD, EtcdSecurity
 from fairshare.resources import ResourceVector
 from fairshare.roles import DEFAULT_ROLE, RoleError, check_role
 from fairshare.rpc_guard import Authenticator
 from fairshare.settings import (
+    ETCD_SECURITY_SETTINGS,
     SHARED_SETTINGS,
     WIRE_NAME,
     Setting,
@@ -55,6 +57,7 @@ from fairshare.settings import (
     boolean,
     choice,
     duration,
+    etcd_security,
     file_path,
     non_empty_text,
     port,
@@ -120,6 +123,7 @@ class AgentSettings:
     task_user: str = DEFAULT_TASK_USER
     allow_root_tasks: bool = False
     reserve: tuple[tuple[str, ResourceVector], ...] = ()  # static reservations
+    etcd: EtcdSecurity = PLAIN_ETCD  # reading the leader from --master etcd://...
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,6 +343,7 @@ AGENT_SETTINGS: Final = (
         "serve a --host other than loopback without TLS and authentication",
         switch=True,
     ),
+    *ETCD_SECURITY_SETTINGS,
 )
 """The settings of ``fairshare agent``, in the order ``--help`` shows them."""
 
@@ -348,7 +353,10 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> AgentSettings:
     values = resolve_settings("agent", AGENT_SETTINGS, args, env)
     values["hostname"] = values["hostname"] or socket.gethostname()
     values["work_dir"] = Path(values["work_dir"])
-    settings = AgentSettings(**values)
+    etcd = etcd_security(values)
+    for setting in ETCD_SECURITY_SETTINGS:
+        del values[setting.name]
+    settings = AgentSettings(**values, etcd=etcd)
     if settings.resources is not None:
         check_reservations_fit(settings.reserve, settings.resources)
     _server_security(settings)  # the flags fit together (the files are read by load_security)
@@ -373,7 +381,12 @@ def _master_security(settings: AgentSettings) -> ClientSecurity:
             raise SettingsError(f"--token-file: {error}") from None
     try:
         security = ClientSecurity(
-            settings.tls_ca, settings.tls_cert, settings.tls_key, token, settings.tls_server_name
+            settings.tls_ca,
+            settings.tls_cert,
+            settings.tls_key,
+            token,
+            settings.tls_server_name,
+            settings.etcd,
         )
         if security.tls:
             security.credentials()  # read the files now: a bad one stops the agent here

@@ -47,8 +47,10 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from fairshare.etcd import refused_at_start
 from fairshare.health import NOT_SERVING, SERVING, HealthServicer
 from fairshare.logs import configure_logging, log_event
+from fairshare.master_target import MasterTarget
 from fairshare.metrics_server import HttpSecurity
 from fairshare.ports import port_problem
 from fairshare.rpc_guard import OPEN_SERVICES, RpcGuard
@@ -115,6 +117,10 @@ def main(args: argparse.Namespace) -> int:
     security = load_security(settings)  # an unusable TLS or credentials file: exit 2 as well
     check_task_user(settings)  # an unknown --task-user, or root without the switch: exit 2
     configure_logging(settings.log_format, settings.log_level)
+    etcd = MasterTarget.parse(settings.master).etcd
+    refused = None if etcd is None else refused_at_start(etcd, settings.etcd)
+    if refused is not None:  # wrong CA, no client certificate, bad password: exit 2, saying so
+        raise SettingsError(f"--master: {refused}")
     try:
         return asyncio.run(serve(settings, security))
     except AgentFatalError as error:

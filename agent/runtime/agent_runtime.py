@@ -96,8 +96,10 @@ class AgentRuntime:
             self.reports.on_task_event,
         )
         self.outbox = Outbox(self.state, self.persistence, self.settings, wake)
-        self.registrar = Registrar(config, self.state, self.persistence, self.settings, stop)
-        self._finder = MasterFinder(config.master, rng)
+        self._finder = MasterFinder(config.master, rng, etcd_security=config.security.etcd)
+        self.registrar = Registrar(
+            config, self.state, self.persistence, self.settings, stop, self._leader_epoch
+        )
         self.sessions = Sessions(
             config,
             self.state,
@@ -115,6 +117,14 @@ class AgentRuntime:
         self._persist = self.persistence.persist
         self._dispatch = self.commands.dispatch
         self._send_updates = self.outbox.send_updates
+
+    async def _leader_epoch(self) -> int | None:
+        """The epoch of the leader record in etcd now (0 while none leads); None when
+        ``--master`` is not an etcd address (nothing to bound a master's epoch by)."""
+        if self._finder.target.etcd is None:
+            return None
+        record = await self._finder.leader_record()
+        return record.epoch if record is not None else 0
 
     def stop(self) -> None:
         """Ask ``run()`` to drain and return (safe to call from a signal handler)."""

@@ -1,7 +1,9 @@
 """``fairshare up``: a master and N agents as local processes (and, with ``--demo``, a workload).
 
 With ``--masters N`` above 1 it also starts one local etcd member (``master.commands.local_etcd``,
-Debian's ``etcd-server``) and N HA masters on it (``--registry etcd://...``; master i on ports
+Debian's ``etcd-server``; TLS with client certificates of the local CA of ``--tls``, or of one
+made for etcd alone, and etcd users: docs/security.md) and N HA masters on it
+(``--registry etcd://...`` with their ``--etcd-*`` flags and ``--registry-key``; master i on ports
 ``--port + i`` and ``--metrics-port + i``); agents and frameworks get the list of the masters
 and find the leader themselves (docs/architecture.md §5). etcd is stopped last.
 
@@ -255,8 +257,9 @@ class LocalCluster:
     def start_masters(self, count: int) -> str:
         """Start ``count`` masters (above 1: a local etcd and HA masters on it) and return
         what clients take as ``--master`` once every one serves."""
-        if count > 1:
-            self.etcd = LocalEtcd.start(self.base / "etcd")
+        if count > 1:  # etcd serves TLS with the local CA (the one of --tls, if given)
+            ca = self.ca or LocalCa.create(self.base / "tls")
+            self.etcd = LocalEtcd.start(self.base / "etcd", ca)
             # A short lease: a killed leader is replaced within seconds (the masters' default
             # of 5 s is for real networks; one machine's loopback needs less).
             self.master_flags = (*self.master_flags, "--election-ttl", ELECTION_TTL)
@@ -280,7 +283,9 @@ class LocalCluster:
         work.mkdir(parents=True, exist_ok=True)
         for stale in ("master.addr", "metrics.addr"):
             (work / stale).unlink(missing_ok=True)
-        registry = ("--registry", self.etcd.url()) if self.etcd is not None else ()
+        registry: tuple[str, ...] = ()
+        if self.etcd is not None:
+            registry = ("--registry", self.etcd.url(), *self.etcd.master_flags())
         if metrics is None:
             metrics = _nth_port(self.metrics_port, index)
         process = _spawn(
