@@ -65,12 +65,12 @@ from fairshare.resources import ResourceError, ResourceVector
 from fairshare.sqlite_transaction import transaction
 from fairshare.task_states import TaskState
 from fairshare.v1 import common_pb2
-from fairshare.wire import task_state_from_pb, task_state_to_pb
+from fairshare.wire import reason_from_pb, reason_to_pb, task_state_from_pb, task_state_to_pb
 from fairshare.work_dir_lock import WorkDirLock, WorkDirLocked
 from google.protobuf.message import DecodeError
 
 from agent.config import parse_attributes
-from agent.core.records import AgentSpec, Reason, StatusUpdate, TaskView
+from agent.core.records import AgentSpec, StatusUpdate, TaskView
 from agent.core.snapshot import AgentSnapshot, CheckpointChanges, TaskChange
 from agent.wire import task_info, task_spec
 
@@ -386,7 +386,7 @@ def _update_columns(update: StatusUpdate) -> tuple[Any, ...]:
         task_state_to_pb(update.state),
         update.uuid,
         update.timestamp,
-        int(update.reason),
+        int(reason_to_pb(update.reason)),
         update.message,
         update.exit_code,
         None if update.usage is None else json.dumps(dataclasses.asdict(update.usage)),
@@ -410,7 +410,7 @@ def _update(framework_id: str, task_id: str, columns: tuple[Any, ...]) -> Status
         _state(state),
         uuid,
         float(timestamp),
-        Reason(reason),  # ValueError for an unknown reason
+        reason_from_pb(int(reason), strict=True),  # ValueError for an unknown reason
         str(message),
         None if exit_code is None else int(exit_code),
         _usage(usage),

@@ -39,7 +39,7 @@ from fairshare.logs import log_event
 from fairshare.masters import MasterFinder
 
 from agent.core.backoff import Backoff
-from agent.core.records import AgentMetrics, AgentSpec, Reason
+from agent.core.records import AgentMetrics, AgentSpec, TaskReason
 from agent.core.state import AgentState
 from agent.durability.checkpoint import CheckpointStore
 from agent.runtime.commands import Commands
@@ -168,7 +168,7 @@ class AgentRuntime:
                 await sleep_unless_stopped(delay, self._stop)
         finally:
             if self.config.kill_tasks_on_shutdown and self.persistence.fatal is None:
-                self.executor.kill_all(Reason.AGENT_SHUTDOWN)
+                self.executor.kill_all(TaskReason.AGENT_SHUTDOWN)
             await self.executor.aclose()
             self.persistence.persist()
             await self._finder.close()

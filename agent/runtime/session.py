@@ -33,7 +33,7 @@ import grpc
 from fairshare.logs import log_event
 from fairshare.masters import MasterFinder, MasterUnknown
 
-from agent.core.records import Reason
+from agent.core.records import TaskReason
 from agent.core.state import AgentState
 from agent.runtime.commands import Commands
 from agent.runtime.config import RuntimeConfig
@@ -215,7 +215,7 @@ class Sessions:
         end it (applying the acknowledgements it still sends) within ``drain_timeout``."""
         killed = 0
         if self._config.kill_tasks_on_shutdown:
-            killed = self._executor.kill_all(Reason.AGENT_SHUTDOWN)
+            killed = self._executor.kill_all(TaskReason.AGENT_SHUTDOWN)
             await self._executor.wait_idle(self._config.drain_timeout)
         if not self._persistence.persist():
             return
