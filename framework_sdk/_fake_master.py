@@ -19,8 +19,8 @@ from typing import Final
 import grpc
 from fairshare.health import HealthServicer
 from fairshare.resources import ResourceVector
-from fairshare.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
-from fairshare.wire import duration_to_pb, task_state_to_pb
+from fairshare.v1 import scheduler_pb2, scheduler_pb2_grpc
+from fairshare.wire import duration_to_pb, reason_to_pb, task_state_to_pb
 from google.protobuf import message as protobuf_message
 from google.protobuf import timestamp_pb2
 
@@ -255,7 +255,7 @@ class FakeMaster:
             task_id,
             task_state_to_pb(state),
             agent_id=agent_id,
-            reason=common_pb2.TaskStatus.Reason.Value(f"REASON_{reason.value}"),
+            reason=reason_to_pb(reason),
             message=message,
             with_uuid=with_uuid,
             exit_code=exit_code,

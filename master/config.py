@@ -29,15 +29,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from fairshare.etcd_security import PLAIN_ETCD, EtcdSecurity
 from fairshare.master_target import EtcdTarget, parse_address
 from fairshare.resources import ResourceVector
 from fairshare.settings import (
+    ETCD_SECURITY_SETTINGS,
     SHARED_SETTINGS,
     Setting,
     SettingsError,
     boolean,
     choice,
     duration,
+    etcd_security,
+    existing_file,
     file_path,
     non_empty_text,
     optional_positive_duration,
@@ -186,6 +190,8 @@ class MasterConfig:
     rebalance_hysteresis: float = 15.0
     rebalance_max_kills: int = 4
     rebalance_grace: float = 3.0
+    etcd: EtcdSecurity = PLAIN_ETCD  # --etcd-tls-*, --etcd-user: reaching --registry etcd://
+    registry_key: Path | None = None  # HMAC key signing the etcd registry's rows
 
     @property
     def authenticated(self) -> bool:
@@ -418,6 +424,15 @@ MASTER_SETTINGS: Final = (
         " etcd://HOST:2379,...[/prefix] for HA masters that elect a leader in etcd",
         metavar="sqlite|etcd://...",
     ),
+    *ETCD_SECURITY_SETTINGS,
+    Setting(
+        "registry_key",
+        existing_file,
+        None,
+        "HA masters: a secret file (the same on every master, not in etcd) whose key signs"
+        " every registry row; rows etcd holds without a valid signature are not loaded",
+        metavar="FILE",
+    ),
     Setting(
         "election_ttl",
         election_ttl,
@@ -489,7 +504,11 @@ def load_config(args: argparse.Namespace, environ: Mapping[str, str]) -> MasterC
     """Resolve the settings: flags > environment > TOML file > defaults; then check that the
     security settings fit together and that --rebalance has a policy it can move toward
     (``SettingsError`` naming the flag)."""
-    config = MasterConfig(**resolve_settings("master", MASTER_SETTINGS, args, environ))
+    values = resolve_settings("master", MASTER_SETTINGS, args, environ)
+    etcd = etcd_security(values)
+    for setting in ETCD_SECURITY_SETTINGS:
+        del values[setting.name]
+    config = MasterConfig(**values, etcd=etcd)
     check_security(config)
     check_rebalance(config.rebalance, config.policy)
     check_hierarchy(config.policy, config.hierarchy, config.fair_sharing_excluded_resources)

@@ -62,7 +62,7 @@ from typing import Any
 
 import grpc
 from fairshare.cli import version as fairshare_version
-from fairshare.etcd import LeaderRecord
+from fairshare.etcd import LeaderRecord, refused_at_start
 from fairshare.fd_watch import connection_cap, watch_fds
 from fairshare.health import NOT_SERVING, SERVING, HealthServicer
 from fairshare.logs import configure_logging, log_event
@@ -102,6 +102,8 @@ from master.runtime.frameworks import FrameworkCalls
 from master.runtime.rebalance_settings import RebalanceSettings
 from master.security import MasterSecurity, exposure, load_security
 from master.service.rpc_metrics import RpcMetricsInterceptor
+from master.service.task_log_reader import TaskLogReader
+from master.web.completed import CompletedHistory, EventFanout
 from master.web.events import RecentEvents
 from master.web.history import ShareHistory
 from master.web.mesos_scheduler import OPEN_PATHS, SCHEDULER_PATHS, MesosSchedulerApi
@@ -206,12 +208,15 @@ def _open_registry(config: MasterConfig) -> Registry | None:
     return None
 
 
-def _http_security(security: MasterSecurity) -> HttpSecurity:
+def _http_security(security: MasterSecurity, advertise: str | None) -> HttpSecurity:
     """The HTTP port: the same TLS and principals; ``view_state`` is checked by the web layer's
     gate (``master.web.routes``), through ``_http_authority``; Mesos's ``/version`` and
-    ``/master/redirect`` are open, as in Mesos."""
+    ``/master/redirect`` are open, as in Mesos; the ``--advertise`` host is a name it answers."""
     return HttpSecurity(
-        security.server, security.authenticator, open_paths=frozenset({"/health", *OPEN_PATHS})
+        security.server,
+        security.authenticator,
+        open_paths=frozenset({"/health", *OPEN_PATHS}),
+        host_names=frozenset({advertise.rpartition(":")[0]} if advertise else ()),
     )
 
 
@@ -285,7 +290,7 @@ async def _start_http(
             config.metrics_port,
             healthy,
             add_routes,
-            security=_http_security(security),
+            security=_http_security(security, config.advertise),
         )
     except (OSError, ssl.SSLError) as error:
         log_event(
@@ -389,7 +394,9 @@ async def _serve(
         print(f"fairshare master: {message}", file=sys.stderr)
         stop.set()
 
-    leadership = Leadership(_runtime_config(config, security, events), on_fatal)
+    completed = CompletedHistory()  # this process's memory only: see master.web.completed
+    sink = EventFanout((events, completed))
+    leadership = Leadership(_runtime_config(config, security, sink), on_fatal)
     health = HealthServicer(SERVICES)
     rpc_metrics = RpcMetricsInterceptor()
     guard = RpcGuard(security.authenticator)
@@ -414,6 +421,11 @@ async def _serve(
         _http_authority(leadership),
         leadership.follower_view,
         ungated=(*SCHEDULER_PATHS, *OPEN_PATHS),
+        completed=completed,
+        operator=lambda: leadership.term.runtime.operator if leadership.term else None,
+        read_logs=TaskLogReader.of_master(
+            config.tls_ca, config.tls_cert, config.tls_key, _connect_host(config.host)
+        ).read,
     )
     mesos = _mesos_api(leadership)
     metrics = await _start_http(config, security, leadership, rpc_metrics, health, web, mesos)
@@ -425,7 +437,9 @@ async def _serve(
     else:
         me = LeaderRecord(leadership.address, metrics.address, uuid.uuid4().hex, 0.0)
         target = EtcdTarget.parse(config.registry)
-        leadership.campaign(target, me, config.election_ttl, work_dir)
+        leadership.campaign(
+            target, me, config.election_ttl, work_dir, config.etcd, security.registry_key
+        )
     limit = raise_fd_limit()
     background = [
         asyncio.create_task(history.run(leadership.snapshot_or_none)),
@@ -465,6 +479,11 @@ def main(args: argparse.Namespace) -> int:
     config = load_config(args, os.environ)  # SettingsError: the command line says why, exit 2
     security = load_security(config)  # a file that cannot be used: exit 2 too, naming the flag
     configure_logging(config.log_format, config.log_level)
+    if EtcdTarget.is_url(config.registry):
+        refused = refused_at_start(EtcdTarget.parse(config.registry), config.etcd)
+        if refused is not None:  # wrong CA, no client certificate, bad password: say which
+            print(f"fairshare master: --registry: {refused}", file=sys.stderr)
+            return EXIT_BAD_CONFIG
     try:
         Path(config.work_dir).mkdir(parents=True, exist_ok=True)
     except OSError as error:

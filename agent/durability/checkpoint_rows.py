@@ -16,9 +16,9 @@ from fairshare.command import ResourceUsage
 from fairshare.resources import ResourceVector
 from fairshare.task_states import TaskState
 from fairshare.v1 import common_pb2
-from fairshare.wire import task_state_from_pb, task_state_to_pb
+from fairshare.wire import reason_from_pb, reason_to_pb, task_state_from_pb, task_state_to_pb
 
-from agent.core.records import Reason, StatusUpdate, TaskView
+from agent.core.records import StatusUpdate, TaskView
 from agent.wire import task_info, task_spec
 
 __all__ = ["task_from_row", "task_row", "update_columns", "update_from_columns"]
@@ -68,7 +68,7 @@ def update_columns(update: StatusUpdate) -> tuple[Any, ...]:
         task_state_to_pb(update.state),
         update.uuid,
         update.timestamp,
-        int(update.reason),
+        int(reason_to_pb(update.reason)),
         update.message,
         update.exit_code,
         None if update.usage is None else json.dumps(dataclasses.asdict(update.usage)),
@@ -93,7 +93,7 @@ def update_from_columns(framework_id: str, task_id: str, columns: tuple[Any, ...
         _state(state),
         uuid,
         float(timestamp),
-        Reason(reason),  # ValueError for an unknown reason
+        reason_from_pb(int(reason), strict=True),  # ValueError for an unknown reason
         str(message),
         None if exit_code is None else int(exit_code),
         _usage(usage),

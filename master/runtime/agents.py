@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from fairshare.log_access import agent_key
 from fairshare.logs import LogLimiter, log_event
 from fairshare.resources import ResourceVector
-from fairshare.task_states import TaskState
+from fairshare.task_states import TaskReason, TaskState
 
 from master.core import (
     FailedPrecondition,
@@ -324,7 +324,7 @@ class AgentCalls:
             if key not in adopted and key not in reported and not entry.terminal:
                 change = TaskStatusChange(key[0], key[1], agent_id, TaskState.LOST, "", "")
                 self.dispatcher.master_update(
-                    change, "AGENT_RESTARTED", "the agent came back without this task"
+                    change, TaskReason.AGENT_RESTARTED, "the agent came back without this task"
                 )
         self.on_rejoined(agent_id)
         self.dispatcher.request_allocation()
@@ -376,7 +376,7 @@ class AgentCalls:
             task.framework_id, task.task_id, link.agent_id, task.state, "", ""
         )
         self.dispatcher.master_update(
-            change, "RECONCILIATION", "the agent reregistered with this task"
+            change, TaskReason.RECONCILIATION, "the agent reregistered with this task"
         )
 
     def _reconcile_agent(
@@ -392,9 +392,13 @@ class AgentCalls:
                 continue
             task = state.core.tasks[key]
             lost = TaskState.DROPPED if task.state is TaskState.STAGING else TaskState.LOST
-            reason = "AGENT_DISCONNECTED" if lost is TaskState.DROPPED else "AGENT_RESTARTED"
+            reason = (
+                TaskReason.AGENT_DISCONNECTED
+                if lost is TaskState.DROPPED
+                else TaskReason.AGENT_RESTARTED
+            )
             state.core.handle_task_status(agent_id, key[0], key[1], lost, now)
-            change = TaskStatusChange(key[0], key[1], agent_id, lost, reason, "")
+            change = TaskStatusChange(key[0], key[1], agent_id, lost, reason.value, "")
             self.dispatcher.master_update(change, reason, "the agent does not report this task")
         for (framework_id, task_id), status in reported.items():
             live = state.core.tasks.get((framework_id, task_id))

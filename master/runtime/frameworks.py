@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from fairshare.task_states import TaskState
+from fairshare.task_states import TaskReason, TaskState
 
 from master.core import AlreadyExists, InvalidArgument, NotFound, PermissionDenied, TaskLaunch
 from master.core.checks import check_weight
@@ -244,7 +244,14 @@ class FrameworkCalls:
         del state.frameworks[framework_id]
         state.removed_frameworks.add(framework_id)
         self.dispatcher.request_allocation()
-        state.announce(EventKind.FRAMEWORK_REMOVED, framework_id=framework_id, reason=why)
+        spec = link.spec
+        state.announce(
+            EventKind.FRAMEWORK_REMOVED,
+            framework_id=framework_id,
+            reason=why,
+            name=spec.name,
+            role=spec.role or "*",
+        )
 
     def teardown(self, framework_id: str, principal: str | None = None) -> None:
         """Remove the framework for good: kill its tasks, drop its offers, end its stream."""
@@ -424,6 +431,6 @@ class FrameworkCalls:
         now = time.time()
         for task_id, agent_id, task_state in answers:
             status = StatusUpdate(
-                task_id, agent_id, task_state, "RECONCILIATION", "reconciliation", now
+                task_id, agent_id, task_state, TaskReason.RECONCILIATION, "reconciliation", now
             )
             link.send(UpdateEvent(self.dispatcher.for_framework(link, status)))

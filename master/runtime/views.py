@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from fairshare.resources import ResourceVector
 from fairshare.roles import DEFAULT_ROLE, ancestors
-from fairshare.task_states import TaskState
+from fairshare.task_states import TaskReason, TaskState
 
 from master.core import TaskLaunch
 from master.core.records import AgentRecord, Offer
@@ -87,6 +87,12 @@ class FrameworkView:
     registered_at: float
     failover_deadline: float | None
     preempted: int = 0  # its tasks the rebalancer (--rebalance) killed since the master started
+
+    @property
+    def weighted_share(self) -> float:
+        """``dominant_share / weight``: what DRF orders frameworks by (0 for a weight of 0);
+        the one definition every view (GetState, the HTTP API, metrics) reads."""
+        return self.dominant_share / self.weight if self.weight > 0 else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,7 +282,7 @@ def _tasks(runtime: RuntimeState) -> list[TaskView]:
             entry.task_id,
             entry.agent_id,
             entry.state,
-            last.reason if last else "",
+            last.reason if last else TaskReason.UNSPECIFIED,
             last.message if last else "",
             last.timestamp if last else 0.0,
             last.uuid if last else b"",

@@ -31,6 +31,8 @@ from fairshare.wire import (
     command_from_pb,
     command_to_pb,
     duration_to_pb,
+    reason_from_pb,
+    reason_to_pb,
     resources_from_pb,
     resources_to_pb,
     seconds_from_duration,
@@ -431,12 +433,12 @@ def status_from_pb(status: common_pb2.TaskStatus, agent_update: bool) -> StatusU
         if len(status.uuid) != UUID_BYTES:
             raise InvalidArgument(f"status.uuid must be {UUID_BYTES} bytes, got {len(status.uuid)}")
     reason_enum = common_pb2.TaskStatus.Reason.DESCRIPTOR
-    reason = _enum_name(reason_enum, status.reason, "status.reason").removeprefix("REASON_")
+    _enum_name(reason_enum, status.reason, "status.reason")  # INVALID_ARGUMENT for an unknown one
     return StatusUpdate(
         status.task_id,
         status.agent_id,
         state,
-        "" if reason == "UNSPECIFIED" else reason,
+        reason_from_pb(status.reason),
         status.message[:MAX_MESSAGE],
         timestamp_seconds(status.timestamp, "status.timestamp"),
         status.uuid,
@@ -489,7 +491,7 @@ def status_to_pb(status: StatusUpdate) -> common_pb2.TaskStatus:
         task_id=status.task_id,
         agent_id=status.agent_id,
         state=task_state_to_pb(status.state),
-        reason=common_pb2.TaskStatus.Reason.Value(f"REASON_{status.reason or 'UNSPECIFIED'}"),
+        reason=reason_to_pb(status.reason),
         message=status.message,
         timestamp=timestamp(status.timestamp),
         uuid=status.uuid,

@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import grpc
+from fairshare.task_states import TaskReason
 from fairshare.v1 import agent_pb2, common_pb2, scheduler_pb2
+from fairshare.wire import reason_to_pb
 
 from master.core import KillTask, LaunchTasks
 from master.core.records import Offer
@@ -135,8 +137,8 @@ def command_to_pb(command: AgentCommand) -> agent_pb2.AgentCommand:
         return pb.AgentCommand(launch_tasks=launch)
     if isinstance(command, KillTask):
         kill = pb.KillTaskCommand(framework_id=command.framework_id, task_id=command.task_id)
-        if command.reason:
-            kill.reason = common_pb2.TaskStatus.Reason.Value(f"REASON_{command.reason}")
+        if command.reason is not TaskReason.UNSPECIFIED:
+            kill.reason = reason_to_pb(command.reason)
         if command.grace_period is not None:
             kill.grace_period.CopyFrom(duration(command.grace_period))
         return pb.AgentCommand(kill_task=kill)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from fairshare.task_states import TaskState
+from fairshare.task_states import TaskReason, TaskState
 
 from master.core import CoreError, NotFound, TaskLaunch
 from master.core.records import Offer
@@ -85,7 +85,7 @@ class Subscription:
         now = time.time()
         for problem in problems:
             self.tell(StatusUpdate(problem.task_id, problem.agent_id, TaskState.ERROR,
-                                     "TASK_INVALID", problem.message, now))  # fmt: skip
+                                     TaskReason.TASK_INVALID, problem.message, now))  # fmt: skip
 
     def invalid_offers(self, known: list[str], body: Accept, why: str, who: str | None) -> None:
         """Mesos's answer to an ACCEPT of invalid offers: the valid ones are returned (no filter),
@@ -97,7 +97,7 @@ class Subscription:
         now = time.time()
         for task in body.tasks:
             message = f"Task launched with invalid offers: {why}"
-            self.tell(StatusUpdate(task.task_id, task.agent_id, state, "INVALID_OFFERS",
+            self.tell(StatusUpdate(task.task_id, task.agent_id, state, TaskReason.INVALID_OFFERS,
                                      message, now))  # fmt: skip
 
 

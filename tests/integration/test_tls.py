@@ -11,13 +11,14 @@ import ssl
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
-from daemons import ROOT, Client, Daemon, daemon_env, wait_for
+from daemons import ROOT, Client, Daemon, daemon_env, reachable_work_dir, wait_for
 from fairshare.transport import INSECURE, ClientSecurity
 from secure import Pki, fairshare_cli, get_state, start_secure_master
 
@@ -112,17 +113,18 @@ def test_flags_that_do_not_fit_are_refused_naming_them(tmp_path: Path, pki: Pki)
 
 
 def test_up_tls_runs_a_mutual_tls_cluster(tmp_path: Path) -> None:
+    base = reachable_work_dir(tmp_path / "up")  # its command task's user reaches its sandbox
     up = subprocess.Popen(
         [sys.executable, "-m", "fairshare.cli", "up", "--tls", "--agents", "1",
          "--resources", "cpus:2;mem:2048", "--port", "0", "--metrics-port", "0",
-         "--work-dir", str(tmp_path)],
+         "--work-dir", str(base)],
         cwd=ROOT, env=daemon_env(), stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
-        addr = tmp_path / "master" / "master.addr"
+        addr = base / "master" / "master.addr"
         address = wait_for(lambda: addr.exists() and addr.read_text().strip(), 30, "the master")
-        ca = tmp_path / "tls"
+        ca = base / "tls"
         flags = ["--tls-ca", str(ca / "ca.pem"), "--tls-cert", str(ca / "operator.pem")]
         flags += ["--tls-key", str(ca / "operator.key")]
 
@@ -132,7 +134,17 @@ def test_up_tls_runs_a_mutual_tls_cluster(tmp_path: Path) -> None:
 
         wait_for(one_agent, 30, "the agent registered over mutual TLS")
         assert fairshare_cli("status", "--master", address).returncode == 1  # plaintext: refused
-        _dashboard_with_the_browser_bundle(tmp_path)
+        context = _dashboard_with_the_browser_bundle(base)
+        # issue 24, item 10: the dashboard's log route reads a task's output from its agent
+        # over mutual TLS (the master presents its own certificate to the agent)
+        run = fairshare_cli("run", "--master", address, "--name", "hi", "--task",
+                            "cpus:0.2;mem:64", "--command", "echo hello over tls", *flags,
+                            timeout=120)  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        dashboard = (base / "master" / "metrics.addr").read_text().strip()
+        url = f"https://{dashboard}/api/v1/logs?task_id=hi-1"
+        with urllib.request.urlopen(url, context=context, timeout=30) as answer:
+            assert answer.read() == b"hello over tls\n"
         up.send_signal(signal.SIGTERM)
         output, _ = up.communicate(timeout=60)
     finally:
@@ -141,12 +153,13 @@ def test_up_tls_runs_a_mutual_tls_cluster(tmp_path: Path) -> None:
             up.communicate()
     assert up.returncode == 0, output
     assert "mutual TLS; try: fairshare status" in output
-    assert f"import {tmp_path / 'tls' / 'operator.p12'} (no password)" in output
+    assert f"import {base / 'tls' / 'operator.p12'} (no password)" in output
 
 
-def _dashboard_with_the_browser_bundle(base: Path) -> None:
+def _dashboard_with_the_browser_bundle(base: Path) -> ssl.SSLContext:
     """The PKCS#12 bundle ``up --tls`` made for browsers opens the dashboard: what a browser
-    would take from it (certificate, key, no password) is what the HTTPS request presents."""
+    would take from it (certificate, key, no password) is what the HTTPS request presents
+    (returned: a context presenting it)."""
     read = subprocess.run(
         ["openssl", "pkcs12", "-in", str(base / "tls" / "operator.p12"), "-passin", "pass:",
          "-nodes", "-clcerts"],
@@ -160,6 +173,7 @@ def _dashboard_with_the_browser_bundle(base: Path) -> None:
     dashboard = (base / "master" / "metrics.addr").read_text().strip()
     with urllib.request.urlopen(f"https://{dashboard}/", context=context, timeout=10) as page:
         assert page.status == 200 and b"fairshare" in page.read().lower()
+    return context
 
 
 def test_an_exposed_master_says_so_in_one_line_with_its_true_bind_address(
@@ -243,3 +257,35 @@ def test_the_sdk_reads_the_tls_variables_and_names_a_tls_mistake_at_once(
     monkeypatch.setenv("FAIRSHARE_TLS_CERT", str(cert))
     monkeypatch.setenv("FAIRSHARE_TLS_KEY", str(key))
     assert asyncio.run(subscribe()).startswith("fw-")
+
+
+def test_a_client_certificate_cannot_pose_as_a_master_or_an_agent(tmp_path: Path, pki: Pki) -> None:
+    """Issue 23, item 6: every certificate ``up --tls`` minted carried serverAuth and named
+    localhost, so any principal could serve as a master or an agent to the others. A client's
+    certificate now carries clientAuth only: a server presenting it is refused by every client,
+    while a daemon's certificate (serverAuth, naming the host) serves and a client's still
+    identifies its principal to the real master."""
+    impostor_work = tmp_path / "impostor"
+    cert, key = pki.files("batch")  # a principal's client certificate
+    argv = ["--port", "0", "--metrics-port", "0", "--work-dir", str(impostor_work),
+            "--tls-cert", str(cert), "--tls-key", str(key)]  # fmt: skip
+    impostor = Daemon("master", argv, impostor_work, "master.addr")
+    try:
+        impostor.wait_ready()
+        done = fairshare_cli("status", "--master", impostor.address, "--json",
+                             *pki.flags("operator"))  # fmt: skip
+        assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+        with pytest.raises(grpc.RpcError) as refused:
+            get_state(impostor.address, pki.security("operator"))
+        assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+        # its HTTP port too: a TLS client checking the purpose refuses the handshake
+        context = ssl.create_default_context(cafile=str(pki.ca.cert))
+        with pytest.raises(urllib.error.URLError) as https:
+            urllib.request.urlopen(f"https://{impostor.metrics_address}/health", context=context)
+        assert "certificate" in str(https.value.reason).lower()
+    finally:
+        impostor.kill()
+    master = start_secure_master(tmp_path / "master", pki)  # a daemon's certificate serves
+    state = get_state(master.address, pki.security("batch"))  # and batch's is still a client's
+    assert state.master_id
+    assert master.stop() == 0
