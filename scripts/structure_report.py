@@ -2,11 +2,12 @@
 the loose modules of each top-level package (modules beside its subpackages), and the non-test
 files over a line limit (400 by default).
 
-Run: ``python3 scripts/structure_report.py [--limit N] [--root CHECKOUT]``. Counted:
-the ``*.py`` files of the distributed packages (``master``, ``agent``, ``framework_sdk``,
-``analysis`` and the kernel under ``proto/fairshare``), generated ``*_pb2*`` code left out; the
-limit list covers every non-test ``*.py`` file of the tree (generated code, virtual environments
-and other hidden directories left out). Standard library only; reads files, changes nothing.
+Run: ``python3 scripts/structure_report.py [--limit N] [--root CHECKOUT]``. Counted: the
+``*.py`` files of the distributed packages (``master``, ``agent``, ``framework_sdk``,
+``client_commands``, ``analysis`` and the kernel under ``proto/fairshare``), generated
+``*_pb2*`` code left out; the limit list covers every non-test ``*.py`` file of the tree
+(generated code, virtual environments and other hidden directories left out). Standard
+library only; reads files, changes nothing.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ def _set_root(root: Path) -> None:
         master=ROOT / "master",
         agent=ROOT / "agent",
         framework_sdk=ROOT / "framework_sdk",
+        client_commands=ROOT / "client_commands",
         analysis=ROOT / "analysis",
     )
 
