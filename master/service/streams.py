@@ -4,7 +4,8 @@
 Invariants: a ``StreamEnd`` is never a message (the servicer ends the stream with its code);
 ``LaunchTasks`` and ``KillTask`` are the core's messages, converted as they are, every task of a
 launch placed on the message's agent; consecutive commands go out as one ``commands`` message,
-in the order they were queued (settings between them split it, so nothing is reordered).
+in the order they were queued (settings between them split it, so nothing is reordered); an
+offers event too large for one message goes out as several (``event_messages``).
 """
 
 from __future__ import annotations
@@ -38,8 +39,16 @@ from master.service.convert import (
     task_info,
     timestamp,
 )
+from master.service.message_fit import split_by_size
 
-__all__ = ["agent_messages", "command_to_pb", "event_to_pb", "offer_to_pb", "registered_to_pb"]
+__all__ = [
+    "agent_messages",
+    "command_to_pb",
+    "event_messages",
+    "event_to_pb",
+    "offer_to_pb",
+    "registered_to_pb",
+]
 
 
 def offer_to_pb(offer: Offer, expires_at: float | None) -> common_pb2.Offer:
@@ -79,6 +88,18 @@ def event_to_pb(event: FrameworkEvent) -> scheduler_pb2.SubscribeResponse:
         code = _grpc_code_number(event.code)
         return pb.SubscribeResponse(error=pb.ErrorEvent(message=event.message, code=code))
     raise TypeError(f"not a stream message: {event!r}")
+
+
+def event_messages(event: FrameworkEvent) -> list[scheduler_pb2.SubscribeResponse]:
+    """A framework event as stream messages: one, or an offers event too large for one message
+    as several, each within the message limit (``message_fit.split_by_size``)."""
+    if not isinstance(event, OffersEvent):
+        return [event_to_pb(event)]
+    pb = scheduler_pb2
+    offers = [offer_to_pb(offer, event.expires_at) for offer in event.offers]
+    return [
+        pb.SubscribeResponse(offers=pb.OffersEvent(offers=group)) for group in split_by_size(offers)
+    ]
 
 
 def _grpc_code_number(name: str) -> int:
