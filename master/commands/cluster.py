@@ -137,7 +137,11 @@ def call_master(master: MasterAddress, call: Callable[[Stub], T]) -> T:
 
 
 def _state(master: MasterAddress) -> State:
-    return call_master(master, lambda s: s.GetState(operator_pb2.GetStateRequest(), timeout=10))
+    state = call_master(master, lambda s: s.GetState(operator_pb2.GetStateRequest(), timeout=10))
+    if state.trimmed:
+        left_out = "; ".join(state.trimmed)
+        print(f"fairshare: the master left out, to fit one message: {left_out}", file=sys.stderr)
+    return state
 
 
 def render_rows(header: Sequence[str], rows: Sequence[Sequence[str]], empty: str) -> str:

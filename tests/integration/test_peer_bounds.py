@@ -222,9 +222,11 @@ def test_every_bound_filled_still_serves_status_tasks_agents_logs_and_offers(
         assert len(state.agents) == 281 and len(state.tasks) == 60
         document = fairshare_status(master.address)
         assert len(document["agents"]) == 281
-        for command in ("tasks", "agents"):
+        assert document["trimmed"][:2] == ["task details", "agent attributes"]
+        for command in ("agents", "tasks"):
             done = fairshare_cli(command, "--master", master.address, timeout=60)
             assert done.returncode == 0, done.stderr
+        assert "left out, to fit one message: task details" in done.stderr  # of tasks
         run = fairshare_cli(
             "run", "--master", master.address, "--name", "hi", "--task", "cpus:0.2;mem:64",
             "--command", "echo hello", timeout=120,
