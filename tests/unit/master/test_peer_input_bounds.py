@@ -9,6 +9,7 @@ import logging
 
 import pytest
 from fairshare.resources import ResourceVector
+from fairshare.transport import MAX_MESSAGE_BYTES
 from fairshare.v1 import common_pb2, operator_pb2
 from prometheus_client.core import GaugeMetricFamily
 
@@ -183,3 +184,63 @@ def test_a_registry_row_from_before_the_bounds_loads_without_its_attributes(
     assert "ag-1" in str(record.__dict__)
     small = AgentSpec("h", 0, ResourceVector(cpus=1), (("rack", "r1"),))
     assert bounded_spec("ag-2", small) is small
+
+
+def test_queued_launches_for_one_agent_go_out_within_the_message_limit() -> None:
+    from master.core import LaunchTasks, TaskLaunch
+    from master.model import TaskDetails
+    from master.service.streams import agent_messages
+
+    labels = tuple((f"k{i:03}", "x" * 500) for i in range(120))  # 60 KB per task
+    launches = [
+        LaunchTasks(
+            "ag",
+            "fw",
+            tuple(
+                TaskLaunch(
+                    f"t{n}-{i}", "t", ResourceVector(cpus=1), None, TaskDetails(labels=labels)
+                )
+                for i in range(10)
+            ),
+        )
+        for n in range(40)  # 40 Accepts of 600 KB each, queued before the stream drained: 24 MB
+    ]
+    messages = agent_messages(launches)
+    assert len(messages) == 2
+    assert all(m.ByteSize() <= MAX_MESSAGE_BYTES for m in messages)
+    sent = [t.task_id for m in messages for c in m.commands.commands for t in c.launch_tasks.tasks]
+    assert sent == [t.task_id for launch in launches for t in launch.tasks]
+
+
+class _Aborted(Exception):
+    pass
+
+
+class _Context:
+    code: object = None
+
+    async def abort(self, code: object, details: str) -> None:
+        self.code, self.details = code, details
+        raise _Aborted
+
+
+def test_an_oversize_answer_is_resource_exhausted_without_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import asyncio
+
+    import grpc
+
+    from master.service.errors import maps_errors
+
+    class Servicer:
+        @maps_errors
+        async def Huge(self, request: object, context: object) -> operator_pb2.GetStateResponse:
+            return operator_pb2.GetStateResponse(master_id="x" * (MAX_MESSAGE_BYTES + 1))
+
+    context = _Context()
+    with caplog.at_level(logging.WARNING), pytest.raises(_Aborted):
+        asyncio.run(Servicer().Huge(None, context))  # type: ignore[arg-type]
+    assert context.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "more than the 16777216-byte message limit" in context.details
+    assert "Traceback" not in caplog.text
