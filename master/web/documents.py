@@ -2,7 +2,7 @@
 
 The same snapshot the gRPC ``GetState`` and the metrics read (``OperatorCalls.snapshot``), so
 the API shows exactly what ``fairshare status --json`` shows: every key of that document
-(``framework_sdk.cluster_state``) is here with the same name and value, and a few more that the
+(``client_commands.status_document``) is here with the same name and value, and a few more that the
 dashboard needs (weighted share, wanted tasks, times, task status details). ``docs/http-api.md``
 documents every key.
 
@@ -85,7 +85,7 @@ def framework_document(view: FrameworkView) -> dict[str, Any]:
         "state": view.state,
         "weight": view.weight,
         "dominant_share": view.dominant_share,
-        "weighted_share": view.dominant_share / view.weight if view.weight > 0 else 0.0,
+        "weighted_share": view.weighted_share,
         "dominant_resource": view.dominant_resource,
         "allocated": view.allocated.to_dict(),
         "used": view.used.to_dict(),

@@ -53,7 +53,7 @@ from fairshare.wire import (
     seconds_from_timestamp,
 )
 
-from master.commands.cluster import (
+from client_commands.master_calls import (
     CommandFailed,
     MasterAddress,
     call_master,
