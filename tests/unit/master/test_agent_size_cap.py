@@ -67,3 +67,34 @@ def test_new_resource_names_beyond_the_cluster_bound_are_exhausted() -> None:
         authority.check_agent_size(ResourceVector(cpus=1, a=1, b=1), known_names=known)
     assert authority.exhausted == 1
     authority.check_agent_size(ResourceVector(cpus=1, mem=2), known_names=known | {"a"})
+
+
+def test_a_reregistering_agent_is_not_counted_twice_against_its_principal() -> None:
+    """At the principal's cap, an agent may still reregister (its own registered resources are
+    not counted again), but not grow past the cap."""
+    import asyncio
+
+    from master.core import CoreConfig
+    from master.model import AgentSpec
+    from master.runtime import MasterRuntime, RuntimeConfig
+
+    limits = RuntimeLimits(max_principal_resources=ResourceCap.parse("cpus:8;*:1000000"))
+    config = RuntimeConfig(core=CoreConfig(validate=True), allocation_interval=60.0, limits=limits)
+
+    async def main() -> None:
+        runtime = MasterRuntime(config)
+        await runtime.start()
+        try:
+            spec = AgentSpec("h", 0, ResourceVector(cpus=4, mem=64))
+            first = runtime.agents.register(spec).agent_id
+            runtime.agents.register(spec)
+            with pytest.raises(InvalidArgument, match="--max-principal-resources cpus:8"):
+                runtime.agents.register(spec)
+            runtime.agents.reregister(first, spec, [])
+            grown = AgentSpec("h", 0, ResourceVector(cpus=5, mem=64))
+            with pytest.raises(InvalidArgument, match="to 9, more than"):
+                runtime.agents.reregister(first, grown, [])
+        finally:
+            await runtime.stop()
+
+    asyncio.run(main())

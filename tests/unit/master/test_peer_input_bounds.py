@@ -6,6 +6,7 @@ bounded; a registry row from before the bounds loads without its attributes."""
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 from fairshare.resources import ResourceVector
@@ -22,6 +23,7 @@ from master.core.input_bounds import (
 )
 from master.metrics import MAX_SERIES_PER_FAMILY, bounded
 from master.model import AgentSpec
+from master.registry import AgentEntry, SqliteRegistry
 from master.runtime.recovery import bounded_spec
 from master.service import convert
 from master.service.message_fit import fit_state, split_by_size
@@ -244,3 +246,24 @@ def test_an_oversize_answer_is_resource_exhausted_without_a_traceback(
     assert context.code == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert "more than the 16777216-byte message limit" in context.details
     assert "Traceback" not in caplog.text
+
+
+def test_the_registry_sums_each_principals_agents_and_counts_names(tmp_path: Path) -> None:
+    """What ``--max-principal-resources`` and ``--max-resource-names`` read: kept by every
+    change, agents GONE out of it, and loaded back when the registry is opened again."""
+    registry = SqliteRegistry.open(tmp_path)
+    spec = AgentSpec("h", 0, ResourceVector(cpus=40, mem=1024, gpus=1))
+    for n, principal in ((1, "rack"), (2, "rack"), (3, "other")):
+        registry.admit_agent(AgentEntry(f"ag-{n}", spec, 0.0, principal=principal))
+    assert registry.resources_of["rack"] == {"cpus": 80_000, "mem": 2_048_000, "gpus": 2_000}
+    assert registry.resource_names == {"cpus": 3, "mem": 3, "gpus": 3}
+    registry.set_agent_state("ag-3", "GONE")
+    assert "other" not in registry.resources_of
+    smaller = AgentSpec("h", 0, ResourceVector(cpus=1, mem=1))
+    registry.admit_agent(AgentEntry("ag-2", smaller, 0.0, principal="rack"))
+    assert registry.resources_of["rack"] == {"cpus": 41_000, "mem": 1_025_000, "gpus": 1_000}
+    assert registry.resource_names == {"cpus": 2, "mem": 2, "gpus": 1}
+    registry.close()
+    reopened = SqliteRegistry.open(tmp_path)
+    assert reopened.resources_of == {"rack": {"cpus": 41_000, "mem": 1_025_000, "gpus": 1_000}}
+    reopened.close()
