@@ -130,10 +130,15 @@ def call_master(master: MasterAddress, call: Callable[[Stub], T]) -> T:
 
 
 def get_state(master: MasterAddress) -> State:
-    """The leading master's ``GetState`` (``CommandFailed`` with one line on errors)."""
-    return call_master(
+    """The leading master's ``GetState`` (``CommandFailed`` with one line on errors); when the
+    master left something out to fit one message (``trimmed``), a line on stderr says what."""
+    state = call_master(
         master, lambda stub: stub.GetState(operator_pb2.GetStateRequest(), timeout=CALL_TIMEOUT)
     )
+    if state.trimmed:
+        left_out = "; ".join(state.trimmed)
+        print(f"fairshare: the master left out, to fit one message: {left_out}", file=sys.stderr)
+    return state
 
 
 def fetch_state(
