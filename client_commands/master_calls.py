@@ -92,8 +92,8 @@ def master_failure(master: MasterAddress | str, error: grpc.RpcError) -> str:
         return f"no master answers at {master} ({code.name}: {details})"
     if code == grpc.StatusCode.UNAUTHENTICATED:
         return (
-            f"the master at {master} does not know who this is ({details}): give --token-file"
-            " or --tls-cert/--tls-key"
+            f"the master at {master} does not know who this is (UNAUTHENTICATED: {details}):"
+            " give --token-file or --tls-cert/--tls-key"
         )
     return f"the master at {master} refused: {code.name}: {details}"
 
