@@ -35,6 +35,7 @@ from fairshare.resources import ResourceVector
 from fairshare.settings import (
     ETCD_SECURITY_SETTINGS,
     SHARED_SETTINGS,
+    WIRE_NAME,
     Setting,
     SettingsError,
     boolean,
@@ -50,7 +51,6 @@ from fairshare.settings import (
     positive_int,
     positive_number,
     resolve_settings,
-    resource_vector,
     share,
 )
 from fairshare.transport import is_loopback
@@ -59,8 +59,13 @@ from master.core.config import CoreConfig
 from master.core.fairness import FAIRNESS_POLICIES, make_fairness_policy
 from master.core.hierarchy import HIERARCHIES
 from master.core.placement import DEFAULT_SAMPLE_SIZE, PLACEMENT_POLICIES
-from master.runtime.authority import DEFAULT_MAX_AGENT_RESOURCES
 from master.runtime.rebalance_settings import REBALANCE_SETTINGS
+from master.runtime.resource_caps import (
+    DEFAULT_MAX_AGENT_RESOURCES,
+    DEFAULT_MAX_PRINCIPAL_RESOURCES,
+    DEFAULT_MAX_RESOURCE_NAMES,
+    ResourceCap,
+)
 
 __all__ = [
     "MASTER_SETTINGS",
@@ -74,6 +79,18 @@ __all__ = [
 POLICIES: Final = tuple(FAIRNESS_POLICIES)  # the core's strategy tables name the choices
 PLACEMENTS: Final = tuple(PLACEMENT_POLICIES)
 REGISTRY_SYNC: Final = ("full", "normal")
+
+
+def resource_cap(raw: object) -> ResourceCap:
+    """``cpus:8;mem:16384;*:1000`` -> a cap (``*``: every name not listed; ``ValueError`` if
+    bad)."""
+    if not isinstance(raw, str):
+        raise ValueError(f"{raw!r} is not a string like 'cpus:8;mem:16384;*:1000'")
+    cap = ResourceCap.parse(raw)
+    for name in cap.named:
+        if not WIRE_NAME.match(name):
+            raise ValueError(f"resource name {name!r} must be lower case [a-z0-9_.-]")
+    return cap
 
 
 def registry(raw: object) -> str:
@@ -182,7 +199,9 @@ class MasterConfig:
     registry_max_agent_count: int = 10_000
     registry_max_framework_age: float = 14 * 86400.0
     registry_max_framework_count: int = 10_000
-    max_agent_resources: ResourceVector = DEFAULT_MAX_AGENT_RESOURCES
+    max_agent_resources: ResourceCap = DEFAULT_MAX_AGENT_RESOURCES
+    max_principal_resources: ResourceCap = DEFAULT_MAX_PRINCIPAL_RESOURCES
+    max_resource_names: int = DEFAULT_MAX_RESOURCE_NAMES
     fault_drop_acks: float = 0.0  # tests only (no flag): share of acknowledgements to drop
     rebalance: bool = False  # REBALANCE_SETTINGS (master.runtime.rebalance_settings)
     rebalance_interval: float = 5.0
@@ -289,11 +308,26 @@ LIMIT_SETTINGS: Final = (
     ),
     Setting(
         "max_agent_resources",
-        resource_vector,
+        resource_cap,
         str(DEFAULT_MAX_AGENT_RESOURCES),
-        "the most of each named resource one agent may report (INVALID_ARGUMENT beyond);"
-        " resources not named are not capped",
+        "the most of each resource one agent may report (INVALID_ARGUMENT beyond); '*:Q' caps"
+        " every resource not named (without it: the largest named quantity)",
         metavar="RESOURCES",
+    ),
+    Setting(
+        "max_principal_resources",
+        resource_cap,
+        str(DEFAULT_MAX_PRINCIPAL_RESOURCES),
+        "the most of each resource all agents of one principal may report together"
+        " (INVALID_ARGUMENT beyond); '*:Q' as for --max-agent-resources",
+        metavar="RESOURCES",
+    ),
+    Setting(
+        "max_resource_names",
+        positive_int,
+        DEFAULT_MAX_RESOURCE_NAMES,
+        "distinct resource names over all agents (an agent bringing more: RESOURCE_EXHAUSTED)",
+        metavar="N",
     ),
     Setting(
         "registration_rate",

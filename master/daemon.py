@@ -134,6 +134,8 @@ def _limits(config: MasterConfig) -> RuntimeLimits:
         registry_max_framework_age=config.registry_max_framework_age,
         registry_max_framework_count=config.registry_max_framework_count,
         max_agent_resources=config.max_agent_resources,
+        max_principal_resources=config.max_principal_resources,
+        max_resource_names=config.max_resource_names,
     )
 
 

@@ -427,6 +427,10 @@ PROBLEMS: list[tuple[dict[str, Any], str]] = [
         "task.resources[0].allocation_info.role: 'b' is not the framework's role",
     ),
     (task(labels={"labels": [{"key": "a"}, {"key": "a"}]}), "task.labels: a key is given twice"),
+    (
+        task(labels={"labels": [{"key": f"k{i}", "value": "v"} for i in range(129)]}),
+        "task.labels: more than 128 labels",
+    ),
     (task(kill_policy={"grace_period": {"nanoseconds": -1}}), "kill_grace_period"),
 ]
 
