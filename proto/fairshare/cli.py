@@ -102,8 +102,8 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
         "show the role tree: weights, shares, frameworks and running tasks per role",
         "client_commands.roles",
     ),
-    "allocate": ("offline allocation calculator", "master.commands.allocate"),
-    "simulate": ("trace-driven simulation", "master.sim.cli"),
+    "allocate": ("offline allocation calculator", "analysis.calculator.command"),
+    "simulate": ("trace-driven simulation", "analysis.sim.command"),
 }
 """Subcommand -> (one-line summary, ``"module"`` or ``"module:attribute"``)."""
 
