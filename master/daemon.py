@@ -102,6 +102,7 @@ from master.runtime.frameworks import FrameworkCalls
 from master.runtime.rebalance_settings import RebalanceSettings
 from master.security import MasterSecurity, exposure, load_security
 from master.service.rpc_metrics import RpcMetricsInterceptor
+from master.service.state_documents import WIRE_DOCUMENTS
 from master.service.task_log_reader import TaskLogReader
 from master.web.completed import CompletedHistory, EventFanout
 from master.web.events import RecentEvents
@@ -428,6 +429,7 @@ async def _serve(
         read_logs=TaskLogReader.of_master(
             config.tls_ca, config.tls_cert, config.tls_key, _connect_host(config.host)
         ).read,
+        documents=WIRE_DOCUMENTS,
     )
     mesos = _mesos_api(leadership)
     metrics = await _start_http(config, security, leadership, rpc_metrics, health, web, mesos)

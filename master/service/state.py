@@ -14,7 +14,14 @@ from fairshare.v1 import common_pb2
 from fairshare.v1 import operator_pb2 as pb
 from fairshare.wire import task_state_to_pb
 
-from master.runtime.views import POOL_STATES, AgentView, ClusterSnapshot, FrameworkView, RoleView
+from master.runtime.views import (
+    POOL_STATES,
+    AgentView,
+    ClusterSnapshot,
+    FrameworkView,
+    RoleView,
+    TaskView,
+)
 from master.service.convert import (
     agent_info,
     demand_to_pb,
@@ -27,7 +34,7 @@ from master.service.convert import (
 from master.service.message_fit import fit_state
 from master.service.streams import offer_to_pb
 
-__all__ = ["state_to_pb"]
+__all__ = ["state_to_pb", "task_to_pb"]
 
 Agent = pb.GetStateResponse.Agent
 Framework = pb.GetStateResponse.Framework
@@ -98,16 +105,19 @@ def _role(view: RoleView) -> pb.GetStateResponse.Role:
     return message
 
 
-def state_to_pb(snapshot: ClusterSnapshot) -> pb.GetStateResponse:
-    """The snapshot as a ``GetStateResponse``, within the message limit."""
-    tasks = [
-        common_pb2.Task(
-            framework_id=task.framework_id,
-            info=task_info(task.launch, task.agent_id),
-            status=status_to_pb(task.status),
-        )
-        for task in snapshot.tasks
-    ]
+def task_to_pb(view: TaskView) -> common_pb2.Task:
+    """One tracked task and its latest status."""
+    return common_pb2.Task(
+        framework_id=view.framework_id,
+        info=task_info(view.launch, view.agent_id),
+        status=status_to_pb(view.status),
+    )
+
+
+def state_to_pb(snapshot: ClusterSnapshot, fit: bool = True) -> pb.GetStateResponse:
+    """The snapshot as a ``GetStateResponse``; within the message limit when ``fit`` (what
+    ``GetState`` answers; the HTTP API, which has no such limit, serves it whole)."""
+    tasks = [task_to_pb(view) for view in snapshot.tasks]
     response = pb.GetStateResponse(
         master_id=snapshot.master_id,
         version=snapshot.version,
@@ -130,5 +140,6 @@ def state_to_pb(snapshot: ClusterSnapshot) -> pb.GetStateResponse:
         roles=[_role(view) for view in snapshot.roles],
         hierarchy=snapshot.hierarchy,
     )
-    fit_state(response)
+    if fit:
+        fit_state(response)
     return response

@@ -25,6 +25,7 @@ from master.metrics import MasterCollector, sampler
 from master.model import AgentSpec, FrameworkSpec
 from master.runtime import MasterRuntime, RuntimeConfig
 from master.runtime.log_grants import LogGrant
+from master.service.state_documents import WIRE_DOCUMENTS
 from master.web.completed import CompletedHistory, EventFanout
 from master.web.events import RecentEvents
 from master.web.history import ShareHistory
@@ -86,6 +87,7 @@ async def cluster() -> AsyncIterator[tuple[MasterRuntime, CompletedHistory, list
         completed=completed,
         operator=lambda: runtime.operator,
         read_logs=read_logs,
+        documents=WIRE_DOCUMENTS,
     )
     credentials = Credentials({who: hash_secret(f"s-{who}") for who in WHO})
     server = await serve_http(
