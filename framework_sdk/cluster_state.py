@@ -5,7 +5,8 @@ The JSON document (``fairshare status --json``, docs/architecture.md §7) is one
     {"master_id", "version", "policy", "placement",
      "leader": {"address", "elected_at" (seconds since the epoch), "epoch"},
      "agents": [{"id", "hostname", "state", "reachable", "attributes",
-                 "resources": {"total", "free", "used", "offered"}}],
+                 "resources": {"total", "free", "used", "offered"},
+                 "drain_deadline" (seconds since the epoch, or null)}],
      "frameworks": [{"id", "name", "role", "state", "weight", "dominant_share",
                      "weighted_share", "dominant_resource", "allocated", "used", "offered",
                      "tasks": {STATE: count}, "demand": {"task", "max_tasks"} | null,
@@ -34,7 +35,8 @@ Invariants:
 - The table says which master leads and since when (HA masters elect one; a master with the
   embedded registry leads alone from its start), then, per framework, the dominant share, the
   weighted share (dominant share / weight: what DRF orders by), the dominant resource and
-  running vs wanted tasks; per agent its attributes; then the role tree (each role indented by
+  running vs wanted tasks; per agent its state (a DRAINING one with its drain's deadline, UTC)
+  and attributes; then the role tree (each role indented by
   its depth, with its weight, share, weighted share, dominant resource, frameworks, running
   tasks and allocation, summed over its subtree). When agents have GPUs it says that only
   GPU-capable frameworks are offered them (the master's rule: a framework without the
@@ -81,6 +83,9 @@ def _agent(agent: operator_pb2.GetStateResponse.Agent) -> dict[str, Any]:
             "used": _resources(agent.used),
             "offered": _resources(agent.offered),
         },
+        "drain_deadline": (
+            agent.drain_deadline.ToNanoseconds() / 1e9 if agent.HasField("drain_deadline") else None
+        ),
     }
 
 
@@ -210,7 +215,7 @@ def render_table(document: dict[str, Any]) -> str:
         [
             agent["id"],
             agent["hostname"],
-            agent["state"],
+            _agent_state(agent),
             ";".join(f"{k}:{v}" for k, v in agent["attributes"].items()) or "-",
             _text(agent["resources"]["total"]),
             _text(agent["resources"]["used"]),
@@ -251,6 +256,14 @@ def render_table(document: dict[str, Any]) -> str:
         lines.append(hierarchy_note(document.get("hierarchy") or ""))
     lines += _gpu_note(document)
     return "\n".join(lines)
+
+
+def _agent_state(agent: dict[str, Any]) -> str:
+    """The agent's state, with a drain's deadline (UTC) when it has one."""
+    deadline = agent.get("drain_deadline")
+    if deadline is None:
+        return str(agent["state"])
+    return f"{agent['state']} (kill at {time.strftime('%H:%M:%SZ', time.gmtime(deadline))})"
 
 
 def _running_wanted(framework: dict[str, Any]) -> str:

@@ -68,6 +68,7 @@ def agent_document(view: AgentView) -> dict[str, Any]:
         },
         "registered_at": view.registered_at or None,
         "last_heard": view.last_heard or None,
+        "drain_deadline": view.drain_deadline if view.state == "DRAINING" else None,
     }
 
 
