@@ -34,7 +34,7 @@ The file (TOML, or JSON when it ends in ``.json``) lists rules per action; see
     principals = ["ops"]
     roles = "ANY"
 
-    [[maintain_agents]]                 # Deactivate/ReactivateAgents, RemoveAgent
+    [[maintain_agents]]                 # Deactivate/ReactivateAgents, DrainAgent, RemoveAgent
     principals = ["ops"]
 
     [[run_tasks]]                       # Accept: the OS users command tasks may run as

@@ -159,9 +159,10 @@ def test_drain_kills_at_the_deadline_then_drained_and_survives_a_restart(
                 unknown = await asyncio.to_thread(cli, "agents", *at, "--drain", "nosuch")
                 assert unknown.returncode == 1 and "NOT_FOUND" in unknown.stderr
                 negative = await asyncio.to_thread(
-                    cli, "agents", *at, "--drain", x, "--deadline", "-5s"
+                    cli, "agents", *at, "--drain", x, "--deadline=-5s"
                 )
-                assert negative.returncode == 2 and "--deadline" in negative.stderr
+                assert negative.returncode == 2
+                assert "fairshare agents: --deadline: '-5s'" in negative.stderr
                 alone = await asyncio.to_thread(cli, "agents", *at, "--deadline", "5s")
                 assert alone.returncode == 2 and "only with --drain" in alone.stderr
                 backwards = operator_pb2.DrainAgentRequest(
