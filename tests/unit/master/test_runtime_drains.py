@@ -22,10 +22,12 @@ from test_runtime_cycle import (
     spec,
 )
 
+from master.acl import parse
 from master.core import KillTask, TaskState
-from master.core.errors import InvalidArgument, NotFound
+from master.core.errors import InvalidArgument, NotFound, PermissionDenied
 from master.model import RescindEvent
 from master.runtime import MasterRuntime
+from master.runtime.authority import Authority
 from master.service.state import state_to_pb
 
 
@@ -120,5 +122,19 @@ def test_an_idle_agent_is_drained_at_once() -> None:
         agent_id, _ = agent(runtime)
         assert runtime.operator.drain_agent(agent_id, None).state == "DRAINED"
         assert _states(runtime) == {agent_id: "DRAINED"}
+
+    scenario(test)
+
+
+def test_draining_needs_the_acls_maintain_agents() -> None:
+    async def test(runtime: MasterRuntime) -> None:
+        agent_id, _ = agent(runtime)
+        acl = parse({"maintain_agents": [{"principals": ["ops"]}]}, "acls.toml")
+        runtime.state.authority = Authority(acl, authenticated=True)
+        refusal = r"no rule of acls\.toml lets bob maintain_agents"
+        with pytest.raises(PermissionDenied, match=refusal):
+            runtime.operator.drain_agent(agent_id, 60.0, "bob")
+        assert _states(runtime) == {agent_id: "ACTIVE"}
+        assert runtime.operator.drain_agent(agent_id, 60.0, "ops").state == "DRAINED"
 
     scenario(test)
