@@ -3,8 +3,8 @@
 ``__all__`` is the public surface; ``ResourceVector`` and ``TaskState`` are the kernel's
 (``fairshare.resources``, ``fairshare.task_states``), re-exported so frameworks need one import.
 ``stream_logs`` reads a command task's output from its agent (``framework_sdk.logs``).
-``framework_sdk.testing`` (the fake master) and ``framework_sdk.cli`` (the ``run`` and ``status``
-commands) are imported explicitly by those who need them.
+``framework_sdk.testing`` (the fake master) is imported explicitly by those who need it; the
+``fairshare`` commands built on the SDK (``run``, ``logs``) live in ``client_commands``.
 """
 
 from __future__ import annotations

@@ -102,6 +102,8 @@ from master.runtime.frameworks import FrameworkCalls
 from master.runtime.rebalance_settings import RebalanceSettings
 from master.security import MasterSecurity, exposure, load_security
 from master.service.rpc_metrics import RpcMetricsInterceptor
+from master.service.task_log_reader import TaskLogReader
+from master.web.completed import CompletedHistory, EventFanout
 from master.web.events import RecentEvents
 from master.web.history import ShareHistory
 from master.web.mesos_scheduler import OPEN_PATHS, SCHEDULER_PATHS, MesosSchedulerApi
@@ -389,7 +391,9 @@ async def _serve(
         print(f"fairshare master: {message}", file=sys.stderr)
         stop.set()
 
-    leadership = Leadership(_runtime_config(config, security, events), on_fatal)
+    completed = CompletedHistory()  # this process's memory only: see master.web.completed
+    sink = EventFanout((events, completed))
+    leadership = Leadership(_runtime_config(config, security, sink), on_fatal)
     health = HealthServicer(SERVICES)
     rpc_metrics = RpcMetricsInterceptor()
     guard = RpcGuard(security.authenticator)
@@ -414,6 +418,11 @@ async def _serve(
         _http_authority(leadership),
         leadership.follower_view,
         ungated=(*SCHEDULER_PATHS, *OPEN_PATHS),
+        completed=completed,
+        operator=lambda: leadership.term.runtime.operator if leadership.term else None,
+        read_logs=TaskLogReader.of_master(
+            config.tls_ca, config.tls_cert, config.tls_key, _connect_host(config.host)
+        ).read,
     )
     mesos = _mesos_api(leadership)
     metrics = await _start_http(config, security, leadership, rpc_metrics, health, web, mesos)

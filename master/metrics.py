@@ -286,9 +286,7 @@ class MasterCollector(Collector):
             preempted.add_metric([framework_id], view.preempted)
             info.add_metric([framework_id, view.spec.name, view.spec.role or "*"], 1)
             share.add_metric([framework_id], view.dominant_share)
-            weighted.add_metric(
-                [framework_id], view.dominant_share / view.weight if view.weight > 0 else 0.0
-            )
+            weighted.add_metric([framework_id], view.weighted_share)
             for resource, value in sorted(base_units(view.allocated).items()):
                 amounts.add_metric([framework_id, resource], value)
         yield info

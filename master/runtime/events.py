@@ -2,7 +2,8 @@
 
 The runtime (and the leadership of ``master/ha``) tells an ``EventSink`` what an operator cares
 about: agents registered, back, lost, removed, deactivated or reactivated; frameworks
-subscribed, disconnected or removed; a task killed by the operator; weights, quotas and
+subscribed, disconnected or removed; a task's end (at DEBUG: the dashboard's completed tasks);
+a task killed by the operator; weights, quotas and
 reservations changed; the master started or recovered; leadership terms started or ended. The
 dashboard's event list (``master.web.events.RecentEvents``) is such a sink; the daemon passes it
 in ``RuntimeConfig.events``. The runtime imports no sink: ``NO_EVENTS`` (the default) drops
@@ -60,6 +61,7 @@ class EventKind(enum.Enum):
     FRAMEWORK_REMOVED = "framework.removed"
     TASK_KILLED_BY_OPERATOR = "task.killed.by.operator"
     TASK_KILLED_BY_DRAIN = "task.killed.by.drain"
+    TASK_ENDED = "task.ended"
     WEIGHT_SET = "weight.set"
     QUOTA_SET = "quota.set"
     QUOTA_CLEARED = "quota.cleared"

@@ -244,7 +244,14 @@ class FrameworkCalls:
         del state.frameworks[framework_id]
         state.removed_frameworks.add(framework_id)
         self.dispatcher.request_allocation()
-        state.announce(EventKind.FRAMEWORK_REMOVED, framework_id=framework_id, reason=why)
+        spec = link.spec
+        state.announce(
+            EventKind.FRAMEWORK_REMOVED,
+            framework_id=framework_id,
+            reason=why,
+            name=spec.name,
+            role=spec.role or "*",
+        )
 
     def teardown(self, framework_id: str, principal: str | None = None) -> None:
         """Remove the framework for good: kill its tasks, drop its offers, end its stream."""

@@ -49,7 +49,7 @@ from master.core import (
     MasterState,
     NotFound,
 )
-from master.model import LeaderInfo
+from master.model import LeaderInfo, TaskDetails
 from master.registry import Registry, RegistryWriteError, SqliteRegistry
 from master.runtime.authority import Authority, RuntimeLimits
 from master.runtime.counters import RuntimeCounters
@@ -57,7 +57,7 @@ from master.runtime.events import NO_EVENTS, EventKind, EventSink, announce
 from master.runtime.liveness import Liveness, base_interval
 from master.runtime.rebalance_settings import RebalanceSettings
 from master.runtime.sessions import AgentLink, DepartedAgent, FrameworkLink
-from master.runtime.taskbook import TaskBook
+from master.runtime.taskbook import TaskBook, TaskEntry
 
 __all__ = [
     "DEPARTED_MEMORY",
@@ -143,6 +143,7 @@ class RuntimeState:
         core_config = dataclasses.replace(self.config.core, offer_id_prefix=self.master_id[:8])
         self.core = MasterState(core_config)
         self.tasks = TaskBook()
+        self.tasks.on_end = self._task_ended
         self.frameworks: dict[str, FrameworkLink] = {}
         self.agents: dict[str, AgentLink] = {}
         self.departed: dict[str, DepartedAgent] = {}
@@ -163,6 +164,28 @@ class RuntimeState:
     def announce(self, kind: EventKind, level: int = logging.INFO, /, **fields: Any) -> None:
         """Log a noteworthy event and tell ``config.events`` (``master.runtime.events``)."""
         announce(log, self.config.events, kind, level, **fields)
+
+    def _task_ended(self, entry: TaskEntry) -> None:
+        """A tracked task reached a terminal state: ``task.ended`` (at DEBUG), with what the
+        dashboard's completed tasks show."""
+        status = entry.status
+        details = entry.launch.details
+        self.announce(
+            EventKind.TASK_ENDED,
+            logging.DEBUG,
+            framework_id=entry.framework_id,
+            task_id=entry.task_id,
+            name=entry.launch.name or entry.task_id,
+            agent_id=entry.agent_id,
+            state=entry.state.value,
+            resources=str(entry.launch.resources),
+            reason=status.reason if status is not None else "",
+            message=status.message if status is not None else "",
+            exit_code=status.exit_code if status is not None else None,
+            source=status.source if status is not None else "MASTER",
+            updated_at=status.timestamp if status is not None else None,
+            command=isinstance(details, TaskDetails) and details.command is not None,
+        )
 
     # -- clocks -----------------------------------------------------------------------------------
 

@@ -16,14 +16,17 @@ Invariants:
   the acknowledged uuids of the last ``ENDED_MEMORY`` dropped tasks are kept too, so an agent's
   late retry of a task's final update is recognised as acknowledged, not forwarded again;
 - ``ended_counts`` counts every tracked task once, when it first reaches a terminal state (by that
-  state); it only grows (the metric ``fairshare_tasks_ended_total``).
+  state); it only grows (the metric ``fairshare_tasks_ended_total``);
+- ``on_end`` (when set) is called once per tracked task, when it first reaches a terminal state,
+  after its entry holds the status that ended it (the runtime announces ``task.ended``: the
+  dashboard's list of completed tasks).
 """
 
 from __future__ import annotations
 
 import enum
 from collections import OrderedDict, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from fairshare.resources import ResourceVector
@@ -95,13 +98,20 @@ class TaskBook:
         self._by_agent: dict[str, set[Key]] = {}
         self._ended: OrderedDict[Key, deque[bytes]] = OrderedDict()  # acked uuids of dropped
         self.ended_counts: dict[TaskState, int] = {}  # tasks that reached each terminal state
+        self.on_end: Callable[[TaskEntry], None] | None = None  # told of each task's end, once
 
-    def _advance(self, entry: TaskEntry, state: TaskState) -> None:
-        """Move ``entry`` on by the kernel's rule, counting it once when it ends."""
+    def _advance(self, entry: TaskEntry, state: TaskState) -> bool:
+        """Move ``entry`` on by the kernel's rule, counting it once when it ends; True then."""
         was_terminal = entry.terminal
         entry.state = advance(entry.state, state)
         if entry.terminal and not was_terminal:
             self.ended_counts[entry.state] = self.ended_counts.get(entry.state, 0) + 1
+            return True
+        return False
+
+    def _tell_end(self, entry: TaskEntry) -> None:
+        if self.on_end is not None:
+            self.on_end(entry)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -127,15 +137,17 @@ class TaskBook:
         entry = self._entries.get((framework_id, task_id))
         if entry is None:
             return
-        self._advance(entry, status.state)
+        ended = self._advance(entry, status.state)
         entry.status = status
+        if ended:
+            self._tell_end(entry)
         self._drop_if_done(entry)
 
     def mark_killing(self, framework_id: str, task_id: str) -> None:
         """A kill was sent: the task is KILLING until its agent reports a terminal state."""
         entry = self._entries.get((framework_id, task_id))
         if entry is not None:
-            self._advance(entry, TaskState.KILLING)
+            self._advance(entry, TaskState.KILLING)  # not terminal: never ends it
 
     def record_agent_update(
         self, framework_id: str, status: StatusUpdate, latest_state: TaskState
@@ -143,20 +155,23 @@ class TaskBook:
         """Record an agent's update (with uuid); tracks tasks the book had forgotten, too."""
         key = (framework_id, status.task_id)
         entry = self._entries.get(key)
-        ended = self._ended.get(key)
-        if entry is None and ended is not None and status.uuid in ended:
+        acked_before = self._ended.get(key)
+        if entry is None and acked_before is not None and status.uuid in acked_before:
             return UpdateOutcome.ACKED  # a late retry of an ended task's acknowledged update
         if entry is None:
             launch = TaskLaunch(status.task_id, status.task_id, ResourceVector())
             entry = TaskEntry(framework_id, status.agent_id, launch, latest_state)
             self._add(entry)
         if status.uuid in entry.acked:
-            self._advance(entry, latest_state)
+            if self._advance(entry, latest_state):
+                self._tell_end(entry)
             self._drop_if_done(entry)
             return UpdateOutcome.ACKED
-        self._advance(entry, latest_state)
+        ends = self._advance(entry, latest_state)
         entry.status = status
         entry.pending[status.uuid] = status
+        if ends:
+            self._tell_end(entry)
         return UpdateOutcome.NEW
 
     def ack_outcome(self, framework_id: str, task_id: str, uuid: bytes) -> AckOutcome:

@@ -90,6 +90,12 @@ class FrameworkView:
     failover_deadline: float | None
     preempted: int = 0  # its tasks the rebalancer (--rebalance) killed since the master started
 
+    @property
+    def weighted_share(self) -> float:
+        """``dominant_share / weight``: what DRF orders frameworks by (0 for a weight of 0);
+        the one definition every view (GetState, the HTTP API, metrics) reads."""
+        return self.dominant_share / self.weight if self.weight > 0 else 0.0
+
 
 @dataclass(frozen=True, slots=True)
 class TaskView:

@@ -70,6 +70,7 @@ def _framework(view: FrameworkView) -> pb.GetStateResponse.Framework:
         task_counts=counts,
         registered_at=timestamp(view.registered_at),
         preempted=view.preempted,
+        weighted_share=view.weighted_share,
     )
     if view.demand is not None:
         message.demand.CopyFrom(demand_to_pb(view.demand))

@@ -2,7 +2,7 @@
 
 The same snapshot the gRPC ``GetState`` and the metrics read (``OperatorCalls.snapshot``), so
 the API shows exactly what ``fairshare status --json`` shows: every key of that document
-(``framework_sdk.cluster_state``) is here with the same name and value, and a few more that the
+(``client_commands.status_document``) is here with the same name and value, and a few more that the
 dashboard needs (weighted share, wanted tasks, times, task status details). ``docs/http-api.md``
 documents every key.
 
@@ -24,6 +24,7 @@ from fairshare.resources import ResourceVector
 from fairshare.roles import parent
 from fairshare.task_states import TaskState
 
+from master.model import TaskDetails
 from master.runtime.views import (
     POOL_STATES,
     AgentView,
@@ -66,6 +67,11 @@ def agent_document(view: AgentView) -> dict[str, Any]:
             "used": view.used.to_dict(),
             "offered": view.offered.to_dict(),
         },
+        "reservations": [
+            {"role": role, "resources": resources.to_dict(), "dynamic": dynamic}
+            for role, resources, dynamic in view.reservations
+        ],
+        "reserved_free": view.reserved_free.to_dict(),
         "registered_at": view.registered_at or None,
         "last_heard": view.last_heard or None,
         "drain_deadline": view.drain_deadline if view.state == "DRAINING" else None,
@@ -86,7 +92,7 @@ def framework_document(view: FrameworkView) -> dict[str, Any]:
         "state": view.state,
         "weight": view.weight,
         "dominant_share": view.dominant_share,
-        "weighted_share": view.dominant_share / view.weight if view.weight > 0 else 0.0,
+        "weighted_share": view.weighted_share,
         "dominant_resource": view.dominant_resource,
         "allocated": view.allocated.to_dict(),
         "used": view.used.to_dict(),
@@ -104,8 +110,11 @@ def framework_document(view: FrameworkView) -> dict[str, Any]:
 
 
 def task_document(view: TaskView) -> dict[str, Any]:
-    """One task and where it runs (``tasks[i]`` of ``status --json``, plus its last status)."""
+    """One task and where it runs (``tasks[i]`` of ``status --json``, plus its last status:
+    its state, who reported it and when, with its reason, message, exit code and health, and
+    whether it is a command task, whose output ``/api/v1/logs`` reads)."""
     status = view.status
+    details = view.launch.details
     return {
         "framework_id": view.framework_id,
         "task_id": view.launch.task_id,
@@ -117,6 +126,9 @@ def task_document(view: TaskView) -> dict[str, Any]:
         "message": status.message,
         "updated_at": status.timestamp or None,
         "exit_code": status.exit_code,
+        "source": status.source,
+        "healthy": status.healthy,
+        "command": isinstance(details, TaskDetails) and details.command is not None,
         "preemptible": view.launch.preemptible,
     }
 
@@ -209,6 +221,7 @@ def page_of_tasks(
     limit: int,
     framework_id: str | None = None,
     state: str | None = None,
+    agent_id: str | None = None,
 ) -> dict[str, Any]:
     """Tasks ``offset .. offset+limit`` of those matching the filters, and how many match."""
     matching = [
@@ -216,6 +229,7 @@ def page_of_tasks(
         for view in tasks
         if (framework_id is None or view.framework_id == framework_id)
         and (state is None or view.status.state.value == state)
+        and (agent_id is None or view.agent_id == agent_id)
     ]
     page = matching[offset : offset + limit]
     return {

@@ -9,7 +9,9 @@ serves them (``master.web.routes``).
 
 Invariants: at most ``capacity`` events are kept, oldest dropped first; each has a sequence
 number that only grows, so a client asks for ``since`` the last one it saw; every event noted is
-kept, whatever the log level; its fields are JSON scalars already (``MasterEvent``). Events
+kept, whatever the log level, but ``task.ended`` (one per task: the dashboard's completed tasks,
+``master.web.completed``, list them; here they would push every other event out); its fields
+are JSON scalars already (``MasterEvent``). Events
 arrive on the runtime's loop (``note`` is called synchronously) and are read there too.
 """
 
@@ -19,7 +21,7 @@ import logging
 from collections import deque
 from typing import Any
 
-from master.runtime.events import MasterEvent
+from master.runtime.events import EventKind, MasterEvent
 
 __all__ = ["RecentEvents"]
 
@@ -33,6 +35,8 @@ class RecentEvents:
 
     def note(self, event: MasterEvent) -> None:
         """Keep ``event`` as the JSON object ``/api/v1/events`` serves."""
+        if event.kind is EventKind.TASK_ENDED:
+            return
         self._sequence += 1
         self._events.append(
             {

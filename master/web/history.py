@@ -46,9 +46,7 @@ class ShareHistory:
             view.spec.framework_id: {
                 "name": view.spec.name,
                 "dominant_share": round(view.dominant_share, 6),
-                "weighted_share": round(view.dominant_share / view.weight, 6)
-                if view.weight > 0
-                else 0.0,
+                "weighted_share": round(view.weighted_share, 6),
             }
             for view in largest[: self.max_frameworks]
         }

@@ -8,35 +8,48 @@
   ``static/``; no CDN, no build step) that polls the JSON API;
 - ``GET /api/v1/state``: the whole cluster (``documents.state_document``);
 - ``GET /api/v1/frameworks``, ``/api/v1/agents``: those lists with the pool summary;
-- ``GET /api/v1/tasks?offset=0&limit=100&framework_id=F&state=RUNNING``: one page of tasks;
+- ``GET /api/v1/tasks?offset=0&limit=100&framework_id=F&agent_id=A&state=RUNNING``: one page
+  of tasks;
 - ``GET /api/v1/roles``: the role tree and its totals (``documents.roles_document``);
 - ``GET /api/v1/events?since=N``: recent noteworthy events (``events.RecentEvents``);
-- ``GET /api/v1/history``: shares over the last hour (``history.ShareHistory``).
+- ``GET /api/v1/history``: shares over the last hour (``history.ShareHistory``);
+- ``GET /api/v1/completed``: the ended tasks and removed frameworks
+  (``completed.CompletedHistory``; full view only, like the events);
+- ``GET /api/v1/logs?task_id=T&framework_id=F&file=stdout&tail=200``: the end of a command
+  task's log, read by the master from its agent on the caller's behalf (``read_logs``, the
+  daemon's ``master.service.task_log_reader``) with the grant the runtime gives the caller's
+  principal (``grant_logs``: ``GrantLogAccess``'s decision, so exactly what ``fairshare logs``
+  may read);
+- ``POST /api/v1/maintenance``: an agent maintenance action (``master.web.maintenance``).
 
 Permissions: each request is checked once, by the runtime's ``Authority``
 (``allow("view_state", principal)``: the same decision, and the same count of denials, as gRPC's
 ``GetState``). ``WebApi.add_routes`` also adds the port's gate, a middleware inside
 ``fairshare.metrics_server``'s authentication: when the master authenticates, every path but
 ``/health`` and the ``ungated`` ones (the Mesos scheduler API's, whose calls the runtime checks
-itself: ``master.web.mesos_scheduler``) is checked there (``/metrics`` and unknown paths too), a
-refused principal gets 403
+itself: ``master.web.mesos_scheduler``; and ``RUNTIME_CHECKED``, the logs and maintenance,
+which the runtime authorizes as their gRPC calls) is checked there (``/metrics`` and unknown
+paths too), a refused principal gets 403
 ``{"error": "permission denied"}`` (before a follower's 503), and the routes use the rule it got;
 without authentication nothing is checked up front and an API route asks the authority when it
 needs the rule (a refusal: 403 with the ACL's reason; the events and history are then empty; the
 dashboard page needs no rule). ``authority()`` is the leading runtime's authority, or on a
 follower one with the same ACL (the daemon wires it).
 
-Invariants: every API answer is built from exactly one ``ClusterSnapshot`` taken synchronously on
+Invariants: every answer about the state (state, frameworks, agents, tasks, roles) is built
+from exactly one ``ClusterSnapshot`` taken synchronously on
 the runtime's loop (``snapshot()``: the same snapshot gRPC ``GetState`` and the metrics read, as
 much of it as the request's rule lets its principal see: a principal with a redacted view gets
-redacted documents (``views.redact``) and no events or history, which name frameworks and agents;
+redacted documents (``views.redact``) and no events, history or completed lists, which name
+frameworks and agents;
 aiohttp's handlers run on that loop, so it is one step of it); the
 snapshot is immutable, so turning it into JSON happens in a worker thread, off the loop (a big
 cluster's document does not delay allocation runs); nothing here keeps a copy of the state; a bad
 query parameter is 400 with ``{"error": ...}`` naming it; every other path is 404 (aiohttp's
-router); answers are never cached by the browser. A master that does not lead (HA masters)
-answers the dashboard and every API path 503, saying which master leads and where its dashboard
-is.
+router); answers are never cached by the browser; the logs and maintenance paths change or read
+nothing the runtime did not allow their principal (``grant_logs``, the maintenance actions). A
+master that does not lead (HA masters) answers the dashboard and every API path 503, saying
+which master leads and where its dashboard is.
 """
 
 from __future__ import annotations
@@ -55,7 +68,10 @@ from fairshare.task_states import TaskState
 from master.acl import Rule
 from master.core import CoreError, PermissionDenied
 from master.runtime.authority import Authority
+from master.runtime.log_grants import LogGrant
+from master.runtime.operator import OperatorCalls
 from master.runtime.views import ClusterSnapshot, redact
+from master.web.completed import CompletedHistory
 from master.web.documents import (
     MAX_PAGE,
     agent_document,
@@ -67,8 +83,24 @@ from master.web.documents import (
 )
 from master.web.events import RecentEvents
 from master.web.history import ShareHistory
+from master.web.maintenance import MAINTENANCE_PATH, http_status, maintenance_answer
 
-__all__ = ["WebApi", "dashboard_page"]
+__all__ = ["LOGS_PATH", "MAX_TAIL", "RUNTIME_CHECKED", "LogRead", "WebApi", "dashboard_page"]
+
+LOGS_PATH: Final = "/api/v1/logs"
+RUNTIME_CHECKED: Final = (LOGS_PATH, MAINTENANCE_PATH)
+"""Paths the port's gate leaves to the runtime, which authorizes them as their gRPC calls."""
+MAX_TAIL: Final = 10_000
+LogRead = Callable[[LogGrant, str, str, bool, int], Awaitable[bytes]]
+"""``(grant, task_id, framework_id, stderr, tail) -> bytes``: a task's log from its agent."""
+SCRIPTS: Final = ("charts.js", "completed.js", "details.js", "dashboard.js")
+"""The page's scripts, inlined in this order into one ``<script>`` (one scope; the last starts
+the page's refresh loop)."""
+
+
+async def _no_logs(*_: object) -> bytes:
+    raise CoreError("this master cannot read agents' logs")
+
 
 NO_STORE = {"Cache-Control": "no-store"}
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -77,11 +109,11 @@ VIEW_RULE: Final = web.RequestKey("fairshare.view_rule", Rule)
 
 
 def dashboard_page() -> str:
-    """The dashboard: ``static/index.html`` with ``dashboard.css`` and ``dashboard.js`` inlined."""
+    """The dashboard: ``static/index.html`` with ``dashboard.css`` and ``SCRIPTS`` inlined."""
     static = resources.files("master.web") / "static"
     page = (static / "index.html").read_text(encoding="utf-8")
     css = (static / "dashboard.css").read_text(encoding="utf-8")
-    script = (static / "dashboard.js").read_text(encoding="utf-8")
+    script = "\n".join((static / name).read_text(encoding="utf-8") for name in SCRIPTS)
     return page.replace("/*DASHBOARD_CSS*/", css).replace("/*DASHBOARD_JS*/", script)
 
 
@@ -146,9 +178,16 @@ class WebApi:
         authority: Callable[[], Authority] | None = None,
         follower: Callable[[], dict[str, str | None] | None] = lambda: None,
         ungated: Collection[str] = (),
+        *,
+        completed: CompletedHistory | None = None,
+        operator: Callable[[], OperatorCalls | None] = lambda: None,
+        read_logs: LogRead = _no_logs,
     ) -> None:
         self.snapshot = snapshot
-        self.ungated = frozenset(ungated)
+        self.ungated = frozenset((*ungated, *RUNTIME_CHECKED))
+        self.completed = completed or CompletedHistory()
+        self.operator = operator
+        self.read_logs = read_logs
         self.authority: Callable[[], Authority] = authority or _open_authority()
         self.events = events
         self.history = history
@@ -189,9 +228,12 @@ class WebApi:
             "/api/v1/roles": self.roles,
             "/api/v1/events": self.recent_events,
             "/api/v1/history": self.share_history,
+            "/api/v1/completed": self.completed_history,
+            LOGS_PATH: self.task_log,
         }
         for path, handler in routes.items():
             app.router.add_get(path, self._bad_query_is_400(handler))
+        app.router.add_post(MAINTENANCE_PATH, self._bad_query_is_400(self.maintenance))
 
     @web.middleware
     async def _gate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -216,8 +258,11 @@ class WebApi:
                 return await handler(request)
             except BadQuery as error:
                 return web.json_response({"error": str(error)}, status=400, headers=NO_STORE)
-            except CoreError as error:  # the view was refused (without authentication)
+            except PermissionDenied as error:  # the view was refused (without authentication)
                 return web.json_response({"error": error.message}, status=403, headers=NO_STORE)
+            except CoreError as error:  # a runtime's refusal (logs)
+                status = http_status(error)
+                return web.json_response({"error": error.message}, status=status, headers=NO_STORE)
 
         return wrapped
 
@@ -270,9 +315,10 @@ class WebApi:
             if state not in TaskState.__members__:
                 raise BadQuery(f"state: {state!r} is not a task state")
         framework_id = request.query.get("framework_id") or None
+        agent_id = request.query.get("agent_id") or None
         tasks = self.view(request).tasks
         return await _json_off_loop(
-            lambda: page_of_tasks(tasks, offset, limit, framework_id, state)
+            lambda: page_of_tasks(tasks, offset, limit, framework_id, state, agent_id)
         )
 
     async def recent_events(self, request: web.Request) -> web.Response:
@@ -285,3 +331,31 @@ class WebApi:
         if not self.full(request):
             return _json({"interval": self.history.interval, "window": 0, "points": []})
         return _json(self.history.document())
+
+    async def completed_history(self, request: web.Request) -> web.Response:
+        """``/api/v1/completed``: ended tasks and removed frameworks, newest first."""
+        if not self.full(request):
+            return _json({"tasks": [], "frameworks": []})
+        return _json(self.completed.document())
+
+    async def task_log(self, request: web.Request) -> web.Response:
+        """``/api/v1/logs``: the end of a task's stdout or stderr, as ``fairshare logs``
+        would print it for the request's principal."""
+        task_id = request.query.get("task_id", "")
+        if not task_id:
+            raise BadQuery("task_id: must be given")
+        framework_id = request.query.get("framework_id", "")
+        file = request.query.get("file", "stdout")
+        if file not in ("stdout", "stderr"):
+            raise BadQuery(f"file: {file!r} is not stdout or stderr")
+        tail = _int_param(request, "tail", 200, MAX_TAIL)
+        operator = self.operator()
+        if operator is None:
+            return web.json_response({"error": "this master does not lead"}, status=503)
+        granted = operator.grant_logs(task_id, framework_id, request.get(PRINCIPAL))
+        data = await self.read_logs(granted, task_id, framework_id, file == "stderr", tail)
+        return web.Response(body=data, content_type="text/plain", charset="utf-8", headers=NO_STORE)
+
+    async def maintenance(self, request: web.Request) -> web.Response:
+        """``POST /api/v1/maintenance``: an agent action (``master.web.maintenance``)."""
+        return await maintenance_answer(request, self.operator())

@@ -1,7 +1,8 @@
 """The ``fairshare`` command (docs/architecture.md §7): one entry point, a table of subcommands.
 
 ``COMMANDS`` maps each subcommand to its one-line summary and the module that implements it,
-named as a string: the kernel never imports ``master``, ``agent`` or ``framework_sdk`` itself
+named as a string: the kernel never imports ``master``, ``agent``, ``framework_sdk`` or
+``client_commands`` itself
 (an import-linter contract forbids it). ``main`` finds the subcommand in the arguments before
 parsing them and imports that one module only; the other subcommands' parsers stay empty, so
 ``fairshare --help`` lists every subcommand with its summary without importing any of them, and
@@ -57,10 +58,10 @@ _running: list[str] = []  # the subcommand main() runs now (innermost last)
 COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "master": ("run the master daemon", "master.daemon"),
     "agent": ("run an agent daemon", "agent.daemon"),
-    "status": ("show the cluster state", "framework_sdk.cli:status_command"),
+    "status": ("show the cluster state", "client_commands.status:status_command"),
     "run": (
         "keep up to N placeholder tasks running, or run a command in N tasks (built-in framework)",
-        "framework_sdk.cli:run_command",
+        "client_commands.run:run_command",
     ),
     "logs": (
         "print a command task's stdout or stderr from its sandbox",
@@ -73,33 +74,33 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     ),
     "agents": (
         "list agents; deactivate, drain, reactivate (maintenance) or remove unreachable ones",
-        "master.commands.agents:agents_command",
+        "client_commands.agents:agents_command",
     ),
     "frameworks": (
         "list frameworks, or tear one down",
-        "master.commands.cluster:frameworks_command",
+        "client_commands.cluster:frameworks_command",
     ),
-    "tasks": ("list tasks, or kill one", "master.commands.cluster:tasks_command"),
-    "stop": ("tear down the framework named NAME", "master.commands.cluster:stop_command"),
+    "tasks": ("list tasks, or kill one", "client_commands.cluster:tasks_command"),
+    "stop": ("tear down the framework named NAME", "client_commands.cluster:stop_command"),
     "weights": (
         "list, set or clear operator weights of roles and frameworks",
-        "master.commands.operator:weights_command",
+        "client_commands.operator:weights_command",
     ),
     "quota": (
         "list the quotas of roles (guarantee, limit, consumption), or set or clear one",
-        "master.commands.operator:quota_command",
+        "client_commands.operator:quota_command",
     ),
     "reserve": (
         "reserve resources of an agent for a role (offered only to its subtree)",
-        "master.commands.reservations:reserve_command",
+        "client_commands.reservations:reserve_command",
     ),
     "unreserve": (
         "give back resources of a dynamic reservation",
-        "master.commands.reservations:unreserve_command",
+        "client_commands.reservations:unreserve_command",
     ),
     "roles": (
         "show the role tree: weights, shares, frameworks and running tasks per role",
-        "master.commands.roles",
+        "client_commands.roles",
     ),
     "allocate": ("offline allocation calculator", "master.commands.allocate"),
     "simulate": ("trace-driven simulation", "master.sim.cli"),

@@ -1,7 +1,7 @@
 """The role tree as operators read it: ``GetStateResponse.roles`` as JSON and as table rows.
 
-One definition for ``fairshare status`` (``framework_sdk.cluster_state``) and ``fairshare
-roles`` (``master.commands.roles``), so both print the same keys and the same columns; the
+One definition for ``fairshare status`` (``client_commands.status_document``) and ``fairshare
+roles`` (``client_commands.roles``), so both print the same keys and the same columns; the
 master's HTTP API (``master.web.documents.role_document``) builds the same keys from its
 snapshot. One role is::
 

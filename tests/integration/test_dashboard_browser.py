@@ -52,6 +52,17 @@ def number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{round(value, 3):g}"
 
 
+def quantity(resource: str, value: float) -> str:
+    """A resource's quantity as the dashboard prints it (``qty``): mem and disk (MiB) in MiB,
+    GiB or TiB, the others plain."""
+    if resource not in ("mem", "disk"):
+        return number(value)
+    unit = 0
+    while abs(value) >= 1024 and unit < 3:
+        value, unit = value / 1024, unit + 1
+    return f"{number(round(value, 2 if unit else 0))} {['MiB', 'GiB', 'TiB', 'PiB'][unit]}"
+
+
 @pytest.fixture
 def chromium() -> str:
     path = chromium_path()
@@ -90,12 +101,13 @@ async def check_dashboard(
         assert shown["running"] == 3
         cards = await page.evaluate(CARDS)
         assert set(cards) == set(document["total"])
+        assert cards["mem"]["capacity"] == "16 GiB"  # mem has units (MiB in fairshare)
         for resource, total in document["total"].items():
             expected = {
-                "capacity": number(total),
-                "used": number(document["used"].get(resource, 0)),
-                "offered": number(document["offered"].get(resource, 0)),
-                "free": number(document["free"].get(resource, 0)),
+                "capacity": quantity(resource, total),
+                "used": quantity(resource, document["used"].get(resource, 0)),
+                "offered": quantity(resource, document["offered"].get(resource, 0)),
+                "free": quantity(resource, document["free"].get(resource, 0)),
             }
             assert cards[resource] == expected, resource
         assert await page.evaluate(AGENT_IDS) == [a["id"] for a in document["agents"]]
@@ -147,6 +159,152 @@ def test_dashboard_in_chromium_matches_the_status_and_follows_the_cluster(
     asyncio.run(check_dashboard(browser, master, start_second, tmp_path))
     for name in ("dashboard-one-framework.png", "dashboard-two-frameworks.png"):
         assert (tmp_path / name).read_bytes().startswith(b"\x89PNG"), name
+
+
+DETAIL_FACTS = """Object.fromEntries([...document.querySelectorAll('#detail dd[data-fact]')]
+  .map(d => [d.dataset.fact, d.textContent]))"""
+DETAIL_RESOURCES = """Object.fromEntries([...document.querySelectorAll('#detail tr[data-resource]')]
+  .map(r => [r.dataset.resource, [...r.querySelectorAll('td.num')].map(c => c.textContent)]))"""
+LAST_STATUS = """[...document.querySelectorAll('#tasks tr[data-task-id] td.last-status')]
+  .map(c => c.textContent)"""
+EQUAL_SHARES = """(() => {
+  const now = Date.now() / 1000, same = {dominant_share: 0.5, weighted_share: 0.25};
+  const frameworks = {"fw-a": {name: "a", ...same}, "fw-b": {name: "b", ...same}};
+  view.history = {points: [0, 1, 2, 3].map(i => ({time: now - 90 + 30 * i, frameworks}))};
+  view.live = [];
+  renderChart();
+  const path = id => document.querySelector(`#chart path[data-series="${id}"][data-kind=dominant]`);
+  const shapes = id => [...new Set([...document.querySelectorAll(
+    `#chart [data-marker][data-series="${id}"]`)].map(m => m.dataset.marker))];
+  return {a: path("fw-a").getAttribute("d"), b: path("fw-b").getAttribute("d"),
+    shapes: [shapes("fw-a"), shapes("fw-b")],
+    titles: [path("fw-a").textContent, path("fw-b").textContent],
+    legend: [...document.querySelectorAll('.chart-legend [data-marker]')]
+      .map(s => s.dataset.marker)};
+})()"""
+
+
+def agent_state(master: Daemon) -> str:
+    (agent,) = fairshare_status(master.address)["agents"]
+    return str(agent["state"])
+
+
+async def check_details(browser: Browser, master: Daemon, shots: Path) -> None:
+    document = fairshare_status(master.address)
+    (agent,) = document["agents"]
+    (batch,) = [f for f in document["frameworks"] if f["name"] == "batch"]
+    page = await browser.page()
+    try:
+        await page.open(
+            f"http://{master.metrics_address}/?refresh={REFRESH_MS}#agent/{agent['id']}"
+        )
+        await page.wait_for(
+            "!!document.body && Number(document.body.dataset.refreshed) >= 1"
+            " && !document.getElementById('detail').hidden",
+            SETTLE,
+            "the agent's pane",
+        )
+        # the agent's pane: its resources with units, facts, its tasks, the completed one
+        resources = await page.evaluate(DETAIL_RESOURCES)
+        assert resources["mem"][0] == "8 GiB" and resources["cpus"][0] == "4", resources
+        facts = await page.evaluate(DETAIL_FACTS)
+        assert facts["id"] == agent["id"] and facts["attributes"] == "rack:r9", facts
+        await page.wait_for(
+            "document.querySelectorAll('#detail tr[data-task-id=\"hi-1\"]').length === 1",
+            SETTLE,
+            "the completed command task in the agent's pane",
+        )
+        # the last status column is filled: who reported, when
+        statuses = await page.evaluate(LAST_STATUS)
+        assert len(statuses) == 2 and all(s.startswith("agent · ") for s in statuses), statuses
+        # completed tasks and ended frameworks
+        completed = await page.evaluate(
+            "[...document.querySelectorAll('#completed-tasks tr[data-task-id]')]"
+            ".map(r => [r.dataset.taskId, r.querySelector('.state').textContent,"
+            " !!r.querySelector('a.logs-link')])"
+        )
+        assert completed == [["hi-1", "FINISHED", True]], completed
+        ended = await page.evaluate(
+            "[...document.querySelectorAll('#ended-frameworks tr[data-framework-id]')]"
+            ".map(r => r.querySelector('b').textContent)"
+        )
+        assert ended == ["hi"], ended
+        (shots / "dashboard-agent.png").write_bytes(await page.screenshot())
+        # maintenance from the pane: deactivate, then reactivate (POSTs the master authorizes)
+        for action, state in (("deactivate", "DEACTIVATED"), ("reactivate", "ACTIVE")):
+            await page.evaluate(
+                f"document.querySelector('#agent-actions button[data-action={action}]').click()"
+            )
+            wait_for(lambda s=state: agent_state(master) == s, SETTLE, f"the agent {state}")
+            await page.wait_for(
+                f"document.querySelector('#detail h2 .state').textContent === '{state}'"
+                " && document.getElementById('action-note').textContent.includes('done')",
+                SETTLE,
+                f"the pane showing {state}",
+            )
+        # the completed task's logs, read through the master with the page's identity
+        framework_id = await page.evaluate(
+            "document.querySelector('#completed-tasks tr[data-task-id=\"hi-1\"] a.logs-link')"
+            ".getAttribute('href')"
+        )
+        await page.evaluate(f"location.hash = {json.dumps(framework_id)}")
+        await page.wait_for(
+            "document.querySelector('#detail pre[data-file=stdout]')?.textContent"
+            " === 'hello from hi-1\\n'",
+            SETTLE,
+            "the task's stdout in the logs pane",
+        )
+        stderr = await page.evaluate(
+            "document.querySelector('#detail pre[data-file=stderr]').textContent"
+        )
+        assert stderr == "oops\n"
+        # a framework's pane: role, weight, share, tasks by state
+        await page.evaluate(f"location.hash = '#framework/{batch['id']}'")
+        await page.wait_for(
+            "document.querySelector('#detail [data-state=RUNNING]')?.textContent.trim()"
+            " === 'RUNNING 2'",
+            SETTLE,
+            "the framework's pane",
+        )
+        facts = await page.evaluate(DETAIL_FACTS)
+        assert (facts["role"], facts["weight"], facts["running / wanted"]) == ("*", "1", "2 / 2")
+        # lines of equal shares: apart, with different markers, a tooltip and a legend each
+        chart = await page.evaluate(EQUAL_SHARES)
+        assert chart["a"] != chart["b"], chart
+        assert chart["shapes"][0] != chart["shapes"][1] and all(
+            len(s) == 1 for s in chart["shapes"]
+        )
+        assert all("dominant share 0.500" in t for t in chart["titles"]), chart
+        assert chart["legend"] == [chart["shapes"][0][0], chart["shapes"][1][0]]
+        assert page.errors == [], page.errors
+    finally:
+        await page.close()
+        await browser.close_session()
+
+
+def test_dashboard_detail_panes_logs_completed_and_maintenance_in_chromium(
+    chromium: str,
+    master: Daemon,
+    agent_factory: Callable[..., list[Daemon]],
+    clients: Callable[..., Client],
+    tmp_path: Path,
+) -> None:
+    """Issue 24, item 10: units, the last status, the completed task and ended framework, the
+    agent's and the framework's panes, a command task's logs from its link, maintenance from the
+    agent's pane and equal shares kept apart in the chart, in a real Chromium."""
+    agent_factory(master, 1, "cpus:4;mem:8192", "--attributes", "rack:r9")
+    script = 'echo "hello from $FAIRSHARE_TASK_ID"; echo oops >&2'
+    done = subprocess.run(
+        [sys.executable, "-m", "fairshare.cli", "run", "--master", master.address, "--name", "hi",
+         "--task", "cpus:0.2;mem:64", "--command", script],
+        cwd=ROOT, env=daemon_env(), capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    run_framework(clients, master, "batch", "cpus:1;mem:1024", 2)
+    wait_for(lambda: settled(master, {"batch": 2}), SETTLE, "batch running 2")
+    browser = Browser(chromium, tmp_path / "chromium-profile")
+    STARTED.append(browser)
+    asyncio.run(check_details(browser, master, tmp_path))
 
 
 POLICIES = Path("/etc/chromium/policies/managed")

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from daemons import Client, Daemon, fairshare_status, wait_for
+from daemons import ROOT, Client, Daemon, daemon_env, fairshare_status, wait_for
 from test_live_cluster import SETTLE, run_framework
 
 
@@ -133,6 +135,66 @@ def test_api_shows_what_status_json_shows_and_pages_tasks(
     assert "framework.subscribed" in events and events.count("agent.registered") == 2
     history = get_json(http, "/api/v1/history")
     assert history["points"] and history["window"] == 3600
+
+
+def post_json(address: str, path: str, body: Any, headers: dict[str, str]) -> tuple[int, Any]:
+    """``(status, JSON answer)`` of ``POST http://address/path`` with a JSON body."""
+    request = urllib.request.Request(
+        f"http://{address}{path}", json.dumps(body).encode(), headers, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def test_completed_tasks_logs_last_status_and_maintenance_over_http(
+    master: Daemon, agent_factory: Callable[..., list[Daemon]], clients: Callable[..., Client]
+) -> None:
+    """Issue 24, item 10 (the data the dashboard shows): a command task that ended and its
+    framework are in /api/v1/completed; its stdout and stderr come from its agent through
+    /api/v1/logs; a running task's last status says who reported it and when; an agent is
+    deactivated by a POST that carries the dashboard's header, and by nothing else."""
+    agent_factory(master, 1, "cpus:4;mem:8192")
+    script = 'echo "hello from $FAIRSHARE_TASK_ID"; echo second; echo oops >&2'
+    done = subprocess.run(
+        [sys.executable, "-m", "fairshare.cli", "run", "--master", master.address, "--name", "hi",
+         "--task", "cpus:0.2;mem:64", "--command", script],
+        cwd=ROOT, env=daemon_env(), capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    http = master.metrics_address
+    completed = get_json(http, "/api/v1/completed")
+    (task,) = completed["tasks"]
+    assert (task["task_id"], task["state"], task["command"]) == ("hi-1", "FINISHED", True)
+    assert task["exit_code"] == 0 and task["ended_at"] > 0 and task["source"] == "AGENT"
+    (ended,) = completed["frameworks"]
+    assert ended["name"] == "hi" and ended["framework_id"] == task["framework_id"]
+    logs = "/api/v1/logs?task_id=hi-1"
+    assert get(http, logs) == (200, "text/plain; charset=utf-8", "hello from hi-1\nsecond\n")
+    assert get(http, f"{logs}&file=stderr&framework_id={task['framework_id']}")[2] == "oops\n"
+    assert get(http, f"{logs}&tail=1")[2] == "second\n"
+    status, _, body = get(http, "/api/v1/logs?task_id=nobody-1")
+    assert status == 404 and "no sandbox of task 'nobody-1'" in json.loads(body)["error"]
+    assert get(http, f"{logs}&tail=-1")[0] == 400
+
+    run_framework(clients, master, "batch", "cpus:1;mem:1024", 1)
+    wait_for(lambda: get_json(http, "/api/v1/tasks?state=RUNNING")["total"] == 1, SETTLE, "running")
+    agent_id = fairshare_status(master.address)["agents"][0]["id"]
+    (running,) = get_json(http, f"/api/v1/tasks?agent_id={agent_id}")["tasks"]
+    assert running["source"] == "AGENT" and running["updated_at"] > 0
+    assert running["command"] is False
+    assert get_json(http, "/api/v1/tasks?agent_id=nope")["total"] == 0
+
+    body = {"action": "deactivate", "agent_ids": [agent_id]}
+    plain = {"Content-Type": "application/json"}
+    assert post_json(http, "/api/v1/maintenance", body, plain)[0] == 403
+    assert fairshare_status(master.address)["agents"][0]["state"] == "ACTIVE"
+    assert get(http, "/api/v1/maintenance")[0] == 405  # no state change on GET
+    dashboard = {**plain, "X-Fairshare-Request": "dashboard"}
+    assert post_json(http, "/api/v1/maintenance", body, dashboard) == (200, body)
+    assert fairshare_status(master.address)["agents"][0]["state"] == "DEACTIVATED"
 
 
 def test_idle_clients_do_not_tie_up_the_port(master: Daemon) -> None:

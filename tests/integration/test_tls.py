@@ -17,7 +17,7 @@ from typing import Any
 
 import grpc
 import pytest
-from daemons import ROOT, Client, Daemon, daemon_env, wait_for
+from daemons import ROOT, Client, Daemon, daemon_env, reachable_work_dir, wait_for
 from fairshare.transport import INSECURE, ClientSecurity
 from secure import Pki, fairshare_cli, get_state, start_secure_master
 
@@ -112,17 +112,18 @@ def test_flags_that_do_not_fit_are_refused_naming_them(tmp_path: Path, pki: Pki)
 
 
 def test_up_tls_runs_a_mutual_tls_cluster(tmp_path: Path) -> None:
+    base = reachable_work_dir(tmp_path / "up")  # its command task's user reaches its sandbox
     up = subprocess.Popen(
         [sys.executable, "-m", "fairshare.cli", "up", "--tls", "--agents", "1",
          "--resources", "cpus:2;mem:2048", "--port", "0", "--metrics-port", "0",
-         "--work-dir", str(tmp_path)],
+         "--work-dir", str(base)],
         cwd=ROOT, env=daemon_env(), stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
-        addr = tmp_path / "master" / "master.addr"
+        addr = base / "master" / "master.addr"
         address = wait_for(lambda: addr.exists() and addr.read_text().strip(), 30, "the master")
-        ca = tmp_path / "tls"
+        ca = base / "tls"
         flags = ["--tls-ca", str(ca / "ca.pem"), "--tls-cert", str(ca / "operator.pem")]
         flags += ["--tls-key", str(ca / "operator.key")]
 
@@ -132,7 +133,17 @@ def test_up_tls_runs_a_mutual_tls_cluster(tmp_path: Path) -> None:
 
         wait_for(one_agent, 30, "the agent registered over mutual TLS")
         assert fairshare_cli("status", "--master", address).returncode == 1  # plaintext: refused
-        _dashboard_with_the_browser_bundle(tmp_path)
+        context = _dashboard_with_the_browser_bundle(base)
+        # issue 24, item 10: the dashboard's log route reads a task's output from its agent
+        # over mutual TLS (the master presents its own certificate to the agent)
+        run = fairshare_cli("run", "--master", address, "--name", "hi", "--task",
+                            "cpus:0.2;mem:64", "--command", "echo hello over tls", *flags,
+                            timeout=120)  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        dashboard = (base / "master" / "metrics.addr").read_text().strip()
+        url = f"https://{dashboard}/api/v1/logs?task_id=hi-1"
+        with urllib.request.urlopen(url, context=context, timeout=30) as answer:
+            assert answer.read() == b"hello over tls\n"
         up.send_signal(signal.SIGTERM)
         output, _ = up.communicate(timeout=60)
     finally:
@@ -141,12 +152,13 @@ def test_up_tls_runs_a_mutual_tls_cluster(tmp_path: Path) -> None:
             up.communicate()
     assert up.returncode == 0, output
     assert "mutual TLS; try: fairshare status" in output
-    assert f"import {tmp_path / 'tls' / 'operator.p12'} (no password)" in output
+    assert f"import {base / 'tls' / 'operator.p12'} (no password)" in output
 
 
-def _dashboard_with_the_browser_bundle(base: Path) -> None:
+def _dashboard_with_the_browser_bundle(base: Path) -> ssl.SSLContext:
     """The PKCS#12 bundle ``up --tls`` made for browsers opens the dashboard: what a browser
-    would take from it (certificate, key, no password) is what the HTTPS request presents."""
+    would take from it (certificate, key, no password) is what the HTTPS request presents
+    (returned: a context presenting it)."""
     read = subprocess.run(
         ["openssl", "pkcs12", "-in", str(base / "tls" / "operator.p12"), "-passin", "pass:",
          "-nodes", "-clcerts"],
@@ -160,6 +172,7 @@ def _dashboard_with_the_browser_bundle(base: Path) -> None:
     dashboard = (base / "master" / "metrics.addr").read_text().strip()
     with urllib.request.urlopen(f"https://{dashboard}/", context=context, timeout=10) as page:
         assert page.status == 200 and b"fairshare" in page.read().lower()
+    return context
 
 
 def test_an_exposed_master_says_so_in_one_line_with_its_true_bind_address(

@@ -16,6 +16,7 @@ def source_packages() -> set[str]:
         "master": ROOT / "master",
         "agent": ROOT / "agent",
         "framework_sdk": ROOT / "framework_sdk",
+        "client_commands": ROOT / "client_commands",
         "fairshare": ROOT / "proto" / "fairshare",
     }
     found = set()

@@ -1,5 +1,7 @@
 // fairshare dashboard: polls the master's JSON API (/api/v1/...) and draws plain DOM and SVG.
 // No library, no build step, no network access beyond the master that served the page.
+// The page's other scripts (charts.js, details.js, completed.js) come before this one in the
+// same <script>: this one starts the refresh loop.
 // Every value shown comes from one API answer; names from clients are inserted as text only.
 "use strict";
 
@@ -12,7 +14,7 @@ const TASK_STATES = ["STAGING", "STARTING", "RUNNING", "KILLING", "FINISHED", "F
   "ERROR", "LOST", "DROPPED", "UNREACHABLE", "GONE"];
 
 const view = { state: null, history: { points: [] }, live: [], events: [], lastEvent: 0,
-  colors: new Map(), lastHistory: 0 };
+  colors: new Map(), lastHistory: 0, completed: { tasks: [], frameworks: [] }, note: null };
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -46,9 +48,26 @@ function num(value) {
   return Number.isInteger(value) ? String(value) : String(Number(value.toFixed(3)));
 }
 
+// A quantity of a resource in its unit: mem and disk are MiB in fairshare, shown in MiB, GiB or
+// TiB; cpus and other resources as plain numbers.
+const MIB_RESOURCES = new Set(["mem", "disk"]);
+const MIB_UNITS = ["MiB", "GiB", "TiB", "PiB"];
+
+function qty(name, value) {
+  if (value === null || value === undefined) return "-";
+  if (!MIB_RESOURCES.has(name)) return num(value);
+  let scaled = value;
+  let unit = 0;
+  while (Math.abs(scaled) >= 1024 && unit < MIB_UNITS.length - 1) {
+    scaled /= 1024;
+    unit += 1;
+  }
+  return `${num(Number(scaled.toFixed(unit ? 2 : 0)))} ${MIB_UNITS[unit]}`;
+}
+
 function resourcesText(resources) {
   const entries = Object.entries(resources || {});
-  return entries.length ? entries.map(([k, v]) => `${k}:${num(v)}`).join(";") : "-";
+  return entries.length ? entries.map(([k, v]) => `${k} ${qty(k, v)}`).join("; ") : "-";
 }
 
 function ago(seconds) {
@@ -97,15 +116,15 @@ function renderOverview(state) {
     const free = state.free[name] || 0;
     cards.push(el("div", { class: "card", "data-resource": name },
       el("div", { class: "resource" }, name),
-      el("div", { class: "big" }, el("span", { class: "capacity" }, num(total)),
+      el("div", { class: "big" }, el("span", { class: "capacity" }, qty(name, total)),
         el("span", { class: "muted" }, " capacity")),
       bar(total, used, offered),
       el("div", {},
         el("span", { class: "legend-key", style: "background:var(--used)" }), "used ",
-        el("b", { class: "used" }, num(used)), "  ",
+        el("b", { class: "used" }, qty(name, used)), "  ",
         el("span", { class: "legend-key", style: "background:var(--offered)" }), "offered ",
-        el("b", { class: "offered" }, num(offered)), "  free ",
-        el("b", { class: "free" }, num(free)))));
+        el("b", { class: "offered" }, qty(name, offered)), "  free ",
+        el("b", { class: "free" }, qty(name, free)))));
   }
   const counts = state.counts;
   cards.push(el("div", { class: "card", "data-resource": "" },
@@ -120,7 +139,8 @@ function renderOverview(state) {
 function renderFrameworks(state) {
   const rows = state.frameworks.map((f) => el("tr", { "data-framework-id": f.id },
     el("td", {}, el("span", { class: "legend-key", style: `background:${colorOf(f.id)}` }),
-      el("b", { class: "name" }, f.name)),
+      el("a", { href: `#framework/${encodeURIComponent(f.id)}` },
+        el("b", { class: "name" }, f.name))),
     el("td", { class: "id", title: f.id }, f.id.slice(0, 15)),
     el("td", {}, f.role),
     el("td", {}, badge(f.state)),
@@ -148,8 +168,8 @@ function quotaText(r) {
   return el("span", {}, ...names.map((name) => {
     const held = (r.allocated || {})[name] || 0;
     const cap = guarantee[name] ?? limit[name];
-    const parts = [num(held), name in guarantee ? `≥${num(guarantee[name])}` : "",
-      name in limit ? `≤${num(limit[name])}` : ""].filter(Boolean).join(" ");
+    const parts = [qty(name, held), name in guarantee ? `≥${qty(name, guarantee[name])}` : "",
+      name in limit ? `≤${qty(name, limit[name])}` : ""].filter(Boolean).join(" ");
     return el("span", { class: "quota-item" }, bar(cap, held, 0, true),
       el("code", {}, `${name} ${parts}`));
   }), r.below_guarantee ? el("b", { class: "below" }, " below guarantee") : "");
@@ -197,11 +217,13 @@ function renderAgents(state) {
       const used = a.resources.used[name] || 0;
       const offered = a.resources.offered[name] || 0;
       util.append(el("span", {}, name), bar(total, used, offered),
-        el("span", { class: "muted" }, `${num(used)} + ${num(offered)} of ${num(total)}`));
+        el("span", { class: "muted" },
+          `${qty(name, used)} + ${qty(name, offered)} of ${qty(name, total)}`));
     }
     const attributes = Object.entries(a.attributes).map(([k, v]) => `${k}:${v}`).join(";");
     return el("tr", { "data-agent-id": a.id },
-      el("td", { class: "id", title: a.id }, a.id.slice(0, 18)),
+      el("td", { class: "id", title: a.id },
+        el("a", { href: `#agent/${encodeURIComponent(a.id)}` }, a.id.slice(0, 18))),
       el("td", {}, `${a.hostname}:${a.port}`),
       el("td", {}, badge(a.state)),
       el("td", {}, attributes || "-"),
@@ -212,20 +234,56 @@ function renderAgents(state) {
   document.getElementById("agents-count").textContent = `(${state.agents.length})`;
 }
 
+// A task's last status: who reported it (its agent or the master) and when, with its reason,
+// message, exit code and health when it has them.
+function lastStatus(t) {
+  const parts = [t.source === "AGENT" ? "agent" : "master",
+    t.updated_at ? ago(t.updated_at) : "", t.reason, t.message,
+    t.exit_code === null || t.exit_code === undefined || (t.message || "").includes("exit")
+      ? "" : `exit ${t.exit_code}`,
+    t.healthy === null || t.healthy === undefined ? "" : (t.healthy ? "healthy" : "unhealthy")];
+  return parts.filter(Boolean).join(" · ");
+}
+
+function logsLink(t) {
+  if (!t.command) return null;
+  const href = `#logs/${encodeURIComponent(t.framework_id)}/${encodeURIComponent(t.task_id)}`;
+  return el("a", { href, class: "logs-link", title: "stdout and stderr of the task" }, "logs");
+}
+
+// One row of a task table: its name and logs link, framework, agent, state, resources, last
+// status (`t` a task of /api/v1/tasks, or a completed one of /api/v1/completed).
+function taskRow(t, state) {
+  if (!state.byId) {  // built once per state document
+    state.byId = { frameworks: new Map(state.frameworks.map((f) => [f.id, f])),
+      agents: new Map(state.agents.map((a) => [a.id, a])) };
+  }
+  const framework = state.byId.frameworks.get(t.framework_id)  // or one that ended
+    || view.completed.frameworks.find((f) => f.framework_id === t.framework_id);
+  const agent = state.byId.agents.get(t.agent_id);
+  const resources = resourcesText(typeof t.resources === "string"  // a completed task's
+    ? Object.fromEntries(t.resources.split(";").filter(Boolean).map((item) => {
+      const [name, value] = item.split(":");
+      return [name, Number(value)];
+    })) : t.resources);
+  return el("tr", { "data-task-id": t.task_id },
+    el("td", {}, t.name, " ", logsLink(t)),
+    el("td", { title: t.framework_id }, el("a", {
+      href: `#framework/${encodeURIComponent(t.framework_id)}` },
+      framework ? framework.name : t.framework_id)),
+    el("td", { title: t.agent_id }, el("a", { href: `#agent/${encodeURIComponent(t.agent_id)}` },
+      agent ? `${agent.hostname}:${agent.port}` : t.agent_id)),
+    el("td", {}, badge(t.state)),
+    el("td", {}, el("code", {}, resources)),
+    el("td", { class: "muted last-status" }, lastStatus(t) || "-"));
+}
+
 async function refreshTasks(state) {
   const filter = document.getElementById("task-state").value;
   const query = new URLSearchParams({ limit: TASK_PAGE });
   if (filter) query.set("state", filter);
   const page = await getJSON(`/api/v1/tasks?${query}`);
-  const names = new Map(state.frameworks.map((f) => [f.id, f.name]));
-  const hosts = new Map(state.agents.map((a) => [a.id, `${a.hostname}:${a.port}`]));
-  const rows = page.tasks.map((t) => el("tr", { "data-task-id": t.task_id },
-    el("td", {}, t.name),
-    el("td", { title: t.framework_id }, names.get(t.framework_id) || t.framework_id),
-    el("td", { title: t.agent_id }, hosts.get(t.agent_id) || t.agent_id),
-    el("td", {}, badge(t.state)),
-    el("td", {}, el("code", {}, resourcesText(t.resources))),
-    el("td", { class: "muted" }, [t.reason, t.message].filter(Boolean).join(": ") || "-")));
+  const rows = page.tasks.map((t) => taskRow(t, state));
   fill(document.querySelector("#tasks tbody"), rows, 6, "no tasks");
   const shown = page.tasks.length < page.total ? `, first ${page.tasks.length} shown` : "";
   document.getElementById("tasks-count").textContent = `(${page.total}${shown})`;
@@ -252,81 +310,6 @@ function livePoint(state) {
   return { time: Date.now() / 1000, frameworks };
 }
 
-function renderChart() {
-  const history = view.history.points;
-  const newest = history.length ? history[history.length - 1].time : 0;
-  const points = history.concat(view.live.filter((p) => p.time > newest));
-  const box = document.getElementById("chart");
-  const width = Math.max(400, box.clientWidth || 800);
-  const height = 260;
-  const pad = { left: 44, right: 120, top: 12, bottom: 26 };
-  const now = Date.now() / 1000;
-  const start = Math.max(now - 3600, Math.min(points.length ? points[0].time : now, now - 120));
-  const series = new Map();
-  let top = 1;
-  for (const point of points) {
-    for (const [id, f] of Object.entries(point.frameworks)) {
-      if (!series.has(id)) series.set(id, { name: f.name, dominant: [], weighted: [] });
-      const s = series.get(id);
-      s.name = f.name;
-      s.dominant.push([point.time, f.dominant_share]);
-      s.weighted.push([point.time, f.weighted_share]);
-      top = Math.max(top, f.dominant_share, f.weighted_share);
-    }
-  }
-  const yMax = top * 1.08;  // headroom: a line at 1.0 is not drawn on the frame
-  const x = (t) => pad.left + ((t - start) / (now - start)) * (width - pad.left - pad.right);
-  const y = (v) => pad.top + (1 - v / yMax) * (height - pad.top - pad.bottom);
-  const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, role: "img",
-    "aria-label": "frameworks' shares over time" });
-  for (let v = 0; v <= top + 1e-9; v += top > 2 ? 0.5 : 0.25) {
-    root.append(svg("line", { class: "grid", x1: pad.left, x2: width - pad.right, y1: y(v),
-      y2: y(v) }));
-    const label = svg("text", { x: pad.left - 6, y: y(v) + 4, "text-anchor": "end" });
-    label.textContent = v.toFixed(2);
-    root.append(label);
-  }
-  root.append(svg("line", { class: "axis", x1: pad.left, x2: pad.left, y1: pad.top,
-    y2: height - pad.bottom }));
-  root.append(svg("line", { class: "axis", x1: pad.left, x2: width - pad.right,
-    y1: height - pad.bottom, y2: height - pad.bottom }));
-  for (const t of [start, (start + now) / 2, now]) {
-    const label = svg("text", { x: x(t), y: height - 8, "text-anchor": "middle" });
-    label.textContent = clock(t);
-    root.append(label);
-  }
-  const legend = el("div", { class: "chart-legend" });
-  const ends = [];
-  for (const [id, s] of series) {
-    const color = colorOf(id);
-    for (const [data, dash] of [[s.weighted, "5 4"], [s.dominant, ""]]) {
-      const path = data.map(([t, v], i) => `${i ? "L" : "M"}${x(t).toFixed(1)},${y(v).toFixed(1)}`);
-      root.append(svg("path", { d: path.join(" "), fill: "none", stroke: color,
-        "stroke-width": dash ? 1.5 : 2.5, "stroke-dasharray": dash, opacity: dash ? 0.8 : 1 }));
-    }
-    const last = s.dominant[s.dominant.length - 1];
-    if (last) {
-      root.append(svg("circle", { cx: x(last[0]), cy: y(last[1]), r: 3.5, fill: color }));
-      ends.push({ y: y(last[1]), name: s.name, color });
-    }
-    legend.append(el("span", { "data-series": id },
-      el("span", { class: "legend-key", style: `background:${color}` }), s.name,
-      el("span", { class: "muted" }, ` ${id.slice(0, 10)}`)));
-  }
-  ends.sort((a, b) => a.y - b.y);  // end labels pushed apart so equal shares stay readable
-  let previous = -Infinity;
-  for (const end of ends) {
-    const labelY = Math.max(end.y + 4, previous + 13);
-    previous = labelY;
-    const label = svg("text", { x: width - pad.right + 8, y: labelY, fill: end.color });
-    label.style.fill = end.color;
-    label.textContent = end.name;
-    root.append(label);
-  }
-  if (!series.size) legend.append(el("span", { class: "empty" }, "no frameworks yet"));
-  box.replaceChildren(root, legend);
-}
-
 async function refresh() {
   const live = document.getElementById("live");
   try {
@@ -345,6 +328,8 @@ async function refresh() {
     renderChart();
     await refreshTasks(state);
     await refreshEvents();
+    await refreshCompleted(state);
+    await renderDetail();
     document.getElementById("banner").hidden = true;
     live.className = "live ok";
     live.textContent = `updated ${clock(Date.now() / 1000)}`;
@@ -363,4 +348,5 @@ async function refresh() {
 const stateFilter = document.getElementById("task-state");
 for (const state of TASK_STATES) stateFilter.append(el("option", { value: state }, state));
 stateFilter.addEventListener("change", () => view.state && refreshTasks(view.state));
+window.addEventListener("hashchange", () => view.state && renderDetail(true));
 refresh();

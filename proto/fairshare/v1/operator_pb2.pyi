@@ -270,6 +270,7 @@ class GetStateResponse(_message.Message):
         REGISTERED_AT_FIELD_NUMBER: _builtins.int
         FAILOVER_DEADLINE_FIELD_NUMBER: _builtins.int
         PREEMPTED_FIELD_NUMBER: _builtins.int
+        WEIGHTED_SHARE_FIELD_NUMBER: _builtins.int
         state: Global___GetStateResponse.Framework.State.ValueType
         """Lifecycle state."""
         weight: _builtins.float
@@ -280,6 +281,8 @@ class GetStateResponse(_message.Message):
         """Resource that attains dominant_share; empty when nothing is allocated."""
         preempted: _builtins.int
         """How many of its tasks the rebalancer (--rebalance) killed since this master started."""
+        weighted_share: _builtins.float
+        """dominant_share / weight: what DRF orders frameworks by (0 for a weight of 0)."""
         @_builtins.property
         def framework_info(self) -> _common_pb2.FrameworkInfo:
             """What the framework subscribed with (framework_info.framework_id is its id)."""
@@ -328,10 +331,11 @@ class GetStateResponse(_message.Message):
             registered_at: _timestamp_pb2.Timestamp | None = ...,
             failover_deadline: _timestamp_pb2.Timestamp | None = ...,
             preempted: _builtins.int = ...,
+            weighted_share: _builtins.float = ...,
         ) -> None: ...
         _HasFieldArgType: _TypeAlias = _typing.Literal["allocated", b"allocated", "demand", b"demand", "failover_deadline", b"failover_deadline", "framework_info", b"framework_info", "offered", b"offered", "registered_at", b"registered_at", "used", b"used"]  # noqa: Y015
         def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-        _ClearFieldArgType: _TypeAlias = _typing.Literal["allocated", b"allocated", "demand", b"demand", "dominant_resource", b"dominant_resource", "dominant_share", b"dominant_share", "failover_deadline", b"failover_deadline", "framework_info", b"framework_info", "offered", b"offered", "preempted", b"preempted", "registered_at", b"registered_at", "state", b"state", "task_counts", b"task_counts", "used", b"used", "weight", b"weight"]  # noqa: Y015
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["allocated", b"allocated", "demand", b"demand", "dominant_resource", b"dominant_resource", "dominant_share", b"dominant_share", "failover_deadline", b"failover_deadline", "framework_info", b"framework_info", "offered", b"offered", "preempted", b"preempted", "registered_at", b"registered_at", "state", b"state", "task_counts", b"task_counts", "used", b"used", "weight", b"weight", "weighted_share", b"weighted_share"]  # noqa: Y015
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -11,8 +11,8 @@ from fairshare import cli
 from fairshare.v1 import scheduler_pb2
 from sdk_helpers import run_async
 
+from client_commands.run import RunConfig, add_run_arguments, run_config, run_framework
 from framework_sdk import ResourceVector
-from framework_sdk.cli import RunConfig, add_run_arguments, run_config, run_framework
 from framework_sdk.testing import FakeAgent, FakeMaster
 
 SHAPE = ResourceVector.parse("cpus:1;mem:1024")

@@ -44,6 +44,7 @@ def drf_table1_state() -> operator_pb2.GetStateResponse:
             state=State.Framework.STATE_ACTIVE,
             weight=1.0,
             dominant_share=2 / 3,
+            weighted_share=2 / 3,
             dominant_resource="mem" if name == "A" else "cpus",
             allocated=res(used),
             used=res(used),
@@ -158,7 +159,5 @@ def test_status_of_an_unreachable_master_exits_1(capsys: pytest.CaptureFixture[s
     assert cli.main(["status", "--master", address]) == 1
     out, err = capsys.readouterr()
     assert out == ""
-    assert err.startswith(
-        f"fairshare status: cannot get the cluster state from the master at {address}"
-    )
+    assert err.startswith(f"fairshare status: no master answers at {address}")
     assert "UNAVAILABLE" in err and "Traceback" not in err

@@ -12,8 +12,8 @@ from fairshare import cli
 from sdk_helpers import run_async
 from test_cli_status import drf_table1_state, operator_server
 
-from framework_sdk import cli as sdk_cli
-from framework_sdk.cluster_state import render_share_bars, share_bar, state_to_dict
+from client_commands import status as sdk_cli
+from client_commands.status_document import render_share_bars, share_bar, state_to_dict
 
 T = TypeVar("T")
 
@@ -135,7 +135,7 @@ def test_watch_shows_an_unreachable_master_and_goes_on() -> None:
     pipe = Screen(terminal=False)
     assert sdk_cli.watch(address, 0.1, pipe, 2, lambda _: None) == 0
     text = pipe.getvalue()
-    assert text.count(f"cannot get the cluster state from the master at {address}") == 2
+    assert text.count(f"no master answers at {address}") == 2
     assert "UNAVAILABLE" in text and "Traceback" not in text
 
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 from fairshare.v1 import common_pb2
 from test_cli_status import State, drf_table1_state, res
 
-from framework_sdk.cluster_state import render_table, state_to_dict
+from client_commands.status_document import render_table, state_to_dict
 
 
 def test_the_table_shows_weighted_share_dominant_resource_wanted_and_attributes() -> None:
     state = drf_table1_state()
     state.frameworks[1].weight = 2.0
+    state.frameworks[1].weighted_share = state.frameworks[1].dominant_share / 2.0  # the master's
     lines = render_table(state_to_dict(state)).splitlines()
     header = next(line for line in lines if line.startswith("FRAMEWORK"))
     assert header.split()[4:9] == ["WEIGHT", "SHARE", "WEIGHTED", "DOMINANT", "RUNNING/WANTED"]

@@ -115,7 +115,7 @@ def test_every_command_has_the_log_flags_and_clients_have_master(name: str) -> N
 def test_every_command_has_a_one_line_summary() -> None:
     for name, (summary, module) in cli.COMMANDS.items():
         assert summary and "\n" not in summary, name
-        assert module.split(".")[0] in ("master", "agent", "framework_sdk"), name
+        assert module.split(".")[0] in ("master", "agent", "framework_sdk", "client_commands"), name
 
 
 # -- lazy imports, help, version -------------------------------------------------------------------
@@ -235,9 +235,10 @@ def test_bad_settings_of_any_command_exit_2_naming_the_flag(
 def client_settings(name: str) -> tuple[Setting, ...]:
     """The settings table of client command ``name``."""
     from agent.config import AGENT_SETTINGS
-    from framework_sdk.cli import RUN_SETTINGS, STATUS_SETTINGS
+    from client_commands.operator import OPERATOR_SETTINGS
+    from client_commands.run import RUN_SETTINGS
+    from client_commands.status import STATUS_SETTINGS
     from framework_sdk.logs import LOGS_SETTINGS
-    from master.commands.operator import OPERATOR_SETTINGS
 
     tables = {"agent": AGENT_SETTINGS, "run": RUN_SETTINGS, "status": STATUS_SETTINGS}
     tables["logs"] = LOGS_SETTINGS
@@ -270,12 +271,12 @@ def test_status_without_master_uses_the_variable_or_the_file(
 ) -> None:
     monkeypatch.setenv("FAIRSHARE_MASTER", "127.0.0.1:1")  # nothing listens on port 1
     assert cli.main(["status"]) == 1
-    assert "the master at 127.0.0.1:1:" in capsys.readouterr().err
+    assert "no master answers at 127.0.0.1:1 " in capsys.readouterr().err
     config = tmp_path / "fs.toml"
     config.write_text('[status]\nmaster = "127.0.0.1:2"\n', encoding="utf-8")
     monkeypatch.delenv("FAIRSHARE_MASTER")
     assert cli.main(["status", "--config", str(config)]) == 1
-    assert "the master at 127.0.0.1:2:" in capsys.readouterr().err
+    assert "no master answers at 127.0.0.1:2 " in capsys.readouterr().err
 
 
 # -- the contract around a command's main ----------------------------------------------------------

@@ -12,8 +12,8 @@ import pytest
 from fairshare.cli import main
 from fairshare.v1 import common_pb2, scheduler_pb2
 
+from client_commands.run import add_run_arguments, run_config
 from framework_sdk._fake_cluster import Refusal
-from framework_sdk.cli import add_run_arguments, run_config
 from framework_sdk.testing import FakeMaster
 from master.acl import Acl, AclError, parse
 from master.core.errors import InvalidArgument

@@ -21,8 +21,8 @@ from fairshare.v1 import operator_pb2
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-import master.commands.roles as roles_command
-from framework_sdk.cluster_state import render_table, state_to_dict
+import client_commands.roles as roles_command
+from client_commands.status_document import render_table, state_to_dict
 from master.acl import parse
 from master.core import CoreConfig, TaskLaunch
 from master.metrics import MAX_FRAMEWORK_SERIES, MasterCollector, build_registry, sampler

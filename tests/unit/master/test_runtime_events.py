@@ -11,7 +11,18 @@ import logging
 from pathlib import Path
 
 import pytest
-from test_runtime_cycle import R, agent, framework, offers_of, scenario, settle, spec
+from fairshare.task_states import TaskState
+from test_runtime_cycle import (
+    R,
+    agent,
+    framework,
+    offers_of,
+    report,
+    running,
+    scenario,
+    settle,
+    spec,
+)
 
 from master.core import CoreConfig
 from master.core.quota import Quota
@@ -52,6 +63,8 @@ def test_each_runtime_event_kind_reaches_the_sink(tmp_path: Path) -> None:
         tasks = [spec("t1", "cpus:1;mem:128"), spec("t2", "cpus:1;mem:128")]
         runtime.frameworks.accept(fw, [offer.offer_id], tasks, 0.0)
         runtime.operator.kill_task(fw, "t1")
+        killed = running("t1", agent_id, state=TaskState.KILLED)
+        report(runtime, agent_id, fw, killed, TaskState.KILLED)
         runtime.operator.set_weight("eng", None, 2.0, False)
         runtime.operator.set_quota("eng", Quota(R(""), R("cpus:2")))
         runtime.operator.set_quota("eng", Quota())
@@ -74,7 +87,12 @@ def test_each_runtime_event_kind_reaches_the_sink(tmp_path: Path) -> None:
     assert sink.of(EventKind.FRAMEWORK_SUBSCRIBED).fields["resubscribed"] is False
     assert sink.of(EventKind.TASK_KILLED_BY_OPERATOR).fields["task_id"] == "t1"
     assert sink.of(EventKind.WEIGHT_SET).fields == {"kind": "role", "target": "eng", "weight": 2.0}
-    assert sink.of(EventKind.FRAMEWORK_REMOVED).fields["reason"] == "torn down by the operator"
+    removed = sink.of(EventKind.FRAMEWORK_REMOVED).fields
+    assert removed["reason"] == "torn down by the operator" and removed["name"] == "fw"
+    ended = sink.of(EventKind.TASK_ENDED)
+    assert ended.level == logging.DEBUG and ended.fields["state"] == "KILLED"
+    assert ended.fields["resources"] == str(R("cpus:1;mem:128"))
+    assert [e.kind for e in sink.events].count(EventKind.TASK_ENDED) == 1  # once per task
     assert sink.of(EventKind.AGENT_UNREACHABLE).level == logging.WARNING
     assert sink.of(EventKind.RESERVATION_MADE).fields["role"] == "eng"
     assert sink.of(EventKind.TASK_KILLED_BY_DRAIN).fields["task_id"] == "t2"

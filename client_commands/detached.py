@@ -4,7 +4,7 @@
 an acknowledged final status update (agent.proto): with nobody subscribed the agent re-sends
 it forever, ended tasks stay listed and the framework stays DISCONNECTED until its failover
 timeout. So the command hands the framework to a follower before it returns: ``hand_off``
-starts ``python -m framework_sdk.detached`` in a session of its own (no terminal), gives it
+starts ``python -m client_commands.detached`` in a session of its own (no terminal), gives it
 the run's settings, the framework id and the tasks that live on its standard input (a token
 never goes on a command line), and waits until it has subscribed as that framework
 (scheduler failover, the same framework id).
@@ -140,7 +140,7 @@ def hand_off(handoff: HandOff, timeout: float = READY_TIMEOUT) -> Follower:
     log = log_path(handoff.framework_id)
     with log.open("ab") as sink:
         process = subprocess.Popen(
-            [sys.executable, "-m", "framework_sdk.detached"],
+            [sys.executable, "-m", "client_commands.detached"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=sink,
@@ -291,7 +291,7 @@ async def _follow(
 
 
 def main() -> int:
-    """``python -m framework_sdk.detached``: the hand-off on stdin, ``subscribed`` on stdout."""
+    """``python -m client_commands.detached``: the hand-off on stdin, ``subscribed`` on stdout."""
     handoff = HandOff.from_json(sys.stdin.readline())
     configure_logging("text", handoff.log_level)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from client_commands.preflight import known_names, unknown_names, unplaceable, why_nothing_runs
 from framework_sdk import ResourceVector
-from framework_sdk.preflight import known_names, unknown_names, unplaceable, why_nothing_runs
 
 
 def agent(total: str, free: str | None = None, state: str = "ACTIVE") -> dict[str, Any]:

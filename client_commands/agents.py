@@ -8,7 +8,7 @@ agents out of offer rotation: their outstanding offers are rescinded and nothing
 offered, while their tasks keep running and their resources stay in the pool.
 ``--reactivate ID [ID ...]`` puts them back, all in one call, so that one allocation run sees
 them together, ending their drains. ``--drain ID [--deadline DURATION]`` drains one
-(``master.commands.drain``: no offers at once, its tasks killed at the deadline, then DRAINED).
+(``client_commands.drain``: no offers at once, its tasks killed at the deadline, then DRAINED).
 
 It talks to ``--master`` (``OPERATOR_SETTINGS``); ``agents_command`` is its entry in
 ``fairshare.cli``'s table.
@@ -33,7 +33,8 @@ from fairshare.settings import add_setting_flags
 from fairshare.v1 import common_pb2, operator_pb2, operator_pb2_grpc
 from fairshare.wire import WireRangeError, resources_from_pb, seconds_from_timestamp
 
-from master.commands.cluster import (
+from client_commands.drain import bad_drain_input, drain_agent
+from client_commands.master_calls import (
     CommandFailed,
     MasterAddress,
     call_master,
@@ -41,8 +42,7 @@ from master.commands.cluster import (
     on_leader,
     render_rows,
 )
-from master.commands.drain import bad_drain_input, drain_agent
-from master.commands.operator import OPERATOR_SETTINGS
+from client_commands.operator import OPERATOR_SETTINGS
 
 __all__ = ["agent_rows", "agents_command"]
 

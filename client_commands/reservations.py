@@ -29,8 +29,8 @@ from fairshare.settings import add_setting_flags
 from fairshare.v1 import operator_pb2, operator_pb2_grpc
 from fairshare.wire import resources_to_pb
 
-from master.commands.cluster import MasterAddress, on_leader, report_refusal
-from master.commands.operator import OPERATOR_SETTINGS
+from client_commands.master_calls import MasterAddress, on_leader, report_refusal
+from client_commands.operator import OPERATOR_SETTINGS
 
 __all__ = ["reserve_command", "unreserve_command"]
 

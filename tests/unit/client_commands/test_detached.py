@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from fairshare.transport import ClientSecurity
 
-from framework_sdk.detached import HandOff, log_path
+from client_commands.detached import HandOff, log_path
 
 
 def test_a_hand_off_survives_its_trip_through_json(

@@ -1,6 +1,6 @@
 """Operator commands: ``fairshare weights`` (operator weights of roles and frameworks, Mesos's
 /weights) and ``fairshare quota`` (quotas of roles, Mesos's /quota); ``fairshare agents`` is in
-``master.commands.agents``.
+``client_commands.agents``.
 
 ``fairshare weights`` (or ``fairshare weights list``) lists the operator's weights, or says that
 none is set; with ``--role R`` (a role path, ``eng`` or ``eng/dev``: ``fairshare.roles``) or
@@ -42,7 +42,7 @@ from fairshare.wire import (
     resources_to_pb,
 )
 
-from master.commands.cluster import (
+from client_commands.master_calls import (
     MasterAddress,
     on_leader,
     render_rows,

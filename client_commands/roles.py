@@ -32,7 +32,7 @@ from fairshare.roles import RoleError, check_role, is_within
 from fairshare.settings import CLIENT_SETTINGS, add_setting_flags
 from fairshare.v1 import operator_pb2
 
-from master.commands.cluster import (
+from client_commands.master_calls import (
     CALL_TIMEOUT,
     CommandFailed,
     MasterAddress,

@@ -1,4 +1,4 @@
-"""The cluster state of ``fairshare status``: ``GetStateResponse`` as JSON and as a table.
+"""The status document: ``GetStateResponse`` as JSON and as a table, for every client command.
 
 The JSON document (``fairshare status --json``, docs/architecture.md §7) is one object::
 
@@ -107,7 +107,7 @@ def _framework(framework: operator_pb2.GetStateResponse.Framework) -> dict[str, 
         "state": _Framework.State.Name(framework.state).removeprefix("STATE_"),
         "weight": framework.weight,
         "dominant_share": framework.dominant_share,
-        "weighted_share": framework.dominant_share / framework.weight if framework.weight else 0.0,
+        "weighted_share": framework.weighted_share,
         "dominant_resource": framework.dominant_resource,
         "allocated": _resources(framework.allocated),
         "used": _resources(framework.used),

@@ -7,7 +7,7 @@ master kills those still running; once none runs the agent is DRAINED. ``fairsha
 shows DRAINING (with its deadline in ``fairshare status``) and DRAINED; ``fairshare agents
 --reactivate AGENT_ID`` ends the drain.
 
-Invariants (the ``fairshare`` CLI contract, as ``master.commands.operator``): bad input (an empty
+Invariants (the ``fairshare`` CLI contract, as ``client_commands.operator``): bad input (an empty
 id, a ``--deadline`` that is not a non-negative duration, ``--deadline`` without ``--drain``)
 exits 2 naming the flag and sends nothing; the master's refusal exits 1 with its reason (2 when
 it says the input is invalid); success prints the agent's state and exits 0.
@@ -24,7 +24,7 @@ from fairshare.settings import duration
 from fairshare.v1 import operator_pb2, operator_pb2_grpc
 from fairshare.wire import WireRangeError, duration_to_pb, seconds_from_timestamp
 
-from master.commands.cluster import MasterAddress, on_leader, report_refusal
+from client_commands.master_calls import MasterAddress, on_leader, report_refusal
 
 __all__ = ["bad_drain_input", "drain_agent"]
 

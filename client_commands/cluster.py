@@ -9,7 +9,7 @@
 - ``fairshare stop NAME`` tears down the framework named ``NAME`` (what ``fairshare run
   --detach`` started); several frameworks of that name: it names them and changes nothing.
 
-``master_failure`` and ``call_master`` are shared with ``master.commands.operator``.
+How a command reaches the master and says why it could not: ``client_commands.master_calls``.
 
 Invariants (the ``fairshare`` CLI contract): bad input exits 2 naming the flag, and sends
 nothing; an unknown id or name exits 1 with the master's or our reason; a master that is down
@@ -22,134 +22,31 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import Final
 
-import grpc
-from fairshare.cli import Command, command_settings, note
-from fairshare.masters import NoLeaderYet, call_leader
+from fairshare.cli import Command
 from fairshare.resources import ResourceVector
-from fairshare.settings import CLIENT_SETTINGS, add_setting_flags, client_security
+from fairshare.settings import CLIENT_SETTINGS, add_setting_flags
 from fairshare.task_states import TaskState
-from fairshare.tls_probe import diagnose_target
-from fairshare.transport import INSECURE, ClientSecurity
-from fairshare.v1 import common_pb2, operator_pb2, operator_pb2_grpc
+from fairshare.v1 import common_pb2, operator_pb2
 from fairshare.wire import WireRangeError, resources_from_pb, seconds_from_timestamp
 
-__all__ = [
-    "CALL_TIMEOUT",
-    "MasterAddress",
-    "call_master",
-    "frameworks_command",
-    "master_failure",
-    "render_rows",
-    "report_refusal",
-    "stop_command",
-    "tasks_command",
-]
+from client_commands.master_calls import (
+    CALL_TIMEOUT,
+    CommandFailed,
+    MasterAddress,
+    call_master,
+    get_state,
+    render_rows,
+    run_command,
+)
+
+__all__ = ["framework_rows", "frameworks_command", "stop_command", "tasks_command"]
 
 EXIT_OK: Final = 0
 EXIT_FAILURE: Final = 1
 EXIT_BAD_INPUT: Final = 2
-CALL_TIMEOUT: Final = 10.0
-T = TypeVar("T")
 State = operator_pb2.GetStateResponse
-Stub = operator_pb2_grpc.OperatorServiceStub
-
-
-@dataclass(frozen=True, slots=True)
-class MasterAddress:
-    """The master a command talks to, and how (``str`` of it is the address, for messages)."""
-
-    address: str
-    security: ClientSecurity = INSECURE
-
-    @classmethod
-    def of(cls, values: Mapping[str, Any]) -> MasterAddress:
-        """From resolved ``CLIENT_SETTINGS`` (``SettingsError`` naming a bad security flag)."""
-        return cls(values["master"], client_security(values))
-
-    def __str__(self) -> str:
-        return self.address
-
-
-class CommandFailed(Exception):
-    """The command cannot go on: ``str`` is the message, ``code`` the exit code."""
-
-    def __init__(self, message: str, code: int = EXIT_FAILURE) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def master_failure(master: MasterAddress | str, error: grpc.RpcError) -> str:
-    """One line saying why the master at ``master`` did not answer as a master."""
-    code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
-    details = error.details() if isinstance(error, grpc.Call) else str(error)
-    if code == grpc.StatusCode.UNIMPLEMENTED:
-        return f"{master} is not a fairshare master (it does not serve the operator API; an agent?)"
-    if isinstance(error, NoLeaderYet):
-        return f"the masters at {master} answer, but {details}"
-    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL):
-        security = master.security if isinstance(master, MasterAddress) else INSECURE
-        mistake = diagnose_target(str(master), security, details or "")
-        if mistake is not None:  # TLS or port mistakes, named (gRPC says "Socket closed")
-            return mistake
-    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-        return f"no master answers at {master} ({code.name}: {details})"
-    if code == grpc.StatusCode.UNAUTHENTICATED:
-        return (
-            f"the master at {master} does not know who this is ({details}): give --token-file"
-            " or --tls-cert/--tls-key"
-        )
-    return f"the master at {master} refused: {code.name}: {details}"
-
-
-def report_refusal(command: str, master: MasterAddress | str, error: grpc.RpcError) -> int:
-    """Print why the master did not do what ``fairshare COMMAND`` asked (one line on stderr)
-    and return the exit code: 2 when the master says the input is invalid, else 1."""
-    code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
-    details = error.details() if isinstance(error, grpc.Call) else str(error)
-    why = (
-        master_failure(master, error)
-        if code in (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.UNAVAILABLE)
-        else f"the master at {master} refused: {code.name}: {details}"
-    )
-    print(f"fairshare {command}: {why}", file=sys.stderr)
-    return EXIT_BAD_INPUT if code == grpc.StatusCode.INVALID_ARGUMENT else EXIT_FAILURE
-
-
-def on_leader(master: MasterAddress, call: Callable[[grpc.Channel], T]) -> T:
-    """``call(channel)`` on the leading master, with the command's TLS and identity (raises
-    ``grpc.RpcError``)."""
-    return call_leader(master.address, call, security=master.security, on_election=note)
-
-
-def call_master(master: MasterAddress, call: Callable[[Stub], T]) -> T:
-    """Run ``call`` with an Operator API stub; raises ``CommandFailed`` with one line on errors
-    (exit 2 when the master says the input is invalid)."""
-    try:
-        return on_leader(master, lambda channel: call(Stub(channel)))
-    except grpc.RpcError as error:
-        code = error.code() if isinstance(error, grpc.Call) else None
-        exit_code = EXIT_BAD_INPUT if code == grpc.StatusCode.INVALID_ARGUMENT else EXIT_FAILURE
-        raise CommandFailed(master_failure(master, error), exit_code) from None
-
-
-def _state(master: MasterAddress) -> State:
-    return call_master(master, lambda s: s.GetState(operator_pb2.GetStateRequest(), timeout=10))
-
-
-def render_rows(header: Sequence[str], rows: Sequence[Sequence[str]], empty: str) -> str:
-    """A left-aligned table; ``empty`` on its own line when there are no rows."""
-    widths = [len(title) for title in header]
-    for row in rows:
-        widths = [max(width, len(cell)) for width, cell in zip(widths, row, strict=True)]
-    lines = [
-        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-        for row in [header, *rows]
-    ]
-    return "\n".join(lines if rows else [*lines, empty])
 
 
 def _text(resources: common_pb2.Resources) -> str:
@@ -159,15 +56,6 @@ def _text(resources: common_pb2.Resources) -> str:
 
 def _task_state(value: int) -> str:
     return common_pb2.TaskState.Name(value).removeprefix("TASK_STATE_")  # type: ignore[arg-type]
-
-
-def _run(name: str, args: argparse.Namespace, body: Callable[[MasterAddress], int]) -> int:
-    master = MasterAddress.of(command_settings(name, CLIENT_SETTINGS, args))
-    try:
-        return body(master)
-    except CommandFailed as failure:
-        print(f"fairshare {name}: {failure}", file=sys.stderr)
-        return failure.code
 
 
 # -- fairshare frameworks ---------------------------------------------------------------------
@@ -193,7 +81,6 @@ def framework_rows(state: State) -> list[list[str]]:
         wanted = "-"
         if framework.HasField("demand") and framework.demand.HasField("max_tasks"):
             wanted = str(framework.demand.max_tasks)
-        weighted = framework.dominant_share / framework.weight if framework.weight else 0.0
         rows.append(
             [
                 info.framework_id,
@@ -202,7 +89,7 @@ def framework_rows(state: State) -> list[list[str]]:
                 State.Framework.State.Name(framework.state).removeprefix("STATE_"),
                 f"{framework.weight:g}",
                 f"{framework.dominant_share:.3f}",
-                f"{weighted:.3f}",
+                f"{framework.weighted_share:.3f}",
                 framework.dominant_resource or "-",
                 f"{counts.get('RUNNING', 0)}/{wanted}",
                 _deadline(framework),
@@ -246,10 +133,10 @@ def run_frameworks(args: argparse.Namespace) -> int:
             "RUNNING/WANTED",
             "FAILOVER",
         ]
-        print(render_rows(header, framework_rows(_state(master)), "(no frameworks)"))
+        print(render_rows(header, framework_rows(get_state(master)), "(no frameworks)"))
         return EXIT_OK
 
-    return _run("frameworks", args, body)
+    return run_command("frameworks", args, body)
 
 
 # -- fairshare tasks --------------------------------------------------------------------------
@@ -312,7 +199,7 @@ def run_tasks(args: argparse.Namespace) -> int:
             return EXIT_BAD_INPUT
 
     def body(master: MasterAddress) -> int:
-        state = _state(master)
+        state = get_state(master)
         framework = args.framework.strip() if args.framework is not None else None
         if args.kill is not None:
             return _kill(master, state, args.kill.strip(), framework)
@@ -339,7 +226,7 @@ def run_tasks(args: argparse.Namespace) -> int:
         print(render_rows(header, rows, "(no tasks)"))
         return EXIT_OK
 
-    return _run("tasks", args, body)
+    return run_command("tasks", args, body)
 
 
 # -- fairshare stop ---------------------------------------------------------------------------
@@ -365,7 +252,7 @@ def run_stop(args: argparse.Namespace) -> int:
     def body(master: MasterAddress) -> int:
         ids = sorted(
             f.framework_info.framework_id
-            for f in _state(master).frameworks
+            for f in get_state(master).frameworks
             if f.framework_info.name == name
         )
         if not ids:
@@ -381,7 +268,7 @@ def run_stop(args: argparse.Namespace) -> int:
         print(f"stopped {name} (framework {ids[0]}): its tasks are being killed")
         return EXIT_OK
 
-    return _run("stop", args, body)
+    return run_command("stop", args, body)
 
 
 frameworks_command: Final = Command(add_frameworks_arguments, run_frameworks)

@@ -1,6 +1,6 @@
 """What ``fairshare run`` checks against the cluster before it waits, so it never waits silently.
 
-Pure functions over the status document (``framework_sdk.cluster_state.state_to_dict``: the
+Pure functions over the status document (``client_commands.status_document.state_to_dict``: the
 master's GetState, which lists every agent with the resources it advertises):
 
 - ``unknown_names``: resource names of a task shape that no agent advertises and that are not
