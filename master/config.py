@@ -29,15 +29,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from fairshare.etcd_security import PLAIN_ETCD, EtcdSecurity
 from fairshare.master_target import EtcdTarget, parse_address
 from fairshare.resources import ResourceVector
 from fairshare.settings import (
+    ETCD_SECURITY_SETTINGS,
     SHARED_SETTINGS,
+    WIRE_NAME,
     Setting,
     SettingsError,
     boolean,
     choice,
     duration,
+    etcd_security,
+    existing_file,
     file_path,
     non_empty_text,
     optional_positive_duration,
@@ -46,7 +51,6 @@ from fairshare.settings import (
     positive_int,
     positive_number,
     resolve_settings,
-    resource_vector,
     share,
 )
 from fairshare.transport import is_loopback
@@ -55,8 +59,13 @@ from master.core.config import CoreConfig
 from master.core.fairness import FAIRNESS_POLICIES, make_fairness_policy
 from master.core.hierarchy import HIERARCHIES
 from master.core.placement import DEFAULT_SAMPLE_SIZE, PLACEMENT_POLICIES
-from master.runtime.authority import DEFAULT_MAX_AGENT_RESOURCES
 from master.runtime.rebalance_settings import REBALANCE_SETTINGS
+from master.runtime.resource_caps import (
+    DEFAULT_MAX_AGENT_RESOURCES,
+    DEFAULT_MAX_PRINCIPAL_RESOURCES,
+    DEFAULT_MAX_RESOURCE_NAMES,
+    ResourceCap,
+)
 
 __all__ = [
     "MASTER_SETTINGS",
@@ -70,6 +79,18 @@ __all__ = [
 POLICIES: Final = tuple(FAIRNESS_POLICIES)  # the core's strategy tables name the choices
 PLACEMENTS: Final = tuple(PLACEMENT_POLICIES)
 REGISTRY_SYNC: Final = ("full", "normal")
+
+
+def resource_cap(raw: object) -> ResourceCap:
+    """``cpus:8;mem:16384;*:1000`` -> a cap (``*``: every name not listed; ``ValueError`` if
+    bad)."""
+    if not isinstance(raw, str):
+        raise ValueError(f"{raw!r} is not a string like 'cpus:8;mem:16384;*:1000'")
+    cap = ResourceCap.parse(raw)
+    for name in cap.named:
+        if not WIRE_NAME.match(name):
+            raise ValueError(f"resource name {name!r} must be lower case [a-z0-9_.-]")
+    return cap
 
 
 def registry(raw: object) -> str:
@@ -178,7 +199,9 @@ class MasterConfig:
     registry_max_agent_count: int = 10_000
     registry_max_framework_age: float = 14 * 86400.0
     registry_max_framework_count: int = 10_000
-    max_agent_resources: ResourceVector = DEFAULT_MAX_AGENT_RESOURCES
+    max_agent_resources: ResourceCap = DEFAULT_MAX_AGENT_RESOURCES
+    max_principal_resources: ResourceCap = DEFAULT_MAX_PRINCIPAL_RESOURCES
+    max_resource_names: int = DEFAULT_MAX_RESOURCE_NAMES
     fault_drop_acks: float = 0.0  # tests only (no flag): share of acknowledgements to drop
     rebalance: bool = False  # REBALANCE_SETTINGS (master.runtime.rebalance_settings)
     rebalance_interval: float = 5.0
@@ -186,6 +209,8 @@ class MasterConfig:
     rebalance_hysteresis: float = 15.0
     rebalance_max_kills: int = 4
     rebalance_grace: float = 3.0
+    etcd: EtcdSecurity = PLAIN_ETCD  # --etcd-tls-*, --etcd-user: reaching --registry etcd://
+    registry_key: Path | None = None  # HMAC key signing the etcd registry's rows
 
     @property
     def authenticated(self) -> bool:
@@ -283,11 +308,26 @@ LIMIT_SETTINGS: Final = (
     ),
     Setting(
         "max_agent_resources",
-        resource_vector,
+        resource_cap,
         str(DEFAULT_MAX_AGENT_RESOURCES),
-        "the most of each named resource one agent may report (INVALID_ARGUMENT beyond);"
-        " resources not named are not capped",
+        "the most of each resource one agent may report (INVALID_ARGUMENT beyond); '*:Q' caps"
+        " every resource not named (without it: the largest named quantity)",
         metavar="RESOURCES",
+    ),
+    Setting(
+        "max_principal_resources",
+        resource_cap,
+        str(DEFAULT_MAX_PRINCIPAL_RESOURCES),
+        "the most of each resource all agents of one principal may report together"
+        " (INVALID_ARGUMENT beyond); '*:Q' as for --max-agent-resources",
+        metavar="RESOURCES",
+    ),
+    Setting(
+        "max_resource_names",
+        positive_int,
+        DEFAULT_MAX_RESOURCE_NAMES,
+        "distinct resource names over all agents (an agent bringing more: RESOURCE_EXHAUSTED)",
+        metavar="N",
     ),
     Setting(
         "registration_rate",
@@ -418,6 +458,15 @@ MASTER_SETTINGS: Final = (
         " etcd://HOST:2379,...[/prefix] for HA masters that elect a leader in etcd",
         metavar="sqlite|etcd://...",
     ),
+    *ETCD_SECURITY_SETTINGS,
+    Setting(
+        "registry_key",
+        existing_file,
+        None,
+        "HA masters: a secret file (the same on every master, not in etcd) whose key signs"
+        " every registry row; rows etcd holds without a valid signature are not loaded",
+        metavar="FILE",
+    ),
     Setting(
         "election_ttl",
         election_ttl,
@@ -489,7 +538,11 @@ def load_config(args: argparse.Namespace, environ: Mapping[str, str]) -> MasterC
     """Resolve the settings: flags > environment > TOML file > defaults; then check that the
     security settings fit together and that --rebalance has a policy it can move toward
     (``SettingsError`` naming the flag)."""
-    config = MasterConfig(**resolve_settings("master", MASTER_SETTINGS, args, environ))
+    values = resolve_settings("master", MASTER_SETTINGS, args, environ)
+    etcd = etcd_security(values)
+    for setting in ETCD_SECURITY_SETTINGS:
+        del values[setting.name]
+    config = MasterConfig(**values, etcd=etcd)
     check_security(config)
     check_rebalance(config.rebalance, config.policy)
     check_hierarchy(config.policy, config.hierarchy, config.fair_sharing_excluded_resources)

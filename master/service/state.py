@@ -4,7 +4,9 @@ Invariants: agents, frameworks, tasks and offers keep the snapshot's order (sort
 ``reachable`` is true exactly for the agents in the pool (active, or deactivated or drained by
 the operator); ``drain_deadline`` is set only for a DRAINING agent with a deadline;
 task counts omit states with no task; optional fields (demand, failover deadline, expiry) stay
-unset when the snapshot has ``None``; roles keep the snapshot's pre-order of the role tree.
+unset when the snapshot has ``None``; roles keep the snapshot's pre-order of the role tree; the
+answer fits one message (``message_fit.fit_state``: trimmed by its rule, saying so in
+``trimmed``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from master.service.convert import (
     task_info,
     timestamp,
 )
+from master.service.message_fit import fit_state
 from master.service.streams import offer_to_pb
 
 __all__ = ["state_to_pb"]
@@ -100,7 +103,7 @@ def _role(view: RoleView) -> pb.GetStateResponse.Role:
 
 
 def state_to_pb(snapshot: ClusterSnapshot) -> pb.GetStateResponse:
-    """The snapshot as a ``GetStateResponse``."""
+    """The snapshot as a ``GetStateResponse``, within the message limit."""
     tasks = [
         common_pb2.Task(
             framework_id=task.framework_id,
@@ -109,7 +112,7 @@ def state_to_pb(snapshot: ClusterSnapshot) -> pb.GetStateResponse:
         )
         for task in snapshot.tasks
     ]
-    return pb.GetStateResponse(
+    response = pb.GetStateResponse(
         master_id=snapshot.master_id,
         version=snapshot.version,
         started_at=timestamp(snapshot.started_at),
@@ -131,3 +134,5 @@ def state_to_pb(snapshot: ClusterSnapshot) -> pb.GetStateResponse:
         roles=[_role(view) for view in snapshot.roles],
         hierarchy=snapshot.hierarchy,
     )
+    fit_state(response)
+    return response
