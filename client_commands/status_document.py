@@ -10,12 +10,13 @@ Invariants:
 - The table says which master leads and since when (HA masters elect one; a master with the
   embedded registry leads alone from its start), then, per framework, the dominant share, the
   weighted share (dominant share / weight: what DRF orders by, as the master computed it), the
-  dominant resource and running vs wanted tasks; per agent its attributes; then the role tree
-  (each role indented by its depth, with its weight, share, weighted share, dominant resource,
-  frameworks, running tasks and allocation, summed over its subtree). When agents have GPUs it
-  says that only GPU-capable frameworks are offered them (the master's rule: a framework
-  without the GPU_RESOURCES capability is never offered an agent with GPUs, so that GPU
-  machines are kept for GPU work, as Mesos does).
+  dominant resource and running vs wanted tasks; per agent its state (a DRAINING one with its
+  drain's deadline, UTC) and attributes; then the role tree (each role indented by its depth,
+  with its weight, share, weighted share, dominant resource, frameworks, running tasks and
+  allocation, summed over its subtree). When agents have GPUs it says that only GPU-capable
+  frameworks are offered them (the master's rule: a framework without the GPU_RESOURCES
+  capability is never offered an agent with GPUs, so that GPU machines are kept for GPU work,
+  as Mesos does).
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ def render_table(document: dict[str, Any]) -> str:
         [
             agent["id"],
             agent["hostname"],
-            agent["state"],
+            _agent_state(agent),
             ";".join(f"{k}:{v}" for k, v in agent["attributes"].items()) or "-",
             _text(agent["resources"]["total"]),
             _text(agent["resources"]["used"]),
@@ -127,6 +128,14 @@ def render_table(document: dict[str, Any]) -> str:
         lines.append(hierarchy_note(document.get("hierarchy") or ""))
     lines += _gpu_note(document)
     return "\n".join(lines)
+
+
+def _agent_state(agent: dict[str, Any]) -> str:
+    """The agent's state, with a drain's deadline (UTC) when it has one."""
+    deadline = agent.get("drain_deadline")
+    if deadline is None:
+        return str(agent["state"])
+    return f"{agent['state']} (kill at {time.strftime('%H:%M:%SZ', time.gmtime(deadline))})"
 
 
 def _running_wanted(framework: dict[str, Any]) -> str:

@@ -23,7 +23,9 @@ unchanged, page by page); a task no agent has is ``NotFoundError``, a refusal (t
 an agent's) the ``CallError`` of its status code, an unreachable master or agent
 ``UnavailableError``; no call to an agent carries the caller's token. ``fairshare logs`` exits 0
 once the file is read (or followed to the task's end, or Ctrl-C), 1 when the task or its agent
-cannot be found or reached or the read is refused, 2 for bad input.
+cannot be found or reached or the read is refused, 2 for bad input: among it a ``--framework``
+that names no framework or several, and a task id that several frameworks have without
+``--framework`` (the message lists them by id and name: ``framework_sdk.log_frameworks``).
 """
 
 from __future__ import annotations
@@ -42,7 +44,19 @@ from fairshare.settings import CLIENT_SETTINGS, SettingsError, add_setting_flags
 from fairshare.transport import INSECURE, ClientSecurity, client_channel
 from fairshare.v1 import operator_pb2, operator_pb2_grpc, task_logs_pb2, task_logs_pb2_grpc
 
-from framework_sdk.errors import CallError, NotFoundError, call_error
+from framework_sdk.errors import (
+    CallError,
+    FailedPreconditionError,
+    NotFoundError,
+    call_error,
+)
+from framework_sdk.log_frameworks import (
+    AmbiguousFramework,
+    ambiguity_message,
+    framework_to_ask,
+    frameworks_named_in,
+    known_frameworks,
+)
 
 __all__ = [
     "LOGS_SETTINGS",
@@ -192,7 +206,7 @@ async def stream_logs(
         for address, a in targets
     ]
     try:
-        call, first = await _search(opened)
+        call, first = await _search(task_id, opened)
         if call is None or first is None:
             where = f"agent {agent}" if agent else f"the {len(targets)} agents asked"
             message = f"no sandbox of task {task_id} on {where}"
@@ -217,26 +231,37 @@ def _same_address(address: str, wanted: str, agent: operator_pb2.LogAgent) -> bo
 
 
 async def _search(
+    task_id: str,
     opened: Sequence[tuple[grpc.aio.Channel, task_logs_pb2.StreamLogRequest]],
 ) -> tuple[Any, task_logs_pb2.StreamLogResponse | None]:
-    """The first agent (in order) that has the task, asking ``SEARCH_BATCH`` at a time."""
+    """The first agent (in order) that has the task, asking ``SEARCH_BATCH`` at a time;
+    FAILED_PRECONDITION when agents of one batch have it in different frameworks."""
     unreachable: CallError | None = None
     for start in range(0, len(opened), SEARCH_BATCH):
         batch = opened[start : start + SEARCH_BATCH]
         answers = await asyncio.gather(*(_first(c, r) for c, r in batch), return_exceptions=True)
-        found: tuple[Any, task_logs_pb2.StreamLogResponse | None] | None = None
+        found: list[tuple[Any, task_logs_pb2.StreamLogResponse]] = []
         for answer in answers:
             if isinstance(answer, CallError) and answer.code == grpc.StatusCode.UNAVAILABLE:
                 unreachable = answer
             elif isinstance(answer, BaseException):
                 _cancel_all(answers)
                 raise answer
-            elif answer[1] is not None and found is None:
-                found = answer
+            elif answer[1] is not None:
+                found.append((answer[0], answer[1]))
             else:
                 answer[0].cancel()
-        if found is not None:
-            return found
+        owners = sorted({first.framework_id for _, first in found if first.framework_id})
+        if len(owners) > 1:  # sandboxes of one task id in several frameworks, on several agents
+            _cancel_all(found)
+            message = (
+                f"task id {task_id!r} has sandboxes in frameworks {', '.join(owners)}:"
+                " give the framework"
+            )
+            raise call_error("StreamLog", grpc.StatusCode.FAILED_PRECONDITION, message)
+        if found:
+            _cancel_all(found[1:])
+            return found[0]
     if unreachable is not None:
         raise unreachable
     return None, None
@@ -266,7 +291,10 @@ def add_logs_arguments(parser: argparse.ArgumentParser) -> None:
         "--tail", metavar="N", help=f"start at the last N lines (at most {MAX_TAIL})"
     )
     parser.add_argument(
-        "--framework", default="", metavar="ID", help="the task's framework, if its id is shared"
+        "--framework",
+        default="",
+        metavar="F",
+        help="the task's framework (id or name), if its task id is shared",
     )
     parser.add_argument(
         "--agent", metavar="HOST:PORT", help="read from this agent (skips the search)"
@@ -282,22 +310,60 @@ def _tail(text: str | None) -> int | None:
     return int(text)
 
 
+async def _state(master: str, security: ClientSecurity) -> operator_pb2.GetStateResponse | None:
+    """The master's state, or None when this caller may not read it (or it cannot be asked:
+    the grant's call then says why)."""
+    try:
+        async with client_channel(master, security) as channel:
+            stub = operator_pb2_grpc.OperatorServiceStub(channel)
+            state: operator_pb2.GetStateResponse = await stub.GetState(
+                operator_pb2.GetStateRequest(), timeout=TIMEOUT
+            )
+    except grpc.aio.AioRpcError:
+        return None
+    return state
+
+
 async def _print(
     master: str, args: argparse.Namespace, tail: int | None, security: ClientSecurity
 ) -> None:
     out = sys.stdout.buffer
-    async for data in stream_logs(
+    state = await _state(master, security)
+    framework_id = framework_to_ask(state, args.task_id, args.framework)
+    try:
+        async for data in _stream(master, args, framework_id, tail, security):
+            out.write(data)
+            out.flush()
+    except NotFoundError as error:
+        if framework_id and error.method == "GrantLogAccess" and "framework" in error.message:
+            raise AmbiguousFramework(
+                f"--framework: no framework has the id or name {args.framework!r}"
+            ) from None
+        raise
+    except FailedPreconditionError as error:
+        owners = frameworks_named_in(known_frameworks(state), error.message) if state else []
+        if framework_id or len(owners) < 2:
+            raise
+        raise AmbiguousFramework(ambiguity_message(args.task_id, owners)) from None
+
+
+def _stream(
+    master: str,
+    args: argparse.Namespace,
+    framework_id: str,
+    tail: int | None,
+    security: ClientSecurity,
+) -> AsyncIterator[bytes]:
+    return stream_logs(
         master,
         args.task_id,
-        framework_id=args.framework,
+        framework_id=framework_id,
         stderr=args.stderr,
         follow=args.follow,
         tail=tail,
         agent=args.agent,
         security=security,
-    ):
-        out.write(data)
-        out.flush()
+    )
 
 
 def logs(args: argparse.Namespace) -> int:
@@ -310,6 +376,9 @@ def logs(args: argparse.Namespace) -> int:
         asyncio.run(_print(values["master"], args, tail, client_security(values)))
     except KeyboardInterrupt:
         return 0
+    except AmbiguousFramework as error:
+        print(f"fairshare logs: {error}", file=sys.stderr)
+        return 2
     except CallError as error:
         print(f"fairshare logs: {error}", file=sys.stderr)
         return 1

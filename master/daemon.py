@@ -452,6 +452,8 @@ async def _serve(
     metrics_path = write_metrics_addr(work_dir, metrics.address)
     level, fields = exposure(config, security, port, metrics.port)
     log_event(log, "security.exposure", level, **fields)
+    for warning in security.acl_warnings:
+        log_event(log, "acl.warning", logging.WARNING, problem=warning)
     log_event(log, "metrics.listening", address=metrics.address, bind=fields["http"])
     addr_path = write_addr(work_dir, leadership.address)
     lock.describe(f"pid {os.getpid()}, fairshare master serving {leadership.address}")

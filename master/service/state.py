@@ -1,7 +1,8 @@
 """``ClusterSnapshot`` to ``GetStateResponse``: what ``fairshare status --json`` prints.
 
 Invariants: agents, frameworks, tasks and offers keep the snapshot's order (sorted by id);
-``reachable`` is true exactly for the agents in the pool (active or deactivated by the operator);
+``reachable`` is true exactly for the agents in the pool (active, or deactivated or drained by
+the operator); ``drain_deadline`` is set only for a DRAINING agent with a deadline;
 task counts omit states with no task; optional fields (demand, failover deadline, expiry) stay
 unset when the snapshot has ``None``; roles keep the snapshot's pre-order of the role tree; the
 answer fits one message (``message_fit.fit_state``: trimmed by its rule, saying so in
@@ -41,7 +42,7 @@ Framework = pb.GetStateResponse.Framework
 
 
 def _agent(view: AgentView) -> pb.GetStateResponse.Agent:
-    return Agent(
+    message = Agent(
         agent_id=view.agent_id,
         agent_info=agent_info(view.spec),
         state=Agent.State.Value(f"STATE_{view.state}"),
@@ -57,6 +58,9 @@ def _agent(view: AgentView) -> pb.GetStateResponse.Agent:
         ],
         reserved_free=resources_to_pb(view.reserved_free),
     )
+    if view.drain_deadline is not None and view.state == "DRAINING":
+        message.drain_deadline.CopyFrom(timestamp(view.drain_deadline))
+    return message
 
 
 def _framework(view: FrameworkView) -> pb.GetStateResponse.Framework:

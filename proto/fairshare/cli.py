@@ -73,8 +73,8 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
         "master.commands.credential",
     ),
     "agents": (
-        "list agents; deactivate, reactivate (maintenance) or remove unreachable ones",
-        "client_commands.operator:agents_command",
+        "list agents; deactivate, drain, reactivate (maintenance) or remove unreachable ones",
+        "client_commands.agents:agents_command",
     ),
     "frameworks": (
         "list frameworks, or tear one down",

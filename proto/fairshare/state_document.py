@@ -11,7 +11,8 @@ the two cannot differ: one key, one meaning. docs/http-api.md documents every ke
      "agents": [{"id", "hostname", "port", "state", "reachable", "attributes",
                  "resources": {"total", "free", "used", "offered"},
                  "reservations": [{"role", "resources", "dynamic"}], "reserved_free",
-                 "registered_at", "last_heard"}],
+                 "registered_at", "last_heard",
+                 "drain_deadline" (a DRAINING agent's deadline, or null)}],
      "frameworks": [{"id", "name", "role", "state", "weight", "dominant_share",
                      "weighted_share", "dominant_resource", "allocated", "used", "offered",
                      "tasks": {STATE: count}, "demand": {"task", "max_tasks"} | null,
@@ -95,6 +96,9 @@ def agent_document(agent: State.Agent) -> dict[str, Any]:
         "reserved_free": _resources(agent.reserved_free),
         "registered_at": _seconds(agent.registered_at),
         "last_heard": _seconds(agent.last_heartbeat_at),
+        "drain_deadline": (
+            _seconds(agent.drain_deadline) if agent.HasField("drain_deadline") else None
+        ),
     }
 
 
