@@ -65,7 +65,7 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     ),
     "logs": (
         "print a command task's stdout or stderr from its sandbox",
-        "framework_sdk.logs:logs_command",
+        "client_commands.logs:logs_command",
     ),
     "up": ("run a master and N agents as local processes", "master.commands.up"),
     "credential": (

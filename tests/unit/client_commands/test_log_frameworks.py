@@ -1,4 +1,4 @@
-"""``framework_sdk.log_frameworks``: ``fairshare logs --framework`` by id or name, and the
+"""``client_commands.log_frameworks``: ``fairshare logs --framework`` by id or name, and the
 candidates of a shared task id (issue 24, item 8)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from fairshare.v1 import operator_pb2
 
-from framework_sdk.log_frameworks import (
+from client_commands.log_frameworks import (
     AmbiguousFramework,
     FrameworkName,
     framework_to_ask,
