@@ -5,7 +5,8 @@ composed around it: ``Dispatcher`` (``dispatch``), ``AgentCalls`` (``agents``), 
 (``agent_loss``), ``FrameworkCalls`` (``frameworks``), ``OperatorCalls`` (``operator``) and
 ``Recovery`` (``recovery``). Beside them: the task book (``taskbook``), the links and channels
 of the streams (``sessions``), the agents' deadlines and heartbeat interval (``liveness``), the
-counters (``counters``) and the snapshot for GetState and metrics (``views``).
+counters (``counters``) and the snapshot for GetState and metrics (``views`` builds it from the
+values of ``cluster_snapshot``).
 """
 
 from master.runtime.frameworks import UNLIMITED_TASKS, SubscribeResult
