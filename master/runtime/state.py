@@ -39,6 +39,7 @@ from typing import Any
 
 from fairshare.log_access import new_secret
 from fairshare.logs import log_event
+from fairshare.task_states import TaskReason
 
 from master.acl import OPEN, Acl
 from master.core import (
@@ -179,7 +180,11 @@ class RuntimeState:
             agent_id=entry.agent_id,
             state=entry.state.value,
             resources=str(entry.launch.resources),
-            reason=status.reason if status is not None else "",
+            reason=(
+                status.reason.value
+                if status is not None and status.reason is not TaskReason.UNSPECIFIED
+                else ""
+            ),
             message=status.message if status is not None else "",
             exit_code=status.exit_code if status is not None else None,
             source=status.source if status is not None else "MASTER",
