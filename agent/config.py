@@ -44,6 +44,7 @@ from fairshare.command import is_user_name
 from fairshare.resources import ResourceVector
 from fairshare.roles import DEFAULT_ROLE, RoleError, check_role
 from fairshare.rpc_guard import Authenticator
+from fairshare.setting_tables import SERVER_TLS_SETTINGS
 from fairshare.settings import (
     SHARED_SETTINGS,
     WIRE_NAME,
@@ -282,23 +283,7 @@ AGENT_SETTINGS: Final = (
         " user root); off: such a task is refused with TASK_ERROR",
         switch=True,
     ),
-    Setting(
-        "tls_ca",
-        file_path,
-        None,
-        "CA bundle (PEM) that signed the master's certificate (TLS to the master); with"
-        " --tls-cert also the CA of the client certificates this agent's ports require",
-        metavar="FILE",
-    ),
-    Setting(
-        "tls_cert",
-        file_path,
-        None,
-        "this agent's certificate (PEM): its identity to the master (the common name is its"
-        " principal) and the certificate of its own ports",
-        metavar="FILE",
-    ),
-    Setting("tls_key", file_path, None, "the key of --tls-cert (PEM)", metavar="FILE"),
+    *SERVER_TLS_SETTINGS,
     Setting(
         "token_file",
         file_path,

@@ -40,30 +40,27 @@ from fairshare.resources import ResourceVector
 
 from master.acl import OPEN, Acl, Rule
 from master.core.errors import InvalidArgument, PermissionDenied, ResourceExhausted
+from master.settings.limits import DEFAULT_MAX_AGENT_RESOURCES, LIMIT_DEFAULTS
 
 __all__ = ["DEFAULT_MAX_AGENT_RESOURCES", "MAX_BUCKETS", "Authority", "RuntimeLimits"]
 
 MAX_BUCKETS: Final = 4096
-DEFAULT_MAX_AGENT_RESOURCES: Final = ResourceVector.parse(
-    "cpus:100000;mem:1073741824;disk:1099511627776;gpus:10000"
-)
-"""The most one agent may report: 100,000 cpus, 1 PiB of memory and 1 EiB of disk (in MiB),
-10,000 gpus; far above any machine (the largest have ~2,000 cpus and 32 TiB)."""
 
 
 @dataclass(frozen=True, slots=True)
 class RuntimeLimits:
-    """Limits per principal and the registry's bounds on what left the cluster."""
+    """Limits per principal and the registry's bounds on what left the cluster; the defaults are
+    ``LIMIT_SETTINGS``'s (``master.settings.limits``), the one declaration of each limit."""
 
-    max_frameworks_per_principal: int = 1000
-    max_agents_per_principal: int = 20_000
-    registration_rate: float = 100.0
-    registration_burst: int = 1000
-    registry_max_agent_age: float = 14 * 86400.0
-    registry_max_agent_count: int = 10_000
-    registry_max_framework_age: float = 14 * 86400.0
-    registry_max_framework_count: int = 10_000
-    max_agent_resources: ResourceVector = DEFAULT_MAX_AGENT_RESOURCES
+    max_frameworks_per_principal: int = LIMIT_DEFAULTS["max_frameworks_per_principal"]
+    max_agents_per_principal: int = LIMIT_DEFAULTS["max_agents_per_principal"]
+    registration_rate: float = LIMIT_DEFAULTS["registration_rate"]
+    registration_burst: int = LIMIT_DEFAULTS["registration_burst"]
+    registry_max_agent_age: float = LIMIT_DEFAULTS["registry_max_agent_age"]
+    registry_max_agent_count: int = LIMIT_DEFAULTS["registry_max_agent_count"]
+    registry_max_framework_age: float = LIMIT_DEFAULTS["registry_max_framework_age"]
+    registry_max_framework_count: int = LIMIT_DEFAULTS["registry_max_framework_count"]
+    max_agent_resources: ResourceVector = LIMIT_DEFAULTS["max_agent_resources"]
 
 
 class Authority:

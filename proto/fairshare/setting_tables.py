@@ -1,0 +1,83 @@
+"""Settings tables as the one source of defaults, and the daemons' shared server TLS settings.
+
+A daemon declares each setting once, as a ``fairshare.settings.Setting`` in a table: its name,
+parser, default, help, choices and metavar. Config dataclasses do not repeat a default: they read
+it from the table (``table_defaults``), and a config type of a lower layer (the runtime's limits,
+the allocation core's config) is built from the resolved config by shared field names
+(``built_from``), so a new setting whose name matches a field of such a type reaches it without a
+per-setting copy.
+
+Invariants:
+- ``table_defaults`` parses every default with its setting's own parser, so a default is checked
+  like any other value and a config built from the defaults equals one resolved from no source;
+- ``built_from`` copies only fields the source dataclass declares (never properties), under the
+  target's field name, or a name given in ``renames`` / behind ``prefix``; ``overrides`` win.
+
+``SERVER_TLS_SETTINGS`` (``--tls-cert``, ``--tls-key``, ``--tls-ca`` of a daemon's own ports)
+are declared here once for the master and the agent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import fields
+from typing import Any, Final, TypeVar, cast
+
+from fairshare.settings import Setting, file_path
+
+__all__ = ["SERVER_TLS_SETTINGS", "built_from", "table_defaults"]
+
+T = TypeVar("T")
+
+
+def table_defaults(settings: Iterable[Setting]) -> dict[str, Any]:
+    """Each setting's default, parsed by its own parser (``None`` stays ``None``)."""
+    return {
+        setting.name: None if setting.default is None else setting.parse(setting.default)
+        for setting in settings
+    }
+
+
+def built_from(
+    target: type[T],
+    source: object,
+    *,
+    prefix: str = "",
+    renames: Mapping[str, str] | None = None,
+    **overrides: Any,
+) -> T:
+    """A ``target`` dataclass whose fields take the values of ``source``'s fields of the same
+    name (``prefix`` + the name, or ``renames[name]``); fields ``source`` lacks keep their
+    defaults, ``overrides`` win over both."""
+    renames = renames or {}
+    available = {field.name for field in fields(cast(Any, source))}
+    values: dict[str, Any] = {}
+    for field in fields(cast(Any, target)):
+        name = renames.get(field.name, prefix + field.name)
+        if name in available:
+            values[field.name] = getattr(source, name)
+    values.update(overrides)
+    return target(**values)
+
+
+SERVER_TLS_SETTINGS: Final = (
+    Setting(
+        "tls_cert",
+        file_path,
+        None,
+        "this daemon's certificate (PEM): its ports serve TLS (an agent also presents it to the"
+        " master, which takes its common name as the agent's principal)",
+        metavar="FILE",
+    ),
+    Setting("tls_key", file_path, None, "the key of --tls-cert (PEM)", metavar="FILE"),
+    Setting(
+        "tls_ca",
+        file_path,
+        None,
+        "CA bundle (PEM) that signs client certificates: with --tls-cert the ports require one"
+        " (mutual TLS), its common name is the caller's principal (with --credentials a token"
+        " may name it instead); an agent also trusts it for the master's certificate",
+        metavar="FILE",
+    ),
+)
+"""A daemon's own TLS: the same flags, files and meaning for the master and the agent."""
