@@ -44,7 +44,7 @@ from fairshare.command import is_user_name
 from fairshare.resources import ResourceVector
 from fairshare.roles import DEFAULT_ROLE, RoleError, check_role
 from fairshare.rpc_guard import Authenticator
-from fairshare.setting_tables import SERVER_TLS_SETTINGS
+from fairshare.setting_tables import SERVER_TLS_SETTINGS, table_defaults
 from fairshare.settings import (
     SHARED_SETTINGS,
     WIRE_NAME,
@@ -86,37 +86,6 @@ __all__ = [
     "parse_reservations",
     "resolve",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class AgentSettings:
-    """Validated settings of one agent daemon."""
-
-    master: str
-    resources: ResourceVector | None  # None: probe this host
-    attributes: tuple[tuple[str, str], ...]
-    host: str
-    port: int
-    metrics_port: int
-    work_dir: Path
-    hostname: str
-    log_format: str
-    log_level: str
-    status_update_retry: float
-    isolation: str | None  # None: the strongest available
-    kill_grace_period: float
-    sandbox_gc_delay: float
-    sandbox_disk_budget: int  # MiB
-    tls_ca: Path | None = None
-    tls_cert: Path | None = None
-    tls_key: Path | None = None
-    token_file: Path | None = None
-    tls_server_name: str | None = None
-    credentials: Path | None = None
-    allow_insecure: bool = False
-    task_user: str = DEFAULT_TASK_USER
-    allow_root_tasks: bool = False
-    reserve: tuple[tuple[str, ResourceVector], ...] = ()  # static reservations
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,6 +284,40 @@ AGENT_SETTINGS: Final = (
     ),
 )
 """The settings of ``fairshare agent``, in the order ``--help`` shows them."""
+
+_DEFAULT: Final = table_defaults(AGENT_SETTINGS)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    """Validated settings of one agent daemon: a field per entry of ``AGENT_SETTINGS``; the
+    optional ones take their defaults from the table."""
+
+    master: str
+    resources: ResourceVector | None  # None: probe this host
+    attributes: tuple[tuple[str, str], ...]
+    host: str
+    port: int
+    metrics_port: int
+    work_dir: Path
+    hostname: str
+    log_format: str
+    log_level: str
+    status_update_retry: float
+    isolation: str | None  # None: the strongest available
+    kill_grace_period: float
+    sandbox_gc_delay: float
+    sandbox_disk_budget: int  # MiB
+    tls_ca: Path | None = _DEFAULT["tls_ca"]
+    tls_cert: Path | None = _DEFAULT["tls_cert"]
+    tls_key: Path | None = _DEFAULT["tls_key"]
+    token_file: Path | None = _DEFAULT["token_file"]
+    tls_server_name: str | None = _DEFAULT["tls_server_name"]
+    credentials: Path | None = _DEFAULT["credentials"]
+    allow_insecure: bool = _DEFAULT["allow_insecure"]
+    task_user: str = _DEFAULT["task_user"]
+    allow_root_tasks: bool = _DEFAULT["allow_root_tasks"]
+    reserve: tuple[tuple[str, ResourceVector], ...] = _DEFAULT["reserve"]  # static reservations
 
 
 def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> AgentSettings:

@@ -10,8 +10,9 @@ per-setting copy.
 Invariants:
 - ``table_defaults`` parses every default with its setting's own parser, so a default is checked
   like any other value and a config built from the defaults equals one resolved from no source;
-- ``built_from`` copies only fields the source dataclass declares (never properties), under the
-  target's field name, or a name given in ``renames`` / behind ``prefix``; ``overrides`` win.
+- ``built_from`` copies only fields the source dataclass declares (never properties) or keys of a
+  mapping of resolved settings, under the target's field name, or a name given in ``renames`` /
+  behind ``prefix``; ``overrides`` win.
 
 ``SERVER_TLS_SETTINGS`` (``--tls-cert``, ``--tls-key``, ``--tls-ca`` of a daemon's own ports)
 are declared here once for the master and the agent.
@@ -46,16 +47,19 @@ def built_from(
     renames: Mapping[str, str] | None = None,
     **overrides: Any,
 ) -> T:
-    """A ``target`` dataclass whose fields take the values of ``source``'s fields of the same
-    name (``prefix`` + the name, or ``renames[name]``); fields ``source`` lacks keep their
-    defaults, ``overrides`` win over both."""
+    """A ``target`` dataclass whose fields take the values of ``source``'s fields (or keys, for
+    resolved settings in a mapping) of the same name (``prefix`` + the name, or
+    ``renames[name]``); fields ``source`` lacks keep their defaults, ``overrides`` win over both."""
     renames = renames or {}
-    available = {field.name for field in fields(cast(Any, source))}
+    if isinstance(source, Mapping):
+        available: Mapping[str, Any] = source
+    else:
+        available = {field.name: getattr(source, field.name) for field in fields(cast(Any, source))}
     values: dict[str, Any] = {}
     for field in fields(cast(Any, target)):
         name = renames.get(field.name, prefix + field.name)
         if name in available:
-            values[field.name] = getattr(source, name)
+            values[field.name] = available[name]
     values.update(overrides)
     return target(**values)
 

@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 from pathlib import Path
 
+import pytest
 from fairshare.setting_tables import SERVER_TLS_SETTINGS, built_from, table_defaults
 from fairshare.settings import add_setting_flags
 
-from agent.config import AGENT_SETTINGS
+from agent.config import AGENT_SETTINGS, AgentSettings
+from client_commands.run_config import RUN_SETTINGS, RunConfig, run_config
+from master.commands.up import UP_SETTINGS
 from master.config import MASTER_SETTINGS, MasterConfig, load_config
 from master.core.config import CoreConfig
 from master.daemon import _runtime_config, rebalance_settings
@@ -164,3 +168,43 @@ def test_built_from_copies_fields_by_name_prefix_and_rename(tmp_path: Path) -> N
         b: int = 0
 
     assert built_from(Prefixed, Source(), prefix="x_") == Prefixed(b=2)
+
+
+def test_the_agents_optional_settings_take_the_tables_defaults() -> None:
+    defaults = table_defaults(AGENT_SETTINGS)
+    names = {s.name for s in AGENT_SETTINGS}
+    for field in dataclasses.fields(AgentSettings):
+        assert field.name in names, field.name  # every field is a setting
+        if field.default is not dataclasses.MISSING:
+            assert field.default == defaults[field.name], field.name
+
+
+def test_run_reads_its_defaults_and_values_from_its_table() -> None:
+    defaults = table_defaults(RUN_SETTINGS)
+    for field in dataclasses.fields(RunConfig):
+        if field.name in defaults and field.default is not dataclasses.MISSING:
+            assert field.default == defaults[field.name], field.name
+    env = {"FAIRSHARE_RUN_CONNECT_TIMEOUT": "7s", "FAIRSHARE_RUN_COUNT": "3"}
+    parsed = argparse.Namespace(name="fw", task="cpus:1")
+    with pytest.MonkeyPatch.context() as patch:
+        for name in list(os.environ):
+            if name.startswith("FAIRSHARE_"):
+                patch.delenv(name)
+        for name, value in env.items():
+            patch.setenv(name, value)
+        config = run_config(parsed)
+    assert (config.connect_timeout, config.count, config.role) == (7.0, 3, "*")
+
+
+def test_up_uses_the_masters_own_settings() -> None:
+    master = {s.name: s for s in MASTER_SETTINGS}
+    shared = [s for s in UP_SETTINGS if s.name in ("port", "policy", "placement", "hierarchy")]
+    assert len(shared) == 4
+    for setting in shared:
+        mine = master[setting.name]
+        assert (setting.parse, setting.default, setting.choices, setting.metavar) == (
+            mine.parse,
+            mine.default,
+            mine.choices,
+            mine.metavar,
+        )
