@@ -12,12 +12,15 @@ Invariants: ``resolve`` either returns fully validated ``AgentSettings`` or rais
 ``FAIRSHARE_AGENT_RESOURCES`` or ``resources in FILE``) and what is wrong with it. Resource and
 attribute names follow the wire alphabet (lower case ``[a-z0-9_.-]``, starting with a letter).
 
-Security (docs/security.md): ``--tls-ca`` is the CA that signed the master's certificate (the agent
-talks TLS to it) and, with ``--tls-cert``, the CA whose client certificates its own ports
-require; ``--tls-cert``/``--tls-key`` are the agent's identity to the master (the certificate's
-common name is its principal) and its ports' certificate; ``--token-file`` is the other way to
-say who it is. ``--credentials`` lets its HTTP port accept tokens and basic auth. Its ports
-(health, metrics) bind loopback unless they serve TLS with authentication, or
+Security (docs/security.md): two separate settings say whom the agent trusts and whom it
+verifies: ``--tls-ca`` is the CA that signed the master's certificate (the agent talks TLS to
+it), ``--tls-client-ca`` the CA whose client certificates its own ports verify and require
+(mutual TLS on them; unset, its ports serve TLS without asking for one, so a token-only client
+reaches its log service, which checks the master's grants anyway); ``--tls-cert``/``--tls-key``
+are the agent's identity to the master (the certificate's common name is its principal) and its
+ports' certificate; ``--token-file`` is the other way to say who it is. ``--credentials`` lets
+its HTTP port accept tokens and basic auth. Its ports (health, metrics) bind loopback unless
+they serve TLS with authentication (``--tls-client-ca`` or ``--credentials``), or
 ``--allow-insecure``. ``--task-user`` (default ``nobody``) is who a command task naming no user
 runs as, and ``--allow-root-tasks`` (off) whether any task may run as uid 0
 (``agent.tasks.users``); the daemon checks both before it serves (exit 2 naming the flag).
@@ -41,11 +44,13 @@ from pathlib import Path
 from typing import Any, Final
 
 from fairshare.command import is_user_name
+from fairshare.etcd_security import EtcdSecurity
 from fairshare.resources import ResourceVector
 from fairshare.roles import DEFAULT_ROLE, RoleError, check_role
 from fairshare.rpc_guard import Authenticator
 from fairshare.setting_tables import SERVER_TLS_SETTINGS, table_defaults
 from fairshare.settings import (
+    ETCD_SECURITY_SETTINGS,
     SHARED_SETTINGS,
     WIRE_NAME,
     Setting,
@@ -53,6 +58,7 @@ from fairshare.settings import (
     boolean,
     choice,
     duration,
+    etcd_security,
     file_path,
     non_empty_text,
     port,
@@ -252,6 +258,21 @@ AGENT_SETTINGS: Final = (
         " user root); off: such a task is refused with TASK_ERROR",
         switch=True,
     ),
+    Setting(
+        "tls_ca",
+        file_path,
+        None,
+        "CA bundle (PEM) that signed the master's certificate (TLS to the master)",
+        metavar="FILE",
+    ),
+    Setting(
+        "tls_client_ca",
+        file_path,
+        None,
+        "CA bundle (PEM) of the client certificates this agent's ports verify and require"
+        " (mutual TLS; needs --tls-cert); unset: its ports ask for none",
+        metavar="FILE",
+    ),
     *SERVER_TLS_SETTINGS,
     Setting(
         "token_file",
@@ -282,10 +303,12 @@ AGENT_SETTINGS: Final = (
         "serve a --host other than loopback without TLS and authentication",
         switch=True,
     ),
+    *ETCD_SECURITY_SETTINGS,
 )
 """The settings of ``fairshare agent``, in the order ``--help`` shows them."""
 
 _DEFAULT: Final = table_defaults(AGENT_SETTINGS)
+_ETCD_DEFAULT: Final = etcd_security(_DEFAULT)  # the etcd_* settings' defaults, folded
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,6 +332,7 @@ class AgentSettings:
     sandbox_gc_delay: float
     sandbox_disk_budget: int  # MiB
     tls_ca: Path | None = _DEFAULT["tls_ca"]
+    tls_client_ca: Path | None = _DEFAULT["tls_client_ca"]
     tls_cert: Path | None = _DEFAULT["tls_cert"]
     tls_key: Path | None = _DEFAULT["tls_key"]
     token_file: Path | None = _DEFAULT["token_file"]
@@ -318,6 +342,9 @@ class AgentSettings:
     task_user: str = _DEFAULT["task_user"]
     allow_root_tasks: bool = _DEFAULT["allow_root_tasks"]
     reserve: tuple[tuple[str, ResourceVector], ...] = _DEFAULT["reserve"]  # static reservations
+    # The one field that is not a setting: the ``etcd_*`` settings folded into one value,
+    # reading the leader from --master etcd://...
+    etcd: EtcdSecurity = _ETCD_DEFAULT
 
 
 def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> AgentSettings:
@@ -325,7 +352,10 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> AgentSettings:
     values = resolve_settings("agent", AGENT_SETTINGS, args, env)
     values["hostname"] = values["hostname"] or socket.gethostname()
     values["work_dir"] = Path(values["work_dir"])
-    settings = AgentSettings(**values)
+    etcd = etcd_security(values)
+    for setting in ETCD_SECURITY_SETTINGS:
+        del values[setting.name]
+    settings = AgentSettings(**values, etcd=etcd)
     if settings.resources is not None:
         check_reservations_fit(settings.reserve, settings.resources)
     _server_security(settings)  # the flags fit together (the files are read by load_security)
@@ -350,7 +380,12 @@ def _master_security(settings: AgentSettings) -> ClientSecurity:
             raise SettingsError(f"--token-file: {error}") from None
     try:
         security = ClientSecurity(
-            settings.tls_ca, settings.tls_cert, settings.tls_key, token, settings.tls_server_name
+            settings.tls_ca,
+            settings.tls_cert,
+            settings.tls_key,
+            token,
+            settings.tls_server_name,
+            settings.etcd,
         )
         if security.tls:
             security.credentials()  # read the files now: a bad one stops the agent here
@@ -365,20 +400,23 @@ def _server_security(settings: AgentSettings) -> ServerSecurity:
     if settings.tls_cert is None:
         if settings.credentials is not None:
             raise SettingsError("--credentials: tokens would travel in plaintext; add --tls-cert")
+        if settings.tls_client_ca is not None:
+            raise SettingsError("--tls-client-ca verifies clients of a TLS port: add --tls-cert")
         security = PLAINTEXT
     else:
         security = ServerSecurity(
             settings.tls_cert,
             settings.tls_key,
-            settings.tls_ca,
-            require_client_cert=settings.tls_ca is not None,
+            settings.tls_client_ca,
+            require_client_cert=settings.tls_client_ca is not None,
         )
-    secured = security.tls and (settings.tls_ca is not None or settings.credentials is not None)
-    if not secured and not is_loopback(settings.host) and not settings.allow_insecure:
+    verified = settings.tls_client_ca is not None or settings.credentials is not None
+    exposed = not (security.tls and verified) and not is_loopback(settings.host)
+    if exposed and not settings.allow_insecure:
         raise SettingsError(
             f"--host {settings.host}: without TLS (--tls-cert/--tls-key) and authentication"
-            " (--tls-ca or --credentials) anyone who reaches the agent's ports may read them;"
-            " bind 127.0.0.1, secure it, or add --allow-insecure"
+            " (--tls-client-ca or --credentials) anyone who reaches the agent's ports may"
+            " read them; bind 127.0.0.1, secure it, or add --allow-insecure"
         )
     return security
 

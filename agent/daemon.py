@@ -15,7 +15,8 @@ then run ``AgentRuntime`` against ``--master``.
 
 Security (``agent.config``): the agent reaches the master with its ``ClientSecurity`` (TLS,
 its certificate or token); its own gRPC port serves TLS with ``--tls-cert`` (client certificates
-of ``--tls-ca`` required), every call passing ``RpcGuard``
+of ``--tls-client-ca`` required when given; ``--tls-ca`` only says whom to trust as the master),
+every call passing ``RpcGuard``
 (undecodable requests refused; callers authenticated when the port authenticates); its HTTP
 port uses the same TLS and principals (``/health`` open). One ``security.exposure`` line says
 where its ports listen and how they are protected.
@@ -46,8 +47,10 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from fairshare.etcd import refused_at_start
 from fairshare.health import NOT_SERVING, SERVING, HealthServicer
 from fairshare.logs import configure_logging, log_event
+from fairshare.master_target import MasterTarget
 from fairshare.metrics_server import HttpSecurity
 from fairshare.ports import port_problem
 from fairshare.rpc_guard import OPEN_SERVICES, RpcGuard
@@ -114,6 +117,10 @@ def main(args: argparse.Namespace) -> int:
     security = load_security(settings)  # an unusable TLS or credentials file: exit 2 as well
     check_task_user(settings)  # an unknown --task-user, or root without the switch: exit 2
     configure_logging(settings.log_format, settings.log_level)
+    etcd = MasterTarget.parse(settings.master).etcd
+    refused = None if etcd is None else refused_at_start(etcd, settings.etcd)
+    if refused is not None:  # wrong CA, no client certificate, bad password: exit 2, saying so
+        raise SettingsError(f"--master: {refused}")
     try:
         return asyncio.run(serve(settings, security))
     except AgentFatalError as error:
@@ -423,7 +430,11 @@ async def _start_metrics(
             settings.host,
             settings.metrics_port,
             healthy,
-            security=HttpSecurity(security.server, security.authenticator),
+            security=HttpSecurity(
+                security.server,
+                security.authenticator,
+                host_names=frozenset({settings.hostname}),
+            ),
         )
     except (OSError, ssl.SSLError) as error:
         log_event(

@@ -11,8 +11,9 @@ as it was given, so labels, unknown fields and invalid values travel unchanged. 
 the wire as exact integer millis (never floats); a ``Resources`` message with a duplicate name,
 a negative quantity or a bad name is invalid (``ResourceError``: a task that asks for one is a
 ``TaskProblem``). Durations are read as exact seconds; a negative duration raises
-``ValueError``. ``Reason`` members are the wire's ``TaskStatus.Reason`` numbers; a number the
-agent does not know is read as ``Reason.UNSPECIFIED`` where the master sends it.
+``ValueError``. Reasons are the kernel's ``TaskReason`` (``fairshare.wire`` converts them by
+name); a number the agent does not know is read as ``TaskReason.UNSPECIFIED`` where the master
+sends it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from fairshare.task_states import TaskState
 from fairshare.v1 import agent_pb2, common_pb2
 from fairshare.wire import (
     command_from_pb,
+    reason_to_pb,
     resources_from_pb,
     resources_to_pb,
     seconds_from_duration,
@@ -38,9 +40,9 @@ from agent.core.records import (
     CommandTask,
     LaunchSpec,
     PlaceholderSpec,
-    Reason,
     StatusUpdate,
     TaskProblem,
+    TaskReason,
     TaskSpec,
     TaskView,
 )
@@ -51,7 +53,6 @@ __all__ = [
     "duration_seconds",
     "heartbeat_message",
     "launch_spec",
-    "reason_from_pb",
     "reason_name",
     "register_message",
     "reregister_message",
@@ -125,7 +126,7 @@ def _launch(info: common_pb2.TaskInfo, resources: ResourceVector) -> LaunchSpec 
         return launch_spec(info, resources)
     except ValueError as error:
         process = info.WhichOneof("kind") == "process"
-        reason = Reason.COMMAND_INVALID if process else Reason.TASK_INVALID
+        reason = TaskReason.COMMAND_INVALID if process else TaskReason.TASK_INVALID
         return TaskProblem(f"invalid command: {error}", reason)
 
 
@@ -136,17 +137,9 @@ def task_info(spec: TaskSpec, agent_id: str | None = None) -> common_pb2.TaskInf
     return info
 
 
-def reason_from_pb(value: int) -> Reason:
-    """A reason the master sent; one this agent does not know is ``Reason.UNSPECIFIED``."""
-    try:
-        return Reason(value)
-    except ValueError:
-        return Reason.UNSPECIFIED
-
-
-def reason_name(reason: int) -> str:
+def reason_name(reason: TaskReason) -> str:
     """The wire's name of a reason (``REASON_AGENT_SHUTDOWN``), for the log."""
-    return _TS.Reason.Name(_TS.Reason.ValueType(reason))
+    return f"REASON_{reason.value}"
 
 
 def agent_info(spec: AgentSpec) -> common_pb2.AgentInfo:
@@ -176,7 +169,7 @@ def task_status(update: StatusUpdate, agent_id: str) -> common_pb2.TaskStatus:
         task_id=update.task_id,
         agent_id=agent_id,
         state=task_state_to_pb(update.state),
-        reason=_TS.Reason.ValueType(update.reason),
+        reason=reason_to_pb(update.reason),
         message=update.message,
         timestamp=_timestamp(update.timestamp),
         uuid=update.uuid,

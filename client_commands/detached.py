@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from fairshare.etcd_security import EtcdSecurity
 from fairshare.logs import configure_logging, log_event
 from fairshare.resources import ResourceVector
 from fairshare.transport import ClientSecurity
@@ -102,6 +103,11 @@ class HandOff:
             "key": path(security.key),
             "token": security.token,
             "server_name": security.server_name,
+            "etcd_ca": path(security.etcd.ca),
+            "etcd_cert": path(security.etcd.cert),
+            "etcd_key": path(security.etcd.key),
+            "etcd_user": security.etcd.user,
+            "etcd_password": security.etcd.password,
         }
 
     def client_security(self) -> ClientSecurity:
@@ -118,6 +124,13 @@ class HandOff:
             key=path("key"),
             token=values.get("token"),
             server_name=values.get("server_name"),
+            etcd=EtcdSecurity(
+                path("etcd_ca"),
+                path("etcd_cert"),
+                path("etcd_key"),
+                values.get("etcd_user"),
+                values.get("etcd_password"),
+            ),
         )
 
 

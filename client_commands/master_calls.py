@@ -92,8 +92,8 @@ def master_failure(master: MasterAddress | str, error: grpc.RpcError) -> str:
         return f"no master answers at {master} ({code.name}: {details})"
     if code == grpc.StatusCode.UNAUTHENTICATED:
         return (
-            f"the master at {master} does not know who this is ({details}): give --token-file"
-            " or --tls-cert/--tls-key"
+            f"the master at {master} does not know who this is (UNAUTHENTICATED: {details}):"
+            " give --token-file or --tls-cert/--tls-key"
         )
     return f"the master at {master} refused: {code.name}: {details}"
 
@@ -130,10 +130,15 @@ def call_master(master: MasterAddress, call: Callable[[Stub], T]) -> T:
 
 
 def get_state(master: MasterAddress) -> State:
-    """The leading master's ``GetState`` (``CommandFailed`` with one line on errors)."""
-    return call_master(
+    """The leading master's ``GetState`` (``CommandFailed`` with one line on errors); when the
+    master left something out to fit one message (``trimmed``), a line on stderr says what."""
+    state = call_master(
         master, lambda stub: stub.GetState(operator_pb2.GetStateRequest(), timeout=CALL_TIMEOUT)
     )
+    if state.trimmed:
+        left_out = "; ".join(state.trimmed)
+        print(f"fairshare: the master left out, to fit one message: {left_out}", file=sys.stderr)
+    return state
 
 
 def fetch_state(

@@ -19,7 +19,9 @@ The JSON document (``fairshare status --json``, docs/architecture.md §7) is one
      "hierarchy": "hdrf" | "naive" | "flat",
      "roles": [{"role", "parent", "depth", "weight", "share", "weighted_share",
                 "dominant_resource", "allocated", "frameworks", "subtree_frameworks",
-                "running_tasks"}]}
+                "running_tasks"}],
+     "trimmed": [WHAT, ...] (only when the master left something out to fit its message
+                 limit, operator.proto's GetStateResponse.trimmed)}
 
 ``roles`` is the role tree in pre-order (``fairshare.role_tree``: each role that holds a
 framework and every ancestor of one; sums over subtrees; ``fairshare roles --json`` prints the
@@ -157,6 +159,7 @@ def state_to_dict(state: operator_pb2.GetStateResponse) -> dict[str, Any]:
         "free": _resources(state.free),
         "hierarchy": state.hierarchy,
         "roles": roles_to_dicts(state.roles),
+        **({"trimmed": list(state.trimmed)} if state.trimmed else {}),
     }
 
 

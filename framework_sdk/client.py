@@ -138,7 +138,7 @@ class SchedulerClient:
         self._suppressed = suppressed
         self._options = options or ClientOptions()
         self._rng = random.Random(self._options.seed)
-        self._finder = MasterFinder(master, self._rng)
+        self._finder = MasterFinder(master, self._rng, etcd_security=self._options.security.etcd)
         self._framework_id = info.framework_id
         self._master_id = ""
         self._stub: scheduler_pb2_grpc.SchedulerServiceAsyncStub | None = None

@@ -12,18 +12,26 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from fairshare.settings import CLIENT_SECURITY_SETTINGS, SettingsError, client_security
+from fairshare.settings import (
+    CLIENT_SECURITY_SETTINGS,
+    ETCD_SECURITY_SETTINGS,
+    SettingsError,
+    client_security,
+)
 from fairshare.transport import INSECURE, ClientSecurity
 
 from framework_sdk.delivery import DEFAULT_DELIVERY_MEMORY
 
 __all__ = ["ENVIRONMENT_VARIABLES", "Backoff", "ClientOptions", "security_from_environment"]
 
+_SECURITY_SETTINGS: Final = (*CLIENT_SECURITY_SETTINGS, *ETCD_SECURITY_SETTINGS)
 ENVIRONMENT_VARIABLES: Final = tuple(
-    f"FAIRSHARE_{setting.name.upper()}" for setting in CLIENT_SECURITY_SETTINGS
+    f"FAIRSHARE_{setting.name.upper()}" for setting in _SECURITY_SETTINGS
 )
 """The variables a client's security is read from: FAIRSHARE_TLS_CA, FAIRSHARE_TLS_CERT,
-FAIRSHARE_TLS_KEY, FAIRSHARE_TOKEN_FILE and FAIRSHARE_TLS_SERVER_NAME (the commands' too)."""
+FAIRSHARE_TLS_KEY, FAIRSHARE_TOKEN_FILE and FAIRSHARE_TLS_SERVER_NAME, and for finding the
+leader in etcd FAIRSHARE_ETCD_TLS_CA, ..._CERT, ..._KEY, FAIRSHARE_ETCD_USER with
+FAIRSHARE_ETCD_PASSWORD_FILE or FAIRSHARE_ETCD_PASSWORD (the commands' too)."""
 
 
 def security_from_environment(environ: Mapping[str, str] | None = None) -> ClientSecurity:
@@ -33,7 +41,7 @@ def security_from_environment(environ: Mapping[str, str] | None = None) -> Clien
     certificate without its key)."""
     environ = os.environ if environ is None else environ
     values: dict[str, Any] = {}
-    for setting in CLIENT_SECURITY_SETTINGS:
+    for setting in _SECURITY_SETTINGS:
         name = f"FAIRSHARE_{setting.name.upper()}"
         raw = environ.get(name, "")
         if not raw.strip():

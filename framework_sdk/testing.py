@@ -47,6 +47,7 @@ from fairshare.resources import ResourceVector
 from fairshare.v1 import common_pb2, scheduler_pb2, scheduler_pb2_grpc
 from fairshare.wire import (
     duration_to_pb,
+    reason_to_pb,
     resources_from_pb,
     seconds_from_duration,
     task_state_to_pb,
@@ -328,7 +329,7 @@ class FakeMaster:
             task_id,
             task_state_to_pb(state),
             agent_id=agent_id,
-            reason=common_pb2.TaskStatus.Reason.Value(f"REASON_{reason.value}"),
+            reason=reason_to_pb(reason),
             message=message,
             with_uuid=with_uuid,
             exit_code=exit_code,

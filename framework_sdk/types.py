@@ -24,7 +24,7 @@ from typing import Final
 
 from fairshare.command import Command, ResourceUsage
 from fairshare.resources import ResourceVector
-from fairshare.task_states import TaskState
+from fairshare.task_states import TaskReason, TaskState
 
 __all__ = [
     "DEFAULT_FAILOVER_TIMEOUT",
@@ -47,28 +47,6 @@ DEFAULT_FAILOVER_TIMEOUT: Final = 0.0
 """Mesos's default: a framework whose connection ends is removed at once, its tasks killed. A
 framework that must survive its scheduler's restarts sets ``FrameworkInfo.failover_timeout``
 (``fairshare run --detach`` sets a week: ``DETACHED_FAILOVER_TIMEOUT`` in its CLI)."""
-
-
-class TaskReason(enum.Enum):
-    """Why a task's state changed (``fairshare.v1.TaskStatus.Reason`` without the prefix)."""
-
-    UNSPECIFIED = "UNSPECIFIED"
-    AGENT_REMOVED = "AGENT_REMOVED"
-    AGENT_UNREACHABLE = "AGENT_UNREACHABLE"
-    AGENT_RESTARTED = "AGENT_RESTARTED"
-    AGENT_DISCONNECTED = "AGENT_DISCONNECTED"
-    AGENT_SHUTDOWN = "AGENT_SHUTDOWN"
-    EXECUTOR_TERMINATED = "EXECUTOR_TERMINATED"
-    COMMAND_FAILED = "COMMAND_FAILED"
-    TASK_INVALID = "TASK_INVALID"
-    TASK_KILLED_DURING_LAUNCH = "TASK_KILLED_DURING_LAUNCH"
-    FRAMEWORK_REMOVED = "FRAMEWORK_REMOVED"
-    RECONCILIATION = "RECONCILIATION"
-    INVALID_OFFERS = "INVALID_OFFERS"
-    MEMORY_LIMIT = "MEMORY_LIMIT"
-    LAUNCH_FAILED = "LAUNCH_FAILED"
-    COMMAND_INVALID = "COMMAND_INVALID"
-    PREEMPTED = "PREEMPTED"
 
 
 class UpdateSource(enum.Enum):

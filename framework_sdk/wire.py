@@ -19,6 +19,7 @@ from fairshare.v1 import common_pb2, scheduler_pb2
 from fairshare.wire import (
     command_to_pb,
     duration_to_pb,
+    reason_from_pb,
     resources_from_pb,
     resources_to_pb,
     seconds_from_duration,
@@ -44,7 +45,6 @@ from framework_sdk.types import (
     FrameworkInfo,
     LaunchOperation,
     Offer,
-    TaskReason,
     TaskSpec,
     UpdateSource,
 )
@@ -135,13 +135,12 @@ def offer_from_pb(message: common_pb2.Offer) -> Offer:
 
 def status_from_pb(status: common_pb2.TaskStatus) -> StatusUpdate:
     """The SDK StatusUpdate of a wire TaskStatus."""
-    reason_name = common_pb2.TaskStatus.Reason.Name(status.reason).removeprefix("REASON_")
     source_name = common_pb2.TaskStatus.Source.Name(status.source).removeprefix("SOURCE_")
     return StatusUpdate(
         task_id=status.task_id,
         agent_id=status.agent_id,
         state=task_state_from_pb(status.state),
-        reason=TaskReason[reason_name],
+        reason=reason_from_pb(status.reason),
         message=status.message,
         uuid=status.uuid,
         source=UpdateSource[source_name],

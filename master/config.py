@@ -8,7 +8,8 @@ file (``--config``, ``FAIRSHARE_MASTER_CONFIG`` or ``FAIRSHARE_CONFIG``; shared 
 may sit at its top level), then the defaults.
 
 Invariants: ``MasterConfig`` has exactly the table's names, each field's default read from the
-table (``MASTER_DEFAULTS``; a test checks both), so ``load_config`` with no flag, variable or file
+table (``MASTER_DEFAULTS``; a test checks both), but for ``etcd``, the ``etcd_*`` settings folded
+into one ``EtcdSecurity`` (``master_config``), so ``load_config`` with no flag, variable or file
 gives ``MasterConfig()``; ``load_config`` returns a fully checked config or raises
 ``SettingsError`` naming the flag, variable or key and the reason. This module imports the kernel,
 ``master.settings`` and ``master.core`` only, never the runtime above them.
@@ -29,12 +30,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from fairshare.etcd_security import EtcdSecurity
 from fairshare.resources import ResourceVector
-from fairshare.settings import SettingsError, resolve_settings
+from fairshare.settings import (
+    ETCD_SECURITY_SETTINGS,
+    SettingsError,
+    etcd_security,
+    resolve_settings,
+)
 from fairshare.transport import is_loopback
 
 from master.core.config import CoreConfig
 from master.core.fairness import make_fairness_policy
+from master.core.resource_caps import ResourceCap
 from master.settings import MASTER_DEFAULTS, MASTER_SETTINGS
 from master.settings.allocation import hierarchy, resource_names
 
@@ -45,10 +53,12 @@ __all__ = [
     "check_rebalance",
     "hierarchy",
     "load_config",
+    "master_config",
     "resource_names",
 ]
 
 _DEFAULT: Final[Mapping[str, Any]] = MASTER_DEFAULTS
+_ETCD_DEFAULT: Final = etcd_security(_DEFAULT)  # the etcd_* settings' defaults, folded
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +106,9 @@ class MasterConfig:
     registry_max_agent_count: int = _DEFAULT["registry_max_agent_count"]
     registry_max_framework_age: float = _DEFAULT["registry_max_framework_age"]
     registry_max_framework_count: int = _DEFAULT["registry_max_framework_count"]
-    max_agent_resources: ResourceVector = _DEFAULT["max_agent_resources"]
+    max_agent_resources: ResourceCap = _DEFAULT["max_agent_resources"]
+    max_principal_resources: ResourceCap = _DEFAULT["max_principal_resources"]
+    max_resource_names: int = _DEFAULT["max_resource_names"]
     fault_drop_acks: float = _DEFAULT["fault_drop_acks"]
     rebalance: bool = _DEFAULT["rebalance"]
     rebalance_interval: float = _DEFAULT["rebalance_interval"]
@@ -104,6 +116,10 @@ class MasterConfig:
     rebalance_hysteresis: float = _DEFAULT["rebalance_hysteresis"]
     rebalance_max_kills: int = _DEFAULT["rebalance_max_kills"]
     rebalance_grace: float = _DEFAULT["rebalance_grace"]
+    registry_key: Path | None = _DEFAULT["registry_key"]  # HMAC key signing etcd registry rows
+    # The one field that is not a setting: the ``etcd_*`` settings (the kernel's
+    # ETCD_SECURITY_SETTINGS, reaching --registry etcd://) folded into one value.
+    etcd: EtcdSecurity = _ETCD_DEFAULT
 
     @property
     def authenticated(self) -> bool:
@@ -115,11 +131,19 @@ def load_config(args: argparse.Namespace, environ: Mapping[str, str]) -> MasterC
     """Resolve the settings: flags > environment > TOML file > defaults; then check that the
     security settings fit together and that --rebalance has a policy it can move toward
     (``SettingsError`` naming the flag)."""
-    config = MasterConfig(**resolve_settings("master", MASTER_SETTINGS, args, environ))
+    config = master_config(resolve_settings("master", MASTER_SETTINGS, args, environ))
     check_security(config)
     check_rebalance(config.rebalance, config.policy)
     check_hierarchy(config.policy, config.hierarchy, config.fair_sharing_excluded_resources)
     return config
+
+
+def master_config(values: Mapping[str, Any]) -> MasterConfig:
+    """The ``MasterConfig`` of resolved ``MASTER_SETTINGS`` values: the ``etcd_*`` ones folded
+    into ``etcd`` (``SettingsError`` naming the flag when they do not fit together)."""
+    etcd_names = {setting.name for setting in ETCD_SECURITY_SETTINGS}
+    fields = {name: value for name, value in values.items() if name not in etcd_names}
+    return MasterConfig(**fields, etcd=etcd_security(values))
 
 
 def check_hierarchy(policy: str, hierarchy: str, excluded: frozenset[str]) -> None:

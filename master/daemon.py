@@ -62,7 +62,7 @@ from typing import Any
 
 import grpc
 from fairshare.cli import version as fairshare_version
-from fairshare.etcd import LeaderRecord
+from fairshare.etcd import LeaderRecord, refused_at_start
 from fairshare.fd_watch import connection_cap, watch_fds
 from fairshare.health import NOT_SERVING, SERVING, HealthServicer
 from fairshare.logs import configure_logging, log_event
@@ -179,12 +179,15 @@ def _open_registry(config: MasterConfig) -> Registry | None:
     return None
 
 
-def _http_security(security: MasterSecurity) -> HttpSecurity:
+def _http_security(security: MasterSecurity, advertise: str | None) -> HttpSecurity:
     """The HTTP port: the same TLS and principals; ``view_state`` is checked by the web layer's
     gate (``master.web.routes``), through ``_http_authority``; Mesos's ``/version`` and
-    ``/master/redirect`` are open, as in Mesos."""
+    ``/master/redirect`` are open, as in Mesos; the ``--advertise`` host is a name it answers."""
     return HttpSecurity(
-        security.server, security.authenticator, open_paths=frozenset({"/health", *OPEN_PATHS})
+        security.server,
+        security.authenticator,
+        open_paths=frozenset({"/health", *OPEN_PATHS}),
+        host_names=frozenset({advertise.rpartition(":")[0]} if advertise else ()),
     )
 
 
@@ -258,7 +261,7 @@ async def _start_http(
             config.metrics_port,
             healthy,
             add_routes,
-            security=_http_security(security),
+            security=_http_security(security, config.advertise),
         )
     except (OSError, ssl.SSLError) as error:
         log_event(
@@ -405,7 +408,9 @@ async def _serve(
     else:
         me = LeaderRecord(leadership.address, metrics.address, uuid.uuid4().hex, 0.0)
         target = EtcdTarget.parse(config.registry)
-        leadership.campaign(target, me, config.election_ttl, work_dir)
+        leadership.campaign(
+            target, me, config.election_ttl, work_dir, config.etcd, security.registry_key
+        )
     limit = raise_fd_limit()
     background = [
         asyncio.create_task(history.run(leadership.snapshot_or_none)),
@@ -445,6 +450,11 @@ def main(args: argparse.Namespace) -> int:
     config = load_config(args, os.environ)  # SettingsError: the command line says why, exit 2
     security = load_security(config)  # a file that cannot be used: exit 2 too, naming the flag
     configure_logging(config.log_format, config.log_level)
+    if EtcdTarget.is_url(config.registry):
+        refused = refused_at_start(EtcdTarget.parse(config.registry), config.etcd)
+        if refused is not None:  # wrong CA, no client certificate, bad password: say which
+            print(f"fairshare master: --registry: {refused}", file=sys.stderr)
+            return EXIT_BAD_CONFIG
     try:
         Path(config.work_dir).mkdir(parents=True, exist_ok=True)
     except OSError as error:

@@ -24,7 +24,8 @@ Invariants:
   ``fairshare_framework_info`` maps each id to its name and role, so two frameworks of one name
   stay two series), role paths (at most ``MAX_FRAMEWORK_SERIES`` roles too, those with the
   largest weighted shares), RPC method names the server implements and status code names;
-  never task, offer or agent ids;
+  never task, offer or agent ids; and no family has more than ``MAX_SERIES_PER_FAMILY``
+  series (``fairshare_metric_series_dropped`` counts what was left out, by family);
 - ``fairshare_role_share`` is a role's weighted share (share / weight) as the allocator's
   hierarchy computes it (what it orders sibling roles by), ``fairshare_role_weight`` its
   operator weight (1 when unset) and ``fairshare_role_allocated`` what its subtree's frameworks
@@ -91,6 +92,21 @@ STATUS_EVENTS = ("forwarded", "acknowledged", "retried")
 BYTES_PER_MIB = 1048576
 BYTE_RESOURCES = frozenset({"mem", "disk"})
 MAX_FRAMEWORK_SERIES = 500
+MAX_SERIES_PER_FAMILY = 20_000
+"""Series of one metric family at most (``bounded``): frameworks and roles are capped above,
+resource names by the master's --max-resource-names; this bounds their products too."""
+
+
+def bounded(family: Metric, dropped: dict[str, int]) -> Metric:
+    """``family`` with at most ``MAX_SERIES_PER_FAMILY`` samples (histograms, whose series are
+    fixed, are left whole); what it left out is added to ``dropped`` under the family's name."""
+    if isinstance(family, HistogramMetricFamily) or len(family.samples) <= MAX_SERIES_PER_FAMILY:
+        return family
+    dropped[family.name] = len(family.samples) - MAX_SERIES_PER_FAMILY
+    del family.samples[MAX_SERIES_PER_FAMILY:]
+    return family
+
+
 ENDED_STATES = tuple(s.value.lower() for s in TaskState if s.is_terminal)
 
 
@@ -156,6 +172,21 @@ class MasterCollector(Collector):
         self._source = source
 
     def collect(self) -> Iterator[Metric]:
+        dropped: dict[str, int] = {}
+        for family in self._families():
+            yield bounded(family, dropped)
+        if dropped:
+            gauge = GaugeMetricFamily(
+                "fairshare_metric_series_dropped",
+                f"Series left out of a family beyond {MAX_SERIES_PER_FAMILY} (its first ones"
+                " in their order are kept).",
+                labels=["family"],
+            )
+            for name, count in sorted(dropped.items()):
+                gauge.add_metric([name], count)
+            yield gauge
+
+    def _families(self) -> Iterator[Metric]:
         sample = self._source()
         snapshot = sample.snapshot
         info = GaugeMetricFamily(

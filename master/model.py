@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from fairshare.command import Command, ResourceUsage
 from fairshare.resources import ResourceVector
-from fairshare.task_states import TaskState
+from fairshare.task_states import TaskReason, TaskState
 
 from master.core.messages import KillTask, LaunchTasks
 from master.core.records import Offer
@@ -119,7 +119,7 @@ class StatusUpdate:
     task_id: str
     agent_id: str
     state: TaskState
-    reason: str = ""
+    reason: TaskReason = TaskReason.UNSPECIFIED
     message: str = ""
     timestamp: float = 0.0
     uuid: bytes = b""

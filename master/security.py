@@ -5,8 +5,9 @@ its callers are, what they may do, and one log line saying what it exposes.
 - ``load_security(config)``: the ``ServerSecurity`` of both ports (client certificates verified
   and required when ``--tls-ca`` is given: gRPC has no optional client certificate), the
   ``Authenticator`` (certificates and/or the credentials file) and the ``Acl`` (``--acls``, or
-  ``OPEN``); a file that cannot be used raises ``SettingsError`` naming its flag, before
-  anything is served;
+  ``OPEN``), the key signing an etcd registry's rows (``--registry-key``, at least
+  ``MIN_REGISTRY_KEY`` bytes); a file that cannot be used raises ``SettingsError`` naming its
+  flag, before anything is served;
 - ``exposure(...)``: the fields and level of the one ``security.exposure`` line the master logs
   when it serves: where each port listens (the address bound, truly: ``0.0.0.0`` is all
   interfaces), TLS, authentication and ACL; WARNING when a port other than loopback is served
@@ -26,7 +27,9 @@ from fairshare.transport import SecurityError, ServerSecurity, is_loopback
 from master.acl import OPEN, Acl, AclError
 from master.config import MasterConfig
 
-__all__ = ["MasterSecurity", "exposure", "load_security"]
+__all__ = ["MIN_REGISTRY_KEY", "MasterSecurity", "exposure", "load_security"]
+
+MIN_REGISTRY_KEY = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +39,7 @@ class MasterSecurity:
     server: ServerSecurity
     authenticator: Authenticator
     acl: Acl
+    registry_key: bytes | None = None  # signs the etcd registry's rows (--registry-key)
 
 
 def load_security(config: MasterConfig) -> MasterSecurity:
@@ -57,7 +61,27 @@ def load_security(config: MasterConfig) -> MasterSecurity:
             acl = Acl.load(config.acls)
         except AclError as error:
             raise SettingsError(f"--acls: {error}") from None
-    return MasterSecurity(server, authenticator, acl)
+    return MasterSecurity(server, authenticator, acl, _registry_key(config))
+
+
+def _registry_key(config: MasterConfig) -> bytes | None:
+    """The key of ``--registry-key`` (``SettingsError`` when unreadable or short)."""
+    if config.registry_key is None:
+        return None
+    try:
+        key = config.registry_key.read_bytes().strip()
+    except OSError as error:
+        raise SettingsError(f"--registry-key: cannot read {config.registry_key}: {error}") from None
+    if len(key) < MIN_REGISTRY_KEY:
+        raise SettingsError(
+            f"--registry-key: {config.registry_key} holds {len(key)} bytes; a key has at least"
+            f" {MIN_REGISTRY_KEY} (openssl rand -hex 32 > FILE)"
+        )
+    if not config.registry.startswith("etcd://"):
+        raise SettingsError(
+            "--registry-key: signs the rows of an etcd registry (--registry etcd://...)"
+        )
+    return key
 
 
 def _where(host: str, port: int) -> str:
@@ -91,6 +115,9 @@ def exposure(
         "authentication": security.authenticator.mode,
         "acl": str(config.acls) if config.acls is not None else "none (everything allowed)",
     }
+    if config.registry.startswith("etcd://"):
+        fields["etcd"] = config.etcd.describe()
+        fields["registry_rows"] = "signed" if security.registry_key else "unsigned"
     if not secured and not loopback:
         fields["warning"] = "anyone who reaches these ports controls the cluster (--allow-insecure)"
         return logging.WARNING, fields

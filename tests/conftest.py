@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from etcd_server import EtcdMember, start_cluster
+from etcd_server import EtcdMember, SecuredEtcd, start_cluster
 from session_guard import SESSION_MARK, marked_processes
 
 LEAK_GRACE = 5.0
@@ -39,6 +39,18 @@ def etcd_member(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdMember
 def etcd_url(etcd_member: EtcdMember) -> str:
     """``etcd://127.0.0.1:PORT/test-<random>``: the session's etcd, a prefix of the test's own."""
     return f"etcd://{etcd_member.endpoint}/test-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="session")
+def secured_etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredEtcd]:
+    """One etcd member serving TLS only, with client certificates and authentication on
+    (``etcd_server.SecuredEtcd``), for the whole session (tests keep apart by key prefix:
+    ``secured.url()``); killed at the end of the session."""
+    etcd = SecuredEtcd(tmp_path_factory.mktemp("etcd-secured"))
+    try:
+        yield etcd
+    finally:
+        etcd.kill()
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

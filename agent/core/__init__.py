@@ -6,7 +6,7 @@ clock and no global randomness (times, uuids and jitter are passed in). An impor
 contract in pyproject.toml enforces it; ``agent.wire`` converts to and from the wire.
 
 - ``records``: the values (``AgentSpec``, ``TaskSpec``, ``StatusUpdate``, ``TaskView``,
-  ``Reason``, ...);
+  ``TaskReason``, ...);
 - ``state``: ``AgentState``, with its answers in ``decisions`` and its checkpoint seam in
   ``snapshot``;
 - ``backoff``: the jittered exponential backoff of update retries (and of reconnects).
@@ -27,10 +27,10 @@ from agent.core.records import (
     CommandUsage,
     LaunchSpec,
     PlaceholderSpec,
-    Reason,
     StatusUpdate,
     TaskKey,
     TaskProblem,
+    TaskReason,
     TaskSpec,
     TaskView,
 )
@@ -52,13 +52,13 @@ __all__ = [
     "Outgoing",
     "PlaceholderSpec",
     "RandomSource",
-    "Reason",
     "RegisterCall",
     "ReregisterCall",
     "StatusUpdate",
     "TaskChange",
     "TaskKey",
     "TaskProblem",
+    "TaskReason",
     "TaskSpec",
     "TaskView",
 ]

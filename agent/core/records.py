@@ -3,8 +3,8 @@
 Invariants: every type here is immutable and wire-free (no protobuf: ``agent.wire`` converts at
 the boundary, and an import-linter contract keeps ``agent.core`` pure). Task states are the
 kernel's ``TaskState`` (``fairshare.task_states``: one vocabulary and one forward rule for every
-process); reasons are ``Reason``, whose members carry the numbers of the wire's
-``TaskStatus.Reason`` (a unit test holds the two enums equal, so they cannot drift). A task is
+process), and so are reasons (``TaskReason``, named like the wire's ``TaskStatus.Reason``,
+converted by name). A task is
 addressed by ``TaskKey = (framework_id, task_id)``; the master's description of a task is a
 ``TaskSpec``, decoded once when it arrives (or is read back from the checkpoint).
 """
@@ -13,13 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import IntEnum
 from types import MappingProxyType
 from typing import Any, Final, TypeAlias
 
 from fairshare.command import Command, ResourceUsage
 from fairshare.resources import ResourceVector
-from fairshare.task_states import TaskState
+from fairshare.task_states import TaskReason, TaskState
 
 __all__ = [
     "MEMORY_PEAK_BUCKETS",
@@ -29,39 +28,16 @@ __all__ = [
     "CommandUsage",
     "LaunchSpec",
     "PlaceholderSpec",
-    "Reason",
     "StatusUpdate",
     "TaskKey",
     "TaskProblem",
+    "TaskReason",
     "TaskSpec",
     "TaskView",
 ]
 
 TaskKey: TypeAlias = tuple[str, str]
 """``(framework_id, task_id)``: task ids are unique only within their framework."""
-
-
-class Reason(IntEnum):
-    """Why a task's state changed: ``TaskStatus.Reason`` of common.proto, without its
-    ``REASON_`` prefix and with the same numbers (``agent.wire`` passes them through)."""
-
-    UNSPECIFIED = 0
-    AGENT_REMOVED = 1
-    AGENT_UNREACHABLE = 2
-    AGENT_RESTARTED = 3
-    AGENT_DISCONNECTED = 4
-    AGENT_SHUTDOWN = 5
-    EXECUTOR_TERMINATED = 6
-    COMMAND_FAILED = 7
-    TASK_INVALID = 8
-    TASK_KILLED_DURING_LAUNCH = 9
-    FRAMEWORK_REMOVED = 10
-    RECONCILIATION = 11
-    INVALID_OFFERS = 12
-    MEMORY_LIMIT = 13
-    LAUNCH_FAILED = 14
-    COMMAND_INVALID = 15
-    PREEMPTED = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +88,7 @@ class TaskProblem:
     """Why a task cannot run as described: it is answered with TASK_STATE_ERROR and ``reason``."""
 
     message: str
-    reason: Reason = Reason.TASK_INVALID
+    reason: TaskReason = TaskReason.TASK_INVALID
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +122,7 @@ class StatusUpdate:
     state: TaskState
     uuid: bytes
     timestamp: float  # wall-clock seconds since the epoch, by the agent's clock
-    reason: Reason = Reason.UNSPECIFIED
+    reason: TaskReason = TaskReason.UNSPECIFIED
     message: str = ""
     exit_code: int | None = None
     usage: ResourceUsage | None = None  # a command task's, on its terminal update

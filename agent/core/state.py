@@ -56,10 +56,10 @@ from agent.core.decisions import (
 from agent.core.records import (
     AgentSpec,
     LaunchSpec,
-    Reason,
     StatusUpdate,
     TaskKey,
     TaskProblem,
+    TaskReason,
     TaskSpec,
     TaskView,
 )
@@ -238,13 +238,13 @@ class AgentState:
         if task is None:
             message = "the agent does not know this task"
             dropped = TaskState.DROPPED
-            self._mint(key, dropped, now, wall, Reason.UNSPECIFIED, message, None)
+            self._mint(key, dropped, now, wall, TaskReason.UNSPECIFIED, message, None)
             return KillDecision.UNKNOWN
         if task.state in TERMINAL:
             return KillDecision.ALREADY_TERMINAL
         if task.state != TaskState.KILLING:
             killing = TaskState.KILLING
-            self._advance(key, killing, now, wall, Reason.UNSPECIFIED, "kill requested", None)
+            self._advance(key, killing, now, wall, TaskReason.UNSPECIFIED, "kill requested", None)
         return KillDecision.KILL
 
     def handle_task_status(
@@ -254,7 +254,7 @@ class AgentState:
         now: float,
         wall: float,
         *,
-        reason: Reason = Reason.UNSPECIFIED,
+        reason: TaskReason = TaskReason.UNSPECIFIED,
         message: str = "",
         exit_code: int | None = None,
         usage: ResourceUsage | None = None,
@@ -293,7 +293,7 @@ class AgentState:
         state: TaskState,
         now: float,
         wall: float,
-        reason: Reason,
+        reason: TaskReason,
         message: str,
         exit_code: int | None,
         usage: ResourceUsage | None = None,
@@ -315,7 +315,7 @@ class AgentState:
         state: TaskState,
         now: float,
         wall: float,
-        reason: Reason,
+        reason: TaskReason,
         message: str,
         exit_code: int | None,
         usage: ResourceUsage | None = None,

@@ -43,15 +43,15 @@ Invariants:
   admitted against the old resources, and the master keeps the agent's registered resources and
   attributes for accounting and placement while it reregisters with the same agent id. Hostname
   and port may change (the port is picked at each start).
-- One agent per work dir: ``open`` takes an exclusive ``flock`` on ``<file>.lock``; the kernel
-  releases it when the process dies, so a restart after kill -9 is never blocked by it.
+- One agent per work dir: ``open`` takes the kernel's work-dir lock (``fairshare.work_dir_lock``:
+  an exclusive ``flock`` on ``<file>.lock``, naming its holder); the kernel releases it when the
+  process dies, so a restart after kill -9 is never blocked by it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import json
 import os
 import sqlite3
@@ -65,11 +65,12 @@ from fairshare.resources import ResourceError, ResourceVector
 from fairshare.sqlite_transaction import transaction
 from fairshare.task_states import TaskState
 from fairshare.v1 import common_pb2
-from fairshare.wire import task_state_from_pb, task_state_to_pb
+from fairshare.wire import reason_from_pb, reason_to_pb, task_state_from_pb, task_state_to_pb
+from fairshare.work_dir_lock import WorkDirLock, WorkDirLocked
 from google.protobuf.message import DecodeError
 
 from agent.config import parse_attributes
-from agent.core.records import AgentSpec, Reason, StatusUpdate, TaskView
+from agent.core.records import AgentSpec, StatusUpdate, TaskView
 from agent.core.snapshot import AgentSnapshot, CheckpointChanges, TaskChange
 from agent.wire import task_info, task_spec
 
@@ -125,10 +126,10 @@ def _attributes_text(attributes: Iterable[tuple[str, str]]) -> str:
 class CheckpointStore:
     """The checkpoint file of one agent, open for the life of the agent process."""
 
-    def __init__(self, path: Path, connection: sqlite3.Connection, lock_fd: int) -> None:
+    def __init__(self, path: Path, connection: sqlite3.Connection, lock: WorkDirLock) -> None:
         self.path = path
         self._db = connection
-        self._lock_fd = lock_fd
+        self._work_dir_lock: WorkDirLock | None = lock
         self.writes_total = 0
 
     # -- opening -------------------------------------------------------------------------------
@@ -140,12 +141,12 @@ class CheckpointStore:
         Raises ``CheckpointError`` for another agent holding it, an unreadable or newer file, or
         resources or attributes that differ from the checkpointed ones.
         """
-        lock_fd = cls._lock(path)
+        lock = cls._lock(path)
         try:
             connection = cls._connect(path)
-            store = cls(path, connection, lock_fd)
+            store = cls(path, connection, lock)
         except BaseException:
-            os.close(lock_fd)
+            lock.release()
             raise
         try:
             store._prepare(spec)
@@ -155,21 +156,14 @@ class CheckpointStore:
         return store
 
     @staticmethod
-    def _lock(path: Path) -> int:
-        lock_path = path.with_name(path.name + ".lock")
+    def _lock(path: Path) -> WorkDirLock:
         try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            holder = f"pid {os.getpid()}, fairshare agent"
+            return WorkDirLock.acquire(path.parent, "agent", holder, file_stem=path.name)
+        except WorkDirLocked as error:
+            raise CheckpointError(str(error)) from None
         except OSError as error:
-            raise CheckpointError(f"{lock_path}: cannot open: {error.strerror}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            raise CheckpointError(
-                f"{path} is in use by another agent process (lock {lock_path} is held): "
-                "each agent needs its own --work-dir"
-            ) from None
-        return fd
+            raise CheckpointError(f"{path}.lock: cannot open: {error.strerror}") from None
 
     @staticmethod
     def _connect(path: Path) -> sqlite3.Connection:
@@ -373,11 +367,11 @@ class CheckpointStore:
 
     def close(self) -> None:
         """Close the database and release the work-dir lock (idempotent)."""
-        if self._lock_fd < 0:
+        if self._work_dir_lock is None:
             return
         self._db.close()
-        os.close(self._lock_fd)
-        self._lock_fd = -1
+        self._work_dir_lock.release()
+        self._work_dir_lock = None
 
 
 def _state(value: Any) -> TaskState:
@@ -392,7 +386,7 @@ def _update_columns(update: StatusUpdate) -> tuple[Any, ...]:
         task_state_to_pb(update.state),
         update.uuid,
         update.timestamp,
-        int(update.reason),
+        int(reason_to_pb(update.reason)),
         update.message,
         update.exit_code,
         None if update.usage is None else json.dumps(dataclasses.asdict(update.usage)),
@@ -416,7 +410,7 @@ def _update(framework_id: str, task_id: str, columns: tuple[Any, ...]) -> Status
         _state(state),
         uuid,
         float(timestamp),
-        Reason(reason),  # ValueError for an unknown reason
+        reason_from_pb(int(reason), strict=True),  # ValueError for an unknown reason
         str(message),
         None if exit_code is None else int(exit_code),
         _usage(usage),

@@ -45,9 +45,9 @@ from fairshare.task_states import TERMINAL, TaskState
 from agent.core.records import (
     CommandTask,
     PlaceholderSpec,
-    Reason,
     TaskKey,
     TaskProblem,
+    TaskReason,
     TaskView,
 )
 from agent.core.state import AgentState
@@ -89,7 +89,7 @@ class Report:
 
     key: TaskKey
     state: TaskState
-    reason: Reason
+    reason: TaskReason
     message: str
     wall: float
     exit_code: int | None = None
@@ -123,7 +123,7 @@ def plan_recovery(tasks: Iterable[TaskView], wall: float) -> list[RecoveryAction
 
 def _lost(key: TaskKey, wall: float, why: str) -> Report:
     message = f"the agent restarted and could not recover the task: {why}"
-    return Report(key, TaskState.LOST, Reason.AGENT_RESTARTED, message, wall)
+    return Report(key, TaskState.LOST, TaskReason.AGENT_RESTARTED, message, wall)
 
 
 def _plan_one(task: TaskView, wall: float) -> RecoveryAction:
@@ -137,7 +137,7 @@ def _plan_one(task: TaskView, wall: float) -> RecoveryAction:
         return Restart(key, spec)
     if task.state == TaskState.KILLING:
         message = "killed: the agent restarted while killing it"
-        return Report(key, TaskState.KILLED, Reason.AGENT_RESTARTED, message, wall)
+        return Report(key, TaskState.KILLED, TaskReason.AGENT_RESTARTED, message, wall)
     if task.state != TaskState.RUNNING:
         return _lost(key, wall, f"unexpected state {task.state.value}")
     resumed = dataclasses.replace(spec, startup_delay=0.0, fail_on_start=False)
@@ -152,9 +152,9 @@ def _plan_one(task: TaskView, wall: float) -> RecoveryAction:
     down = "its deadline passed while the agent was down"
     if spec.exit_code == 0:
         finished = TaskState.FINISHED
-        return Report(key, finished, Reason.UNSPECIFIED, f"exited 0 ({down})", deadline, 0)
+        return Report(key, finished, TaskReason.UNSPECIFIED, f"exited 0 ({down})", deadline, 0)
     code = spec.exit_code
-    failed, reason = TaskState.FAILED, Reason.COMMAND_FAILED
+    failed, reason = TaskState.FAILED, TaskReason.COMMAND_FAILED
     return Report(key, failed, reason, f"exited {code} ({down})", deadline, code)
 
 

@@ -39,7 +39,7 @@ from fairshare.logs import log_event
 from fairshare.masters import MasterFinder
 
 from agent.core.backoff import Backoff
-from agent.core.records import AgentMetrics, AgentSpec, Reason
+from agent.core.records import AgentMetrics, AgentSpec, TaskReason
 from agent.core.state import AgentState
 from agent.durability.checkpoint import CheckpointStore
 from agent.runtime.commands import Commands
@@ -96,8 +96,10 @@ class AgentRuntime:
             self.reports.on_task_event,
         )
         self.outbox = Outbox(self.state, self.persistence, self.settings, wake)
-        self.registrar = Registrar(config, self.state, self.persistence, self.settings, stop)
-        self._finder = MasterFinder(config.master, rng)
+        self._finder = MasterFinder(config.master, rng, etcd_security=config.security.etcd)
+        self.registrar = Registrar(
+            config, self.state, self.persistence, self.settings, stop, self._leader_epoch
+        )
         self.sessions = Sessions(
             config,
             self.state,
@@ -115,6 +117,14 @@ class AgentRuntime:
         self._persist = self.persistence.persist
         self._dispatch = self.commands.dispatch
         self._send_updates = self.outbox.send_updates
+
+    async def _leader_epoch(self) -> int | None:
+        """The epoch of the leader record in etcd now (0 while none leads); None when
+        ``--master`` is not an etcd address (nothing to bound a master's epoch by)."""
+        if self._finder.target.etcd is None:
+            return None
+        record = await self._finder.leader_record()
+        return record.epoch if record is not None else 0
 
     def stop(self) -> None:
         """Ask ``run()`` to drain and return (safe to call from a signal handler)."""
@@ -158,7 +168,7 @@ class AgentRuntime:
                 await sleep_unless_stopped(delay, self._stop)
         finally:
             if self.config.kill_tasks_on_shutdown and self.persistence.fatal is None:
-                self.executor.kill_all(Reason.AGENT_SHUTDOWN)
+                self.executor.kill_all(TaskReason.AGENT_SHUTDOWN)
             await self.executor.aclose()
             self.persistence.persist()
             await self._finder.close()

@@ -9,8 +9,8 @@ Invariants:
   sees no wire type;
 - the launches of a message are checkpointed before they start in the executor, and before any
   later kill of the same message is applied; a failed write starts nothing;
-- a kill's reason that this agent does not know is ``Reason.UNSPECIFIED``, a kill without a grace
-  period (or with a negative one) uses the task's own;
+- a kill's reason that this agent does not know is ``TaskReason.UNSPECIFIED``, a kill without a
+  grace period (or with a negative one) uses the task's own;
 - each applied message wakes the update sender (acknowledgements make the next updates due).
 """
 
@@ -25,16 +25,17 @@ from collections.abc import Sequence
 from fairshare.logs import log_event
 from fairshare.task_states import TaskState
 from fairshare.v1 import agent_pb2
+from fairshare.wire import reason_from_pb
 
 from agent.core.decisions import KillDecision
-from agent.core.records import LaunchSpec, Reason, TaskKey
+from agent.core.records import LaunchSpec, TaskKey, TaskReason
 from agent.core.state import AgentState
 from agent.runtime.config import MasterSettings
 from agent.runtime.loop import now
 from agent.runtime.persistence import Persistence
 from agent.tasks.executors.base import Report, TaskEvent
 from agent.tasks.executors.router import TaskExecutors
-from agent.wire import duration_seconds, reason_from_pb, reason_name, task_spec
+from agent.wire import duration_seconds, reason_name, task_spec
 
 __all__ = ["Commands"]
 
@@ -147,7 +148,7 @@ class Commands:
         self,
         framework_id: str,
         task_id: str,
-        reason: Reason = Reason.UNSPECIFIED,
+        reason: TaskReason = TaskReason.UNSPECIFIED,
         grace: float | None = None,
     ) -> None:
         """Kill a task: KILLING and a stop in the executor, or DROPPED for an unknown one."""

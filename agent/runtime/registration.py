@@ -13,6 +13,11 @@ Invariants:
 - a master whose leadership epoch is lower than the highest the agent admitted (checkpointed) is
   a former leader: its ``registered`` is refused (``RefusedError`` UNAVAILABLE, agent.proto:
   Leadership);
+- a higher epoch is admitted (and checkpointed) only when ``leader_epoch`` allows it: with
+  ``--master etcd://...`` the epoch of the leader record etcd holds now (a term's epoch is the
+  create revision of that key, so no real leader has a higher one); a master claiming more (a
+  fake leader record pointing at a fake master answering epoch 10^12) is refused, and the agent
+  never checkpoints an epoch that would lock it out of the real leaders;
 - INVALID_ARGUMENT in answer to the first message raises ``AgentFatalError`` (retrying cannot
   help); a removed agent's reregister is answered FAILED_PRECONDITION (the session ends REMOVED
   and the next one registers);
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 
 import grpc
 from fairshare.logs import log_event
@@ -51,8 +57,11 @@ class Registrar:
         persistence: Persistence,
         settings: MasterSettings,
         stop: asyncio.Event,
+        leader_epoch: Callable[[], Awaitable[int | None]] | None = None,
     ) -> None:
+        """``leader_epoch``: the highest epoch a leader may have now (None: no bound known)."""
         self._config = config
+        self._leader_epoch = leader_epoch
         self._state = state
         self._persistence = persistence
         self._settings = settings
@@ -75,6 +84,7 @@ class Registrar:
             if error.code == grpc.StatusCode.INVALID_ARGUMENT:
                 raise AgentFatalError(f"the master rejected {what}: {error.details}") from None
             raise
+        await self._check_epoch(answer.epoch)
         self._admit(answer, reregister)
         log_event(
             _LOG,
@@ -96,6 +106,24 @@ class Registrar:
                 registration.framework_ids,
             )
         return register_message(registration.spec)
+
+    async def _check_epoch(self, epoch: int) -> None:
+        """``RefusedError`` UNAVAILABLE for a higher epoch than ``leader_epoch`` allows."""
+        if epoch <= self._state.epoch or self._leader_epoch is None:
+            return
+        try:
+            bound = await within(self._leader_epoch(), self._config.rpc_timeout)
+        except (grpc.RpcError, TimeoutError) as error:
+            details = error.details() if isinstance(error, grpc.Call) else str(error)
+            raise RefusedError(
+                grpc.StatusCode.UNAVAILABLE, f"cannot check epoch {epoch} in etcd: {details}"
+            ) from None
+        if bound is not None and epoch > bound:
+            log_event(_LOG, "master.epoch.implausible", logging.WARNING, epoch=epoch, bound=bound)
+            raise RefusedError(
+                grpc.StatusCode.UNAVAILABLE,
+                f"epoch {epoch} is above what etcd allows ({bound}, the leader record's): refused",
+            )
 
     def _admit(self, answer: agent_pb2.AgentRegistered, reregister: bool) -> None:
         """Take the master's ``registered`` answer, unless it comes from a former leader."""

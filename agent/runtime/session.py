@@ -12,8 +12,9 @@ answers, and wait for ``stop()``. How it ended (``Outcome``) decides what comes 
 Error contract (agent.proto): NOT_FOUND -> reconnect at once and reregister;
 FAILED_PRECONDITION -> stop every task silently, forget them and register afresh; anything else
 (UNAVAILABLE, a stream the master ended, a timeout) -> reconnect after a delay
-(``agent.runtime.reconnect``). A ``commands`` message of a master whose leadership epoch is
-lower than the highest the agent admitted ends the session unapplied (agent.proto: Leadership).
+(``agent.runtime.reconnect``). A ``commands`` message whose leadership epoch is not the one the
+session registered with (lower: a former leader; higher: never checked against etcd) ends the
+session unapplied (agent.proto: Leadership).
 
 Invariants: a fresh channel and stream per session, closed when the session ends; nothing is
 sent while disconnected; ``stop()`` during a session drains it when it was established and no
@@ -32,7 +33,7 @@ import grpc
 from fairshare.logs import log_event
 from fairshare.masters import MasterFinder, MasterUnknown
 
-from agent.core.records import Reason
+from agent.core.records import TaskReason
 from agent.core.state import AgentState
 from agent.runtime.commands import Commands
 from agent.runtime.config import RuntimeConfig
@@ -123,6 +124,7 @@ class Sessions:
                 _LOG,
                 "master.call.failed",
                 logging.WARNING,
+                master=address,
                 code=error.code().name,
                 details=error.details(),
             )
@@ -189,9 +191,12 @@ class Sessions:
     async def _read(self, stream: MasterStream) -> Outcome:
         try:
             async for message in stream.messages():
-                if message.HasField("commands") and not self._state.admits(message.commands.epoch):
-                    log_event(_LOG, "master.stale", logging.WARNING, epoch=message.commands.epoch)
-                    return Outcome.RECONNECT  # a former leader's commands: none is applied
+                epoch = message.commands.epoch if message.HasField("commands") else None
+                if epoch is not None and epoch != self._state.epoch:
+                    # a former leader's commands, or an epoch this session was not admitted
+                    # with (only a registration's epoch is checked against etcd): none applied
+                    log_event(_LOG, "master.stale", logging.WARNING, epoch=epoch)
+                    return Outcome.RECONNECT
                 self._commands.dispatch(message)
         except grpc.aio.AioRpcError as error:
             log_event(
@@ -210,7 +215,7 @@ class Sessions:
         end it (applying the acknowledgements it still sends) within ``drain_timeout``."""
         killed = 0
         if self._config.kill_tasks_on_shutdown:
-            killed = self._executor.kill_all(Reason.AGENT_SHUTDOWN)
+            killed = self._executor.kill_all(TaskReason.AGENT_SHUTDOWN)
             await self._executor.wait_idle(self._config.drain_timeout)
         if not self._persistence.persist():
             return

@@ -1,7 +1,9 @@
 """``fairshare up``: a master and N agents as local processes (and, with ``--demo``, a workload).
 
 With ``--masters N`` above 1 it also starts one local etcd member (``master.commands.local_etcd``,
-Debian's ``etcd-server``) and N HA masters on it (``--registry etcd://...``; master i on ports
+Debian's ``etcd-server``; TLS with client certificates of the local CA of ``--tls``, or of one
+made for etcd alone, and etcd users: docs/security.md) and N HA masters on it
+(``--registry etcd://...`` with their ``--etcd-*`` flags and ``--registry-key``; master i on ports
 ``--port + i`` and ``--metrics-port + i``); agents and frameworks get the list of the masters
 and find the leader themselves (docs/architecture.md §5). etcd is stopped last.
 
@@ -33,10 +35,12 @@ base directory is removed only after a clean stop). A default port that is taken
 is taken is an error naming its flag.
 
 ``--tls`` makes the secure path the easy one: a throwaway CA (``fairshare.local_ca``) under
-``<base>/tls`` issues a certificate to the master, to each agent (``agent-N``) and to one
-client, ``operator``, used by the demo frameworks and the status lines; every daemon then
-serves mutual TLS (client certificates required: their common names are the principals) and
-the command to reach the cluster is printed with its ``--tls-*`` flags.
+``<base>/tls`` issues a daemon's certificate (server and client authentication, naming this
+machine) to the master and to each agent (``agent-N``) and a client's (client authentication
+only: it cannot pose as a daemon) to ``operator``, used by the demo frameworks and the status
+lines; every daemon then serves mutual TLS (client certificates required: their common names
+are the principals; the agents' ports by ``--tls-client-ca``) and the command to reach the
+cluster is printed with its ``--tls-*`` flags.
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ from types import FrameType
 from typing import Any, Final
 
 from fairshare.cli import command_settings
-from fairshare.local_ca import LocalCa, LocalCaError
+from fairshare.local_ca import CLIENT, DAEMON, LocalCa, LocalCaError
 from fairshare.ports import port_problem
 from fairshare.settings import (
     SHARED_SETTINGS,
@@ -226,12 +230,13 @@ class LocalCluster:
     agent_metrics: list[str] = field(default_factory=list)  # each agent's metrics HOST:PORT
     restarts: dict[str, list[float]] = field(default_factory=dict)  # daemon -> restart times
 
-    def tls_flags(self, name: str) -> tuple[str, ...]:
+    def tls_flags(self, name: str, daemon: bool = False) -> tuple[str, ...]:
         """``--tls-ca/--tls-cert/--tls-key`` of ``name``'s certificate (issued on first use;
-        nothing without ``--tls``)."""
+        nothing without ``--tls``): a daemon's (server and client authentication, naming this
+        machine) or a client's (client authentication only: it cannot pose as a daemon)."""
         if self.ca is None:
             return ()
-        issued = self.ca.certificate(name)
+        issued = self.ca.certificate(name, DAEMON if daemon else CLIENT)
         return (
             "--tls-ca", str(self.ca.cert), "--tls-cert", str(issued.cert),
             "--tls-key", str(issued.key),
@@ -240,8 +245,9 @@ class LocalCluster:
     def start_masters(self, count: int) -> str:
         """Start ``count`` masters (above 1: a local etcd and HA masters on it) and return
         what clients take as ``--master`` once every one serves."""
-        if count > 1:
-            self.etcd = LocalEtcd.start(self.base / "etcd")
+        if count > 1:  # etcd serves TLS with the local CA (the one of --tls, if given)
+            ca = self.ca or LocalCa.create(self.base / "tls")
+            self.etcd = LocalEtcd.start(self.base / "etcd", ca)
             # A short lease: a killed leader is replaced within seconds (the masters' default
             # of 5 s is for real networks; one machine's loopback needs less).
             self.master_flags = (*self.master_flags, "--election-ttl", ELECTION_TTL)
@@ -265,7 +271,9 @@ class LocalCluster:
         work.mkdir(parents=True, exist_ok=True)
         for stale in ("master.addr", "metrics.addr"):
             (work / stale).unlink(missing_ok=True)
-        registry = ("--registry", self.etcd.url()) if self.etcd is not None else ()
+        registry: tuple[str, ...] = ()
+        if self.etcd is not None:
+            registry = ("--registry", self.etcd.url(), *self.etcd.master_flags())
         if metrics is None:
             metrics = _nth_port(self.metrics_port, index)
         process = _spawn(
@@ -273,7 +281,7 @@ class LocalCluster:
                 "master", "--port", str(port), "--metrics-port", str(metrics),
                 "--work-dir", str(work), "--policy", self.policy,
                 "--placement", self.placement, *registry, *self.master_flags, *self.log_flags,
-                *self.tls_flags(name),
+                *self.tls_flags(name, daemon=True),
             ),
             work / "master.log",
         )  # fmt: skip
@@ -308,7 +316,9 @@ class LocalCluster:
         args = ["agent", "--master", self.address, "--port", str(port)]
         args += ["--metrics-port", str(metrics)]
         args += ["--work-dir", str(work), "--hostname", f"agent-{index + 1}"]
-        args += self.tls_flags(f"agent-{index + 1}")
+        args += self.tls_flags(f"agent-{index + 1}", daemon=True)
+        if self.ca is not None:  # mutual TLS on the agents' ports too, as on the master's
+            args += ["--tls-client-ca", str(self.ca.cert)]
         if self.resources:
             args += ["--resources", self.resources]
         process = _spawn(_fairshare(*args, *self.log_flags), work / "agent.log")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fairshare.resources import ResourceVector
-from fairshare.task_states import TaskState
+from fairshare.task_states import TaskReason, TaskState
 
 from master.core.records import Offer
 
@@ -85,13 +85,13 @@ class LaunchTasks:
 
 @dataclass(frozen=True, slots=True)
 class KillTask:
-    """Ask an agent to kill one task; ``reason`` (a ``TaskStatus.Reason`` name, empty: none)
-    is what its KILLED update says, ``grace_period`` replaces the task's own (None: keep it)."""
+    """Ask an agent to kill one task; ``reason`` (UNSPECIFIED: none) is what its KILLED update
+    says, ``grace_period`` replaces the task's own (None: keep it)."""
 
     agent_id: str
     framework_id: str
     task_id: str
-    reason: str = ""
+    reason: TaskReason = TaskReason.UNSPECIFIED
     grace_period: float | None = None
 
 

@@ -24,6 +24,7 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from fairshare.etcd import EtcdClient
+from fairshare.etcd_security import PLAIN_ETCD, EtcdSecurity
 from fairshare.master_target import EtcdTarget
 
 __all__ = ["EtcdThread"]
@@ -34,8 +35,10 @@ T = TypeVar("T")
 class EtcdThread:
     """A thread running an asyncio loop that owns one ``EtcdClient``."""
 
-    def __init__(self, target: EtcdTarget, timeout: float) -> None:
-        self.client = EtcdClient(target, timeout)
+    def __init__(
+        self, target: EtcdTarget, timeout: float, security: EtcdSecurity = PLAIN_ETCD
+    ) -> None:
+        self.client = EtcdClient(target, timeout, security)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name="fairshare-etcd", daemon=True)
         self._thread.start()

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fairshare.etcd import LeaderRecord
+from fairshare.etcd_security import PLAIN_ETCD, EtcdSecurity
 from fairshare.logs import log_event
 from fairshare.master_target import EtcdTarget
 
@@ -105,6 +106,7 @@ class Leadership:
         self._etcd_target: EtcdTarget | None = None
         self._work_dir = Path(".")
         self._write_timeout = 2.0
+        self._registry_key: bytes | None = None
 
     # -- what the process shows -----------------------------------------------------------------
 
@@ -161,12 +163,22 @@ class Leadership:
 
     # -- HA masters: etcd ----------------------------------------------------------------------
 
-    def campaign(self, target: EtcdTarget, me: LeaderRecord, ttl: float, work_dir: Path) -> None:
-        """Start the election on the etcd thread (and the lease watchdog on this loop)."""
+    def campaign(
+        self,
+        target: EtcdTarget,
+        me: LeaderRecord,
+        ttl: float,
+        work_dir: Path,
+        security: EtcdSecurity = PLAIN_ETCD,
+        registry_key: bytes | None = None,
+    ) -> None:
+        """Start the election on the etcd thread (and the lease watchdog on this loop); the
+        registry's rows are signed with ``registry_key`` when given."""
         loop = asyncio.get_running_loop()
         self._etcd_target, self._work_dir = target, work_dir
+        self._registry_key = registry_key
         self._write_timeout = max(1.0, ttl / 2)
-        self._etcd = EtcdThread(target, timeout=min(1.0, ttl / 4))
+        self._etcd = EtcdThread(target, timeout=min(1.0, ttl / 4), security=security)
         callbacks = ElectionCallbacks(
             loop.call_soon_threadsafe, self._elected, self._deposed, self._leader_seen
         )
@@ -230,6 +242,7 @@ class Leadership:
                 record.epoch,
                 self._write_timeout,
                 on_fenced=functools.partial(self._fenced, record.epoch),
+                key=self._registry_key,
             )
             try:
                 registry.load(self._work_dir)

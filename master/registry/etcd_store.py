@@ -25,6 +25,12 @@ Invariants (beside those of ``operations.Registry``):
   schema 2 has no quotas) and its meta row is rewritten with this master's schema version in
   the term's first (fenced) write, best effort, so that an older master, which would not read
   the newer rows, refuses the registry instead of misreading it (as an upgraded SQLite file);
+- with a ``key`` (``--registry-key``, a secret the masters hold and etcd does not) every row
+  is written with ``mac``, an HMAC-SHA256 of its etcd key and its value; ``load`` does not
+  load a row whose mac is missing or wrong (logged ``registry.row.quarantined``, the row left
+  in etcd for an operator to see) and refuses a registry whose meta row is not signed: access
+  to etcd alone cannot forge an owner, a principal, a weight, a quota or a reservation (it can
+  still delete rows, or put back a value a master once wrote under the same key);
 - the registry is never silently reset: a master whose work dir marker (``cluster.id``) names a
   cluster refuses etcd holding another cluster's registry, or none at all (etcd lost its data:
   restore it, or clear the masters' work dirs to start a new cluster).
@@ -33,7 +39,10 @@ Invariants (beside those of ``operations.Registry``):
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import json
+import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -41,6 +50,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from fairshare.etcd import leader_key
+from fairshare.logs import log_event
 from fairshare.master_target import EtcdTarget
 
 from master.registry.entries import (
@@ -73,6 +83,8 @@ from master.registry.sqlite_store import MARKER_FILE, SCHEMA_VERSION
 __all__ = ["MAX_ROWS", "EtcdRegistry", "RegistryFenced"]
 
 MAX_ROWS: Final = 128
+MAC_FIELD: Final = "mac"
+log = logging.getLogger("fairshare.master")
 Blocking = Callable[[Any, float], Any]
 """``run(coroutine, timeout)``: ``EtcdThread.run``."""
 
@@ -92,8 +104,10 @@ class EtcdRegistry(Registry):
         epoch: int,
         timeout: float,
         on_fenced: Callable[[str], None] | None = None,
+        key: bytes | None = None,
     ) -> None:
         super().__init__("")
+        self._mac_key = key
         self.target = target
         self.client = client  # fairshare.etcd.EtcdClient, used on the etcd thread only
         self._run = run
@@ -157,6 +171,14 @@ class EtcdRegistry(Registry):
         except Exception as error:
             raise RegistryError(f"cannot read the registry from {self.target}: {error}") from None
         meta = rows.pop(self._key("meta"), None)
+        if meta is not None:
+            meta = self._verified(self._key("meta"), meta)
+            if meta is None:
+                raise RegistryError(
+                    f"etcd {self.target}: the registry's meta row has no valid signature of"
+                    " --registry-key: it was written without that key, or forged (start the"
+                    " masters with the key the registry was written with)"
+                )
         marker = work_dir / MARKER_FILE
         expected = read_marker(marker)
         if meta is None:
@@ -205,7 +227,17 @@ class EtcdRegistry(Registry):
 
     def _load_rows(self, rows: dict[bytes, bytes]) -> None:
         changes: list[Change] = []
-        for key, value in rows.items():
+        for key, signed in rows.items():
+            value = self._verified(key, signed)
+            if value is None:
+                log_event(
+                    log,
+                    "registry.row.quarantined",
+                    logging.WARNING,
+                    key=key.decode(errors="replace"),
+                    reason="no valid signature of --registry-key: not loaded",
+                )
+                continue
             kind, _, name = key[len(self._key("")) :].decode().partition("/")
             try:
                 changes.append(_parse_row(kind, name, json.loads(value)))
@@ -230,7 +262,34 @@ class EtcdRegistry(Registry):
             )
         self._fenced_write([self._row(change) for change in changes])
 
+    def _mac(self, key: bytes, value: bytes) -> str:
+        assert self._mac_key is not None
+        return hmac.new(self._mac_key, key + b"\n" + value, hashlib.sha256).hexdigest()
+
+    def _signed(self, key: bytes, value: bytes | None) -> bytes | None:
+        """``value`` with its mac (unchanged without a key, or for a delete)."""
+        if value is None or self._mac_key is None:
+            return value
+        row = json.loads(value)
+        row[MAC_FIELD] = self._mac(key, value)
+        return _encode(row)
+
+    def _verified(self, key: bytes, stored: bytes) -> bytes | None:
+        """The row without its mac; None when a key is set and the mac is missing or wrong."""
+        if self._mac_key is None:
+            return stored
+        try:
+            row = json.loads(stored)
+            mac = row.pop(MAC_FIELD)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+        value = _encode(row)
+        if not isinstance(mac, str) or not hmac.compare_digest(mac, self._mac(key, value)):
+            return None
+        return value
+
     def _fenced_write(self, rows: list[tuple[bytes, bytes | None]]) -> None:
+        rows = [(key, self._signed(key, value)) for key, value in rows]
         if self._closed:
             raise RegistryWriteError(f"the registry of term {self.epoch} is closed: the term ended")
         try:

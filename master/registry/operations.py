@@ -15,7 +15,10 @@ Invariants:
   ``_apply`` when it opens);
 - an operation that would change nothing writes nothing;
 - ``agents_of`` / ``frameworks_of`` count, per principal, the agents not GONE and the frameworks
-  not removed in the mirror (the per-principal limits read them);
+  not removed in the mirror (the per-principal limits read them); ``resources_of`` sums, per
+  principal, the resources (millis per name) its agents not GONE report, and
+  ``resource_names`` counts, per resource name, the agents not GONE reporting it (no name with
+  a count of 0 is kept);
 - ``collect_garbage`` forgets unreachable and gone agents, and removed frameworks, older than a
   maximum age or beyond a maximum count (oldest first), as Mesos's registry_max_agent_age and
   registry_max_agent_count do (``Forgotten`` rows: the store deletes them); a forgotten agent
@@ -115,6 +118,8 @@ class Registry:
         self.writes = 0
         self.clock: Callable[[], float] = time.time
         self.agents_of: Counter[str] = Counter()  # principal -> agents not GONE
+        self.resources_of: dict[str, Counter[str]] = {}  # principal -> name -> millis
+        self.resource_names: Counter[str] = Counter()  # name -> agents not GONE reporting it
         self.frameworks_of: Counter[str] = Counter()  # principal -> frameworks not removed
 
     # -- the store --------------------------------------------------------------------------------
@@ -160,8 +165,19 @@ class Registry:
                     weights[change.target] = change.weight
 
     def _count_agent(self, entry: AgentEntry | None, sign: int) -> None:
-        if entry is not None and entry.state != "GONE":
-            self.agents_of[entry.principal] += sign
+        if entry is None or entry.state == "GONE":
+            return
+        self.agents_of[entry.principal] += sign
+        totals = self.resources_of.setdefault(entry.principal, Counter())
+        for name, millis in entry.spec.resources.millis_items():
+            totals[name] += sign * millis
+            if totals[name] <= 0:
+                del totals[name]
+            self.resource_names[name] += sign
+            if self.resource_names[name] <= 0:
+                del self.resource_names[name]
+        if not totals:
+            del self.resources_of[entry.principal]
 
     def _count_framework(self, entry: FrameworkEntry | None, sign: int) -> None:
         if entry is not None and not entry.removed:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 
 from fairshare.logs import log_event
-from fairshare.task_states import TaskState
+from fairshare.task_states import TaskReason, TaskState
 
 from master.core import TaskStatusChange
 from master.model import FailureEvent, StreamEnd
@@ -83,7 +83,7 @@ class AgentLoss:
                 if isinstance(message, TaskStatusChange):
                     self.dispatcher.master_update(
                         message,
-                        "AGENT_UNREACHABLE",
+                        TaskReason.AGENT_UNREACHABLE,
                         f"agent unheard for {state.liveness.timeout:g}s",
                     )
                 else:
@@ -111,7 +111,9 @@ class AgentLoss:
                 change = TaskStatusChange(
                     entry.framework_id, entry.task_id, agent_id, TaskState.GONE, "", ""
                 )
-                self.dispatcher.master_update(change, "AGENT_REMOVED", "the agent was removed")
+                self.dispatcher.master_update(
+                    change, TaskReason.AGENT_REMOVED, "the agent was removed"
+                )
         if departed is not None and departed.state != "GONE":
             self.remember(
                 DepartedAgent(

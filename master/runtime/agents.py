@@ -37,13 +37,14 @@ import dataclasses
 import logging
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from fairshare.log_access import agent_key
 from fairshare.logs import LogLimiter, log_event
 from fairshare.resources import ResourceVector
-from fairshare.task_states import TaskState
+from fairshare.task_states import TaskReason, TaskState
 
 from master.core import (
     FailedPrecondition,
@@ -128,8 +129,11 @@ class AgentCalls:
         if not spec.resources:
             raise InvalidArgument("agent_info.resources is empty")
         authority.allow("register_agents", principal)
-        authority.check_agent_size(spec.resources)
         owner = authority.owner_of(principal)
+        registry = state.registry
+        authority.check_agent_size(
+            spec.resources, owner, registry.resources_of.get(owner), registry.resource_names
+        )
         limit = state.config.limits.max_agents_per_principal
         authority.admit(principal, "agent", state.registry.agents_of[owner], limit)
         agent_id = f"ag-{uuid.uuid4().hex}"
@@ -222,7 +226,7 @@ class AgentCalls:
         if not spec.resources:
             raise InvalidArgument("agent_info.resources is empty")
         self._check_owner(agent_id, principal)
-        state.authority.check_agent_size(spec.resources)
+        self._check_size(agent_id, spec)
         reported = {(fid, launch.task_id): (launch, status) for fid, launch, status in tasks}
         link = state.agents.get(agent_id)
         if link is None:
@@ -252,6 +256,19 @@ class AgentCalls:
             self._rejoin(link, reported)
         state.announce(EventKind.AGENT_REREGISTERED, agent_id=agent_id, tasks=len(tasks))
         return self._open_session(link)
+
+    def _check_size(self, agent_id: str, spec: AgentSpec) -> None:
+        """The caps of a reregistering agent: its principal's other agents are what the
+        registry sums for the principal, less this agent's registered resources."""
+        registry = self.state.registry
+        entry = registry.agents.get(agent_id)
+        owner = entry.principal if entry is not None else ""
+        others = Counter(registry.resources_of.get(owner, {}))
+        if entry is not None and entry.state != "GONE":
+            others.subtract(entry.spec.resources.millis_view())
+        self.state.authority.check_agent_size(
+            spec.resources, owner, others, registry.resource_names
+        )
 
     def _check_owner(self, agent_id: str, principal: str | None) -> None:
         """Only the principal that registered an agent may reregister it (and only while the
@@ -324,7 +341,7 @@ class AgentCalls:
             if key not in adopted and key not in reported and not entry.terminal:
                 change = TaskStatusChange(key[0], key[1], agent_id, TaskState.LOST, "", "")
                 self.dispatcher.master_update(
-                    change, "AGENT_RESTARTED", "the agent came back without this task"
+                    change, TaskReason.AGENT_RESTARTED, "the agent came back without this task"
                 )
         self.on_rejoined(agent_id)
         self.dispatcher.request_allocation()
@@ -376,7 +393,7 @@ class AgentCalls:
             task.framework_id, task.task_id, link.agent_id, task.state, "", ""
         )
         self.dispatcher.master_update(
-            change, "RECONCILIATION", "the agent reregistered with this task"
+            change, TaskReason.RECONCILIATION, "the agent reregistered with this task"
         )
 
     def _reconcile_agent(
@@ -392,9 +409,13 @@ class AgentCalls:
                 continue
             task = state.core.tasks[key]
             lost = TaskState.DROPPED if task.state is TaskState.STAGING else TaskState.LOST
-            reason = "AGENT_DISCONNECTED" if lost is TaskState.DROPPED else "AGENT_RESTARTED"
+            reason = (
+                TaskReason.AGENT_DISCONNECTED
+                if lost is TaskState.DROPPED
+                else TaskReason.AGENT_RESTARTED
+            )
             state.core.handle_task_status(agent_id, key[0], key[1], lost, now)
-            change = TaskStatusChange(key[0], key[1], agent_id, lost, reason, "")
+            change = TaskStatusChange(key[0], key[1], agent_id, lost, reason.value, "")
             self.dispatcher.master_update(change, reason, "the agent does not report this task")
         for (framework_id, task_id), status in reported.items():
             live = state.core.tasks.get((framework_id, task_id))

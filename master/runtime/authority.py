@@ -19,10 +19,13 @@ authentication is off); the call classes ask the authority before they change an
   principal's count (``most``) and registration rate (a token bucket per principal:
   ``RuntimeLimits.registration_rate`` per second after a burst of ``registration_burst``);
   RESOURCE_EXHAUSTED otherwise (called once every other check of the registration passed);
-- ``check_agent_size(resources)``: no agent reports more of a resource than
-  ``RuntimeLimits.max_agent_resources`` (INVALID_ARGUMENT naming the resource): a fake agent
-  with 4e15 cpus would shrink every framework's cpu share to nothing and bend DRF's order.
-  Resources the cap does not name are not capped.
+- ``check_agent_size(resources, owner, others, known_names)``: no agent reports more of a
+  resource than ``RuntimeLimits.max_agent_resources``, and no principal's agents together more
+  than ``max_principal_resources`` (INVALID_ARGUMENT naming the resource and the flag: a fake
+  agent with 4e15 cpus, or fifty at the per-agent cap, would shrink every framework's cpu share
+  to nothing and bend DRF's order); every resource name is capped (``master.core.
+  resource_caps``); an agent that would bring the cluster past ``max_resource_names`` distinct
+  names is RESOURCE_EXHAUSTED.
 
 Invariants: pure bookkeeping on the runtime's loop (no I/O); the rate buckets of at most
 ``MAX_BUCKETS`` principals are kept (least recently used forgotten: a forgotten principal
@@ -32,15 +35,22 @@ starts with a full burst again, which only ever errs towards admitting).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Final
 
 from fairshare.resources import ResourceVector
 
 from master.acl import OPEN, Acl, Rule
-from master.core.errors import InvalidArgument, PermissionDenied, ResourceExhausted
-from master.settings.limits import DEFAULT_MAX_AGENT_RESOURCES, LIMIT_DEFAULTS
+from master.core.errors import PermissionDenied, ResourceExhausted
+from master.core.resource_caps import (
+    DEFAULT_MAX_AGENT_RESOURCES,
+    ResourceCap,
+    check_agent,
+    check_names,
+    check_principal,
+)
+from master.settings.limits import LIMIT_DEFAULTS
 
 __all__ = ["DEFAULT_MAX_AGENT_RESOURCES", "MAX_BUCKETS", "Authority", "RuntimeLimits"]
 
@@ -60,7 +70,9 @@ class RuntimeLimits:
     registry_max_agent_count: int = LIMIT_DEFAULTS["registry_max_agent_count"]
     registry_max_framework_age: float = LIMIT_DEFAULTS["registry_max_framework_age"]
     registry_max_framework_count: int = LIMIT_DEFAULTS["registry_max_framework_count"]
-    max_agent_resources: ResourceVector = LIMIT_DEFAULTS["max_agent_resources"]
+    max_agent_resources: ResourceCap = LIMIT_DEFAULTS["max_agent_resources"]
+    max_principal_resources: ResourceCap = LIMIT_DEFAULTS["max_principal_resources"]
+    max_resource_names: int = LIMIT_DEFAULTS["max_resource_names"]
 
 
 class Authority:
@@ -116,15 +128,25 @@ class Authority:
             self.denied += 1
             raise PermissionDenied(f"{what} was registered by another principal")
 
-    def check_agent_size(self, resources: ResourceVector) -> None:
-        """INVALID_ARGUMENT naming the first resource above ``max_agent_resources``."""
-        cap = self.limits.max_agent_resources
-        for name, millis in resources.millis_items():
-            if name in cap and millis > cap.millis(name):
-                raise InvalidArgument(
-                    f"agent_info.resources: {name}:{resources[name]:g} is more than one agent may"
-                    f" have (--max-agent-resources {name}:{cap[name]:g})"
-                )
+    def check_agent_size(
+        self,
+        resources: ResourceVector,
+        owner: str = "",
+        others: Mapping[str, int] | None = None,
+        known_names: Collection[str] = (),
+    ) -> None:
+        """INVALID_ARGUMENT naming the first resource above ``max_agent_resources``, or that
+        would bring ``owner``'s agents (``others``: what its other agents report, in millis)
+        above ``max_principal_resources``; RESOURCE_EXHAUSTED when its names not among
+        ``known_names`` would make more than ``max_resource_names``."""
+        limits = self.limits
+        check_agent(resources, limits.max_agent_resources)
+        check_principal(owner, others or {}, resources, limits.max_principal_resources)
+        try:
+            check_names(resources, known_names, limits.max_resource_names)
+        except ResourceExhausted:
+            self.exhausted += 1
+            raise
 
     def admit(self, principal: str | None, kind: str, registered: int, most: int) -> None:
         """Charge one registration of ``kind`` to ``principal``, who has ``registered`` of them

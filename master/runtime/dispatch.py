@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 
 from fairshare.logs import log_event
-from fairshare.task_states import NOT_FORWARDED_WITHOUT_AWARENESS, TaskState
+from fairshare.task_states import NOT_FORWARDED_WITHOUT_AWARENESS, TaskReason, TaskState
 
 from master.core import (
     KillTask,
@@ -101,7 +101,7 @@ class Dispatcher:
                 if agent is not None:
                     agent.send(message)
             elif isinstance(message, TaskStatusChange):  # its reason is text, not a wire reason
-                self.master_update(message, "", message.message)
+                self.master_update(message, TaskReason.UNSPECIFIED, message.message)
             else:
                 self.launch(message)
 
@@ -140,7 +140,7 @@ class Dispatcher:
             return dataclasses.replace(status, state=TaskState.LOST)
         return status
 
-    def master_update(self, change: TaskStatusChange, reason: str, message: str) -> None:
+    def master_update(self, change: TaskStatusChange, reason: TaskReason, message: str) -> None:
         """Record and forward a state the master decided (no uuid, never acknowledged)."""
         status = StatusUpdate(
             change.task_id, change.agent_id, change.state, reason, message, time.time()

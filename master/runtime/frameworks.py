@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from fairshare.task_states import TaskState
+from fairshare.task_states import TaskReason, TaskState
 
 from master.core import AlreadyExists, InvalidArgument, NotFound, PermissionDenied, TaskLaunch
 from master.core.checks import check_weight
@@ -431,6 +431,6 @@ class FrameworkCalls:
         now = time.time()
         for task_id, agent_id, task_state in answers:
             status = StatusUpdate(
-                task_id, agent_id, task_state, "RECONCILIATION", "reconciliation", now
+                task_id, agent_id, task_state, TaskReason.RECONCILIATION, "reconciliation", now
             )
             link.send(UpdateEvent(self.dispatcher.for_framework(link, status)))

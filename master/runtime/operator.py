@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from fairshare.resources import ResourceVector
 from fairshare.roles import ancestors
-from fairshare.task_states import TaskState
+from fairshare.task_states import TaskReason, TaskState
 
 from master.core import FailedPrecondition, InvalidArgument, NotFound, TaskStatusChange
 from master.core.checks import check_weight, checked_role
@@ -319,7 +319,9 @@ class OperatorCalls:
                 change = TaskStatusChange(
                     entry.framework_id, entry.task_id, agent_id, TaskState.GONE, "", ""
                 )
-                self.dispatcher.master_update(change, "AGENT_REMOVED", "the operator removed it")
+                self.dispatcher.master_update(
+                    change, TaskReason.AGENT_REMOVED, "the operator removed it"
+                )
         state.departed.pop(agent_id, None)
         state.announce(EventKind.AGENT_REMOVED, agent_id=agent_id)
 

@@ -40,7 +40,7 @@ import logging
 from collections import Counter
 
 from fairshare.logs import log_event
-from fairshare.task_states import TaskState
+from fairshare.task_states import TaskReason, TaskState
 
 from master.core import KillTask
 from master.core.rebalance import (
@@ -58,7 +58,7 @@ __all__ = ["PREEMPTED", "RebalanceSettings", "RebalanceTimer"]
 
 log = logging.getLogger("fairshare.master")
 
-PREEMPTED = "PREEMPTED"  # the KILLED update's reason (TaskStatus.REASON_PREEMPTED)
+PREEMPTED = TaskReason.PREEMPTED  # the KILLED update's reason
 
 
 class RebalanceTimer:

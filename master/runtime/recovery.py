@@ -20,13 +20,22 @@ Invariants:
 - the window is ``reregistration_timeout``, and at least twice the reconnect jitter the agents
   were told plus one second per ``REREGISTRATION_RATE`` agents, so a large fleet that reconnects
   spread out as told always fits in it (10,000 agents: 20 s either way); the heartbeat interval
-  is sized for the recovered fleet from the start.
+  is sized for the recovered fleet from the start;
+- an agent row whose attributes break today's bounds (``master.core.input_bounds``; a row
+  written before they existed) loads without its attributes, with a warning
+  (``registry.agent.trimmed``), never stopping the master.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
+from fairshare.logs import log_event
+
+from master.core.errors import InvalidArgument
+from master.core.input_bounds import check_attributes
+from master.model import AgentSpec
 from master.registry import ADMITTED, GONE, UNREACHABLE
 from master.runtime.agent_loss import AgentLoss
 from master.runtime.dispatch import Dispatcher
@@ -90,13 +99,14 @@ class Recovery:
             if framework_id in state.frameworks:
                 state.core.handle_set_framework_weight(framework_id, weight, now)
         for agent_id, agent in registry.agents.items():
+            agent_spec = bounded_spec(agent_id, agent.spec)
             if agent.state == ADMITTED:
-                link = AgentLink(agent_id, agent.spec, agent.registered_at, now, recovering=True)
+                link = AgentLink(agent_id, agent_spec, agent.registered_at, now, recovering=True)
                 state.agents[agent_id] = link
                 state.awaited.add(agent_id)
             elif agent.state != GONE:  # a removed agent stays refused, and is no longer listed
                 state.departed[agent_id] = DepartedAgent(
-                    agent_id, agent.spec, agent.state, agent.registered_at, agent.registered_at
+                    agent_id, agent_spec, agent.state, agent.registered_at, agent.registered_at
                 )
         waiting = len(state.awaited)
         state.announce(
@@ -133,3 +143,22 @@ class Recovery:
         self.dispatcher.request_allocation()
         if missing:
             self.loss.check_liveness()
+
+
+def bounded_spec(agent_id: str, spec: AgentSpec) -> AgentSpec:
+    """``spec`` as the registry kept it, without its attributes if they break today's bounds (a
+    row written before the bounds existed): logged, and the agent's next reregistration, checked
+    at the source, writes its row afresh."""
+    try:
+        check_attributes(spec.attributes, "agent_info.attributes")
+    except InvalidArgument as error:
+        log_event(
+            log,
+            "registry.agent.trimmed",
+            logging.WARNING,
+            agent_id=agent_id,
+            attributes=len(spec.attributes),
+            why=str(error),
+        )
+        return dataclasses.replace(spec, attributes=())
+    return spec

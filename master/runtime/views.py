@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from fairshare.resources import ResourceVector
 from fairshare.roles import DEFAULT_ROLE, ancestors
-from fairshare.task_states import TaskState
+from fairshare.task_states import TaskReason, TaskState
 
 from master.core import TaskLaunch
 from master.core.records import AgentRecord, Offer
@@ -282,7 +282,7 @@ def _tasks(runtime: RuntimeState) -> list[TaskView]:
             entry.task_id,
             entry.agent_id,
             entry.state,
-            last.reason if last else "",
+            last.reason if last else TaskReason.UNSPECIFIED,
             last.message if last else "",
             last.timestamp if last else 0.0,
             last.uuid if last else b"",

@@ -31,6 +31,8 @@ from fairshare.wire import (
     command_from_pb,
     command_to_pb,
     duration_to_pb,
+    reason_from_pb,
+    reason_to_pb,
     resources_from_pb,
     resources_to_pb,
     seconds_from_duration,
@@ -47,6 +49,12 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from master.core import TaskLaunch
 from master.core.errors import InvalidArgument
+from master.core.input_bounds import (
+    check_agent_resources,
+    check_attributes,
+    check_labels,
+    check_reservations,
+)
 from master.core.reservations import checked_reservation_role
 from master.model import (
     AgentSpec,
@@ -172,7 +180,9 @@ def check_role(role: str, what: str = "role") -> str:
 
 def _attributes(items: Iterable[common_pb2.Attribute]) -> tuple[tuple[str, str], ...]:
     seen: dict[str, str] = {}
+    check_attributes(((item.name, item.value) for item in items), "agent_info.attributes")
     for item in items:
+        text(item.name, "agent_info.attributes: a name")
         if not NAME_RE.match(item.name):
             raise InvalidArgument(f"attribute name {item.name!r} is malformed")
         if ";" in item.value or ":" in item.value:
@@ -192,7 +202,10 @@ def attributes_to_pb(attributes: Iterable[tuple[str, str]]) -> list[common_pb2.A
 
 
 def agent_spec(info: common_pb2.AgentInfo) -> AgentSpec:
-    """``AgentInfo`` as an ``AgentSpec``; resources must be non-empty."""
+    """``AgentInfo`` as an ``AgentSpec``; resources must be non-empty (and every free-form
+    part within ``master.core.input_bounds``)."""
+    check_agent_resources((item.name for item in info.resources.items), "agent_info.resources")
+    check_reservations(info.reservations, "agent_info.reservations")
     total = resources(info.resources, "agent_info.resources")
     if not total:
         raise InvalidArgument("agent_info.resources is empty")
@@ -310,6 +323,7 @@ def demand_spec(demand: common_pb2.Demand, present: bool) -> DemandSpec | None:
     """A ``Demand`` (``None`` when absent); its shape must be non-empty, max_tasks >= 0."""
     if not present:
         return None
+    check_agent_resources((i.name for i in demand.task_resources.items), "demand.task_resources")
     shape = resources(demand.task_resources, "demand.task_resources")
     if not shape:
         raise InvalidArgument("demand.task_resources is empty (leave demand unset to clear it)")
@@ -349,6 +363,7 @@ def task_launch(info: common_pb2.TaskInfo) -> TaskLaunch:
     text(info.task_id, "task_info.task_id")
     what = f"task {info.task_id!r}"
     text(info.name, f"{what}: name")
+    check_labels(info.labels.items(), f"{what}: labels")
     process = _process(info, what)
     command = info.command
     duration_ = None
@@ -431,12 +446,12 @@ def status_from_pb(status: common_pb2.TaskStatus, agent_update: bool) -> StatusU
         if len(status.uuid) != UUID_BYTES:
             raise InvalidArgument(f"status.uuid must be {UUID_BYTES} bytes, got {len(status.uuid)}")
     reason_enum = common_pb2.TaskStatus.Reason.DESCRIPTOR
-    reason = _enum_name(reason_enum, status.reason, "status.reason").removeprefix("REASON_")
+    _enum_name(reason_enum, status.reason, "status.reason")  # INVALID_ARGUMENT for an unknown one
     return StatusUpdate(
         status.task_id,
         status.agent_id,
         state,
-        "" if reason == "UNSPECIFIED" else reason,
+        reason_from_pb(status.reason),
         status.message[:MAX_MESSAGE],
         timestamp_seconds(status.timestamp, "status.timestamp"),
         status.uuid,
@@ -489,7 +504,7 @@ def status_to_pb(status: StatusUpdate) -> common_pb2.TaskStatus:
         task_id=status.task_id,
         agent_id=status.agent_id,
         state=task_state_to_pb(status.state),
-        reason=common_pb2.TaskStatus.Reason.Value(f"REASON_{status.reason or 'UNSPECIFIED'}"),
+        reason=reason_to_pb(status.reason),
         message=status.message,
         timestamp=timestamp(status.timestamp),
         uuid=status.uuid,

@@ -4,7 +4,10 @@ Invariant: a ``CoreError`` raised by conversion or by the runtime (which then ch
 ends the call with the status code its class names and its message (logged at DEBUG, a few
 lines a second at most: ``LogLimiter``), and so does an undecodable request stream message
 (INVALID_ARGUMENT); any other exception is a bug: it is logged with its traceback and the call
-ends with INTERNAL, and the daemon keeps serving.
+ends with INTERNAL, and the daemon keeps serving. A unary answer larger than the message limit
+(``fairshare.transport.MAX_MESSAGE_BYTES``; GetState is trimmed below it, so none should be)
+ends the call with RESOURCE_EXHAUSTED saying its size, logged once per method and minute at
+most, instead of gRPC's traceback per call.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from typing import Any, NoReturn, TypeVar
 import grpc
 from fairshare.logs import LogLimiter, log_event
 from fairshare.rpc_guard import UndecodableRequest
+from fairshare.transport import MAX_MESSAGE_BYTES
+from google.protobuf.message import Message
 from grpc import aio
 
 from master.core.errors import CoreError
@@ -30,6 +35,7 @@ Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 Context = aio.ServicerContext[Any, Any]
 _REFUSED = LogLimiter()
+_OVERSIZE = LogLimiter(rate=1 / 60, burst=1)
 
 
 def grpc_code(name: str) -> grpc.StatusCode:
@@ -66,10 +72,24 @@ def maps_errors(
     @functools.wraps(method)
     async def wrapper(self: S, request: Req, context: Context) -> Resp:
         try:
-            return await method(self, request, context)
+            response = await method(self, request, context)
         except aio.AbortError:
             raise
         except Exception as error:  # every error must become a status
             await abort_with(context, error, method.__name__)
+        if isinstance(response, Message) and response.ByteSize() > MAX_MESSAGE_BYTES:
+            await _abort_oversize(context, method.__name__, response.ByteSize())
+        return response
 
     return wrapper
+
+
+async def _abort_oversize(context: Context, method: str, size: int) -> NoReturn:
+    held = _OVERSIZE.allow(method)
+    if held is not None:
+        log_event(log, "rpc.oversize", logging.WARNING, method=method, bytes=size, suppressed=held)
+    await context.abort(
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        f"{method}: the answer is {size} bytes, more than the {MAX_MESSAGE_BYTES}-byte message"
+        " limit",
+    )

@@ -56,7 +56,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                     if event.code != "OK":
                         await context.abort(grpc_code(event.code), event.message)
                     return
-                yield streams.event_to_pb(event)
+                for message in streams.event_messages(event):
+                    yield message
         finally:
             self.frameworks.unsubscribe(result.framework_id, result.channel)
 

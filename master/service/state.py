@@ -3,7 +3,9 @@
 Invariants: agents, frameworks, tasks and offers keep the snapshot's order (sorted by id);
 ``reachable`` is true exactly for the agents in the pool (active or deactivated by the operator);
 task counts omit states with no task; optional fields (demand, failover deadline, expiry) stay
-unset when the snapshot has ``None``; roles keep the snapshot's pre-order of the role tree.
+unset when the snapshot has ``None``; roles keep the snapshot's pre-order of the role tree; the
+answer fits one message (``message_fit.fit_state``: trimmed by its rule, saying so in
+``trimmed``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from master.service.convert import (
     task_info,
     timestamp,
 )
+from master.service.message_fit import fit_state
 from master.service.streams import offer_to_pb
 
 __all__ = ["state_to_pb"]
@@ -96,7 +99,7 @@ def _role(view: RoleView) -> pb.GetStateResponse.Role:
 
 
 def state_to_pb(snapshot: ClusterSnapshot) -> pb.GetStateResponse:
-    """The snapshot as a ``GetStateResponse``."""
+    """The snapshot as a ``GetStateResponse``, within the message limit."""
     tasks = [
         common_pb2.Task(
             framework_id=task.framework_id,
@@ -105,7 +108,7 @@ def state_to_pb(snapshot: ClusterSnapshot) -> pb.GetStateResponse:
         )
         for task in snapshot.tasks
     ]
-    return pb.GetStateResponse(
+    response = pb.GetStateResponse(
         master_id=snapshot.master_id,
         version=snapshot.version,
         started_at=timestamp(snapshot.started_at),
@@ -127,3 +130,5 @@ def state_to_pb(snapshot: ClusterSnapshot) -> pb.GetStateResponse:
         roles=[_role(view) for view in snapshot.roles],
         hierarchy=snapshot.hierarchy,
     )
+    fit_state(response)
+    return response

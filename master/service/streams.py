@@ -4,7 +4,9 @@
 Invariants: a ``StreamEnd`` is never a message (the servicer ends the stream with its code);
 ``LaunchTasks`` and ``KillTask`` are the core's messages, converted as they are, every task of a
 launch placed on the message's agent; consecutive commands go out as one ``commands`` message,
-in the order they were queued (settings between them split it, so nothing is reordered).
+in the order they were queued (settings between them split it, and so does the message limit,
+``message_fit.BUDGET``: nothing is reordered); an offers event too large for one message goes
+out as several (``event_messages``).
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import grpc
+from fairshare.task_states import TaskReason
 from fairshare.v1 import agent_pb2, common_pb2, scheduler_pb2
+from fairshare.wire import reason_to_pb
 
 from master.core import KillTask, LaunchTasks
 from master.core.records import Offer
@@ -38,8 +42,16 @@ from master.service.convert import (
     task_info,
     timestamp,
 )
+from master.service.message_fit import BUDGET, FIELD_OVERHEAD, split_by_size
 
-__all__ = ["agent_messages", "command_to_pb", "event_to_pb", "offer_to_pb", "registered_to_pb"]
+__all__ = [
+    "agent_messages",
+    "command_to_pb",
+    "event_messages",
+    "event_to_pb",
+    "offer_to_pb",
+    "registered_to_pb",
+]
 
 
 def offer_to_pb(offer: Offer, expires_at: float | None) -> common_pb2.Offer:
@@ -81,6 +93,18 @@ def event_to_pb(event: FrameworkEvent) -> scheduler_pb2.SubscribeResponse:
     raise TypeError(f"not a stream message: {event!r}")
 
 
+def event_messages(event: FrameworkEvent) -> list[scheduler_pb2.SubscribeResponse]:
+    """A framework event as stream messages: one, or an offers event too large for one message
+    as several, each within the message limit (``message_fit.split_by_size``)."""
+    if not isinstance(event, OffersEvent):
+        return [event_to_pb(event)]
+    pb = scheduler_pb2
+    offers = [offer_to_pb(offer, event.expires_at) for offer in event.offers]
+    return [
+        pb.SubscribeResponse(offers=pb.OffersEvent(offers=group)) for group in split_by_size(offers)
+    ]
+
+
 def _grpc_code_number(name: str) -> int:
     code: tuple[int, str] = getattr(grpc.StatusCode, name, grpc.StatusCode.UNKNOWN).value
     return code[0]
@@ -107,20 +131,29 @@ def agent_messages(
     pb = agent_pb2
     messages: list[agent_pb2.ConnectResponse] = []
     run: list[agent_pb2.AgentCommand] = []
+    size = 0
     for item in items:
         if isinstance(item, AgentSettings):
             if run:
                 messages.append(
                     pb.ConnectResponse(commands=pb.AgentCommands(commands=run, epoch=epoch))
                 )
-                run = []
+                run, size = [], 0
             settings = pb.AgentSettings(
                 heartbeat_interval=duration(item.heartbeat_interval),
                 reconnect_jitter=duration(item.reconnect_jitter),
             )
             messages.append(pb.ConnectResponse(settings=settings))
         else:
-            run.append(command_to_pb(item))
+            command = command_to_pb(item)
+            cost = command.ByteSize() + FIELD_OVERHEAD
+            if run and size + cost > BUDGET:  # launches of many Accepts: several messages
+                messages.append(
+                    pb.ConnectResponse(commands=pb.AgentCommands(commands=run, epoch=epoch))
+                )
+                run, size = [], 0
+            run.append(command)
+            size += cost
     if run:
         messages.append(pb.ConnectResponse(commands=pb.AgentCommands(commands=run, epoch=epoch)))
     return messages
@@ -135,8 +168,8 @@ def command_to_pb(command: AgentCommand) -> agent_pb2.AgentCommand:
         return pb.AgentCommand(launch_tasks=launch)
     if isinstance(command, KillTask):
         kill = pb.KillTaskCommand(framework_id=command.framework_id, task_id=command.task_id)
-        if command.reason:
-            kill.reason = common_pb2.TaskStatus.Reason.Value(f"REASON_{command.reason}")
+        if command.reason is not TaskReason.UNSPECIFIED:
+            kill.reason = reason_to_pb(command.reason)
         if command.grace_period is not None:
             kill.grace_period.CopyFrom(duration(command.grace_period))
         return pb.AgentCommand(kill_task=kill)

@@ -3,30 +3,43 @@ registrations per principal, the size of one agent, and the registry's bounds on
 
 Invariants: ``LIMIT_DEFAULTS`` are the parsed defaults of ``LIMIT_SETTINGS``; the runtime's
 ``RuntimeLimits`` takes its defaults from them and the daemon builds it by field name, so a limit
-is declared here once.
+is declared here once. The resource caps' defaults and type are the core's
+(``master.core.resource_caps``), read by the table.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-from fairshare.resources import ResourceVector
 from fairshare.setting_tables import table_defaults
 from fairshare.settings import (
+    WIRE_NAME,
     Setting,
     positive_duration,
     positive_int,
     positive_number,
-    resource_vector,
 )
 
-__all__ = ["DEFAULT_MAX_AGENT_RESOURCES", "LIMIT_DEFAULTS", "LIMIT_SETTINGS"]
-
-DEFAULT_MAX_AGENT_RESOURCES: Final = ResourceVector.parse(
-    "cpus:100000;mem:1073741824;disk:1099511627776;gpus:10000"
+from master.core.resource_caps import (
+    DEFAULT_MAX_AGENT_RESOURCES,
+    DEFAULT_MAX_PRINCIPAL_RESOURCES,
+    DEFAULT_MAX_RESOURCE_NAMES,
+    ResourceCap,
 )
-"""The most one agent may report: 100,000 cpus, 1 PiB of memory and 1 EiB of disk (in MiB),
-10,000 gpus; far above any machine (the largest have ~2,000 cpus and 32 TiB)."""
+
+__all__ = ["LIMIT_DEFAULTS", "LIMIT_SETTINGS", "resource_cap"]
+
+
+def resource_cap(raw: object) -> ResourceCap:
+    """``cpus:8;mem:16384;*:1000`` -> a cap (``*``: every name not listed; ``ValueError`` if
+    bad)."""
+    if not isinstance(raw, str):
+        raise ValueError(f"{raw!r} is not a string like 'cpus:8;mem:16384;*:1000'")
+    cap = ResourceCap.parse(raw)
+    for name in cap.named:
+        if not WIRE_NAME.match(name):
+            raise ValueError(f"resource name {name!r} must be lower case [a-z0-9_.-]")
+    return cap
 
 
 def _optional_count(raw: object) -> int | None:
@@ -74,11 +87,26 @@ LIMIT_SETTINGS: Final = (
     ),
     Setting(
         "max_agent_resources",
-        resource_vector,
+        resource_cap,
         str(DEFAULT_MAX_AGENT_RESOURCES),
-        "the most of each named resource one agent may report (INVALID_ARGUMENT beyond);"
-        " resources not named are not capped",
+        "the most of each resource one agent may report (INVALID_ARGUMENT beyond); '*:Q' caps"
+        " every resource not named (without it: the largest named quantity)",
         metavar="RESOURCES",
+    ),
+    Setting(
+        "max_principal_resources",
+        resource_cap,
+        str(DEFAULT_MAX_PRINCIPAL_RESOURCES),
+        "the most of each resource all agents of one principal may report together"
+        " (INVALID_ARGUMENT beyond); '*:Q' as for --max-agent-resources",
+        metavar="RESOURCES",
+    ),
+    Setting(
+        "max_resource_names",
+        positive_int,
+        DEFAULT_MAX_RESOURCE_NAMES,
+        "distinct resource names over all agents (an agent bringing more: RESOURCE_EXHAUSTED)",
+        metavar="N",
     ),
     Setting(
         "registration_rate",

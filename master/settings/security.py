@@ -1,5 +1,6 @@
-"""The security settings of ``fairshare master``: TLS (the kernel's ``SERVER_TLS_SETTINGS``, the
-same as the agent's), authentication and authorization (docs/security.md).
+"""The security settings of ``fairshare master``: TLS (the certificate flags are the kernel's
+``SERVER_TLS_SETTINGS``, the agent's too; the client CA ``--tls-ca`` is the master's own),
+authentication and authorization (docs/security.md).
 
 Invariants: the files are only named here; ``master.config.check_security`` checks that they fit
 together and ``master.security`` reads them before the master serves.
@@ -16,6 +17,15 @@ __all__ = ["SECURITY_SETTINGS"]
 
 SECURITY_SETTINGS: Final = (
     *SERVER_TLS_SETTINGS,
+    Setting(
+        "tls_ca",
+        file_path,
+        None,
+        "CA bundle (PEM) that signs client certificates: mutual TLS, a certificate's common name"
+        " is its principal (every client must present one; with --credentials a token may name the"
+        " principal instead)",
+        metavar="FILE",
+    ),
     Setting(
         "credentials",
         file_path,

@@ -11,9 +11,11 @@ from typing import Final
 
 from fairshare.master_target import EtcdTarget, parse_address
 from fairshare.settings import (
+    ETCD_SECURITY_SETTINGS,
     Setting,
     choice,
     duration,
+    existing_file,
     non_empty_text,
     optional_positive_duration,
     port,
@@ -102,6 +104,15 @@ SESSION_SETTINGS: Final = (
         " etcd://HOST:2379,...[/prefix] for HA masters that elect a leader in etcd",
         metavar="sqlite|etcd://...",
     ),
+    *ETCD_SECURITY_SETTINGS,
+    Setting(
+        "registry_key",
+        existing_file,
+        None,
+        "HA masters: a secret file (the same on every master, not in etcd) whose key signs"
+        " every registry row; rows etcd holds without a valid signature are not loaded",
+        metavar="FILE",
+    ),
     Setting(
         "election_ttl",
         election_ttl,
@@ -148,4 +159,5 @@ SESSION_SETTINGS: Final = (
         metavar="DURATION",
     ),
 )
-"""The registry, the election, and the timing of agents, offers, streams and shutdown."""
+"""The registry (and how to reach a secured etcd, the kernel's ``ETCD_SECURITY_SETTINGS``), the
+election, and the timing of agents, offers, streams and shutdown."""

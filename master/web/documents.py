@@ -22,7 +22,7 @@ from typing import Any
 
 from fairshare.resources import ResourceVector
 from fairshare.roles import parent
-from fairshare.task_states import TaskState
+from fairshare.task_states import TaskReason, TaskState
 
 from master.model import TaskDetails
 from master.runtime.views import (
@@ -121,7 +121,7 @@ def task_document(view: TaskView) -> dict[str, Any]:
         "agent_id": view.agent_id,
         "state": status.state.value,
         "resources": view.launch.resources.to_dict(),
-        "reason": status.reason,
+        "reason": "" if status.reason is TaskReason.UNSPECIFIED else status.reason.value,
         "message": status.message,
         "updated_at": status.timestamp or None,
         "exit_code": status.exit_code,

@@ -22,6 +22,7 @@ import math
 from typing import Any, Final
 
 from fairshare.resources import ResourceVector, canonical_order
+from fairshare.task_states import TaskReason
 
 from master.core.records import Offer
 from master.model import (
@@ -51,27 +52,33 @@ MESOS_VERSION: Final = "1.11.0"
 and, from 1.0 on, asks for GPU_RESOURCES itself)."""
 
 REASONS: Final = {
-    "AGENT_REMOVED": "REASON_AGENT_REMOVED",
-    "AGENT_UNREACHABLE": "REASON_AGENT_REMOVED",  # Mesos's reason for TASK_UNREACHABLE too
-    "AGENT_RESTARTED": "REASON_AGENT_RESTARTED",
-    "AGENT_DISCONNECTED": "REASON_AGENT_DISCONNECTED",
-    "AGENT_SHUTDOWN": "REASON_EXECUTOR_TERMINATED",
-    "EXECUTOR_TERMINATED": "REASON_EXECUTOR_TERMINATED",
-    "COMMAND_FAILED": "REASON_COMMAND_EXECUTOR_FAILED",
-    "TASK_INVALID": "REASON_TASK_INVALID",
-    "TASK_KILLED_DURING_LAUNCH": "REASON_TASK_KILLED_DURING_LAUNCH",
-    "FRAMEWORK_REMOVED": "REASON_FRAMEWORK_REMOVED",
-    "RECONCILIATION": "REASON_RECONCILIATION",
-    "INVALID_OFFERS": "REASON_INVALID_OFFERS",
-    "MEMORY_LIMIT": "REASON_CONTAINER_LIMITATION_MEMORY",
-    "LAUNCH_FAILED": "REASON_CONTAINER_LAUNCH_FAILED",
-    "COMMAND_INVALID": "REASON_TASK_INVALID",
-    "PREEMPTED": "REASON_CONTAINER_PREEMPTED",
+    TaskReason.AGENT_REMOVED: "REASON_AGENT_REMOVED",
+    TaskReason.AGENT_UNREACHABLE: "REASON_AGENT_REMOVED",  # Mesos's reason for TASK_UNREACHABLE too
+    TaskReason.AGENT_RESTARTED: "REASON_AGENT_RESTARTED",
+    TaskReason.AGENT_DISCONNECTED: "REASON_AGENT_DISCONNECTED",
+    TaskReason.AGENT_SHUTDOWN: "REASON_EXECUTOR_TERMINATED",
+    TaskReason.EXECUTOR_TERMINATED: "REASON_EXECUTOR_TERMINATED",
+    TaskReason.COMMAND_FAILED: "REASON_COMMAND_EXECUTOR_FAILED",
+    TaskReason.TASK_INVALID: "REASON_TASK_INVALID",
+    TaskReason.TASK_KILLED_DURING_LAUNCH: "REASON_TASK_KILLED_DURING_LAUNCH",
+    TaskReason.FRAMEWORK_REMOVED: "REASON_FRAMEWORK_REMOVED",
+    TaskReason.RECONCILIATION: "REASON_RECONCILIATION",
+    TaskReason.INVALID_OFFERS: "REASON_INVALID_OFFERS",
+    TaskReason.MEMORY_LIMIT: "REASON_CONTAINER_LIMITATION_MEMORY",
+    TaskReason.LAUNCH_FAILED: "REASON_CONTAINER_LAUNCH_FAILED",
+    TaskReason.COMMAND_INVALID: "REASON_TASK_INVALID",
+    TaskReason.PREEMPTED: "REASON_CONTAINER_PREEMPTED",
 }
-"""fairshare's reasons (``master.model``'s names) by the Mesos v1 reason each is sent as."""
+"""fairshare's reasons (the kernel's ``TaskReason``) by the Mesos v1 reason each is sent as."""
 
 AGENT_DECIDED: Final = frozenset(
-    {"AGENT_RESTARTED", "AGENT_SHUTDOWN", "MEMORY_LIMIT", "LAUNCH_FAILED", "COMMAND_INVALID"}
+    {
+        TaskReason.AGENT_RESTARTED,
+        TaskReason.AGENT_SHUTDOWN,
+        TaskReason.MEMORY_LIMIT,
+        TaskReason.LAUNCH_FAILED,
+        TaskReason.COMMAND_INVALID,
+    }
 )
 """Reasons an agent decides itself (SOURCE_AGENT); an agent's other updates are its command
 executor's (SOURCE_EXECUTOR), as on a Mesos agent."""
@@ -173,7 +180,7 @@ def status_json(status: StatusUpdate) -> dict[str, Any]:
         document["agent_id"] = _id(status.agent_id)
     if status.message:
         document["message"] = status.message
-    if status.reason:
+    if status.reason is not TaskReason.UNSPECIFIED:
         document["reason"] = REASONS[status.reason]
     if status.uuid:
         document["uuid"] = base64.b64encode(status.uuid).decode("ascii")

@@ -48,7 +48,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 from fairshare.metrics_server import PRINCIPAL, SLOT
-from fairshare.task_states import TaskState
+from fairshare.task_states import TaskReason, TaskState
 
 from master.core import CoreError, NotFound, TaskLaunch
 from master.core.records import Offer
@@ -272,7 +272,7 @@ class MesosSchedulerApi:
         now = time.time()
         for problem in problems:
             stream.tell(StatusUpdate(problem.task_id, problem.agent_id, TaskState.ERROR,
-                                     "TASK_INVALID", problem.message, now))  # fmt: skip
+                                     TaskReason.TASK_INVALID, problem.message, now))  # fmt: skip
 
     def _invalid_offers(
         self, stream: _Stream, known: list[str], body: calls.Accept, why: str, who: str | None
@@ -286,7 +286,7 @@ class MesosSchedulerApi:
         now = time.time()
         for task in body.tasks:
             message = f"Task launched with invalid offers: {why}"
-            stream.tell(StatusUpdate(task.task_id, task.agent_id, state, "INVALID_OFFERS",
+            stream.tell(StatusUpdate(task.task_id, task.agent_id, state, TaskReason.INVALID_OFFERS,
                                      message, now))  # fmt: skip
 
     # -- the event stream --------------------------------------------------------------------------

@@ -34,6 +34,8 @@ from fairshare.command import Command
 from fairshare.resources import WHOLE_RESOURCES, ResourceError, ResourceVector
 
 from master.core import TaskLaunch
+from master.core.errors import InvalidArgument
+from master.core.input_bounds import check_labels
 from master.model import TaskDetails
 from master.web.mesos_json import (
     BadCall,
@@ -347,6 +349,10 @@ def task_launch(task: MesosTask, role: str) -> TaskLaunch | TaskProblem:
         labels = dict(task.labels)
         if len(labels) != len(task.labels):
             raise _Refused(f"{task.path}.labels: a key is given twice")
+        try:
+            check_labels(labels.items(), f"{task.path}.labels")
+        except InvalidArgument as error:
+            raise _Refused(error.message) from None
         preemptible = labels.get(PREEMPTIBLE_LABEL, "false").lower()
         if preemptible not in ("true", "false"):
             raise _Refused(f"{task.path}.labels: {PREEMPTIBLE_LABEL} must be true or false")

@@ -31,6 +31,7 @@ itself: ``master.web.mesos_scheduler``; and ``RUNTIME_CHECKED``, the logs and ma
 which the runtime authorizes as their gRPC calls) is checked there (``/metrics`` and unknown
 paths too), a refused principal gets 403
 ``{"error": "permission denied"}`` (before a follower's 503), and the routes use the rule it got;
+``/metrics`` (``FULL_VIEW_PATHS``) needs the full level: a redacted viewer gets 403 there;
 without authentication nothing is checked up front and an API route asks the authority when it
 needs the rule (a refusal: 403 with the ACL's reason; the events and history are then empty; the
 dashboard page needs no rule). ``authority()`` is the leading runtime's authority, or on a
@@ -104,6 +105,9 @@ async def _no_logs(*_: object) -> bytes:
 
 NO_STORE = {"Cache-Control": "no-store"}
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+FULL_VIEW_PATHS: Final = frozenset({"/metrics"})
+"""Paths only a principal with the full ``view_state`` reads (the metrics name every framework
+and role: a redacted viewer gets 403, as Mesos and Nomad gate metrics behind an ACL)."""
 VIEW_RULE: Final = web.RequestKey("fairshare.view_rule", Rule)
 """Key of the request's ``view_state`` rule, once the authority gave it."""
 
@@ -244,9 +248,12 @@ class WebApi:
             and (self.authority().authenticated)
         ):
             try:
-                self.rule(request)
+                rule = self.rule(request)
             except PermissionDenied:
                 return web.json_response({"error": "permission denied"}, status=403)
+            if request.path in FULL_VIEW_PATHS and rule.level != "full":
+                error = f"permission denied: {request.path} needs the full view_state"
+                return web.json_response({"error": error}, status=403)
         return await handler(request)
 
     def _bad_query_is_400(self, handler: Handler) -> Handler:

@@ -20,7 +20,10 @@ Invariants:
   and the entry (a daemon does not start);
 - checking a token costs one scrypt only the first time that token is seen: verified and refused
   tokens are remembered by their SHA-256 (bounded, least recently used first out), so a client's
-  every call is a dictionary lookup, and a flood of one wrong token costs one hash.
+  every call is a dictionary lookup, and a flood of one wrong token costs one hash;
+- refusing a token of an unknown principal costs what refusing a wrong secret costs: the secret is
+  hashed against a dummy hash of the same parameters (``kdf_runs`` counts every scrypt), so the
+  time of a refusal does not tell which principals exist.
 """
 
 from __future__ import annotations
@@ -55,6 +58,11 @@ _SCRYPT_R: Final = 8
 _SCRYPT_P: Final = 1
 _HASH_BYTES: Final = 32
 _CACHE: Final = 4096
+_DUMMY_HASH: Final = (
+    f"scrypt${_SCRYPT_N}${_SCRYPT_R}${_SCRYPT_P}$"
+    f"{base64.b64encode(bytes(16)).decode()}${base64.b64encode(bytes(_HASH_BYTES)).decode()}"
+)
+"""What a secret of an unknown principal is hashed against (matches no secret in practice)."""
 
 
 class CredentialsError(ValueError):
@@ -124,6 +132,8 @@ class Credentials:
         self.source = source
         self._verified: OrderedDict[bytes, str] = OrderedDict()
         self._refused: OrderedDict[bytes, None] = OrderedDict()
+        self.kdf_runs = 0
+        """How many scrypt hashes ``check`` computed (one per token not seen before)."""
 
     @property
     def principals(self) -> frozenset[str]:
@@ -185,12 +195,14 @@ class Credentials:
         key = hashlib.sha256(token.encode("utf-8")).digest()
         split = split_token(token)
         principal = None
-        if split is not None and split[0] in self._hashes:
-            try:
-                if verify_secret(split[1], self._hashes[split[0]]):
-                    principal = split[0]
+        if split is not None:
+            known = split[0] in self._hashes
+            self.kdf_runs += 1
+            try:  # an unknown principal's secret is hashed too: the same work, the same time
+                matches = verify_secret(split[1], self._hashes.get(split[0], _DUMMY_HASH))
             except ValueError:
-                principal = None
+                matches = False
+            principal = split[0] if known and matches else None
         if principal is None:
             self._refused[key] = None
             while len(self._refused) > _CACHE:

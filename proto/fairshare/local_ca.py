@@ -1,17 +1,24 @@
 """A throwaway certificate authority for a local cluster (``fairshare up --tls``, the tests).
 
-``LocalCa.create(directory)`` makes a CA (``ca.pem``, ``ca.key``) and ``issue(name)`` a
+``LocalCa.create(directory)`` makes a CA (``ca.pem``, ``ca.key``) and ``issue(name, usage)`` a
 certificate signed by it for ``name`` (``NAME.pem``, ``NAME.key``): the common name is
 ``name`` (the principal the master sees when the certificate is presented as a client
-certificate), the subject alternative names are ``localhost``, ``127.0.0.1`` and ``::1``, and
-the extended key usage both server and client authentication, so one certificate serves a
-daemon's ports and identifies it to the master.
+certificate). What it may be used for depends on ``usage``:
+
+- ``CLIENT`` (a principal: an operator, a framework, Prometheus): client authentication only,
+  no subject alternative name: it cannot pose as a master or an agent, since clients check that
+  a server presents a certificate for server authentication naming the address they dial;
+- ``DAEMON`` (a master, an agent): server authentication for its ports, and client
+  authentication (an agent calls the master, a master its peers), with its real names as
+  subject alternative names: ``localhost``, ``127.0.0.1``, ``::1``, this machine's host name
+  and the ``hosts`` given (the address the daemon is reached at).
 
 The work is done by the ``openssl`` command-line tool (OpenSSL 1.1.1 or newer), not by a
 Python library: the daemons' dependencies stay grpcio, protobuf and the stdlib (the Python
 ``cryptography`` package is not among them), and every Linux distribution ships ``openssl``.
 
-Invariants: keys are ECDSA P-256, written with mode 0600; certificates are valid for
+Invariants: a client certificate never carries serverAuth nor a name a client dials; keys are
+ECDSA P-256, written with mode 0600; certificates are valid for
 ``DAYS`` days; nothing is ever sent anywhere; a failure of ``openssl`` (missing, refusing)
 raises ``LocalCaError`` with its message. This CA is for one machine's test or demo cluster:
 a real cluster's certificates come from its own PKI.
@@ -19,24 +26,65 @@ a real cluster's certificates come from its own PKI.
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 import shutil
+import socket
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
 
-__all__ = ["DAYS", "IssuedCertificate", "LocalCa", "LocalCaError"]
+__all__ = [
+    "CLIENT",
+    "DAEMON",
+    "DAYS",
+    "IssuedCertificate",
+    "LocalCa",
+    "LocalCaError",
+    "Usage",
+    "leaf_extensions",
+]
 
 DAYS: Final = 30
+Usage = Literal["client", "daemon"]
+CLIENT: Final[Usage] = "client"
+DAEMON: Final[Usage] = "daemon"
 _CURVE: Final = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
 _LEAF_EXTENSIONS: Final = (
-    "basicConstraints=critical,CA:FALSE\n"
-    "keyUsage=critical,digitalSignature,keyEncipherment\n"
-    "extendedKeyUsage=serverAuth,clientAuth\n"
-    "subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1\n"
+    "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
 )
+_DNS_NAME: Final = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$")
 _TIMEOUT: Final = 30.0
+
+
+def _subject_names(hosts: Sequence[str]) -> str:
+    """``subjectAltName`` of a daemon: loopback, this machine's name and ``hosts``."""
+    entries = ["DNS:localhost", "IP:127.0.0.1", "IP:::1"]
+    for host in (socket.gethostname(), *hosts):
+        bare = host.strip("[]")
+        try:
+            entry = f"IP:{ipaddress.ip_address(bare)}"
+        except ValueError:
+            if not _DNS_NAME.match(bare):
+                raise LocalCaError(f"host {host!r}: not an IP address or a DNS name") from None
+            entry = f"DNS:{bare.lower()}"
+        if entry not in entries and entry != "IP:0.0.0.0" and entry != "IP:::":
+            entries.append(entry)
+    return ",".join(entries)
+
+
+def leaf_extensions(usage: Usage, hosts: Sequence[str] = ()) -> str:
+    """The X.509 v3 extensions of a certificate for ``usage`` (module docstring)."""
+    if usage == CLIENT:
+        return _LEAF_EXTENSIONS + "extendedKeyUsage=clientAuth\n"
+    return (
+        _LEAF_EXTENSIONS
+        + "extendedKeyUsage=serverAuth,clientAuth\n"
+        + f"subjectAltName={_subject_names(hosts)}\n"
+    )
 
 
 class LocalCaError(RuntimeError):
@@ -101,18 +149,28 @@ class LocalCa:
         _private(ca.key)
         return ca
 
-    def certificate(self, name: str) -> IssuedCertificate:
+    def certificate(
+        self, name: str, usage: Usage = CLIENT, hosts: Sequence[str] = ()
+    ) -> IssuedCertificate:
         """``name``'s certificate, issued on first use (kept in ``directory`` after that)."""
         cert, key = self.directory / f"{name}.pem", self.directory / f"{name}.key"
-        return IssuedCertificate(name, cert, key) if cert.exists() else self.issue(name)
+        if cert.exists():
+            return IssuedCertificate(name, cert, key)
+        return self.issue(name, usage, hosts)
 
-    def issue(self, name: str) -> IssuedCertificate:
-        """A certificate for ``name`` (its common name: the principal), signed by this CA."""
+    def issue(
+        self, name: str, usage: Usage = CLIENT, hosts: Sequence[str] = ()
+    ) -> IssuedCertificate:
+        """A certificate for ``name`` (its common name: the principal), signed by this CA, for
+        ``usage``: a client's (clientAuth only) or a daemon's (also serverAuth, naming
+        loopback, this machine and ``hosts``)."""
         if not name or "/" in name or name.startswith("."):
             raise LocalCaError(f"certificate name {name!r}: must be a plain name")
+        if usage not in (CLIENT, DAEMON):
+            raise LocalCaError(f"certificate usage {usage!r}: must be client or daemon")
         cert, key = self.directory / f"{name}.pem", self.directory / f"{name}.key"
         request, extensions = self.directory / f"{name}.csr", self.directory / f"{name}.ext"
-        extensions.write_text(_LEAF_EXTENSIONS, encoding="ascii")
+        extensions.write_text(leaf_extensions(usage, hosts), encoding="ascii")
         try:
             _openssl(
                 "req", "-new", *_CURVE, "-keyout", str(key), "-out", str(request),

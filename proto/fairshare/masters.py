@@ -41,7 +41,8 @@ from typing import Any, Final, TypeVar
 import grpc
 from grpc import aio
 
-from fairshare.etcd import EtcdClient, EtcdUnavailable, read_leader
+from fairshare.etcd import EtcdClient, EtcdRefused, EtcdUnavailable, LeaderRecord, read_leader
+from fairshare.etcd_security import PLAIN_ETCD, EtcdSecurity
 from fairshare.master_target import MasterTarget
 from fairshare.transport import INSECURE, ClientSecurity, client_channel, client_channel_sync
 
@@ -168,6 +169,7 @@ class MasterFinder:
         target: MasterTarget | str,
         rng: random.Random | None = None,
         etcd_timeout: float = 2.0,
+        etcd_security: EtcdSecurity = PLAIN_ETCD,
     ) -> None:
         self.target = target if isinstance(target, MasterTarget) else MasterTarget.parse(target)
         self._rng = rng or random.Random()
@@ -178,6 +180,7 @@ class MasterFinder:
         self._trying_hint: str | None = None  # the named leader being tried now
         self.unreachable_leader: str | None = None  # a named leader that did not answer
         self._etcd_timeout = etcd_timeout
+        self.etcd_security = etcd_security
         self._etcd: EtcdClient | None = None
 
     @property
@@ -196,21 +199,29 @@ class MasterFinder:
             return self._preferred
         if self.target.etcd is None:
             return self.target.addresses[self._index % len(self.target.addresses)]
-        if self._etcd is None:
-            self._etcd = EtcdClient(self.target.etcd, self._etcd_timeout)
-        try:
-            record = await read_leader(self._etcd)
-        except EtcdUnavailable as error:
-            raise MasterUnknown(f"cannot read the leader from {self.target}: {error}") from None
+        record = await self.leader_record()
         if record is None:
             raise MasterUnknown(f"no master leads now ({self.target} names none)", election=True)
         return record.address
+
+    async def leader_record(self) -> LeaderRecord | None:
+        """The leader record in etcd now (a linearizable read; None while none leads);
+        ``MasterUnknown`` when etcd cannot be read. Only for an ``etcd://`` target."""
+        assert self.target.etcd is not None
+        if self._etcd is None:
+            self._etcd = EtcdClient(self.target.etcd, self._etcd_timeout, self.etcd_security)
+        try:
+            return await read_leader(self._etcd)
+        except (EtcdUnavailable, EtcdRefused) as error:
+            raise MasterUnknown(f"cannot read the leader from {self.target}: {error}") from None
 
     def next_blocking(self) -> str:
         """``next`` for code without an event loop (the commands)."""
         if self.target.etcd is None or self._hint is not None or self._preferred is not None:
             return _run(self.next())
-        finder = MasterFinder(self.target, self._rng, self._etcd_timeout)  # a loop of its own
+        finder = MasterFinder(  # a loop of its own
+            self.target, self._rng, self._etcd_timeout, self.etcd_security
+        )
 
         async def once() -> str:
             try:
@@ -276,7 +287,7 @@ def call_leader(
     ``NO_LEADER_YET``); past that, ``NoLeaderYet`` is raised. Without any sign of an election
     the last ``grpc.RpcError`` (or ``MasterUnknown``) is raised as soon as every master was
     tried once."""
-    finder = MasterFinder(target)
+    finder = MasterFinder(target, etcd_security=security.etcd)
     started = time.monotonic()
     per_round = max(1, len(finder.target.addresses)) + REDIRECTS_PER_CALL
     error: grpc.RpcError | None = None

@@ -22,10 +22,12 @@ and, when the daemon authenticates, every path but ``/health`` (and the others o
 certificate's common name, ``Authorization: Bearer PRINCIPAL:SECRET`` or HTTP basic auth (the
 principal as user, the secret as password), checked by the daemon's ``Authenticator``; then
 ``authorize(principal, path)`` (the master: the ACL's ``view_state``). No principal is 401 with
-``WWW-Authenticate: Basic``, a refused one 403. ``/health`` stays open (load balancers and
+``WWW-Authenticate: Basic``, a refused one 403, an address with too many refused tokens 429
+(``fairshare.auth_throttle``). ``/health`` stays open (load balancers and
 probes have no credentials); it then says only whether the daemon serves, no ids. The request's
 principal is ``request[PRINCIPAL]`` for the routes (the master's API shows a redacted view to
-principals the ACL gives one).
+principals the ACL gives one). A plaintext port answers only ``Host`` headers that name the
+daemon (``fairshare.http_host``: DNS rebinding), other names 421.
 
 Invariants: the server never blocks the loop (handlers are coroutines; formatting runs in a
 thread); idle or slow clients cannot tie it up: each connection is its own coroutine, idle
@@ -54,8 +56,9 @@ from prometheus_client import ProcessCollector
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from fairshare.http_host import host_check, known_names
 from fairshare.logs import log_event
-from fairshare.rpc_guard import Authenticator, AuthError
+from fairshare.rpc_guard import Authenticator, AuthError, AuthThrottled
 from fairshare.transport import PLAINTEXT, ServerSecurity
 
 __all__ = [
@@ -151,6 +154,9 @@ class HttpSecurity:
     open_paths: frozenset[str] = frozenset({"/health"})
     """Paths served without a principal (``/health``; the master adds Mesos's ``/version`` and
     ``/master/redirect``, which pymesos and Mesos tools read without credentials)."""
+    host_names: frozenset[str] = frozenset()
+    """Names a plaintext port is reached by besides its address, localhost and the machine's
+    name (``fairshare.http_host``: other ``Host`` headers are 421)."""
 
     def ssl_context(self) -> ssl.SSLContext | None:
         """The TLS context of the port (None: plaintext)."""
@@ -206,7 +212,15 @@ def _guard(security: HttpSecurity) -> Any:
             return await handler(request)
         token = _token(request.headers.get("Authorization", ""))
         try:
-            principal = await authenticator.principal(token, _certificate_name(request))
+            principal = await authenticator.principal(
+                token, _certificate_name(request), request.remote
+            )
+        except AuthThrottled as error:
+            return web.json_response(
+                {"error": f"too many requests: {error}"},
+                status=429,
+                headers={"Retry-After": str(max(1, round(error.retry_in)))},
+            )
         except AuthError as error:
             return web.json_response(
                 {"error": f"unauthenticated: {error}"},
@@ -313,9 +327,10 @@ async def serve_http(
     bound (``ssl.SSLError`` if the certificate cannot be used)."""
     limits = limits or HttpLimits()
     security = security or HttpSecurity()
-    app = web.Application(
-        middlewares=[_limit(limits), _guard(security)], client_max_size=limits.max_body_bytes
-    )
+    middlewares = [_limit(limits), _guard(security)]
+    if not security.server.tls:  # DNS rebinding: only Host headers naming this daemon
+        middlewares.insert(0, host_check(known_names(host, security.host_names)))
+    app = web.Application(middlewares=middlewares, client_max_size=limits.max_body_bytes)
     app.router.add_get("/metrics", _metrics_handler(registry))
     app.router.add_get("/health", _health_handler(health, security.required))
     if add_routes is not None:

@@ -11,7 +11,9 @@ reused: a call costs one dictionary lookup) so that, before the servicer sees a 
   principal of its bearer token (``authorization: Bearer PRINCIPAL:SECRET``, checked against the
   credentials file) or, without a token, the common name of its client certificate (mutual TLS:
   the certificate then only admits the connection when a token names someone); a call with
-  neither, or with a token that does not check, ends with UNAUTHENTICATED. Methods of
+  neither, or with a token that does not check, ends with UNAUTHENTICATED; a peer address that
+  had too many tokens refused gets its new tokens refused without a hash for a while
+  (``fairshare.auth_throttle``: RESOURCE_EXHAUSTED with "retry in"). Methods of
   ``open_services`` (the standard health service, for probes) need no principal. The principal
   is then ``caller()`` for the servicer (a context variable of the call's own task);
 - **each refusal is logged at most a few times a second** per kind (``LogLimiter``), with
@@ -37,12 +39,14 @@ import grpc
 from google.protobuf.message import DecodeError
 from grpc import aio
 
+from fairshare.auth_throttle import FailureThrottle
 from fairshare.credentials import Credentials
 from fairshare.logs import LogLimiter, log_event
 
 __all__ = [
     "OPEN_SERVICES",
     "AuthError",
+    "AuthThrottled",
     "Authenticator",
     "RpcGuard",
     "UndecodableRequest",
@@ -78,6 +82,14 @@ class AuthError(Exception):
     """The caller could not be authenticated (the message says why, never with a secret)."""
 
 
+class AuthThrottled(AuthError):
+    """The caller's address had too many tokens refused: its new tokens are not checked now."""
+
+    def __init__(self, retry_in: float) -> None:
+        super().__init__(f"too many refused tokens from this address: retry in {retry_in:.1f}s")
+        self.retry_in = retry_in
+
+
 class _Undecodable:
     __slots__ = ("error",)
 
@@ -89,9 +101,15 @@ class Authenticator:
     """Who is calling: from a client certificate (``certificates``) or a token
     (``credentials``); ``required`` when either is configured."""
 
-    def __init__(self, credentials: Credentials | None = None, certificates: bool = False) -> None:
+    def __init__(
+        self,
+        credentials: Credentials | None = None,
+        certificates: bool = False,
+        throttle: FailureThrottle | None = None,
+    ) -> None:
         self.credentials = credentials
         self.certificates = certificates
+        self.throttle = throttle or FailureThrottle()
         self._verifying = asyncio.Semaphore(VERIFY_CONCURRENCY)
 
     @property
@@ -107,27 +125,35 @@ class Authenticator:
             kinds.append("token")
         return "+".join(kinds) or "off"
 
-    async def principal(self, token: str | None, certificate: str | None) -> str | None:
-        """The principal of a caller presenting ``token`` and/or a certificate naming
-        ``certificate``; None when authentication is off; ``AuthError`` when it fails."""
+    async def principal(
+        self, token: str | None, certificate: str | None, peer: str | None = None
+    ) -> str | None:
+        """The principal of a caller at ``peer`` presenting ``token`` and/or a certificate
+        naming ``certificate``; None when authentication is off; ``AuthError`` when it fails
+        (``AuthThrottled`` when ``peer`` had too many tokens refused)."""
         if not self.required:
             return None
         if token is not None:  # a token names the principal; a certificate only admits
-            return await self._from_token(token)
+            return await self._from_token(token, peer)
         if certificate is not None and self.certificates:
             return certificate
         raise AuthError("no credentials: present a client certificate or a bearer token")
 
-    async def _from_token(self, token: str) -> str:
+    async def _from_token(self, token: str, peer: str | None) -> str:
         credentials = self.credentials
         if credentials is None:
             raise AuthError("this server does not accept tokens (no credentials file)")
         known = credentials.cached(token)
         if known is None:
+            retry_in = self.throttle.take(peer)  # before queueing for a hash
+            if retry_in > 0:
+                raise AuthThrottled(retry_in)
             async with self._verifying:
                 known = credentials.cached(token)
                 if known is None:
                     known = await asyncio.to_thread(credentials.check, token) or False
+            if known is not False:
+                self.throttle.give_back(peer)
         if known is False or known is None:
             raise AuthError("unknown principal or wrong secret")
         return str(known)
@@ -215,11 +241,14 @@ class RpcGuard(aio.ServerInterceptor):  # type: ignore[type-arg]
         if self.authenticator.certificates:
             certificate = certificate_name(context.auth_context())
         try:
-            principal = await self.authenticator.principal(token, certificate)
+            principal = await self.authenticator.principal(token, certificate, context.peer())
         except AuthError as error:
             claimed = token.partition(":")[0][:64] if token else certificate or "-"
-            self.note("auth.refused", method, peer=context.peer(), claimed=claimed, error=error)
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(error))
+            throttled = isinstance(error, AuthThrottled)
+            kind = "auth.throttled" if throttled else "auth.refused"
+            self.note(kind, method, peer=context.peer(), claimed=claimed, error=error)
+            code = grpc.StatusCode.RESOURCE_EXHAUSTED if throttled else None
+            await context.abort(code or grpc.StatusCode.UNAUTHENTICATED, str(error))
         _CALLER.set(principal)
 
     async def _undecodable(self, context: Context, method: str, request: _Undecodable) -> None:

@@ -14,7 +14,7 @@ Invariants:
   mapping of resolved settings, under the target's field name, or a name given in ``renames`` /
   behind ``prefix``; ``overrides`` win.
 
-``SERVER_TLS_SETTINGS`` (``--tls-cert``, ``--tls-key``, ``--tls-ca`` of a daemon's own ports)
+``SERVER_TLS_SETTINGS`` (``--tls-cert``, ``--tls-key``: the certificate a daemon's ports serve)
 are declared here once for the master and the agent.
 """
 
@@ -74,14 +74,7 @@ SERVER_TLS_SETTINGS: Final = (
         metavar="FILE",
     ),
     Setting("tls_key", file_path, None, "the key of --tls-cert (PEM)", metavar="FILE"),
-    Setting(
-        "tls_ca",
-        file_path,
-        None,
-        "CA bundle (PEM) that signs client certificates: with --tls-cert the ports require one"
-        " (mutual TLS), its common name is the caller's principal (with --credentials a token"
-        " may name it instead); an agent also trusts it for the master's certificate",
-        metavar="FILE",
-    ),
 )
-"""A daemon's own TLS: the same flags, files and meaning for the master and the agent."""
+"""A daemon's own TLS identity: the same flags, files and meaning for the master and the agent.
+Which clients they verify differs (the master's ``--tls-ca``, the agent's ``--tls-client-ca``,
+the agent's ``--tls-ca`` being the master's CA), so each declares that one itself."""

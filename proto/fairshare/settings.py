@@ -29,7 +29,10 @@ Durations everywhere accept plain seconds or a unit suffix: ``500ms``, ``15s``, 
 Every client command (``status``, ``run``, the operator commands) also has the shared
 ``CLIENT_SECURITY_SETTINGS`` (``--tls-ca``, ``--tls-cert``/``--tls-key``, ``--token-file``,
 ``--tls-server-name``; ``FAIRSHARE_TLS_CA`` and so on, or top-level keys of the file), turned into
-one ``fairshare.transport.ClientSecurity`` by ``client_security``.
+one ``fairshare.transport.ClientSecurity`` by ``client_security``; and, for finding the leader
+in etcd, the ``ETCD_SECURITY_SETTINGS`` (``--etcd-tls-ca``, ``--etcd-tls-cert``/``--etcd-tls-key``,
+``--etcd-user`` with ``--etcd-password-file`` or ``FAIRSHARE_ETCD_PASSWORD``), which the
+masters and agents have too (``etcd_security``).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:  # the transport imports grpc: only commands that talk to a master need it
+    from fairshare.etcd_security import EtcdSecurity
     from fairshare.rpc_guard import Authenticator
     from fairshare.transport import ClientSecurity, ServerSecurity
 
@@ -54,6 +58,7 @@ __all__ = [
     "CLIENT_SECURITY_SETTINGS",
     "CLIENT_SETTINGS",
     "ENV_PREFIX",
+    "ETCD_SECURITY_SETTINGS",
     "LOG_FORMATS",
     "LOG_LEVELS",
     "SHARED_SETTINGS",
@@ -66,6 +71,7 @@ __all__ = [
     "client_security",
     "duration",
     "env_name",
+    "etcd_security",
     "existing_file",
     "file_path",
     "log_level",
@@ -373,7 +379,61 @@ CLIENT_SECURITY_SETTINGS: Final = (
 )
 """How a client command authenticates to the master and verifies it (``client_security``)."""
 
-CLIENT_SETTINGS: Final = (*SHARED_SETTINGS, *CLIENT_SECURITY_SETTINGS)
+ETCD_SECURITY_SETTINGS: Final = (
+    Setting(
+        "etcd_tls_ca",
+        existing_file,
+        None,
+        "CA bundle (PEM) that signed etcd's certificates: talk to etcd over TLS",
+        shared=True,
+        metavar="FILE",
+    ),
+    Setting(
+        "etcd_tls_cert",
+        existing_file,
+        None,
+        "this process's client certificate (PEM) for etcd (etcd's --client-cert-auth)",
+        shared=True,
+        metavar="FILE",
+    ),
+    Setting(
+        "etcd_tls_key",
+        existing_file,
+        None,
+        "the key of --etcd-tls-cert",
+        shared=True,
+        metavar="FILE",
+    ),
+    Setting(
+        "etcd_user",
+        non_empty_text,
+        None,
+        "etcd user (etcd authentication); its password from --etcd-password-file or"
+        " FAIRSHARE_ETCD_PASSWORD",
+        shared=True,
+        metavar="NAME",
+    ),
+    Setting(
+        "etcd_password_file",
+        existing_file,
+        None,
+        "file whose first line is the password of --etcd-user",
+        shared=True,
+        metavar="FILE",
+    ),
+    Setting(
+        "etcd_password",
+        non_empty_text,
+        None,
+        "the password of --etcd-user (FAIRSHARE_ETCD_PASSWORD only: never a flag)",
+        shared=True,
+        flag=False,
+    ),
+)
+"""How a process reaches etcd: the masters' ``--registry etcd://...`` and every client's
+``--master etcd://...`` (``etcd_security``)."""
+
+CLIENT_SETTINGS: Final = (*SHARED_SETTINGS, *CLIENT_SECURITY_SETTINGS, *ETCD_SECURITY_SETTINGS)
 """The settings of a command that only talks to the master (the operator commands)."""
 
 
@@ -382,6 +442,7 @@ def client_security(values: Mapping[str, Any]) -> ClientSecurity:
     ``SettingsError`` naming the flag when they do not fit together or a file is unusable."""
     from fairshare.transport import ClientSecurity, SecurityError, read_token
 
+    etcd = etcd_security(values)
     token = None
     if values.get("token_file") is not None:
         try:
@@ -395,10 +456,35 @@ def client_security(values: Mapping[str, Any]) -> ClientSecurity:
             key=values.get("tls_key"),
             token=token,
             server_name=values.get("tls_server_name"),
+            etcd=etcd,
         )
     except SecurityError as error:
         flag = "--tls-ca" if values.get("tls_ca") is None else "--tls-cert/--tls-key"
         raise SettingsError(f"{flag}: {error}") from None
+
+
+def etcd_security(values: Mapping[str, Any]) -> EtcdSecurity:
+    """The ``EtcdSecurity`` of resolved ``ETCD_SECURITY_SETTINGS`` values (the password from
+    the file, else ``etcd_password``); ``SettingsError`` naming the flag when they do not fit
+    together or the password file cannot be used."""
+    from fairshare.etcd_security import EtcdSecurity, read_password
+
+    password = values.get("etcd_password")
+    if values.get("etcd_password_file") is not None:
+        try:
+            password = read_password(values["etcd_password_file"])
+        except ValueError as error:
+            raise SettingsError(f"--etcd-password-file: {error}") from None
+    try:
+        return EtcdSecurity(
+            ca=values.get("etcd_tls_ca"),
+            cert=values.get("etcd_tls_cert"),
+            key=values.get("etcd_tls_key"),
+            user=values.get("etcd_user"),
+            password=password,
+        )
+    except ValueError as error:
+        raise SettingsError(f"--etcd-tls-ca/--etcd-tls-cert/--etcd-user: {error}") from None
 
 
 def server_authentication(server: ServerSecurity, credentials: Path | None) -> Authenticator:
@@ -471,7 +557,10 @@ def _load_toml(
         raise SettingsError(f"{source}: cannot read it: {error.strerror}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise SettingsError(f"{source}: not valid TOML: {error}") from None
-    shared = {setting.name for setting in (*SHARED_SETTINGS, *CLIENT_SECURITY_SETTINGS)}
+    shared = {
+        setting.name
+        for setting in (*SHARED_SETTINGS, *CLIENT_SECURITY_SETTINGS, *ETCD_SECURITY_SETTINGS)
+    }
     shared |= {name for name, setting in known.items() if setting.shared}
     table = document.get(command, {})
     if not isinstance(table, dict):

@@ -26,6 +26,7 @@ __all__ = [
     "AGENT_REPORTED",
     "NOT_FORWARDED_WITHOUT_AWARENESS",
     "TERMINAL",
+    "TaskReason",
     "TaskState",
     "advance",
 ]
@@ -52,6 +53,31 @@ class TaskState(enum.Enum):
     def is_terminal(self) -> bool:
         """True for the states a task never leaves; a terminal task holds no resources."""
         return self in TERMINAL
+
+
+class TaskReason(enum.Enum):
+    """Why a task's state changed, named like Mesos's ``TaskStatus.Reason``: the wire's
+    ``TaskStatus.Reason`` names without their ``REASON_`` prefix, converted by name
+    (``fairshare.wire.reason_to_pb``/``reason_from_pb``); one vocabulary for the master, the
+    agent and the SDK."""
+
+    UNSPECIFIED = "UNSPECIFIED"
+    AGENT_REMOVED = "AGENT_REMOVED"
+    AGENT_UNREACHABLE = "AGENT_UNREACHABLE"
+    AGENT_RESTARTED = "AGENT_RESTARTED"
+    AGENT_DISCONNECTED = "AGENT_DISCONNECTED"
+    AGENT_SHUTDOWN = "AGENT_SHUTDOWN"
+    EXECUTOR_TERMINATED = "EXECUTOR_TERMINATED"
+    COMMAND_FAILED = "COMMAND_FAILED"
+    TASK_INVALID = "TASK_INVALID"
+    TASK_KILLED_DURING_LAUNCH = "TASK_KILLED_DURING_LAUNCH"
+    FRAMEWORK_REMOVED = "FRAMEWORK_REMOVED"
+    RECONCILIATION = "RECONCILIATION"
+    INVALID_OFFERS = "INVALID_OFFERS"
+    MEMORY_LIMIT = "MEMORY_LIMIT"
+    LAUNCH_FAILED = "LAUNCH_FAILED"
+    COMMAND_INVALID = "COMMAND_INVALID"
+    PREEMPTED = "PREEMPTED"
 
 
 TERMINAL: Final = frozenset(

@@ -40,6 +40,8 @@ from typing import Any, Final
 
 import grpc
 
+from fairshare.etcd_security import PLAIN_ETCD, EtcdSecurity
+
 __all__ = [
     "CHANNEL_OPTIONS",
     "INSECURE",
@@ -114,6 +116,8 @@ class ClientSecurity:
     key: Path | None = None
     token: str | None = None
     server_name: str | None = None
+    etcd: EtcdSecurity = PLAIN_ETCD
+    """How the leader is read from etcd when ``--master`` is ``etcd://...``."""
 
     def __post_init__(self) -> None:
         if (self.cert is None) != (self.key is None):

@@ -28,7 +28,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 
 from fairshare.command import Command, ResourceUsage
 from fairshare.resources import ResourceError, ResourceVector
-from fairshare.task_states import TaskState
+from fairshare.task_states import TaskReason, TaskState
 from fairshare.v1 import common_pb2
 
 __all__ = [
@@ -38,6 +38,8 @@ __all__ = [
     "command_from_pb",
     "command_to_pb",
     "duration_to_pb",
+    "reason_from_pb",
+    "reason_to_pb",
     "resources_from_pb",
     "resources_to_pb",
     "seconds_from_duration",
@@ -120,6 +122,22 @@ def seconds_from_timestamp(message: timestamp_pb2.Timestamp, what: str = "timest
 def task_state_to_pb(state: TaskState) -> common_pb2.TaskState.ValueType:
     """The wire value of ``state``."""
     return common_pb2.TaskState.Value(f"TASK_STATE_{state.value}")
+
+
+def reason_to_pb(reason: TaskReason) -> common_pb2.TaskStatus.Reason.ValueType:
+    """The wire value of ``reason``."""
+    return common_pb2.TaskStatus.Reason.Value(f"REASON_{reason.value}")
+
+
+def reason_from_pb(value: int, strict: bool = False) -> TaskReason:
+    """The reason of a wire value: ``UNSPECIFIED`` for a number a newer peer added, or
+    ``ValueError`` when ``strict`` (a stored value this code never wrote)."""
+    described = common_pb2.TaskStatus.Reason.DESCRIPTOR.values_by_number.get(value)
+    if described is None:
+        if strict:
+            raise ValueError(f"unknown task status reason {value}")
+        return TaskReason.UNSPECIFIED
+    return TaskReason[described.name.removeprefix("REASON_")]
 
 
 def task_state_from_pb(value: int) -> TaskState:

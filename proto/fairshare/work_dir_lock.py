@@ -35,10 +35,13 @@ class WorkDirLock:
         self._fd = fd
 
     @classmethod
-    def acquire(cls, work_dir: Path, name: str, holder: str) -> WorkDirLock:
-        """Take ``work_dir/<name>.lock`` and record ``holder``; ``WorkDirLocked`` if taken,
-        ``OSError`` if the file cannot be opened."""
-        path = work_dir / f"{name}.lock"
+    def acquire(
+        cls, work_dir: Path, name: str, holder: str, file_stem: str | None = None
+    ) -> WorkDirLock:
+        """Take ``work_dir/<file_stem or name>.lock`` for a daemon of kind ``name`` (``master``,
+        ``agent``) and record ``holder``; ``WorkDirLocked`` if taken, ``OSError`` if the file
+        cannot be opened."""
+        path = work_dir / f"{file_stem or name}.lock"
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -58,7 +58,7 @@ GENEROUS = ("--registration-rate", "100000", "--registration-burst", "100000")
 def secure_flags(directory: Path) -> tuple[tuple[str, ...], str, str]:
     """The master's flags for TLS + tokens + ACL, the CA bundle and the bench's token."""
     ca = LocalCa.create(directory / "pki")
-    issued = ca.issue("master")
+    issued = ca.issue("master", "daemon")
     token = f"bench:{new_secret()}"
     credentials = directory / "credentials.toml"
     credentials.write_text(entry_toml("bench", hash_secret(token.partition(":")[2])))

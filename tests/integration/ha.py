@@ -2,7 +2,9 @@
 real ``fairshare master`` processes on
 127.0.0.1 that elect a leader in a real etcd (``tests/etcd_server.py``).
 
-- ``HAMasters(directory, etcd_url, count)``: ``count`` masters with ``--registry etcd_url``,
+- ``HAMasters(directory, etcd_url, count)``: ``count`` masters with ``--registry etcd_url``
+  (``secured_flags``: the ``--etcd-*`` flags of the session's secured etcd and a
+  ``--registry-key``, as the HA tests run them),
   each started and serving health (a follower serves health too) before the constructor
   returns; ``masters`` (a master killed and replaced keeps its slot), ``addresses`` (the
   ``--master a,b,c`` list clients take);
@@ -19,6 +21,7 @@ Every master registers in ``daemons.STARTED`` (the integration tests' teardown k
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 import urllib.request
@@ -26,6 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from daemons import DEFAULT_MASTER_FLAGS, Daemon, start_master, wait_for
+from etcd_server import SecuredEtcd
 
 PROBE_TIMEOUT = 0.5
 ELECTION_TTL = "2s"
@@ -38,6 +42,15 @@ HA_FLAGS = (
     "--reregistration-timeout",
     "30s",
 )
+
+
+def secured_flags(etcd: SecuredEtcd, directory: Path) -> tuple[str, ...]:
+    """``HA_FLAGS`` and how the masters reach a secured etcd (TLS, a client certificate, the
+    ``fairshare-master`` user), their registry's rows signed with a key of ``directory``."""
+    key = directory / "registry.key"
+    key.write_text(os.urandom(32).hex() + "\n", encoding="ascii")
+    key.chmod(0o600)
+    return (*HA_FLAGS, *etcd.flags("fairshare-master"), "--registry-key", str(key))
 
 
 def role(master: Daemon) -> str:

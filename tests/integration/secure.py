@@ -1,7 +1,8 @@
 """Secured daemons for the security tests: a throwaway CA, masters and agents over TLS.
 
 - ``Pki(directory)``: the cluster's CA (``fairshare.local_ca``) and ``flags(name)``, the
-  ``--tls-ca/--tls-cert/--tls-key`` of a certificate issued to ``name`` (issued on first use);
+  ``--tls-ca/--tls-cert/--tls-key`` of a certificate issued to ``name`` (issued on first use:
+  a daemon's for names starting ``master`` or ``agent``, a client's for the others);
 - ``start_secure_master(work_dir, pki, *flags)``: a master serving mutual TLS with the
   ``master`` certificate, waited for through its address file and a health check over TLS;
 - ``channel(address, pki, name)``: a blocking channel presenting ``name``'s certificate (None:
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import grpc
 from daemons import ROOT, Daemon, daemon_env, wait_for
-from fairshare.local_ca import LocalCa
+from fairshare.local_ca import CLIENT, DAEMON, LocalCa
 from fairshare.transport import ClientSecurity, client_channel_sync
 from fairshare.v1 import operator_pb2, operator_pb2_grpc
 
@@ -37,7 +38,8 @@ class Pki:
 
     def files(self, name: str) -> tuple[Path, Path]:
         """(certificate, key) of ``name``, issued on first use."""
-        issued = self.ca.certificate(name)
+        daemon = name.startswith(("master", "agent"))
+        issued = self.ca.certificate(name, DAEMON if daemon else CLIENT)
         return issued.cert, issued.key
 
     def flags(self, name: str) -> tuple[str, ...]:

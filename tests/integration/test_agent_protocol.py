@@ -600,4 +600,12 @@ def test_an_agent_refuses_a_former_leader_and_its_commands(tmp_path: Path) -> No
             fake.epoch = 8  # the current leader
             await fake.wait_for(lambda: len(fake.of("Heartbeat")) > beats, "a session again")
 
+            # Issue 23, finding 2: commands of a higher epoch than the session was admitted
+            # with (never checked against etcd) end the stream unapplied too.
+            sessions = len(fake.of("Reregister"))
+            fake.command_epoch = 9
+            fake.launch(task("t-higher", SMALL))
+            await fake.wait_for(lambda: len(fake.of("Reregister")) > sessions, "left again")
+            assert not fake.updates("t-higher")
+
     run(scenario())

@@ -60,7 +60,9 @@ def work_dir(tmp_path: Path, name: str) -> Path:
     return path
 
 
-def registry(etcd: EtcdThread, epoch: int, fenced: list[str] | None = None) -> EtcdRegistry:
+def registry(
+    etcd: EtcdThread, epoch: int, fenced: list[str] | None = None, key: bytes | None = None
+) -> EtcdRegistry:
     return EtcdRegistry(
         etcd.client.target,
         etcd.client,
@@ -68,6 +70,7 @@ def registry(etcd: EtcdThread, epoch: int, fenced: list[str] | None = None) -> E
         epoch,
         2.0,
         on_fenced=None if fenced is None else fenced.append,
+        key=key,
     )
 
 
@@ -192,3 +195,50 @@ def test_a_schema_2_registry_loads_unchanged_and_its_meta_is_upgraded(
     third = registry(etcd, take_leadership(etcd, b"three"))
     third.load(work_dir(tmp_path, "m3"))
     assert third.quotas == {"eng": QUOTA}
+
+
+def test_signed_rows_load_and_rows_forged_in_etcd_do_not(
+    etcd: EtcdThread, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 23, finding 2: with ``--registry-key`` every row carries a signature; a row
+    written into etcd by anyone else (no signature, a wrong one, a signed value moved to
+    another key) is not loaded, and a master with another key refuses the registry."""
+    key = b"k" * 32
+    first = registry(etcd, take_leadership(etcd, b"one"), key=key)
+    first.load(work_dir(tmp_path, "m1"))
+    first.admit_agent(AgentEntry("ag-1", SPEC, 100.0, principal="alice"))
+    first.set_weight("role", "analytics", 3.0)
+
+    target = etcd.client.target
+    agent_key = target.key("registry", "agents", "ag-1")
+
+    async def forge() -> None:
+        signed: Any = await etcd.client.call(lambda c: c.get(agent_key))
+        row = json.loads(signed.value)
+        await etcd.client.call(
+            lambda c: c.put(target.key("registry", "agents", "ag-2"), signed.value)
+        )
+        row["principal"] = "mallory"
+        await etcd.client.call(
+            lambda c: c.put(target.key("registry", "agents", "ag-3"), json.dumps(row).encode())
+        )
+        for name, weight in (("ops", {"weight": 50.0}), ("eng", {"weight": 60.0, "mac": "00"})):
+            forged = json.dumps(weight).encode()
+            await etcd.client.call(
+                lambda c, n=name, v=forged: c.put(target.key("registry", "weights", "role", n), v)
+            )
+
+    etcd.run(forge(), 10)
+    second = registry(etcd, take_leadership(etcd, b"two"), key=key)
+    with caplog.at_level("WARNING", logger="fairshare.master"):
+        second.load(work_dir(tmp_path, "m1"))
+    assert set(second.agents) == {"ag-1"} and second.agents["ag-1"].principal == "alice"
+    assert second.role_weights == {"analytics": 3.0}
+    quarantined = [
+        r.getMessage() for r in caplog.records if "registry.row.quarantined" in r.getMessage()
+    ]
+    assert len(quarantined) == 4, quarantined
+
+    other = registry(etcd, take_leadership(etcd, b"three"), key=b"x" * 32)
+    with pytest.raises(RegistryError, match="meta row has no valid signature"):
+        other.load(work_dir(tmp_path, "m1"))

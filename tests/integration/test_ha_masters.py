@@ -1,5 +1,6 @@
 """HA masters on etcd (issue 12, docs/architecture.md §5),
-with real processes: a real etcd on loopback,
+with real processes: a real etcd on loopback (secured as docs/security.md says: TLS, client
+certificates, an etcd user, signed registry rows),
 three real masters, agents and frameworks that take the list of masters.
 
 - one master leads; the followers serve health and refuse every other call UNAVAILABLE with the
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import grpc
 from daemons import ROOT, Daemon, daemon_env, start_agent, wait_for
+from etcd_server import SecuredEtcd
 from fairshare.masters import LEADER_METADATA
 from faults import (
     FrameworkProcess,
@@ -35,7 +37,7 @@ from faults import (
     resume,
     running_tasks,
 )
-from ha import HAMasters, acted_until, log_time, role
+from ha import HAMasters, acted_until, log_time, role, secured_flags
 from wire_fakes import get_state
 
 SETTLE = 60.0
@@ -95,9 +97,9 @@ def workload(
 
 
 def test_one_leader_followers_redirect_and_status_names_the_leader(
-    etcd_url: str, tmp_path: Path
+    secured_etcd: SecuredEtcd, tmp_path: Path
 ) -> None:
-    ha = HAMasters(tmp_path, etcd_url)
+    ha = HAMasters(tmp_path, secured_etcd.url(), flags=secured_flags(secured_etcd, tmp_path))
     leader = ha.leader()
     followers = [m for m in ha.masters if m is not leader]
     assert [role(m) for m in followers] == ["follower", "follower"]
@@ -131,9 +133,9 @@ def test_one_leader_followers_redirect_and_status_names_the_leader(
 
 
 def test_kill_9_of_the_leader_another_takes_over_and_keeps_every_task(
-    etcd_url: str, tmp_path: Path
+    secured_etcd: SecuredEtcd, tmp_path: Path
 ) -> None:
-    ha = HAMasters(tmp_path, etcd_url)
+    ha = HAMasters(tmp_path, secured_etcd.url(), flags=secured_flags(secured_etcd, tmp_path))
     _, frameworks, before = workload(ha, tmp_path)
     old = ha.leader()
     old_state = cluster_state(old.address)
@@ -161,8 +163,10 @@ def test_kill_9_of_the_leader_another_takes_over_and_keeps_every_task(
     wait_for(lambda: role(back) == "follower", 15, "the old leader back as a follower")
 
 
-def test_paused_leader_stops_leading_before_another_starts(etcd_url: str, tmp_path: Path) -> None:
-    ha = HAMasters(tmp_path, etcd_url)
+def test_paused_leader_stops_leading_before_another_starts(
+    secured_etcd: SecuredEtcd, tmp_path: Path
+) -> None:
+    ha = HAMasters(tmp_path, secured_etcd.url(), flags=secured_flags(secured_etcd, tmp_path))
     agents, frameworks, before = workload(ha, tmp_path)
     old = ha.leader()
     pause(old)

@@ -100,14 +100,18 @@ def test_absurd_subscriptions_are_invalid(
 def test_an_agent_bigger_than_any_machine_is_refused(channel: grpc.Channel) -> None:
     """4*10^15 cpus (near the largest quantity the wire carries) would shrink every
     framework's cpu share to nothing: INVALID_ARGUMENT naming the resource and the flag, nothing
-    registered. The largest machines, and resources the cap does not name, are admitted."""
+    registered. The largest machines are admitted; a resource the cap does not name is capped
+    by its ``*`` entry (issue 23: a million of it)."""
     with pytest.raises(grpc.RpcError) as caught:
         FakeAgent(channel, "cpus:4000000000000000;mem:64")
     assert caught.value.code() == Code.INVALID_ARGUMENT  # type: ignore[attr-defined]
     details = caught.value.details()  # type: ignore[attr-defined]
     assert "cpus" in details and "--max-agent-resources" in details, details
     assert not get_state(channel).agents
-    FakeAgent(channel, "cpus:1920;mem:33554432;widgets:1000000000000")
+    with pytest.raises(grpc.RpcError) as caught:
+        FakeAgent(channel, "cpus:1920;mem:33554432;widgets:1000000000000")
+    assert "--max-agent-resources *:1000000" in caught.value.details()  # type: ignore[attr-defined]
+    FakeAgent(channel, "cpus:1920;mem:33554432;widgets:1000000")
     assert len(get_state(channel).agents) == 1
 
 

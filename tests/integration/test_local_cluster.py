@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from daemons import ROOT, STARTED, daemon_env, fairshare_status, wait_for
+from fairshare.etcd import refused_at_start
+from fairshare.etcd_security import EtcdSecurity
+from fairshare.master_target import EtcdTarget
 
 
 def _up(work_dir: Path, *flags: str) -> subprocess.Popen[str]:
@@ -97,6 +100,7 @@ def test_up_with_three_masters_runs_etcd_and_ha_masters(tmp_path: Path) -> None:
             "two agents registered with the leader",
         )
         assert status["leader"]["address"] in masters.split(",")
+        _check_etcd_secured(tmp_path / "master-1" / "master.log")
         up.send_signal(signal.SIGTERM)
         output, _ = up.communicate(timeout=60)
     finally:
@@ -110,6 +114,22 @@ def test_up_with_three_masters_runs_etcd_and_ha_masters(tmp_path: Path) -> None:
     assert up.returncode == 0, output
     assert "fairshare up: 3 HA masters at" in output
     assert not [f for f in addr_files if f.exists()]
+
+
+def _check_etcd_secured(master_log: Path) -> None:
+    """Issue 23, finding 2: the etcd of ``up --masters 3`` serves TLS with client certificates
+    and authentication, and the masters sign the registry's rows."""
+    log = master_log.read_text()
+    assert "registry_rows=signed" in log
+    assert 'etcd="tls=on cert=on user=fairshare-master"' in log
+    url = re.search(r"election\.started etcd=(\S+)", log)
+    assert url is not None, log[-2000:]
+    target = EtcdTarget.parse(url.group(1))
+    tls = master_log.parent.parent / "tls"
+    ca = tls / "ca.pem"
+    for security in (EtcdSecurity(), EtcdSecurity(ca=ca)):  # no certificate: nothing read
+        refused = refused_at_start(target, security)
+        assert refused is not None and "refused this process" in refused, security
 
 
 def _pid_of(*words: str) -> int:

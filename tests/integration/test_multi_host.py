@@ -1,9 +1,10 @@
 """A cluster across hosts (issue 12, docs/architecture.md §5):
 real processes in Linux network namespaces
 the test builds itself (``netns.Sandbox``: a private bridge, addresses only inside it) - an etcd
-cluster of three members, three HA masters, two agents, a framework and an observer, each in
-its own namespace - and faults injected there, one after the other, each followed by a bounded
-wait until the workload is whole again:
+cluster of three members (TLS with client certificates and users, as docs/security.md sets it
+up; the masters' registry rows signed), three HA masters, two agents, a framework and an
+observer, each in its own namespace - and faults injected there, one after the other, each
+followed by a bounded wait until the workload is whole again:
 
 1. kill -9 of the leader: another master leads, every task runs on, nothing is launched again;
 2. SIGSTOP of the leader: another leads; woken, the old one is a follower;
@@ -21,6 +22,7 @@ every process are removed even when the test fails.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -31,7 +33,7 @@ import daemons
 import netns
 import pytest
 from daemons import ROOT, Daemon, daemon_env, wait_for
-from etcd_server import EtcdMember, start_cluster
+from etcd_server import EtcdMember, SecuredEtcd
 from faults import FrameworkProcess, pause, resume
 from ha import acted_until, log_time
 
@@ -52,14 +54,17 @@ class Cluster:
         for name in ("e0", "e1", "e2", "m0", "m1", "m2", "a0", "a1", "fw", "obs"):
             sandbox.host(name)
         hosts = sandbox.hosts
-        self.etcd: list[EtcdMember] = start_cluster(
+        secured = SecuredEtcd(  # TLS with client certificates, users: docs/security.md
             directory / "etcd",
             [hosts[f"e{i}"] for i in range(3)],
             wraps=[sandbox.wrap(f"e{i}") for i in range(3)],
             ports=[ETCD_PORTS] * 3,
         )
-        endpoints = ",".join(f"{hosts[f'e{i}']}:{ETCD_PORTS[0]}" for i in range(3))
-        self.registry = f"etcd://{endpoints}/multi-host"
+        self.etcd: list[EtcdMember] = secured.members
+        key = directory / "registry.key"
+        key.write_text(os.urandom(32).hex() + "\n", encoding="ascii")
+        self.etcd_flags = (*secured.flags("fairshare-master"), "--registry-key", str(key))
+        self.registry = secured.url("multi-host")
         self.masters = {f"m{i}": self.start_master(f"m{i}") for i in range(3)}
         self.addresses = ",".join(f"{hosts[m]}:{MASTER_PORT}" for m in self.masters)
         self.http = ",".join(f"{hosts[m]}:{HTTP_PORT}" for m in self.masters)
@@ -73,6 +78,7 @@ class Cluster:
         argv += ["--metrics-port", str(HTTP_PORT), "--work-dir", str(self.directory / name)]
         argv += ["--registry", self.registry, "--election-ttl", "2s", "--agent-timeout", "5s"]
         argv += [*daemons.DEFAULT_MASTER_FLAGS, "--reregistration-timeout", "30s"]
+        argv += self.etcd_flags
         (self.directory / name / "master.addr").unlink(missing_ok=True)
         master = Daemon("master", argv, self.directory / name, "master.addr", None,
                         self.sandbox.wrap(name))  # fmt: skip

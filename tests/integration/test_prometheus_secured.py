@@ -27,7 +27,8 @@ def test_the_acl_example_the_systemd_settings_name_is_there_and_loads() -> None:
     settings = (DEPLOY / "systemd" / "fairshare.toml").read_text()
     assert 'acls = "/etc/fairshare/acls.toml"' in settings and "an example sits beside" in settings
     acl = Acl.load(ACLS)
-    assert acl.decide("view_state", "prometheus").allowed
+    scraper = acl.decide("view_state", "prometheus")
+    assert scraper.allowed and scraper.rule.level == "full"  # /metrics needs the full view
     assert acl.decide("register_agents", "agent-1").allowed
     assert not acl.decide("register_agents", "batch").allowed
     assert acl.decide("register_frameworks", "batch", "batch/nightly").allowed

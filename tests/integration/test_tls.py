@@ -11,6 +11,7 @@ import ssl
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -256,3 +257,35 @@ def test_the_sdk_reads_the_tls_variables_and_names_a_tls_mistake_at_once(
     monkeypatch.setenv("FAIRSHARE_TLS_CERT", str(cert))
     monkeypatch.setenv("FAIRSHARE_TLS_KEY", str(key))
     assert asyncio.run(subscribe()).startswith("fw-")
+
+
+def test_a_client_certificate_cannot_pose_as_a_master_or_an_agent(tmp_path: Path, pki: Pki) -> None:
+    """Issue 23, item 6: every certificate ``up --tls`` minted carried serverAuth and named
+    localhost, so any principal could serve as a master or an agent to the others. A client's
+    certificate now carries clientAuth only: a server presenting it is refused by every client,
+    while a daemon's certificate (serverAuth, naming the host) serves and a client's still
+    identifies its principal to the real master."""
+    impostor_work = tmp_path / "impostor"
+    cert, key = pki.files("batch")  # a principal's client certificate
+    argv = ["--port", "0", "--metrics-port", "0", "--work-dir", str(impostor_work),
+            "--tls-cert", str(cert), "--tls-key", str(key)]  # fmt: skip
+    impostor = Daemon("master", argv, impostor_work, "master.addr")
+    try:
+        impostor.wait_ready()
+        done = fairshare_cli("status", "--master", impostor.address, "--json",
+                             *pki.flags("operator"))  # fmt: skip
+        assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+        with pytest.raises(grpc.RpcError) as refused:
+            get_state(impostor.address, pki.security("operator"))
+        assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+        # its HTTP port too: a TLS client checking the purpose refuses the handshake
+        context = ssl.create_default_context(cafile=str(pki.ca.cert))
+        with pytest.raises(urllib.error.URLError) as https:
+            urllib.request.urlopen(f"https://{impostor.metrics_address}/health", context=context)
+        assert "certificate" in str(https.value.reason).lower()
+    finally:
+        impostor.kill()
+    master = start_secure_master(tmp_path / "master", pki)  # a daemon's certificate serves
+    state = get_state(master.address, pki.security("batch"))  # and batch's is still a client's
+    assert state.master_id
+    assert master.stop() == 0

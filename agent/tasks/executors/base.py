@@ -21,7 +21,7 @@ from typing import Protocol
 from fairshare.command import ResourceUsage
 from fairshare.task_states import TaskState
 
-from agent.core.records import CommandTask, CommandUsage, Reason, TaskKey
+from agent.core.records import CommandTask, CommandUsage, TaskKey, TaskReason
 
 __all__ = ["CommandRunner", "Executor", "Report", "TaskEvent"]
 
@@ -36,7 +36,7 @@ class TaskEvent:
 
     key: TaskKey
     state: TaskState
-    reason: Reason = Reason.UNSPECIFIED
+    reason: TaskReason = TaskReason.UNSPECIFIED
     message: str = ""
     exit_code: int | None = None
     timestamp: float | None = None
@@ -53,7 +53,7 @@ class Executor(Protocol):
     def kill(
         self,
         key: TaskKey,
-        reason: Reason = Reason.UNSPECIFIED,
+        reason: TaskReason = TaskReason.UNSPECIFIED,
         *,
         silent: bool = False,
         grace: float | None = None,
@@ -62,7 +62,7 @@ class Executor(Protocol):
         ``grace`` replaces the task's kill grace period (command tasks; None: the task's own)."""
         ...
 
-    def kill_all(self, reason: Reason = Reason.UNSPECIFIED, *, silent: bool = False) -> int:
+    def kill_all(self, reason: TaskReason = TaskReason.UNSPECIFIED, *, silent: bool = False) -> int:
         """Kill every run; returns how many were running."""
         ...
 

@@ -54,7 +54,7 @@ from typing import Any, Final
 
 from fairshare.task_states import TaskState
 
-from agent.core.records import CommandTask, CommandUsage, Reason, TaskKey
+from agent.core.records import CommandTask, CommandUsage, TaskKey, TaskReason
 from agent.tasks.executors import supervisor as records
 from agent.tasks.executors.base import Report, TaskEvent
 from agent.tasks.executors.outcome import UsageTally, exit_event, live_usage
@@ -106,7 +106,7 @@ class _Run:
     task_pid: int | None = None  # the task's main process, once it runs
     limits: TaskLimits = field(default_factory=TaskLimits)
     kill_requested: bool = False
-    kill_reason: Reason = Reason.UNSPECIFIED
+    kill_reason: TaskReason = TaskReason.UNSPECIFIED
     silent: bool = False
 
 
@@ -130,7 +130,7 @@ class CommandExecutor:
         loop = asyncio.get_running_loop()
         if key in self._runs:
             message = "an earlier run of this task id is still ending on this agent"
-            event = TaskEvent(key, TaskState.FAILED, Reason.LAUNCH_FAILED, message)
+            event = TaskEvent(key, TaskState.FAILED, TaskReason.LAUNCH_FAILED, message)
             loop.call_soon(self._report, event)
             return
         run = self._new_run(key, task)
@@ -144,7 +144,7 @@ class CommandExecutor:
     def kill(
         self,
         key: TaskKey,
-        reason: Reason = Reason.UNSPECIFIED,
+        reason: TaskReason = TaskReason.UNSPECIFIED,
         *,
         silent: bool = False,
         grace: float | None = None,
@@ -171,7 +171,7 @@ class CommandExecutor:
         self._signal(run)  # (a reattach not done yet signals when it has found the supervisor)
         return True
 
-    def kill_all(self, reason: Reason = Reason.UNSPECIFIED, *, silent: bool = False) -> int:
+    def kill_all(self, reason: TaskReason = TaskReason.UNSPECIFIED, *, silent: bool = False) -> int:
         """Kill every run; returns how many there were."""
         keys = list(self._runs)
         for key in keys:
@@ -229,12 +229,14 @@ class CommandExecutor:
         try:
             spec = self._prepare(run)
         except _Refused as error:
-            self._end(run, TaskEvent(run.key, TaskState.ERROR, Reason.COMMAND_INVALID, str(error)))
+            self._end(
+                run, TaskEvent(run.key, TaskState.ERROR, TaskReason.COMMAND_INVALID, str(error))
+            )
             return
         except OSError as error:
             self.config.isolation.release(run.limits)
             message = f"cannot prepare the task: {error}"
-            self._end(run, TaskEvent(run.key, TaskState.FAILED, Reason.LAUNCH_FAILED, message))
+            self._end(run, TaskEvent(run.key, TaskState.FAILED, TaskReason.LAUNCH_FAILED, message))
             return
         self._report(TaskEvent(run.key, TaskState.STARTING))
         try:
@@ -243,7 +245,7 @@ class CommandExecutor:
             self.config.isolation.release(run.limits)
             self._unwatch(run)
             message = f"cannot start the task's supervisor: {error}"
-            self._end(run, TaskEvent(run.key, TaskState.FAILED, Reason.LAUNCH_FAILED, message))
+            self._end(run, TaskEvent(run.key, TaskState.FAILED, TaskReason.LAUNCH_FAILED, message))
 
     def _prepare(self, run: _Run) -> dict[str, Any]:
         """Check the user and the sandbox, create the limits; the launch record."""
@@ -420,20 +422,20 @@ class CommandExecutor:
                 self._killed_before_start(run)
                 return
             message = "the task's supervisor ended before starting it" + self._log_tail(run)
-            event = TaskEvent(key, TaskState.FAILED, Reason.EXECUTOR_TERMINATED, message)
+            event = TaskEvent(key, TaskState.FAILED, TaskReason.EXECUTOR_TERMINATED, message)
             self._end(run, event)
             return
         if outcome is None or record is None:
             self._clean_leftovers(run)
             message = "the task's supervisor ended without recording how the task ended"
-            event = TaskEvent(key, TaskState.FAILED, Reason.EXECUTOR_TERMINATED, message)
+            event = TaskEvent(key, TaskState.FAILED, TaskReason.EXECUTOR_TERMINATED, message)
             self._end(run, event)
             return
         if outcome == "launch_failed":
             message = str(record.get("error", "the task could not be started"))
             self._end(
                 run,
-                TaskEvent(key, TaskState.FAILED, Reason.LAUNCH_FAILED, message, timestamp=when),
+                TaskEvent(key, TaskState.FAILED, TaskReason.LAUNCH_FAILED, message, timestamp=when),
             )
             return
         event = exit_event(key, run.task, run.sandbox, record, self._kill_reason(run))
@@ -452,13 +454,13 @@ class CommandExecutor:
         return f": {text}" if text else ""
 
     @staticmethod
-    def _kill_reason(run: _Run) -> Reason | None:
+    def _kill_reason(run: _Run) -> TaskReason | None:
         return run.kill_reason if run.kill_requested else None
 
     def _killed_before_start(self, run: _Run) -> None:
         reason = run.kill_reason
-        if reason == Reason.UNSPECIFIED:
-            reason = Reason.TASK_KILLED_DURING_LAUNCH
+        if reason == TaskReason.UNSPECIFIED:
+            reason = TaskReason.TASK_KILLED_DURING_LAUNCH
         self._end(run, TaskEvent(run.key, TaskState.KILLED, reason, "killed before it started"))
 
     def _end(self, run: _Run, event: TaskEvent) -> None:

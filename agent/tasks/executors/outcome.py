@@ -26,7 +26,7 @@ from typing import Any
 from fairshare.command import ResourceUsage
 from fairshare.task_states import TaskState
 
-from agent.core.records import MEMORY_PEAK_BUCKETS, CommandTask, Reason, TaskKey
+from agent.core.records import MEMORY_PEAK_BUCKETS, CommandTask, TaskKey, TaskReason
 from agent.tasks.executors.base import TaskEvent
 from agent.tasks.isolation import cgroups
 from agent.tasks.isolation.modes import TaskLimits
@@ -53,7 +53,7 @@ def exit_event(
     task: CommandTask,
     sandbox: Path,
     record: dict[str, Any],
-    kill: Reason | None,
+    kill: TaskReason | None,
 ) -> TaskEvent:
     """The terminal event of an ``exited`` record; ``kill``: the reason of a kill the agent
     asked for (None: none was)."""
@@ -63,24 +63,24 @@ def exit_event(
     code, signum = record.get("exit_code"), record.get("signal")
 
     def event(
-        state: TaskState, reason: Reason, message: str, exit_code: int | None = None
+        state: TaskState, reason: TaskReason, message: str, exit_code: int | None = None
     ) -> TaskEvent:
         return TaskEvent(key, state, reason, message, exit_code, timestamp=when, usage=usage)
 
     if record.get("killed"):
         how = "SIGKILL after the grace period" if record.get("hard_killed") else "SIGTERM"
-        return event(TaskState.KILLED, kill or Reason.UNSPECIFIED, f"killed ({how})")
+        return event(TaskState.KILLED, kill or TaskReason.UNSPECIFIED, f"killed ({how})")
     if record.get("oom"):
         limit = task.resources.millis("mem") // 1000
         message = f"out of memory: the task needed more than its mem ({limit} MiB) and was killed"
-        return event(TaskState.FAILED, Reason.MEMORY_LIMIT, message)
+        return event(TaskState.FAILED, TaskReason.MEMORY_LIMIT, message)
     if code == 0:
-        return event(TaskState.FINISHED, Reason.UNSPECIFIED, "exited 0", 0)
+        return event(TaskState.FINISHED, TaskReason.UNSPECIFIED, "exited 0", 0)
     tail = read_tail(sandbox, "stderr")
     stderr = f"; stderr:\n{tail}" if tail else ""
     if isinstance(code, int):
-        return event(TaskState.FAILED, Reason.COMMAND_FAILED, f"exited {code}{stderr}", code)
-    reason = Reason.EXECUTOR_TERMINATED
+        return event(TaskState.FAILED, TaskReason.COMMAND_FAILED, f"exited {code}{stderr}", code)
+    reason = TaskReason.EXECUTOR_TERMINATED
     return event(TaskState.FAILED, reason, f"killed by signal {_signal_name(signum)}{stderr}")
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from fairshare.task_states import TaskState
 
-from agent.core.records import PlaceholderSpec, Reason, TaskKey
+from agent.core.records import PlaceholderSpec, TaskKey, TaskReason
 from agent.tasks.executors.base import Report, TaskEvent
 
 __all__ = ["PlaceholderExecutor"]
@@ -41,7 +41,7 @@ class _Run:
     running: bool = False
     resumed: bool = False
     silent: bool = False
-    kill_reason: Reason = Reason.UNSPECIFIED
+    kill_reason: TaskReason = TaskReason.UNSPECIFIED
 
 
 class PlaceholderExecutor:
@@ -68,7 +68,7 @@ class PlaceholderExecutor:
     def kill(
         self,
         key: TaskKey,
-        reason: Reason = Reason.UNSPECIFIED,
+        reason: TaskReason = TaskReason.UNSPECIFIED,
         *,
         silent: bool = False,
         grace: float | None = None,
@@ -83,7 +83,7 @@ class PlaceholderExecutor:
         run.task.cancel()
         return True
 
-    def kill_all(self, reason: Reason = Reason.UNSPECIFIED, *, silent: bool = False) -> int:
+    def kill_all(self, reason: TaskReason = TaskReason.UNSPECIFIED, *, silent: bool = False) -> int:
         """Kill every run; returns how many were running."""
         keys = list(self._runs)
         for key in keys:
@@ -123,7 +123,7 @@ class PlaceholderExecutor:
             self._emit(run, TaskEvent(run.key, finished, message="exited 0", exit_code=0))
         else:
             code = spec.exit_code
-            failed, reason = TaskState.FAILED, Reason.COMMAND_FAILED
+            failed, reason = TaskState.FAILED, TaskReason.COMMAND_FAILED
             self._emit(run, TaskEvent(run.key, failed, reason, f"exited {code}", exit_code=code))
 
     async def _start(self, run: _Run) -> bool:
@@ -133,7 +133,7 @@ class PlaceholderExecutor:
         if spec.fail_on_start:
             self._release(run)
             failed = TaskState.FAILED
-            reason = Reason.EXECUTOR_TERMINATED
+            reason = TaskReason.EXECUTOR_TERMINATED
             self._emit(run, TaskEvent(run.key, failed, reason, "failed on start (fail_on_start)"))
             return False
         if spec.startup_delay > 0:
@@ -161,10 +161,10 @@ class PlaceholderExecutor:
             return
         if task.cancelled():
             reason = run.kill_reason
-            if not run.running and reason == Reason.UNSPECIFIED:
-                reason = Reason.TASK_KILLED_DURING_LAUNCH
+            if not run.running and reason == TaskReason.UNSPECIFIED:
+                reason = TaskReason.TASK_KILLED_DURING_LAUNCH
             self._report(TaskEvent(run.key, TaskState.KILLED, reason, "killed"))
         elif task.exception() is not None:
             message = f"placeholder task crashed: {task.exception()!r}"
-            failed, reason = TaskState.FAILED, Reason.EXECUTOR_TERMINATED
+            failed, reason = TaskState.FAILED, TaskReason.EXECUTOR_TERMINATED
             self._report(TaskEvent(run.key, failed, reason, message))

@@ -16,7 +16,7 @@ import asyncio
 
 from fairshare.task_states import TaskState
 
-from agent.core.records import CommandTask, LaunchSpec, Reason, TaskKey
+from agent.core.records import CommandTask, LaunchSpec, TaskKey, TaskReason
 from agent.tasks.executors.base import CommandRunner, Executor, Report, TaskEvent
 from agent.tasks.executors.placeholder import PlaceholderExecutor
 
@@ -42,7 +42,7 @@ class TaskExecutors:
                 self.command.launch(key, spec)
                 return
             message = "this agent does not run command tasks"
-            event = TaskEvent(key, TaskState.ERROR, Reason.COMMAND_INVALID, message)
+            event = TaskEvent(key, TaskState.ERROR, TaskReason.COMMAND_INVALID, message)
             asyncio.get_running_loop().call_soon(self._report, event)
             return
         self.placeholder.launch(key, spec, resume=resume)
@@ -51,7 +51,7 @@ class TaskExecutors:
         """A recovered command task: its executor finds its process again (or its end)."""
         if self.command is None:
             message = "the agent restarted and runs no command tasks any more"
-            event = TaskEvent(key, TaskState.LOST, Reason.AGENT_RESTARTED, message)
+            event = TaskEvent(key, TaskState.LOST, TaskReason.AGENT_RESTARTED, message)
             asyncio.get_running_loop().call_soon(self._report, event)
             return
         self.command.reattach(key, task, state)
@@ -59,7 +59,7 @@ class TaskExecutors:
     def kill(
         self,
         key: TaskKey,
-        reason: Reason = Reason.UNSPECIFIED,
+        reason: TaskReason = TaskReason.UNSPECIFIED,
         *,
         silent: bool = False,
         grace: float | None = None,
@@ -67,7 +67,7 @@ class TaskExecutors:
         """Kill the task in whichever executor runs it; False if none does."""
         return any(executor.kill(key, reason, silent=silent, grace=grace) for executor in self._all)
 
-    def kill_all(self, reason: Reason = Reason.UNSPECIFIED, *, silent: bool = False) -> int:
+    def kill_all(self, reason: TaskReason = TaskReason.UNSPECIFIED, *, silent: bool = False) -> int:
         """Kill every run of every executor; returns how many were running."""
         return sum(executor.kill_all(reason, silent=silent) for executor in self._all)
 

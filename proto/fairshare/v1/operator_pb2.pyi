@@ -423,6 +423,7 @@ class GetStateResponse(_message.Message):
     LEADER_FIELD_NUMBER: _builtins.int
     ROLES_FIELD_NUMBER: _builtins.int
     HIERARCHY_FIELD_NUMBER: _builtins.int
+    TRIMMED_FIELD_NUMBER: _builtins.int
     master_id: _builtins.str
     """Id of this master instance (changes at every master start)."""
     version: _builtins.str
@@ -482,6 +483,16 @@ class GetStateResponse(_message.Message):
         every role that holds a framework (connected or disconnected) and every ancestor of one.
         """
 
+    @_builtins.property
+    def trimmed(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """What was left out so the answer fits the message limit (16 MiB); empty when nothing was.
+        The master leaves out, in this order, only as much as it must: "task details" (every
+        task's labels, command (process) and status message), "agent attributes", then the tail
+        of each list (kept in id order): "tasks", "offers", "agents", "roles", "frameworks", each
+        entry saying how many were left out ("tasks: 120 of 4000 left out"). Figures (totals,
+        shares, task counts) are never left out.
+        """
+
     def __init__(
         self,
         *,
@@ -501,10 +512,11 @@ class GetStateResponse(_message.Message):
         leader: Global___Leader | None = ...,
         roles: _abc.Iterable[Global___GetStateResponse.Role] | None = ...,
         hierarchy: _builtins.str = ...,
+        trimmed: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["free", b"free", "leader", b"leader", "offered", b"offered", "started_at", b"started_at", "total", b"total", "used", b"used"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agents", b"agents", "frameworks", b"frameworks", "free", b"free", "hierarchy", b"hierarchy", "leader", b"leader", "master_id", b"master_id", "offered", b"offered", "offers", b"offers", "placement", b"placement", "policy", b"policy", "roles", b"roles", "started_at", b"started_at", "tasks", b"tasks", "total", b"total", "used", b"used", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agents", b"agents", "frameworks", b"frameworks", "free", b"free", "hierarchy", b"hierarchy", "leader", b"leader", "master_id", b"master_id", "offered", b"offered", "offers", b"offers", "placement", b"placement", "policy", b"policy", "roles", b"roles", "started_at", b"started_at", "tasks", b"tasks", "total", b"total", "trimmed", b"trimmed", "used", b"used", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

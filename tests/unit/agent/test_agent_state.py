@@ -12,7 +12,7 @@ from itertools import count, pairwise
 import pytest
 from fairshare.command import Command
 from fairshare.resources import ResourceError, ResourceVector
-from fairshare.task_states import TaskState
+from fairshare.task_states import TaskReason, TaskState
 from fairshare.v1 import common_pb2
 from fairshare.wire import resources_from_pb, resources_to_pb, task_state_from_pb
 from google.protobuf import duration_pb2
@@ -177,7 +177,7 @@ def test_launch_that_does_not_fit_is_answered_with_error() -> None:
     assert [key for key, _ in result.rejected] == [(FW, "b")]
     assert "do not fit" in result.rejected[0][1]
     (error,) = state.pending((FW, "b"))
-    assert (error.state, error.reason) == (ERROR, TS.REASON_TASK_INVALID)
+    assert (error.state, error.reason) == (ERROR, TaskReason.TASK_INVALID)
     assert state.used == R("cpus:1;mem:128")  # the rejected task holds nothing
 
 
@@ -249,7 +249,7 @@ def test_a_command_of_a_bad_shape_is_answered_with_error_command_invalid() -> No
     result = state.handle_launch(FW, [task_spec(message)], 0.0, WALL)
     assert result.accepted == () and "working_dir" in result.rejected[0][1]
     (error,) = state.pending((FW, "c"))
-    assert (error.state, error.reason) == (ERROR, TS.REASON_COMMAND_INVALID)
+    assert (error.state, error.reason) == (ERROR, TaskReason.COMMAND_INVALID)
     assert state.used == R("")
 
 
@@ -376,7 +376,7 @@ def test_terminal_state_frees_resources_and_counts() -> None:
     assert state.free == ResourceVector()
     (failed,) = [
         state.handle_task_status(
-            key, FAILED, 0.0, WALL, reason=TS.REASON_COMMAND_FAILED, exit_code=3
+            key, FAILED, 0.0, WALL, reason=TaskReason.COMMAND_FAILED, exit_code=3
         )
     ]
     assert failed is not None and failed.exit_code == 3

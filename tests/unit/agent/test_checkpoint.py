@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from fairshare.command import ResourceUsage
 from fairshare.resources import ResourceVector
-from fairshare.task_states import TaskState
+from fairshare.task_states import TaskReason, TaskState
 from fairshare.v1 import common_pb2
 from fairshare.wire import resources_to_pb
 
@@ -107,7 +107,7 @@ def busy_state() -> AgentState:
         state.handle_task_status(key, RUNNING, 2.0, WALL + 2.5)
     state.handle_kill(FW, "kill", 3.0, WALL + 3)
     state.handle_task_status(
-        (OTHER_FW, "done"), FAILED, 4.0, WALL + 3.5, reason=TS.REASON_COMMAND_FAILED,
+        (OTHER_FW, "done"), FAILED, 4.0, WALL + 3.5, reason=TaskReason.COMMAND_FAILED,
         message="exited 3", exit_code=3, usage=USAGE,
     )  # fmt: skip
     state.handle_kill(FW, "ghost", 5.0, WALL + 4)  # DROPPED: an update without a task
@@ -140,7 +140,7 @@ def test_round_trip_keeps_every_task_update_uuid_and_running_time(tmp_path: Path
     done = [u for u in loaded.updates if u.key == (OTHER_FW, "done")]
     assert [u.state for u in done] == [STARTING, RUNNING, FAILED]
     assert (done[-1].exit_code, done[-1].reason, done[-1].message) == (
-        3, TS.REASON_COMMAND_FAILED, "exited 3"
+        3, TaskReason.COMMAND_FAILED, "exited 3"
     )  # fmt: skip
     assert done[-1].usage == USAGE and done[0].usage is None
     assert next(t for t in loaded.tasks if t.key == (OTHER_FW, "done")).latest == done[-1]

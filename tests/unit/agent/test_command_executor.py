@@ -23,7 +23,7 @@ from typing import Any, Final
 
 import pytest
 from command_harness import FW, Harness, cgroup_isolation, task
-from fairshare.task_states import TaskState
+from fairshare.task_states import TaskReason, TaskState
 from fairshare.v1 import common_pb2
 
 from agent.tasks.executors.supervisor import EXIT_FILE, SUPERVISOR_FILE, read_json
@@ -102,7 +102,7 @@ def test_exit_3_fails_with_the_code_and_the_end_of_stderr(
         key = h.launch("three", task(shell=script))
         end = await h.ended(key)
         assert h.states(key) == [STARTING, RUNNING, FAILED]
-        assert (end.reason, end.exit_code) == (TS.REASON_COMMAND_FAILED, 3)
+        assert (end.reason, end.exit_code) == (TaskReason.COMMAND_FAILED, 3)
         assert end.message == "exited 3; stderr:\nline3\nline4\nline5\nline6\nline7"
 
     run(work_dir, with_cgroups, body)
@@ -121,7 +121,7 @@ def test_a_killed_sleep_is_killed_within_grace_plus_1s(
             assert time.monotonic() < deadline
             await asyncio.sleep(0.01)
         killed_at = time.monotonic()
-        assert h.executor.kill(key, TS.REASON_FRAMEWORK_REMOVED)
+        assert h.executor.kill(key, TaskReason.FRAMEWORK_REMOVED)
         assert h.executor.running() == [key]  # until its processes are gone
         end = await h.ended(key)
         took = time.monotonic() - killed_at
@@ -131,7 +131,11 @@ def test_a_killed_sleep_is_killed_within_grace_plus_1s(
             assert end.message == "killed (SIGKILL after the grace period)", h.events
         else:
             assert end.message == "killed (SIGTERM)", h.events
-        assert (end.state, end.reason, end.exit_code) == (KILLED, TS.REASON_FRAMEWORK_REMOVED, None)
+        assert (end.state, end.reason, end.exit_code) == (
+            KILLED,
+            TaskReason.FRAMEWORK_REMOVED,
+            None,
+        )
         assert h.states(key) == [STARTING, RUNNING, KILLED], h.events
 
     run(work_dir, with_cgroups, body)
@@ -151,12 +155,12 @@ def test_a_kill_with_its_own_grace_period_replaces_the_tasks(
             assert time.monotonic() < deadline
             await asyncio.sleep(0.01)
         killed_at = time.monotonic()
-        assert h.executor.kill(key, TS.REASON_PREEMPTED, grace=0.2)
+        assert h.executor.kill(key, TaskReason.PREEMPTED, grace=0.2)
         end = await h.ended(key)
         took = time.monotonic() - killed_at
         assert took < GRACE * 0.9, f"KILLED {took:.3f}s after the kill: {h.events}"
         assert end.message == "killed (SIGKILL after the grace period)", h.events
-        assert (end.state, end.reason) == (KILLED, TS.REASON_PREEMPTED)
+        assert (end.state, end.reason) == (KILLED, TaskReason.PREEMPTED)
 
     run(work_dir, with_cgroups, body)
 
@@ -166,7 +170,7 @@ def test_a_kill_before_the_start_starts_nothing(work_dir: Path, with_cgroups: Is
         key = h.launch("never", task(argv=["sleep", "1000"]))
         assert h.executor.kill(key)
         end = await h.ended(key)
-        assert h.states(key) == [KILLED] and end.reason == TS.REASON_TASK_KILLED_DURING_LAUNCH
+        assert h.states(key) == [KILLED] and end.reason == TaskReason.TASK_KILLED_DURING_LAUNCH
         assert not (h.executor.sandboxes.run_dir(key) / SUPERVISOR_FILE).exists()
 
     run(work_dir, with_cgroups, body)
@@ -185,7 +189,7 @@ def test_a_command_that_cannot_start_fails_at_once_saying_why(
                          (denied, f"permission denied: cannot execute {script}")):  # fmt: skip
             end = await h.ended(key)
             assert h.states(key) == [STARTING, FAILED]
-            assert (end.reason, end.message, end.exit_code) == (TS.REASON_LAUNCH_FAILED, why, None)
+            assert (end.reason, end.message, end.exit_code) == (TaskReason.LAUNCH_FAILED, why, None)
 
     run(work_dir, with_cgroups, body)
 
@@ -197,7 +201,7 @@ def test_a_memory_hog_fails_with_memory_limit_and_the_agent_goes_on(
         hog = [sys.executable, "-c", "b = bytearray(512 << 20)"]
         key = h.launch("hog", task("cpus:1;mem:64", argv=hog))
         end = await h.ended(key)
-        assert (end.state, end.reason) == (FAILED, TS.REASON_MEMORY_LIMIT)
+        assert (end.state, end.reason) == (FAILED, TaskReason.MEMORY_LIMIT)
         assert "64 MiB" in end.message
         assert end.usage is not None and end.usage.memory_peak_bytes <= 64 << 20
         after = h.launch("after", task(shell="echo still here"))  # the agent is unaffected
@@ -244,7 +248,7 @@ def test_rlimits_limit_the_address_space_without_cgroups(work_dir: Path) -> None
         hog = [sys.executable, "-c", "b = bytearray(512 << 20)"]
         key = h.launch("hog", task("cpus:1;mem:128", argv=hog))
         end = await h.ended(key)
-        assert (end.state, end.reason, end.exit_code) == (FAILED, TS.REASON_COMMAND_FAILED, 1)
+        assert (end.state, end.reason, end.exit_code) == (FAILED, TaskReason.COMMAND_FAILED, 1)
         assert "MemoryError" in end.message
         assert end.usage is not None and end.usage.cpu_seconds > 0  # the kernel's accounting
 
@@ -281,7 +285,7 @@ def test_a_task_naming_no_user_runs_as_the_task_user_and_root_needs_the_switch(
         assert h.executor.sandboxes.root.stat().st_mode & 0o777 == 0o711  # not listable
         root = h.launch("root", task(shell="id -u > /tmp/should-not-exist", user="root"))
         end = await h.ended(root)
-        assert h.states(root) == [ERROR] and end.reason == TS.REASON_COMMAND_INVALID
+        assert h.states(root) == [ERROR] and end.reason == TaskReason.COMMAND_INVALID
         assert "uid 0 (root)" in end.message and "--allow-root-tasks" in end.message
 
     run(work_dir, with_cgroups, body)
@@ -304,7 +308,7 @@ def test_a_task_user_who_cannot_reach_the_sandboxes_is_refused_saying_where(
     async def body(h: Harness) -> None:
         key = h.launch("t", task(shell="true"))
         end = await h.ended(key)
-        assert h.states(key) == [ERROR] and end.reason == TS.REASON_COMMAND_INVALID
+        assert h.states(key) == [ERROR] and end.reason == TaskReason.COMMAND_INVALID
         assert f"cannot reach this agent's sandboxes: {hidden} has mode 700" in end.message
 
     try:
@@ -330,7 +334,7 @@ def test_escapes_from_the_sandbox_and_unknown_users_are_refused_before_starting(
             key = h.launch(task_id, command)
             end = await h.ended(key)
             assert h.states(key) == [ERROR]  # nothing started: not even STARTING
-            assert end.reason == TS.REASON_COMMAND_INVALID and fragment in end.message
+            assert end.reason == TaskReason.COMMAND_INVALID and fragment in end.message
         h.events.clear()  # a planted stdout link is never followed either
         key = h.launch("reused", task(shell="echo again"))
         end = await h.ended(key)
@@ -351,7 +355,7 @@ def test_a_task_survives_an_agent_restart_and_its_real_exit_code_is_reported_onc
         h.executor.reattach(key, task(shell="sleep 1; exit 7"), RUNNING)
         end = await h.ended(key)
         assert h.states(key) == [FAILED]  # not RUNNING again, the end once
-        assert (end.exit_code, end.reason) == (7, TS.REASON_COMMAND_FAILED)
+        assert (end.exit_code, end.reason) == (7, TaskReason.COMMAND_FAILED)
 
     run(work_dir, with_cgroups, body)
 
@@ -405,7 +409,7 @@ def test_a_killed_supervisor_is_reported_and_its_task_ended(
         h.events.clear()
         h.executor.reattach(key, command, RUNNING)
         end = await h.ended(key)
-        assert (end.state, end.reason) == (FAILED, TS.REASON_EXECUTOR_TERMINATED)
+        assert (end.state, end.reason) == (FAILED, TaskReason.EXECUTOR_TERMINATED)
 
     run(work_dir, with_cgroups, body)
 
@@ -423,7 +427,7 @@ def test_a_relaunch_while_the_silently_killed_run_still_ends_fails_at_once(
         h.events.clear()
         h.launch("again", task(shell="echo fresh"))
         end = await h.ended(key)
-        assert (end.state, end.reason) == (FAILED, TS.REASON_LAUNCH_FAILED)
+        assert (end.state, end.reason) == (FAILED, TaskReason.LAUNCH_FAILED)
         assert "still ending" in end.message
         assert await h.executor.wait_idle(GRACE + 5)  # the old run ends, unreported
         assert h.states(key) == [FAILED]

@@ -168,3 +168,24 @@ def test_host_resources_probe(tmp_path: Path) -> None:
     assert found["mem"] >= 1
     assert found["disk"] >= 1
     assert found.names() == {"cpus", "mem", "disk"}
+
+
+def test_trusting_the_master_and_verifying_clients_are_separate(tmp_path: Path) -> None:
+    """Issue 23, item 6: ``--tls-ca`` (the master's CA) made the agent's ports demand client
+    certificates too; ``--tls-client-ca`` is now the only setting that does."""
+    from fairshare.local_ca import DAEMON, LocalCa
+
+    from agent.config import load_security
+
+    ca = LocalCa.create(tmp_path / "pki")
+    mine = ca.issue("agent-1", DAEMON)
+    tls = {"tls_ca": str(ca.cert), "tls_cert": str(mine.cert), "tls_key": str(mine.key)}
+    trusting = load_security(resolve(args(master="m:1", **tls), {}))
+    assert trusting.master.ca == ca.cert and trusting.server.mode == "tls"
+    assert trusting.server.ca is None and trusting.authenticator.mode == "off"
+    verifying = load_security(resolve(args(master="m:1", tls_client_ca=str(ca.cert), **tls), {}))
+    assert verifying.server.mode == "mutual" and verifying.authenticator.mode == "certificate"
+    with pytest.raises(SettingsError, match="--tls-client-ca"):
+        resolve(args(master="m:1", tls_client_ca=str(ca.cert)), {})  # no --tls-cert
+    with pytest.raises(SettingsError, match="--tls-client-ca or --credentials"):
+        resolve(args(master="m:1", host="0.0.0.0", **tls), {})  # exposed, nobody verified

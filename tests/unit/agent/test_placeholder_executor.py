@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 import pytest
-from fairshare.task_states import TaskState
+from fairshare.task_states import TaskReason, TaskState
 from fairshare.v1 import common_pb2
 
 from agent.core.records import PlaceholderSpec
@@ -85,7 +85,7 @@ def test_nonzero_exit_code_fails_with_command_failed(code: int) -> None:
         await rec.wait_for(lambda: FAILED in rec.states())
         assert rec.states() == [STARTING, RUNNING, FAILED]
         last = rec.events[-1]
-        assert (last.reason, last.exit_code) == (TS.REASON_COMMAND_FAILED, code)
+        assert (last.reason, last.exit_code) == (TaskReason.COMMAND_FAILED, code)
 
     run(body)
 
@@ -95,7 +95,7 @@ def test_fail_on_start_never_runs() -> None:
         executor.launch(KEY, PlaceholderSpec(duration=10.0, fail_on_start=True))
         await rec.wait_for(lambda: FAILED in rec.states())
         assert rec.states() == [STARTING, FAILED]
-        assert rec.events[-1].reason == TS.REASON_EXECUTOR_TERMINATED
+        assert rec.events[-1].reason == TaskReason.EXECUTOR_TERMINATED
         assert rec.events[-1].exit_code is None
 
     run(body)
@@ -109,7 +109,7 @@ def test_startup_delay_keeps_the_task_starting() -> None:
         assert rec.states() == [STARTING]
         assert executor.kill(KEY)
         await rec.wait_for(lambda: KILLED in rec.states())
-        assert rec.events[-1].reason == TS.REASON_TASK_KILLED_DURING_LAUNCH
+        assert rec.events[-1].reason == TaskReason.TASK_KILLED_DURING_LAUNCH
 
     run(body)
 
@@ -119,11 +119,11 @@ def test_task_without_duration_holds_until_killed() -> None:
         executor.launch(KEY, PlaceholderSpec(duration=None))
         await rec.wait_for(lambda: RUNNING in rec.states())
         assert executor.running() == [KEY]
-        assert executor.kill(KEY, TS.REASON_AGENT_SHUTDOWN)
+        assert executor.kill(KEY, TaskReason.AGENT_SHUTDOWN)
         assert executor.running() == []  # the key is free at once
         await rec.wait_for(lambda: KILLED in rec.states())
         assert rec.states() == [STARTING, RUNNING, KILLED]
-        assert rec.events[-1].reason == TS.REASON_AGENT_SHUTDOWN
+        assert rec.events[-1].reason == TaskReason.AGENT_SHUTDOWN
         assert not executor.kill(KEY)  # already gone
 
     run(body)
@@ -135,7 +135,7 @@ def test_kill_before_the_task_started_still_reports_killed() -> None:
         assert executor.kill(KEY)  # the coroutine never ran
         assert await executor.wait_idle(DEADLINE)
         assert rec.states() == [KILLED]
-        assert rec.events[-1].reason == TS.REASON_TASK_KILLED_DURING_LAUNCH
+        assert rec.events[-1].reason == TaskReason.TASK_KILLED_DURING_LAUNCH
 
     run(body)
 
@@ -167,7 +167,7 @@ def test_kill_all_reports_each_task_once() -> None:
         for key in keys:
             executor.launch(key, PlaceholderSpec(duration=None))
         await rec.wait_for(lambda: all(RUNNING in rec.states(k) for k in keys))
-        assert executor.kill_all(TS.REASON_AGENT_SHUTDOWN) == 5
+        assert executor.kill_all(TaskReason.AGENT_SHUTDOWN) == 5
         assert await executor.wait_idle(DEADLINE)
         for key in keys:
             assert rec.states(key) == [STARTING, RUNNING, KILLED]

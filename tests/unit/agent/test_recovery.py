@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from fairshare.resources import ResourceVector
-from fairshare.task_states import TaskState
+from fairshare.task_states import TaskReason, TaskState
 from fairshare.v1 import agent_pb2, common_pb2
 from fairshare.wire import resources_to_pb, task_state_to_pb
 
@@ -105,20 +105,20 @@ def test_plan_case_by_case() -> None:
     assert actions["midway"] == Resume((FW, "midway"), PlaceholderSpec(duration=6.0))
     assert actions["forever"] == Resume((FW, "forever"), PlaceholderSpec(duration=None))
     assert actions["over"] == Report(
-        (FW, "over"), FINISHED, TS.REASON_UNSPECIFIED,
+        (FW, "over"), FINISHED, TaskReason.UNSPECIFIED,
         "exited 0 (its deadline passed while the agent was down)", T0 + 3.0, 0,
     )  # fmt: skip
     assert actions["over-bad"] == Report(
-        (FW, "over-bad"), FAILED, TS.REASON_COMMAND_FAILED,
+        (FW, "over-bad"), FAILED, TaskReason.COMMAND_FAILED,
         "exited 7 (its deadline passed while the agent was down)", T0 + 2.5, 7,
     )  # fmt: skip
     killed = actions["killing"]
     assert isinstance(killed, Report) and killed.wall == wall
-    assert (killed.state, killed.reason) == (KILLED, TS.REASON_AGENT_RESTARTED)
+    assert (killed.state, killed.reason) == (KILLED, TaskReason.AGENT_RESTARTED)
     assert "finished" not in actions  # terminal: only its pending updates are re-sent
     lost = actions["no-time"]
     assert isinstance(lost, Report) and (lost.state, lost.reason) == (
-        LOST, TS.REASON_AGENT_RESTARTED,
+        LOST, TaskReason.AGENT_RESTARTED,
     )  # fmt: skip
     assert "could not recover" in lost.message
 
@@ -270,11 +270,11 @@ def test_a_resumed_run_reports_only_how_it_ends() -> None:
         executor.launch((FW, "ends"), PlaceholderSpec(duration=0.01, exit_code=4), resume=True)
         executor.launch((FW, "held"), PlaceholderSpec(duration=None), resume=True)
         await asyncio.sleep(0)
-        executor.kill((FW, "held"), TS.REASON_FRAMEWORK_REMOVED)
+        executor.kill((FW, "held"), TaskReason.FRAMEWORK_REMOVED)
         assert await executor.wait_idle(DEADLINE)
         assert [(e.key[1], e.state, e.reason, e.exit_code) for e in events] == [
-            ("held", KILLED, TS.REASON_FRAMEWORK_REMOVED, None),  # RUNNING: not "during launch"
-            ("ends", FAILED, TS.REASON_COMMAND_FAILED, 4),
+            ("held", KILLED, TaskReason.FRAMEWORK_REMOVED, None),  # RUNNING: not "during launch"
+            ("ends", FAILED, TaskReason.COMMAND_FAILED, 4),
         ]
 
     asyncio.run(main())

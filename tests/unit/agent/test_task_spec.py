@@ -11,10 +11,10 @@ from datetime import timedelta
 from fairshare.command import Command
 from fairshare.resources import ResourceVector
 from fairshare.v1 import common_pb2
-from fairshare.wire import resources_to_pb
+from fairshare.wire import reason_from_pb, reason_to_pb, resources_to_pb
 
-from agent.core import CommandTask, PlaceholderSpec, Reason, TaskProblem
-from agent.wire import reason_from_pb, reason_name, task_info, task_spec
+from agent.core import CommandTask, PlaceholderSpec, TaskProblem, TaskReason
+from agent.wire import reason_name, task_info, task_spec
 
 R = ResourceVector.parse
 TS = common_pb2.TaskStatus
@@ -30,12 +30,14 @@ def described() -> common_pb2.TaskInfo:
     return info
 
 
-def test_reasons_are_the_wire_reasons_by_number_and_name() -> None:
+def test_reasons_are_the_wire_reasons_by_name_both_ways() -> None:
     wire = {name.removeprefix("REASON_"): number for name, number in TS.Reason.items()}
-    assert {reason.name: reason.value for reason in Reason} == wire
-    assert reason_name(Reason.AGENT_SHUTDOWN) == "REASON_AGENT_SHUTDOWN"
-    assert reason_from_pb(TS.REASON_PREEMPTED) is Reason.PREEMPTED
-    assert reason_from_pb(999) is Reason.UNSPECIFIED  # one this agent does not know
+    assert {reason.name for reason in TaskReason} == set(wire)
+    assert {reason.name: reason_to_pb(reason) for reason in TaskReason} == wire
+    assert all(reason_from_pb(number) is TaskReason[name] for name, number in wire.items())
+    assert reason_name(TaskReason.AGENT_SHUTDOWN) == "REASON_AGENT_SHUTDOWN"
+    assert reason_from_pb(TS.REASON_PREEMPTED) is TaskReason.PREEMPTED
+    assert reason_from_pb(999) is TaskReason.UNSPECIFIED  # one this agent does not know
 
 
 def test_a_task_spec_reads_the_description_and_gives_it_back_byte_for_byte() -> None:
@@ -60,7 +62,7 @@ def test_a_placeholder_spec_and_the_problems_of_a_description() -> None:
     info.command.duration.FromTimedelta(timedelta(seconds=2.5))
     assert task_spec(info).launch == PlaceholderSpec(duration=2.5)
     empty = common_pb2.TaskInfo(task_id="e")
-    assert task_spec(empty).launch == TaskProblem("task has no resources", Reason.TASK_INVALID)
+    assert task_spec(empty).launch == TaskProblem("task has no resources", TaskReason.TASK_INVALID)
     twice = common_pb2.TaskInfo(task_id="d", resources=resources_to_pb(R("cpus:1")))
     twice.resources.items.add(name="cpus", millis=1)
     problem = task_spec(twice).launch
@@ -69,7 +71,7 @@ def test_a_placeholder_spec_and_the_problems_of_a_description() -> None:
     bad = described()
     bad.process.working_dir = "../../etc"
     problem = task_spec(bad).launch
-    assert isinstance(problem, TaskProblem) and problem.reason is Reason.COMMAND_INVALID
+    assert isinstance(problem, TaskProblem) and problem.reason is TaskReason.COMMAND_INVALID
     assert problem.message.startswith("invalid command: ")
 
 

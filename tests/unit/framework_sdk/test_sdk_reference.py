@@ -89,6 +89,12 @@ def test_the_sdk_reads_the_variables_the_commands_read(tmp_path: Path) -> None:
         "FAIRSHARE_TLS_KEY",
         "FAIRSHARE_TOKEN_FILE",
         "FAIRSHARE_TLS_SERVER_NAME",
+        "FAIRSHARE_ETCD_TLS_CA",
+        "FAIRSHARE_ETCD_TLS_CERT",
+        "FAIRSHARE_ETCD_TLS_KEY",
+        "FAIRSHARE_ETCD_USER",
+        "FAIRSHARE_ETCD_PASSWORD_FILE",
+        "FAIRSHARE_ETCD_PASSWORD",
     )
     assert security_from_environment({}) is INSECURE
     ca, token = tmp_path / "ca.pem", tmp_path / "token"
@@ -105,3 +111,11 @@ def test_the_sdk_reads_the_variables_the_commands_read(tmp_path: Path) -> None:
     else:
         raise AssertionError("a missing CA file was accepted")
     assert ClientOptions(security=INSECURE).security is INSECURE
+    etcd = security_from_environment(
+        {
+            "FAIRSHARE_ETCD_TLS_CA": str(ca),
+            "FAIRSHARE_ETCD_USER": "r",
+            "FAIRSHARE_ETCD_PASSWORD": "p",
+        }
+    ).etcd
+    assert (etcd.ca, etcd.user, etcd.password) == (ca, "r", "p")

@@ -57,3 +57,16 @@ def test_a_principal_given_twice_is_refused(tmp_path: Path) -> None:
     path.write_text(json.dumps({"credentials": [entry, entry]}))
     with pytest.raises(CredentialsError, match="given twice"):
         Credentials.load(path)
+
+
+def test_an_unknown_principal_costs_the_same_hash_as_a_wrong_secret(tmp_path: Path) -> None:
+    """Issue 23, item 6: refusals took 54 ms for a known principal and 1 ms for an unknown one,
+    which told an attacker who exists. Both now run one scrypt of the same parameters."""
+    credentials = Credentials({"batch": hash_secret("good")})
+    assert credentials.check("batch:wrong") is None
+    assert credentials.kdf_runs == 1
+    assert credentials.check("nobody-here:wrong") is None
+    assert credentials.kdf_runs == 2
+    assert credentials.check("batch:good") == "batch" and credentials.kdf_runs == 3
+    assert credentials.cached("nobody-here:wrong") is False  # seen before: no hash at all
+    assert credentials.kdf_runs == 3

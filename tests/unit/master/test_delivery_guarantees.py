@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from fairshare.task_states import TaskState
+from fairshare.task_states import TaskReason, TaskState
 from test_runtime_cycle import (
     FrameworkSpec,
     MasterRuntime,
@@ -67,7 +67,7 @@ def test_updates_made_while_a_framework_is_away_reach_it_when_it_resubscribes() 
         assert (first.task_id, first.state, first.reason) == (
             "t",
             TaskState.LOST,
-            "AGENT_UNREACHABLE",
+            TaskReason.AGENT_UNREACHABLE,
         )
 
     scenario(test, agent_timeout=0.2)

@@ -7,9 +7,10 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
-from fairshare.settings import SettingsError
+from fairshare.settings import ETCD_SECURITY_SETTINGS, SettingsError
 
 from master.config import MASTER_SETTINGS, MasterConfig, load_config
+from master.security import load_security
 
 
 def args(**flags: object) -> argparse.Namespace:
@@ -21,8 +22,41 @@ def test_config_defaults() -> None:
 
 
 def test_the_table_has_every_field_of_the_config() -> None:
-    assert sorted(s.name for s in MASTER_SETTINGS) == sorted(f.name for f in fields(MasterConfig))
-    assert [s.name for s in MASTER_SETTINGS if not s.flag] == ["fault_drop_acks"]
+    etcd = {s.name for s in ETCD_SECURITY_SETTINGS}  # one field: etcd (an EtcdSecurity)
+    names = sorted(f.name for f in fields(MasterConfig) if f.name != "etcd")
+    assert sorted(s.name for s in MASTER_SETTINGS if s.name not in etcd) == names
+    assert etcd <= {s.name for s in MASTER_SETTINGS}
+    assert [s.name for s in MASTER_SETTINGS if not s.flag] == ["etcd_password", "fault_drop_acks"]
+
+
+def test_the_etcd_settings_and_the_registry_key(tmp_path: Path) -> None:
+    """Issue 23, finding 2: how the master reaches etcd, and the key signing its rows."""
+    ca, password = tmp_path / "ca.pem", tmp_path / "password"
+    ca.write_text("x")
+    password.write_text("pw\n")
+    config = load_config(
+        args(
+            registry="etcd://127.0.0.1:2379/x",
+            etcd_tls_ca=str(ca),
+            etcd_user="fairshare-master",
+            etcd_password_file=str(password),
+        ),
+        {},
+    )
+    assert (config.etcd.ca, config.etcd.user, config.etcd.password) == (
+        ca,
+        "fairshare-master",
+        "pw",
+    )
+    key = tmp_path / "registry.key"
+    key.write_text("short\n")
+    with pytest.raises(SettingsError, match=r"--registry-key: .* holds 5 bytes"):
+        load_security(load_config(args(registry="etcd://h/x", registry_key=str(key)), {}))
+    key.write_text("k" * 40)
+    with pytest.raises(SettingsError, match="--registry-key: signs the rows of an etcd registry"):
+        load_security(load_config(args(registry_key=str(key)), {}))
+    secured = load_security(load_config(args(registry="etcd://h/x", registry_key=str(key)), {}))
+    assert secured.registry_key == b"k" * 40
 
 
 def test_config_precedence_flags_env_toml_defaults(tmp_path: Path) -> None:

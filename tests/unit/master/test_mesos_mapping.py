@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fairshare.command import Command
 from fairshare.resources import ResourceVector
-from fairshare.task_states import TaskState
+from fairshare.task_states import TaskReason, TaskState
 from fairshare.v1 import common_pb2
 
 from master.core import TaskLaunch
@@ -427,6 +427,10 @@ PROBLEMS: list[tuple[dict[str, Any], str]] = [
         "task.resources[0].allocation_info.role: 'b' is not the framework's role",
     ),
     (task(labels={"labels": [{"key": "a"}, {"key": "a"}]}), "task.labels: a key is given twice"),
+    (
+        task(labels={"labels": [{"key": f"k{i}", "value": "v"} for i in range(129)]}),
+        "task.labels: more than 128 labels",
+    ),
     (task(kill_policy={"grace_period": {"nanoseconds": -1}}), "kill_grace_period"),
 ]
 
@@ -475,7 +479,9 @@ def test_offers_in_mesos_shape() -> None:
 
 def test_updates_and_the_other_events() -> None:
     uuid = bytes(range(16))
-    update = StatusUpdate("t", "ag", TaskState.FINISHED, "", "exited 0", 12.5, uuid, "AGENT")
+    update = StatusUpdate(
+        "t", "ag", TaskState.FINISHED, TaskReason.UNSPECIFIED, "exited 0", 12.5, uuid, "AGENT"
+    )
     assert status_json(update) == {
         "task_id": {"value": "t"},
         "state": "TASK_FINISHED",
@@ -485,7 +491,7 @@ def test_updates_and_the_other_events() -> None:
         "message": "exited 0",
         "uuid": base64.b64encode(uuid).decode(),
     }
-    lost = StatusUpdate("t", "", TaskState.UNKNOWN, "RECONCILIATION", "", 1.0)
+    lost = StatusUpdate("t", "", TaskState.UNKNOWN, TaskReason.RECONCILIATION, "", 1.0)
     assert status_json(lost) == {
         "task_id": {"value": "t"},
         "state": "TASK_UNKNOWN",
@@ -493,7 +499,9 @@ def test_updates_and_the_other_events() -> None:
         "timestamp": 1.0,
         "reason": "REASON_RECONCILIATION",
     }
-    memory = StatusUpdate("t", "ag", TaskState.FAILED, "MEMORY_LIMIT", "", 1.0, uuid, "AGENT")
+    memory = StatusUpdate(
+        "t", "ag", TaskState.FAILED, TaskReason.MEMORY_LIMIT, "", 1.0, uuid, "AGENT"
+    )
     assert status_json(memory)["source"] == "SOURCE_AGENT"
     assert event_json(UpdateEvent(lost), "*", False) == {
         "type": "UPDATE",
@@ -521,7 +529,7 @@ def test_every_fairshare_reason_and_state_has_a_mesos_name() -> None:
         for name in common_pb2.TaskStatus.Reason.keys()  # noqa: SIM118
         if name != "REASON_UNSPECIFIED"
     }
-    assert reasons == set(REASONS)
+    assert reasons == {reason.value for reason in REASONS}
     mesos_states = {
         "TASK_STAGING", "TASK_STARTING", "TASK_RUNNING", "TASK_KILLING", "TASK_FINISHED",
         "TASK_FAILED", "TASK_KILLED", "TASK_ERROR", "TASK_LOST", "TASK_DROPPED",

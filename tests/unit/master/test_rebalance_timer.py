@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from fairshare.resources import ResourceVector
 from fairshare.settings import SettingsError, add_setting_flags
-from fairshare.task_states import TaskState
+from fairshare.task_states import TaskReason, TaskState
 
 from master.config import MASTER_SETTINGS, load_config
 from master.core import CoreConfig, KillTask, TaskLaunch
@@ -169,7 +169,7 @@ def test_kills_only_after_the_gap_persisted_then_cools_down() -> None:
         assert [(k.framework_id, k.task_id) for k in sent] == [
             (t.framework_id, t.task_id) for t in killed
         ]
-        assert all(k.reason == "PREEMPTED" and k.grace_period == 2.0 for k in sent)
+        assert all(k.reason == TaskReason.PREEMPTED and k.grace_period == 2.0 for k in sent)
         state = cluster.runtime.state
         for task in killed:
             assert state.tasks.get(task.framework_id, task.task_id).state is TaskState.KILLING

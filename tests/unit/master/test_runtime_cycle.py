@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from fairshare.resources import ResourceVector
-from fairshare.task_states import TaskState
+from fairshare.task_states import TaskReason, TaskState
 
 from master.core import CoreConfig, KillTask, LaunchTasks, TaskLaunch
 from master.core.errors import FailedPrecondition, InvalidArgument, NotFound
@@ -293,7 +293,7 @@ def test_unheard_agent_becomes_unreachable() -> None:
         got = drain(events)
         lost = [e for e in got if isinstance(e, UpdateEvent)]
         assert [(e.status.state, e.status.reason) for e in lost] == [
-            (TaskState.LOST, "AGENT_UNREACHABLE")
+            (TaskState.LOST, TaskReason.AGENT_UNREACHABLE)
         ]
         assert any(isinstance(e, FailureEvent) and e.agent_id == agent_id for e in got)
         assert commands.get_nowait() == StreamEnd("NOT_FOUND", commands_end_message())
@@ -326,8 +326,8 @@ def test_unreachable_agent_that_comes_back_rejoins_with_its_tasks() -> None:
         back = runtime.agents.reregister(agent_id, AgentSpec("h", 0, R("cpus:2;mem:256")), reported)
         updates = [e.status for e in drain(events) if isinstance(e, UpdateEvent)]
         assert [(u.task_id, u.state, u.reason) for u in updates] == [
-            ("kept", TaskState.RUNNING, "RECONCILIATION"),
-            ("lost", TaskState.LOST, "AGENT_RESTARTED"),
+            ("kept", TaskState.RUNNING, TaskReason.RECONCILIATION),
+            ("lost", TaskState.LOST, TaskReason.AGENT_RESTARTED),
         ]
         view = runtime.operator.snapshot()
         assert [a.state for a in view.agents] == ["ACTIVE"]
@@ -378,7 +378,7 @@ def test_reregister_reconciles_tasks() -> None:
         assert (dropped.task_id, dropped.state, dropped.reason) == (
             "staged",
             TaskState.DROPPED,
-            "AGENT_DISCONNECTED",
+            TaskReason.AGENT_DISCONNECTED,
         )
         assert drain(reopened) == [KillTask(agent_id, "fw-gone", "orphan")]
 

@@ -11,7 +11,7 @@ import math
 import pytest
 from fairshare.command import Command, ResourceUsage
 from fairshare.resources import ResourceVector
-from fairshare.task_states import TaskState
+from fairshare.task_states import TaskReason, TaskState
 from fairshare.v1 import agent_pb2, common_pb2, scheduler_pb2
 from google.protobuf.duration_pb2 import Duration
 
@@ -329,7 +329,7 @@ def test_status_round_trip() -> None:
         "t",
         "ag",
         TaskState.RUNNING,
-        "COMMAND_FAILED",
+        TaskReason.COMMAND_FAILED,
         "m",
         1_700_000_000.0,
         b"u" * 16,
@@ -338,7 +338,7 @@ def test_status_round_trip() -> None:
         2,
     )
     assert convert.status_to_pb(status) == message
-    master = StatusUpdate("t", "ag", TaskState.UNKNOWN, "RECONCILIATION")
+    master = StatusUpdate("t", "ag", TaskState.UNKNOWN, TaskReason.RECONCILIATION)
     back = convert.status_to_pb(master)
     assert back.state == C.TASK_STATE_UNKNOWN and back.source == C.TaskStatus.SOURCE_MASTER
     assert not back.HasField("exit_code") and not back.HasField("healthy")
@@ -405,7 +405,7 @@ def test_events_to_pb() -> None:
 
     assert streams.event_to_pb(RescindEvent("o-1", "gone")).rescind.reason == "gone"
     update = streams.event_to_pb(
-        UpdateEvent(StatusUpdate("t", "ag", TaskState.LOST, "AGENT_RESTARTED"))
+        UpdateEvent(StatusUpdate("t", "ag", TaskState.LOST, TaskReason.AGENT_RESTARTED))
     )
     assert update.update.status.reason == C.TaskStatus.REASON_AGENT_RESTARTED
     assert streams.event_to_pb(FailureEvent("ag", "lost")).failure.agent_id == "ag"

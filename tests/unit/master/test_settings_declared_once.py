@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 from fairshare.setting_tables import SERVER_TLS_SETTINGS, built_from, table_defaults
-from fairshare.settings import add_setting_flags
+from fairshare.settings import ETCD_SECURITY_SETTINGS, add_setting_flags, etcd_security
 
 from agent.config import AGENT_SETTINGS, AgentSettings
 from client_commands.run_config import RUN_SETTINGS, RunConfig, run_config
 from master.commands.up import UP_SETTINGS
-from master.config import MASTER_SETTINGS, MasterConfig, load_config
+from master.config import MASTER_SETTINGS, MasterConfig, load_config, master_config
 from master.core.config import CoreConfig
 from master.daemon import _runtime_config, rebalance_settings
 from master.runtime.authority import RuntimeLimits
@@ -27,7 +27,7 @@ from master.security import load_security
 from master.settings import MASTER_DEFAULTS
 from master.settings.allocation import CORE_RENAMES
 
-TEST_ONLY = {"fault_drop_acks"}  # settings without a flag (fault injection)
+NO_FLAG = {"fault_drop_acks", "etcd_password"}  # fault injection; a secret kept off argv
 CORE_DIFFERS = {"min_allocatable"}  # the master takes Mesos's default; a bare core offers anything
 RUNTIME_ONLY = {  # RuntimeConfig fields that are not settings (built or wired by the daemon)
     "core", "allocation_batch", "agent_heartbeat_interval", "rebalance", "version", "acl",
@@ -40,11 +40,14 @@ def _field_names(cls: type) -> set[str]:
 
 
 def test_the_master_config_is_the_table_with_its_defaults() -> None:
-    assert sorted(s.name for s in MASTER_SETTINGS) == sorted(_field_names(MasterConfig))
+    folded = {s.name for s in ETCD_SECURITY_SETTINGS}  # one ``etcd`` field
+    assert sorted({s.name for s in MASTER_SETTINGS} - folded) == sorted(
+        _field_names(MasterConfig) - {"etcd"}
+    )
     assert len({s.name for s in MASTER_SETTINGS}) == len(MASTER_SETTINGS)
-    assert MasterConfig() == MasterConfig(**MASTER_DEFAULTS)
+    assert MasterConfig() == master_config(MASTER_DEFAULTS)
     assert table_defaults(MASTER_SETTINGS) == MASTER_DEFAULTS
-    assert {s.name for s in MASTER_SETTINGS if not s.flag} == TEST_ONLY
+    assert {s.name for s in MASTER_SETTINGS if not s.flag} == NO_FLAG
 
 
 def test_every_setting_has_help_and_its_default_among_its_choices() -> None:
@@ -107,6 +110,8 @@ def test_the_daemon_hands_every_setting_to_the_runtime_by_name() -> None:
         "registry_max_framework_age": "2d",
         "registry_max_framework_count": 9,
         "max_agent_resources": "cpus:10;mem:20",
+        "max_principal_resources": "cpus:30;mem:60",
+        "max_resource_names": 5,
     }
     env = {f"FAIRSHARE_MASTER_{name.upper()}": str(value) for name, value in values.items()}
     config = load_config(argparse.Namespace(), env)
@@ -174,6 +179,9 @@ def test_the_agents_optional_settings_take_the_tables_defaults() -> None:
     defaults = table_defaults(AGENT_SETTINGS)
     names = {s.name for s in AGENT_SETTINGS}
     for field in dataclasses.fields(AgentSettings):
+        if field.name == "etcd":  # the etcd_* settings folded into one value
+            assert field.default == etcd_security(defaults)
+            continue
         assert field.name in names, field.name  # every field is a setting
         if field.default is not dataclasses.MISSING:
             assert field.default == defaults[field.name], field.name
