@@ -1,47 +1,22 @@
-"""The status document: ``GetStateResponse`` as JSON and as a table, for every client command.
+"""The status document shown: ``fairshare status``'s table and share bars, from the one JSON
+document of the cluster (``fairshare.state_document``, built from ``GetStateResponse`` and also
+served by the master's HTTP API: every key is documented there and in docs/http-api.md).
 
-The JSON document (``fairshare status --json``, docs/architecture.md §7) is one object::
-
-    {"master_id", "version", "policy", "placement",
-     "leader": {"address", "elected_at" (seconds since the epoch), "epoch"},
-     "agents": [{"id", "hostname", "state", "reachable", "attributes",
-                 "resources": {"total", "free", "used", "offered"}}],
-     "frameworks": [{"id", "name", "role", "state", "weight", "dominant_share",
-                     "weighted_share", "dominant_resource", "allocated", "used", "offered",
-                     "tasks": {STATE: count}, "demand": {"task", "max_tasks"} | null,
-                     "wanted" (demand's max_tasks, or null), "running" (tasks RUNNING),
-                     "preempted" (its tasks the rebalancer killed since the master started),
-                     "capabilities": [NAME, ...]}],
-     "offers": [{"id", "framework_id", "agent_id", "resources"}],
-     "tasks": [{"framework_id", "task_id", "name", "agent_id", "state", "resources",
-                "preemptible"}],
-     "total", "used", "offered", "free",
-     "hierarchy": "hdrf" | "naive" | "flat",
-     "roles": [{"role", "parent", "depth", "weight", "share", "weighted_share",
-                "dominant_resource", "allocated", "frameworks", "subtree_frameworks",
-                "running_tasks"}],
-     "trimmed": [WHAT, ...] (only when the master left something out to fit its message
-                 limit, operator.proto's GetStateResponse.trimmed)}
-
-``roles`` is the role tree in pre-order (``fairshare.role_tree``: each role that holds a
-framework and every ancestor of one; sums over subtrees; ``fairshare roles --json`` prints the
-same list).
+``state_to_dict`` is that document (``fairshare status --json`` prints it).
 
 Invariants:
-- Resources are ``{name: quantity}`` objects with float quantities in the resource's unit
-  (cpus, MiB), exact to three decimals, in canonical order; task states are named without
-  their ``TASK_STATE_`` prefix (``"RUNNING"``), agent and framework states without ``STATE_``.
 - Pure functions: no I/O. ``share_bar`` draws a share in [0, 1] (clamped) in exactly
   ``width`` characters.
 - The table says which master leads and since when (HA masters elect one; a master with the
   embedded registry leads alone from its start), then, per framework, the dominant share, the
-  weighted share (dominant share / weight: what DRF orders by), the dominant resource and
-  running vs wanted tasks; per agent its attributes; then the role tree (each role indented by
-  its depth, with its weight, share, weighted share, dominant resource, frameworks, running
-  tasks and allocation, summed over its subtree). When agents have GPUs it says that only
-  GPU-capable frameworks are offered them (the master's rule: a framework without the
-  GPU_RESOURCES capability is never offered an agent with GPUs, so that GPU machines are kept
-  for GPU work, as Mesos does).
+  weighted share (dominant share / weight: what DRF orders by, as the master computed it), the
+  dominant resource and running vs wanted tasks; per agent its state (a DRAINING one with its
+  drain's deadline, UTC) and attributes; then the role tree (each role indented by its depth,
+  with its weight, share, weighted share, dominant resource, frameworks, running tasks and
+  allocation, summed over its subtree). When agents have GPUs it says that only GPU-capable
+  frameworks are offered them (the master's rule: a framework without the GPU_RESOURCES
+  capability is never offered an agent with GPUs, so that GPU machines are kept for GPU work,
+  as Mesos does).
 """
 
 from __future__ import annotations
@@ -50,117 +25,16 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from fairshare.role_tree import ROLE_HEADER, hierarchy_note, role_rows, roles_to_dicts
-from fairshare.v1 import common_pb2, operator_pb2
-from fairshare.wire import resources_from_pb
-
-from framework_sdk.wire import capabilities_from_pb
+from fairshare.role_tree import ROLE_HEADER, hierarchy_note, role_rows
+from fairshare.state_document import state_document
+from fairshare.v1 import operator_pb2
 
 __all__ = ["render_share_bars", "render_table", "share_bar", "state_to_dict"]
 
-_Agent = operator_pb2.GetStateResponse.Agent
-_Framework = operator_pb2.GetStateResponse.Framework
-
-
-def _resources(message: common_pb2.Resources) -> dict[str, float]:
-    return resources_from_pb(message).to_dict()
-
-
-def _task_state(value: int) -> str:
-    return common_pb2.TaskState.Name(value).removeprefix("TASK_STATE_")  # type: ignore[arg-type]
-
-
-def _agent(agent: operator_pb2.GetStateResponse.Agent) -> dict[str, Any]:
-    return {
-        "id": agent.agent_id,
-        "hostname": agent.agent_info.hostname,
-        "state": _Agent.State.Name(agent.state).removeprefix("STATE_"),
-        "reachable": agent.reachable,
-        "attributes": {a.name: a.value for a in agent.agent_info.attributes},
-        "resources": {
-            "total": _resources(agent.agent_info.resources),
-            "free": _resources(agent.free),
-            "used": _resources(agent.used),
-            "offered": _resources(agent.offered),
-        },
-    }
-
-
-def _framework(framework: operator_pb2.GetStateResponse.Framework) -> dict[str, Any]:
-    info = framework.framework_info
-    demand = None
-    if framework.HasField("demand"):
-        demand = {
-            "task": _resources(framework.demand.task_resources),
-            "max_tasks": (
-                framework.demand.max_tasks if framework.demand.HasField("max_tasks") else None
-            ),
-        }
-    counts = {_task_state(count.state): count.count for count in framework.task_counts}
-    return {
-        "id": info.framework_id,
-        "name": info.name,
-        "role": info.role or "*",
-        "state": _Framework.State.Name(framework.state).removeprefix("STATE_"),
-        "weight": framework.weight,
-        "dominant_share": framework.dominant_share,
-        "weighted_share": framework.weighted_share,
-        "dominant_resource": framework.dominant_resource,
-        "allocated": _resources(framework.allocated),
-        "used": _resources(framework.used),
-        "offered": _resources(framework.offered),
-        "tasks": counts,
-        "demand": demand,
-        "wanted": demand["max_tasks"] if demand is not None else None,
-        "running": counts.get("RUNNING", 0),
-        "preempted": framework.preempted,
-        "capabilities": sorted(c.name for c in capabilities_from_pb(info.capabilities)),
-    }
-
 
 def state_to_dict(state: operator_pb2.GetStateResponse) -> dict[str, Any]:
-    """The JSON document of ``fairshare status --json`` (see the module docstring)."""
-    return {
-        "master_id": state.master_id,
-        "version": state.version,
-        "policy": state.policy,
-        "placement": state.placement,
-        "leader": {
-            "address": state.leader.address,
-            "elected_at": state.leader.elected_at.ToMicroseconds() / 1e6,
-            "epoch": state.leader.epoch,
-        },
-        "agents": [_agent(agent) for agent in state.agents],
-        "frameworks": [_framework(framework) for framework in state.frameworks],
-        "offers": [
-            {
-                "id": offer.offer_id,
-                "framework_id": offer.framework_id,
-                "agent_id": offer.agent_id,
-                "resources": _resources(offer.resources),
-            }
-            for offer in state.offers
-        ],
-        "tasks": [
-            {
-                "framework_id": task.framework_id,
-                "task_id": task.info.task_id,
-                "name": task.info.name or task.info.task_id,
-                "agent_id": task.info.agent_id,
-                "state": _task_state(task.status.state),
-                "resources": _resources(task.info.resources),
-                "preemptible": task.info.preemptible,
-            }
-            for task in state.tasks
-        ],
-        "total": _resources(state.total),
-        "used": _resources(state.used),
-        "offered": _resources(state.offered),
-        "free": _resources(state.free),
-        "hierarchy": state.hierarchy,
-        "roles": roles_to_dicts(state.roles),
-        **({"trimmed": list(state.trimmed)} if state.trimmed else {}),
-    }
+    """The JSON document of ``fairshare status --json``: ``fairshare.state_document``."""
+    return state_document(state)
 
 
 def _text(resources: dict[str, float]) -> str:
@@ -213,7 +87,7 @@ def render_table(document: dict[str, Any]) -> str:
         [
             agent["id"],
             agent["hostname"],
-            agent["state"],
+            _agent_state(agent),
             ";".join(f"{k}:{v}" for k, v in agent["attributes"].items()) or "-",
             _text(agent["resources"]["total"]),
             _text(agent["resources"]["used"]),
@@ -254,6 +128,14 @@ def render_table(document: dict[str, Any]) -> str:
         lines.append(hierarchy_note(document.get("hierarchy") or ""))
     lines += _gpu_note(document)
     return "\n".join(lines)
+
+
+def _agent_state(agent: dict[str, Any]) -> str:
+    """The agent's state, with a drain's deadline (UTC) when it has one."""
+    deadline = agent.get("drain_deadline")
+    if deadline is None:
+        return str(agent["state"])
+    return f"{agent['state']} (kill at {time.strftime('%H:%M:%SZ', time.gmtime(deadline))})"
 
 
 def _running_wanted(framework: dict[str, Any]) -> str:

@@ -13,7 +13,8 @@ Deliberate differences from the real master (a framework cannot rely on either):
   Simulated tasks' updates keep an agent's order: a task's next update waits until the
   previous one is acknowledged; KILLING goes only to frameworks with TASK_KILLING_STATE.
 - The fake knows a simulated task's latest state at once (a reconciliation may answer a state
-  whose update waits for an acknowledgement); command tasks are not executed.
+  whose update waits for an acknowledgement); command tasks are not executed (what a simulated
+  agent does with a task: ``_fake_simulation``).
 
 Invariants:
 - Every refused call raises ``Refusal`` before changing anything (as the real master).
@@ -36,7 +37,6 @@ from fairshare.resources import ResourceVector
 from fairshare.v1 import common_pb2, scheduler_pb2
 from fairshare.wire import (
     resources_from_pb,
-    seconds_from_duration,
     task_state_from_pb,
 )
 
@@ -65,13 +65,11 @@ from framework_sdk._fake_rules import (
     sized_offer,
     update_event,
 )
+from framework_sdk._fake_simulation import Schedule, TaskSimulation
 
 __all__ = ["FakeAgent", "FakeClusterState", "Refusal"]
 
 _TS = common_pb2.TaskState
-_KILLING_STATE = common_pb2.FrameworkInfo.Capability.CAPABILITY_TASK_KILLING_STATE
-
-Schedule = Callable[[float, Callable[[], None]], None]
 
 
 class FakeClusterState:
@@ -94,7 +92,7 @@ class FakeClusterState:
         self.agents = {agent.agent_id: agent for agent in agents}
         self.default_refuse_seconds = default_refuse_seconds
         self.simulate_tasks = simulate_tasks
-        self.task_time_scale = task_time_scale
+        self.simulation = TaskSimulation(self.update, schedule, self._is_live, task_time_scale)
         self.frameworks: dict[str, FrameworkRecord] = {}
         self.offers: dict[str, OfferRecord] = {}
         self.tasks: dict[tuple[str, str], TaskRecord] = {}
@@ -144,6 +142,9 @@ class FakeClusterState:
             framework.filters.clear()  # as the real master (Mesos's deactivateFramework)
         for offer_id in [o for o, r in self.offers.items() if r.offer.framework_id == framework_id]:
             del self.offers[offer_id]
+
+    def _is_live(self, task: TaskRecord) -> bool:
+        return self.tasks.get((task.framework_id, task.info.task_id)) is task
 
     def _caller(self, framework_id: str) -> FrameworkRecord:
         framework = self.frameworks.get(framework_id)
@@ -261,32 +262,8 @@ class FakeClusterState:
         )
         self.tasks[(framework.framework_id, info.task_id)] = task
         if self.simulate_tasks:
-            self._schedule(0.0, lambda: self._run_task(task))
+            self.simulation.start(task)
         return launched
-
-    def _run_task(self, task: TaskRecord) -> None:
-        command = task.info.command
-        if command.fail_on_start:
-            reason = common_pb2.TaskStatus.REASON_EXECUTOR_TERMINATED
-            failed = _TS.TASK_STATE_FAILED
-            self.update(task.framework_id, task.info.task_id, failed, reason=reason, fifo=True)
-            return
-        for state in (_TS.TASK_STATE_STARTING, _TS.TASK_STATE_RUNNING):
-            self.update(task.framework_id, task.info.task_id, state, fifo=True)
-        if command.HasField("duration"):
-            delay = seconds_from_duration(command.duration) * self.task_time_scale
-            self._schedule(delay, lambda: self._finish_task(task))
-
-    def _finish_task(self, task: TaskRecord) -> None:
-        key = (task.framework_id, task.info.task_id)
-        if self.tasks.get(key) is not task:
-            return  # killed or replaced meanwhile
-        code = task.info.command.exit_code
-        state = _TS.TASK_STATE_FINISHED if code == 0 else _TS.TASK_STATE_FAILED
-        reason = 0 if code == 0 else common_pb2.TaskStatus.REASON_COMMAND_FAILED
-        self.update(
-            task.framework_id, task.info.task_id, state, reason=reason, exit_code=code, fifo=True
-        )
 
     def update(
         self,
@@ -349,13 +326,8 @@ class FakeClusterState:
             raise Refusal(grpc.StatusCode.NOT_FOUND, f"task {request.task_id!r} is not known")
         if request.agent_id and request.agent_id != task.status.agent_id:
             raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, "agent_id is not the task's agent")
-        if self.simulate_tasks:  # KILLING only to a framework that asked for it, as the master
-            fid, task_id = framework.framework_id, request.task_id
-            if _KILLING_STATE in framework.info.capabilities:
-                self.update(
-                    fid, task_id, _TS.TASK_STATE_KILLING, message="kill requested", fifo=True
-                )
-            self.update(fid, task_id, _TS.TASK_STATE_KILLED, message="killed", fifo=True)
+        if self.simulate_tasks:
+            self.simulation.kill(framework, task)
 
     def acknowledge(self, request: scheduler_pb2.AcknowledgeRequest) -> None:
         """Forget acknowledged updates; the call is checked as a whole before any is applied.

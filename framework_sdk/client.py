@@ -303,7 +303,7 @@ class SchedulerClient:
                             waited=f"{waited:.0f}s",
                             error=self._last_error,
                         )
-                delay = self._options.backoff.delay(failures, self._rng)
+                delay = self._options.backoff.delay(failures + 1, self._rng)  # retry number
                 failures += 1
                 log_event(
                     _LOG,

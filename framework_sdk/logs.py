@@ -1,6 +1,7 @@
-"""The output of a command task: ``stream_logs`` (SDK) and ``fairshare logs`` (its command).
+"""The output of a command task: ``stream_logs`` (the SDK; ``fairshare logs`` is its command,
+``client_commands.logs``).
 
-Both read the task's ``stdout`` or ``stderr`` from the sandbox on its agent through the agent's
+It reads the task's ``stdout`` or ``stderr`` from the sandbox on its agent through the agent's
 ``TaskLogService`` (task_logs.proto), like ``nomad alloc logs``.
 
 Asking: the caller's identity (its certificate, its bearer token) goes to the master only. The
@@ -21,36 +22,31 @@ master's host. ``agent`` (``--agent HOST:PORT``) asks only the listed agent at t
 Invariants: bytes are passed on as the task wrote them (the command writes them to its stdout
 unchanged, page by page); a task no agent has is ``NotFoundError``, a refusal (the master's or
 an agent's) the ``CallError`` of its status code, an unreachable master or agent
-``UnavailableError``; no call to an agent carries the caller's token. ``fairshare logs`` exits 0
-once the file is read (or followed to the task's end, or Ctrl-C), 1 when the task or its agent
-cannot be found or reached or the read is refused, 2 for bad input.
+``UnavailableError``; no call to an agent carries the caller's token.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import contextlib
 import dataclasses
-import sys
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Final
 
 import grpc
-from fairshare.cli import Command, command_settings
-from fairshare.settings import CLIENT_SETTINGS, SettingsError, add_setting_flags, client_security
 from fairshare.transport import INSECURE, ClientSecurity, client_channel
 from fairshare.v1 import operator_pb2, operator_pb2_grpc, task_logs_pb2, task_logs_pb2_grpc
 
-from framework_sdk.errors import CallError, NotFoundError, call_error
+from framework_sdk.errors import (
+    CallError,
+    NotFoundError,
+    call_error,
+)
 
 __all__ = [
-    "LOGS_SETTINGS",
     "SEARCH_BATCH",
     "agent_security",
     "find_agents",
     "grant_access",
-    "logs_command",
     "stream_logs",
 ]
 
@@ -58,7 +54,6 @@ SEARCH_BATCH: Final = 16
 TIMEOUT: Final = 10.0
 MAX_TAIL: Final = 10_000
 _REQUEST = task_logs_pb2.StreamLogRequest
-LOGS_SETTINGS: Final = CLIENT_SETTINGS
 """The settings of ``fairshare logs`` (``TASK_ID`` and the others are its arguments); its TLS
 settings are used for the master and the agents alike (one cluster CA), its token for the master
 only."""
@@ -192,7 +187,7 @@ async def stream_logs(
         for address, a in targets
     ]
     try:
-        call, first = await _search(opened)
+        call, first = await _search(task_id, opened)
         if call is None or first is None:
             where = f"agent {agent}" if agent else f"the {len(targets)} agents asked"
             message = f"no sandbox of task {task_id} on {where}"
@@ -217,26 +212,37 @@ def _same_address(address: str, wanted: str, agent: operator_pb2.LogAgent) -> bo
 
 
 async def _search(
+    task_id: str,
     opened: Sequence[tuple[grpc.aio.Channel, task_logs_pb2.StreamLogRequest]],
 ) -> tuple[Any, task_logs_pb2.StreamLogResponse | None]:
-    """The first agent (in order) that has the task, asking ``SEARCH_BATCH`` at a time."""
+    """The first agent (in order) that has the task, asking ``SEARCH_BATCH`` at a time;
+    FAILED_PRECONDITION when agents of one batch have it in different frameworks."""
     unreachable: CallError | None = None
     for start in range(0, len(opened), SEARCH_BATCH):
         batch = opened[start : start + SEARCH_BATCH]
         answers = await asyncio.gather(*(_first(c, r) for c, r in batch), return_exceptions=True)
-        found: tuple[Any, task_logs_pb2.StreamLogResponse | None] | None = None
+        found: list[tuple[Any, task_logs_pb2.StreamLogResponse]] = []
         for answer in answers:
             if isinstance(answer, CallError) and answer.code == grpc.StatusCode.UNAVAILABLE:
                 unreachable = answer
             elif isinstance(answer, BaseException):
                 _cancel_all(answers)
                 raise answer
-            elif answer[1] is not None and found is None:
-                found = answer
+            elif answer[1] is not None:
+                found.append((answer[0], answer[1]))
             else:
                 answer[0].cancel()
-        if found is not None:
-            return found
+        owners = sorted({first.framework_id for _, first in found if first.framework_id})
+        if len(owners) > 1:  # sandboxes of one task id in several frameworks, on several agents
+            _cancel_all(found)
+            message = (
+                f"task id {task_id!r} has sandboxes in frameworks {', '.join(owners)}:"
+                " give the framework"
+            )
+            raise call_error("StreamLog", grpc.StatusCode.FAILED_PRECONDITION, message)
+        if found:
+            _cancel_all(found[1:])
+            return found[0]
     if unreachable is not None:
         raise unreachable
     return None, None
@@ -246,76 +252,3 @@ def _cancel_all(answers: Sequence[object]) -> None:
     for answer in answers:
         if isinstance(answer, tuple):
             answer[0].cancel()
-
-
-# -- fairshare logs ------------------------------------------------------------------------------
-
-
-def add_logs_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of ``fairshare logs``."""
-    parser.description = (
-        "Print a command task's stdout (or stderr) from its sandbox on its agent, like"
-        " `nomad alloc logs`; --follow goes on until the task ends."
-    )
-    parser.add_argument("task_id", metavar="TASK_ID", help="the task's id")
-    parser.add_argument("--stderr", action="store_true", help="print stderr instead of stdout")
-    parser.add_argument(
-        "--follow", "-f", action="store_true", help="keep printing what the task writes"
-    )
-    parser.add_argument(
-        "--tail", metavar="N", help=f"start at the last N lines (at most {MAX_TAIL})"
-    )
-    parser.add_argument(
-        "--framework", default="", metavar="ID", help="the task's framework, if its id is shared"
-    )
-    parser.add_argument(
-        "--agent", metavar="HOST:PORT", help="read from this agent (skips the search)"
-    )
-    add_setting_flags(parser, LOGS_SETTINGS)
-
-
-def _tail(text: str | None) -> int | None:
-    if text is None:
-        return None
-    if not text.isdigit() or int(text) > MAX_TAIL:
-        raise SettingsError(f"--tail {text!r}: must be a whole number from 0 to {MAX_TAIL}")
-    return int(text)
-
-
-async def _print(
-    master: str, args: argparse.Namespace, tail: int | None, security: ClientSecurity
-) -> None:
-    out = sys.stdout.buffer
-    async for data in stream_logs(
-        master,
-        args.task_id,
-        framework_id=args.framework,
-        stderr=args.stderr,
-        follow=args.follow,
-        tail=tail,
-        agent=args.agent,
-        security=security,
-    ):
-        out.write(data)
-        out.flush()
-
-
-def logs(args: argparse.Namespace) -> int:
-    """``fairshare logs TASK_ID``: the task's output on stdout; the exit code."""
-    values = command_settings("logs", LOGS_SETTINGS, args)
-    tail = _tail(args.tail)
-    if not args.task_id:
-        raise SettingsError("TASK_ID: must not be empty")
-    try:
-        asyncio.run(_print(values["master"], args, tail, client_security(values)))
-    except KeyboardInterrupt:
-        return 0
-    except CallError as error:
-        print(f"fairshare logs: {error}", file=sys.stderr)
-        return 1
-    with contextlib.suppress(OSError):
-        sys.stdout.flush()
-    return 0
-
-
-logs_command: Final = Command(add_logs_arguments, logs)

@@ -7,11 +7,11 @@ Invariants: frozen value types without I/O; the defaults suit production, tests 
 from __future__ import annotations
 
 import os
-import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from fairshare.backoff import Backoff
 from fairshare.settings import (
     CLIENT_SECURITY_SETTINGS,
     ETCD_SECURITY_SETTINGS,
@@ -59,18 +59,8 @@ def security_from_environment(environ: Mapping[str, str] | None = None) -> Clien
         raise SettingsError(f"{variables}: {error}") from None
 
 
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    """Jittered exponential backoff: attempt n waits uniform(c/2, c), c = min(max, initial*m^n)."""
-
-    initial: float = 0.5
-    maximum: float = 15.0
-    multiplier: float = 2.0
-
-    def delay(self, attempt: int, rng: random.Random) -> float:
-        """Seconds to wait before reconnection attempt ``attempt`` (0-based)."""
-        ceiling = min(self.maximum, self.initial * self.multiplier ** min(attempt, 64))
-        return rng.uniform(ceiling / 2, ceiling)
+DEFAULT_BACKOFF: Final = Backoff()
+"""Reconnections: 0.5 s doubling up to 15 s, jittered (``fairshare.backoff``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +75,7 @@ class ClientOptions:
     """How long to wait for the SUBSCRIBED event after opening the stream, seconds."""
     missed_heartbeats: int = 5
     """Heartbeat intervals without any message after which the connection counts as lost."""
-    backoff: Backoff = Backoff()
+    backoff: Backoff = DEFAULT_BACKOFF
     reconcile_on_resubscribe: bool = True
     delivery_memory: int = DEFAULT_DELIVERY_MEMORY
     """How many status updates (task id, uuid) the client remembers to drop the copies the

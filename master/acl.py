@@ -34,7 +34,7 @@ The file (TOML, or JSON when it ends in ``.json``) lists rules per action; see
     principals = ["ops"]
     roles = "ANY"
 
-    [[maintain_agents]]                 # Deactivate/ReactivateAgents, RemoveAgent
+    [[maintain_agents]]                 # Deactivate/ReactivateAgents, DrainAgent, RemoveAgent
     principals = ["ops"]
 
     [[run_tasks]]                       # Accept: the OS users command tasks may run as
@@ -82,25 +82,41 @@ its principals set the weights of the roles below ``eng`` and of their framework
 one of ``register_frameworks`` lets them subscribe in those roles. A malformed name or pattern
 (``eng//dev``, ``eng/*/x``, ``/*``) refuses the file when it is loaded.
 
+A refusal says what is wrong: when rules of the action match the caller but none for this
+object, it names what they grant ("teamb may register_frameworks only for roles ['x', 'y'],
+not 'z'"); when none matches the caller, that no rule lets it.
+
+The vocabulary (``Values``, ``Rule``, ``Decision``, the actions) is in ``master.acl_rules``;
+reading a file, with its refusal of typos, in ``master.acl_file``; what a file's principals
+are checked against once the master's authentication is known in ``master.acl_checks``.
+
 Invariants: an ``Acl`` is immutable and validated when loaded (``AclError`` names the file,
-the action and the rule); ``decide`` is pure. Without an ACL file the master uses ``OPEN``:
+the action, the rule and the key); ``decide`` is pure. Without an ACL file the master uses ``OPEN``:
 every action allowed but tasks as root, subscribed weights capped at ``DEFAULT_MAX_WEIGHT``.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from fairshare.command import is_user_name
-from fairshare.roles import DEFAULT_ROLE, RoleError, check_role, role_matches
-
-from master.core.checks import MAX_WEIGHT, MIN_WEIGHT
+from master.acl_file import parse_document
+from master.acl_rules import (
+    ACTIONS,
+    ANY,
+    DEFAULT_MAX_WEIGHT,
+    OBJECT_PHRASES,
+    OBJECTS,
+    ROOT_USER,
+    AclError,
+    Decision,
+    Rule,
+    Values,
+)
 
 __all__ = [
     "ACTIONS",
@@ -111,83 +127,8 @@ __all__ = [
     "Decision",
     "Rule",
     "Values",
+    "parse",
 ]
-
-DEFAULT_MAX_WEIGHT: Final = 100.0
-"""The largest weight a framework may ask for when no rule says otherwise (an operator may set
-larger ones, up to the core's ``MAX_WEIGHT``)."""
-OBJECTS: Final[Mapping[str, str | None]] = {
-    "register_frameworks": "roles",
-    "register_agents": None,
-    "teardown_frameworks": "framework_principals",
-    "kill_tasks": "framework_principals",
-    "set_weights": "roles",
-    "update_quota": "roles",
-    "reserve_resources": "roles",
-    "maintain_agents": None,
-    "run_tasks": "users",
-    "view_logs": "framework_principals",
-    "view_state": None,
-}
-ACTIONS: Final = tuple(OBJECTS)
-LEVELS: Final = ("full", "redacted")
-SUBTREE: Final = "/*"
-"""The suffix of a role pattern naming the roles strictly below a role (``eng/*``)."""
-ROOT_USER: Final = "root"
-"""The user ``run_tasks`` allows only by a rule naming it (never by ANY or ``permissive``)."""
-
-
-class AclError(ValueError):
-    """An ACL file that cannot be used (the message names the file, action and rule)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Values:
-    """A set of names, or everything (``ANY``), or nothing (``NONE``); ``SELF`` (framework
-    principals only) is the caller itself; ``subtrees`` (roles only) are patterns ``R/*``, each
-    matching the roles strictly below ``R``."""
-
-    names: frozenset[str] = frozenset()
-    any: bool = False
-    self_: bool = False
-    subtrees: frozenset[str] = frozenset()
-
-    @property
-    def none(self) -> bool:
-        """True for ``NONE``."""
-        return not (self.names or self.any or self.self_ or self.subtrees)
-
-    def matches(self, value: str | None, caller: str | None = None) -> bool:
-        """True if ``value`` is in the set (``caller``: who ``SELF`` is)."""
-        if self.any:
-            return True
-        if value is None:
-            return False
-        if self.self_ and value == (caller or ""):
-            return True
-        return value in self.names or any(role_matches(p, value) for p in self.subtrees)
-
-
-ANY: Final = Values(any=True)
-
-
-@dataclass(frozen=True, slots=True)
-class Rule:
-    """One rule of an action."""
-
-    principals: Values
-    objects: Values = ANY
-    max_weight: float = DEFAULT_MAX_WEIGHT
-    level: str = "full"
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """What ``decide`` answers: allowed or not, with the rule that said so."""
-
-    allowed: bool
-    rule: Rule
-    why: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,15 +146,19 @@ class Acl:
         needs a rule naming ``root``."""
         as_root = action == "run_tasks" and target == ROOT_USER
         who = principal if principal is not None else "anonymous callers"
+        granted: list[Rule] = []  # rules for this caller whose object did not match
         for rule in self.rules.get(action, ()):
             if not rule.principals.matches(principal):
                 continue
             if rule.objects.none:
-                return Decision(False, rule, f"a rule of {self.source} refuses {action}")
+                why = self._granted(action, who, target, granted)
+                return Decision(False, rule, why or f"a rule of {self.source} refuses {action}")
             if as_root and ROOT_USER not in rule.objects.names:
+                granted.append(rule)
                 continue  # root only by a rule that names it
             if OBJECTS[action] is None or rule.objects.matches(target, principal):
                 return Decision(True, rule, "allowed by a rule")
+            granted.append(rule)
         if as_root:
             return Decision(
                 False,
@@ -223,6 +168,9 @@ class Acl:
             )
         if self.permissive:
             return Decision(True, Rule(ANY), "no rule: permissive")
+        why = self._granted(action, who, target, granted)
+        if why:
+            return Decision(False, Rule(ANY), why)
         if action == "run_tasks":
             return Decision(
                 False,
@@ -230,6 +178,21 @@ class Acl:
                 f"no run_tasks rule of {self.source} lets {who} run tasks as user {target!r}",
             )
         return Decision(False, Rule(ANY), f"no rule of {self.source} lets {who} {action}")
+
+    def _granted(self, action: str, who: str, target: str | None, granted: Sequence[Rule]) -> str:
+        """ "WHO may ACTION only for roles [...], not 'T' (FILE)" when rules of ``action`` for
+        the caller grant other objects; "" when none does."""
+        key = OBJECTS[action]
+        if not granted or key is None:
+            return ""
+        objects: list[str] = []
+        for rule in granted:
+            objects += [name for name in rule.objects.describe() if name not in objects]
+        wanted = "every one" if target is None else repr(target)
+        return (
+            f"{who} may {action} only {OBJECT_PHRASES[key]} {objects}, not {wanted}"
+            f" (rules of {self.source})"
+        )
 
     @classmethod
     def load(cls, path: Path) -> Acl:
@@ -247,114 +210,10 @@ class Acl:
 
 
 def parse(document: Mapping[str, Any], source: str) -> Acl:
-    """An ``Acl`` from a parsed document (``AclError`` naming what is wrong)."""
-    permissive = document.get("permissive", False)
-    if not isinstance(permissive, bool):
-        raise AclError(f"ACL file {source}: permissive must be true or false")
-    rules: dict[str, tuple[Rule, ...]] = {}
-    for action, raw in document.items():
-        if action == "permissive":
-            continue
-        if action not in OBJECTS:
-            raise AclError(
-                f"ACL file {source}: unknown action {action!r} (known: {', '.join(ACTIONS)})"
-            )
-        if not isinstance(raw, list):
-            raise AclError(f"ACL file {source}: {action} must be a list of rules")
-        rules[action] = tuple(
-            _rule(action, item, f"ACL file {source}, {action} rule {number}")
-            for number, item in enumerate(raw, start=1)
-        )
+    """An ``Acl`` from a parsed document (``AclError`` naming what is wrong:
+    ``master.acl_file``)."""
+    rules, permissive = parse_document(document, source)
     return Acl(rules, permissive, source)
-
-
-def _rule(action: str, item: Any, where: str) -> Rule:
-    if not isinstance(item, dict):
-        raise AclError(f"{where}: expected a table")
-    object_key = OBJECTS[action]
-    allowed = {"principals", *([object_key] if object_key else [])}
-    if action == "register_frameworks":
-        allowed.add("max_weight")
-    if action == "view_state":
-        allowed.add("level")
-    unknown = set(item) - allowed
-    if unknown:
-        raise AclError(f"{where}: unknown keys {sorted(unknown)} (allowed: {sorted(allowed)})")
-    if "principals" not in item:
-        raise AclError(f"{where}: principals is missing")
-    principals = _values(item["principals"], f"{where}: principals", self_allowed=False)
-    objects = ANY
-    if object_key is not None and object_key in item:
-        self_allowed = object_key == "framework_principals"
-        objects = _values(item[object_key], f"{where}: {object_key}", self_allowed)
-        if object_key == "roles":
-            objects = _role_patterns(objects, f"{where}: roles")
-        if object_key == "users":
-            _check_users(objects, f"{where}: users")
-    max_weight = item.get("max_weight", DEFAULT_MAX_WEIGHT)
-    if (
-        isinstance(max_weight, bool)
-        or not isinstance(max_weight, (int, float))
-        or not math.isfinite(max_weight)
-        or not MIN_WEIGHT <= max_weight <= MAX_WEIGHT
-    ):
-        raise AclError(f"{where}: max_weight must be a number in [{MIN_WEIGHT:g}, {MAX_WEIGHT:g}]")
-    level = item.get("level", "full")
-    if level not in LEVELS:
-        raise AclError(f"{where}: level must be one of {', '.join(LEVELS)}")
-    return Rule(principals, objects, float(max_weight), level)
-
-
-def _values(raw: Any, where: str, self_allowed: bool) -> Values:
-    if isinstance(raw, dict):  # Mesos's form: {"values": [...]} or {"type": "ANY"}
-        if "values" in raw:
-            raw = raw["values"]
-        elif "type" in raw:
-            raw = raw["type"]
-    if isinstance(raw, str):
-        word = raw.upper()
-        if word == "ANY":
-            return ANY
-        if word == "NONE":
-            return Values()
-        if word == "SELF" and self_allowed:
-            return Values(self_=True)
-        raw = [raw]
-    if not isinstance(raw, list) or not raw or not all(isinstance(v, str) and v for v in raw):
-        choices = '"ANY", "NONE", "SELF"' if self_allowed else '"ANY", "NONE"'
-        raise AclError(f"{where}: expected a non-empty list of names, or {choices}")
-    names = frozenset(v for v in raw if not (self_allowed and v.upper() == "SELF"))
-    return Values(names=names, self_=self_allowed and len(names) != len(set(raw)))
-
-
-def _check_users(values: Values, where: str) -> None:
-    """``AclError`` naming the rule when a name of a ``users`` object is not a user name."""
-    for name in sorted(values.names):
-        if not is_user_name(name):
-            raise AclError(
-                f"{where}: {name!r} is not a user name ([A-Za-z_][A-Za-z0-9_.-]{{0,31}})"
-            )
-
-
-def _role_patterns(values: Values, where: str) -> Values:
-    """``values`` of a ``roles`` object with each name checked as a role path (``AclError``
-    naming the rule if one is not) and the subtree patterns (``R/*``) set apart."""
-    names, subtrees = set(), set()
-    for name in sorted(values.names):
-        base = name.removesuffix(SUBTREE) if name.endswith(SUBTREE) else None
-        try:
-            if base is None:
-                names.add(check_role(name))
-            elif base and check_role(base) != DEFAULT_ROLE:
-                subtrees.add(name)
-            else:
-                raise RoleError(f"{name!r} names no role below which to match ('ROLE/*')")
-        except RoleError as error:
-            raise AclError(
-                f"{where}: {name!r} is not a role or a subtree of one ('eng', 'eng/dev',"
-                f" 'eng/*'): {error}"
-            ) from None
-    return Values(frozenset(names), values.any, values.self_, frozenset(subtrees))
 
 
 OPEN: Final = Acl()

@@ -103,6 +103,7 @@ from master.runtime.frameworks import FrameworkCalls
 from master.runtime.rebalance_settings import RebalanceSettings
 from master.security import MasterSecurity, exposure, load_security
 from master.service.rpc_metrics import RpcMetricsInterceptor
+from master.service.state_documents import WIRE_DOCUMENTS
 from master.service.task_log_reader import TaskLogReader
 from master.settings.allocation import CORE_RENAMES
 from master.web.completed import CompletedHistory, EventFanout
@@ -397,6 +398,7 @@ async def _serve(
         read_logs=TaskLogReader.of_master(
             config.tls_ca, config.tls_cert, config.tls_key, _connect_host(config.host)
         ).read,
+        documents=WIRE_DOCUMENTS,
     )
     mesos = _mesos_api(leadership)
     metrics = await _start_http(config, security, leadership, rpc_metrics, health, web, mesos)
@@ -419,6 +421,8 @@ async def _serve(
     metrics_path = write_metrics_addr(work_dir, metrics.address)
     level, fields = exposure(config, security, port, metrics.port)
     log_event(log, "security.exposure", level, **fields)
+    for warning in security.acl_warnings:
+        log_event(log, "acl.warning", logging.WARNING, problem=warning)
     log_event(log, "metrics.listening", address=metrics.address, bind=fields["http"])
     addr_path = write_addr(work_dir, leadership.address)
     lock.describe(f"pid {os.getpid()}, fairshare master serving {leadership.address}")

@@ -83,7 +83,7 @@ __all__ = [
     "write_metrics_addr",
 ]
 
-AGENT_STATES = ("active", "deactivated", "unreachable")
+AGENT_STATES = ("active", "deactivated", "draining", "drained", "unreachable")
 FRAMEWORK_STATES = ("active", "suppressed", "disconnected")
 TASK_STATES = tuple(s.value.lower() for s in TaskState if s is not TaskState.UNKNOWN)
 ALLOCATION_STATES = ("free", "offered", "used")

@@ -5,9 +5,10 @@ its callers are, what they may do, and one log line saying what it exposes.
 - ``load_security(config)``: the ``ServerSecurity`` of both ports (client certificates verified
   and required when ``--tls-ca`` is given: gRPC has no optional client certificate), the
   ``Authenticator`` (certificates and/or the credentials file) and the ``Acl`` (``--acls``, or
-  ``OPEN``), the key signing an etcd registry's rows (``--registry-key``, at least
-  ``MIN_REGISTRY_KEY`` bytes); a file that cannot be used raises ``SettingsError`` naming its
-  flag, before anything is served;
+  ``OPEN``; its principals checked against the authentication, ``master.acl_checks``), the
+  key signing an etcd registry's rows (``--registry-key``, at least ``MIN_REGISTRY_KEY``
+  bytes); a file that cannot be used raises ``SettingsError`` naming its flag, before anything
+  is served;
 - ``exposure(...)``: the fields and level of the one ``security.exposure`` line the master logs
   when it serves: where each port listens (the address bound, truly: ``0.0.0.0`` is all
   interfaces), TLS, authentication and ACL; WARNING when a port other than loopback is served
@@ -25,6 +26,7 @@ from fairshare.settings import SettingsError, server_authentication
 from fairshare.transport import SecurityError, ServerSecurity, is_loopback
 
 from master.acl import OPEN, Acl, AclError
+from master.acl_checks import check_principals
 from master.config import MasterConfig
 
 __all__ = ["MIN_REGISTRY_KEY", "MasterSecurity", "exposure", "load_security"]
@@ -40,6 +42,9 @@ class MasterSecurity:
     authenticator: Authenticator
     acl: Acl
     registry_key: bytes | None = None  # signs the etcd registry's rows (--registry-key)
+    acl_warnings: tuple[str, ...] = ()
+    """What the daemon logs (``acl.warning``) about principals the ACL names that no caller
+    can be yet (``master.acl_checks``)."""
 
 
 def load_security(config: MasterConfig) -> MasterSecurity:
@@ -56,12 +61,19 @@ def load_security(config: MasterConfig) -> MasterSecurity:
         raise SettingsError(f"--tls-cert/--tls-key/--tls-ca: {error}") from None
     authenticator = server_authentication(server, config.credentials)  # reads the files now
     acl = OPEN
+    warnings: tuple[str, ...] = ()
     if config.acls is not None:
         try:
             acl = Acl.load(config.acls)
         except AclError as error:
             raise SettingsError(f"--acls: {error}") from None
-    return MasterSecurity(server, authenticator, acl, _registry_key(config))
+        credentials = authenticator.credentials
+        known = credentials.principals if credentials is not None else None
+        findings = check_principals(acl, known, authenticator.certificates)
+        if findings.errors:
+            raise SettingsError(f"--acls: {findings.errors[0]}")
+        warnings = tuple(findings.warnings)
+    return MasterSecurity(server, authenticator, acl, _registry_key(config), warnings)
 
 
 def _registry_key(config: MasterConfig) -> bytes | None:

@@ -9,10 +9,8 @@ contract in pyproject.toml enforces it; ``agent.wire`` converts to and from the 
   ``TaskReason``, ...);
 - ``state``: ``AgentState``, with its answers in ``decisions`` and its checkpoint seam in
   ``snapshot``;
-- ``backoff``: the jittered exponential backoff of update retries (and of reconnects).
 """
 
-from agent.core.backoff import Backoff, RandomSource
 from agent.core.decisions import (
     KillDecision,
     LaunchResult,
@@ -42,7 +40,6 @@ __all__ = [
     "AgentSnapshot",
     "AgentSpec",
     "AgentState",
-    "Backoff",
     "CheckpointChanges",
     "CommandTask",
     "CommandUsage",
@@ -51,7 +48,6 @@ __all__ = [
     "LaunchSpec",
     "Outgoing",
     "PlaceholderSpec",
-    "RandomSource",
     "RegisterCall",
     "ReregisterCall",
     "StatusUpdate",

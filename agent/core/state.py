@@ -45,7 +45,6 @@ from fairshare.command import ResourceUsage
 from fairshare.resources import ResourceVector
 from fairshare.task_states import TERMINAL, TaskState, advance
 
-from agent.core.backoff import Backoff
 from agent.core.decisions import (
     KillDecision,
     LaunchResult,
@@ -98,7 +97,9 @@ class _Stream:
 class AgentState:
     """Registration, tasks and the per-task FIFO of unacknowledged status updates."""
 
-    def __init__(self, spec: AgentSpec, *, retry: Backoff, new_uuid: Callable[[], bytes]) -> None:
+    def __init__(
+        self, spec: AgentSpec, *, retry: Callable[[int], float], new_uuid: Callable[[], bytes]
+    ) -> None:
         self.spec = spec
         self.agent_id: str | None = None
         self.master_id: str | None = None
@@ -343,7 +344,7 @@ class AgentState:
             if not force and stream.next_send > now:
                 continue
             stream.attempts += 1
-            stream.next_send = now + self._retry.delay(stream.attempts)
+            stream.next_send = now + self._retry(stream.attempts)
             if stream.attempts > 1:
                 self.update_retries_total += 1
             self.updates_sent_total += 1
@@ -430,7 +431,7 @@ class AgentState:
         spec: AgentSpec,
         snapshot: AgentSnapshot,
         *,
-        retry: Backoff,
+        retry: Callable[[int], float],
         new_uuid: Callable[[], bytes],
     ) -> AgentState:
         """A state holding ``snapshot``'s identity, tasks and updates (disconnected, clean).

@@ -18,6 +18,8 @@ What it keeps (schema version 2; a version 1 file is upgraded in place when open
   (``{"cpu_seconds": ..., "memory_peak_bytes": ...}``, NULL for none; ``latest_usage`` in
   ``tasks``).
 
+How a task and an update are written in their rows: ``agent.durability.checkpoint_rows``.
+
 A command task's process is not in this file: its supervisor's pid and start time are in the
 task's run directory (``agent.tasks.executors.supervisor``), written before the task starts.
 
@@ -51,28 +53,27 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import json
 import os
 import sqlite3
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
-from fairshare.command import ResourceUsage
 from fairshare.resources import ResourceError, ResourceVector
 from fairshare.sqlite_transaction import transaction
-from fairshare.task_states import TaskState
-from fairshare.v1 import common_pb2
-from fairshare.wire import reason_from_pb, reason_to_pb, task_state_from_pb, task_state_to_pb
 from fairshare.work_dir_lock import WorkDirLock, WorkDirLocked
 from google.protobuf.message import DecodeError
 
 from agent.config import parse_attributes
-from agent.core.records import AgentSpec, StatusUpdate, TaskView
+from agent.core.records import AgentSpec
 from agent.core.snapshot import AgentSnapshot, CheckpointChanges, TaskChange
-from agent.wire import task_info, task_spec
+from agent.durability.checkpoint_rows import (
+    task_from_row,
+    task_row,
+    update_columns,
+    update_from_columns,
+)
 
 __all__ = ["CHECKPOINT_FILE", "SCHEMA_VERSION", "CheckpointError", "CheckpointStore"]
 
@@ -273,7 +274,7 @@ class CheckpointStore:
             ).fetchone()
             epoch = 0 if epoch_row is None else int(epoch_row[0])
             tasks = tuple(
-                self._task(row)
+                task_from_row(row)
                 for row in self._db.execute(
                     "SELECT framework_id, task_id, info, resources, state, running_since,"
                     " latest_state, latest_uuid, latest_timestamp, latest_reason,"
@@ -282,7 +283,7 @@ class CheckpointStore:
                 )
             )
             updates = tuple(
-                _update(row[0], row[1], row[2:])
+                update_from_columns(row[0], row[1], row[2:])
                 for row in self._db.execute(
                     "SELECT framework_id, task_id, state, uuid, timestamp, reason, message,"
                     " exit_code, usage FROM updates ORDER BY framework_id, task_id, position"
@@ -298,23 +299,6 @@ class CheckpointStore:
         ) as error:
             raise self._corrupt(f"unreadable rows: {error}") from None
         return AgentSnapshot(agent_id, master_id, tasks, updates, epoch)
-
-    @staticmethod
-    def _task(row: tuple[Any, ...]) -> TaskView:
-        framework_id, task_id, info_bytes, resources, state = row[:5]
-        info = task_spec(common_pb2.TaskInfo.FromString(info_bytes))
-        if info.task_id != task_id:
-            raise ValueError(f"task row {task_id!r} holds TaskInfo of {info.task_id!r}")
-        latest = None if row[6] is None else _update(framework_id, task_id, row[6:])
-        running_since = None if row[5] is None else float(row[5])
-        return TaskView(
-            framework_id,
-            info,
-            ResourceVector.parse(resources) if resources else ResourceVector(),
-            _state(state),
-            latest,
-            running_since,
-        )
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -346,23 +330,14 @@ class CheckpointStore:
         key = change.key
         self._db.execute("DELETE FROM tasks WHERE framework_id = ? AND task_id = ?", key)
         self._db.execute("DELETE FROM updates WHERE framework_id = ? AND task_id = ?", key)
-        task = change.task
-        if task is not None:
-            latest = (None,) * 7 if task.latest is None else _update_columns(task.latest)
+        if change.task is not None:
             self._db.execute(
                 "INSERT INTO tasks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    *key,
-                    task_info(task.info).SerializeToString(deterministic=True),
-                    str(task.resources),
-                    task_state_to_pb(task.state),
-                    task.running_since,
-                    *latest,
-                ),
+                task_row(key, change.task),
             )
         self._db.executemany(
             "INSERT INTO updates VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [(*key, position, *_update_columns(u)) for position, u in enumerate(change.updates)],
+            [(*key, position, *update_columns(u)) for position, u in enumerate(change.updates)],
         )
 
     def close(self) -> None:
@@ -372,49 +347,6 @@ class CheckpointStore:
         self._db.close()
         self._work_dir_lock.release()
         self._work_dir_lock = None
-
-
-def _state(value: Any) -> TaskState:
-    """A stored wire state number; ``ValueError`` for one the API does not define."""
-    number = int(value)
-    common_pb2.TaskState.Name(number)  # type: ignore[arg-type]
-    return task_state_from_pb(number)
-
-
-def _update_columns(update: StatusUpdate) -> tuple[Any, ...]:
-    return (
-        task_state_to_pb(update.state),
-        update.uuid,
-        update.timestamp,
-        int(reason_to_pb(update.reason)),
-        update.message,
-        update.exit_code,
-        None if update.usage is None else json.dumps(dataclasses.asdict(update.usage)),
-    )
-
-
-def _usage(text: Any) -> ResourceUsage | None:
-    if text is None:
-        return None
-    data = json.loads(text)
-    return ResourceUsage(float(data["cpu_seconds"]), int(data["memory_peak_bytes"]))
-
-
-def _update(framework_id: str, task_id: str, columns: tuple[Any, ...]) -> StatusUpdate:
-    state, uuid, timestamp, reason, message, exit_code, usage = columns
-    if not isinstance(uuid, bytes) or not uuid:
-        raise ValueError(f"update of task {task_id!r} without a uuid")
-    return StatusUpdate(
-        framework_id,
-        task_id,
-        _state(state),
-        uuid,
-        float(timestamp),
-        reason_from_pb(int(reason), strict=True),  # ValueError for an unknown reason
-        str(message),
-        None if exit_code is None else int(exit_code),
-        _usage(usage),
-    )
 
 
 def _private(path: Path) -> None:

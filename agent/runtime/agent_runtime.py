@@ -35,10 +35,10 @@ import random
 import uuid
 from collections.abc import Callable
 
+from fairshare.backoff import Backoff
 from fairshare.logs import log_event
 from fairshare.masters import MasterFinder
 
-from agent.core.backoff import Backoff
 from agent.core.records import AgentMetrics, AgentSpec, TaskReason
 from agent.core.state import AgentState
 from agent.durability.checkpoint import CheckpointStore
@@ -77,7 +77,7 @@ class AgentRuntime:
         ``executors`` builds the task executors (default: placeholder tasks only)."""
         self.config = config
         rng = rng or random.Random()
-        retry = Backoff(config.status_retry_initial, config.status_retry_max, rng)
+        retry = Backoff(config.status_retry_initial, config.status_retry_max).jittered(rng)
         minter = new_uuid or (lambda: uuid.uuid4().bytes)
         self.state = _initial_state(spec, checkpoint, retry, minter)
         stop, wake = asyncio.Event(), asyncio.Event()
@@ -179,7 +179,7 @@ class AgentRuntime:
 def _initial_state(
     spec: AgentSpec,
     checkpoint: CheckpointStore | None,
-    retry: Backoff,
+    retry: Callable[[int], float],
     new_uuid: Callable[[], bytes],
 ) -> AgentState:
     """A fresh state, or the one the checkpoint holds (raises ``CheckpointError``)."""

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from agent.core.backoff import Backoff, RandomSource
+from fairshare.backoff import Backoff, RandomSource
+
 from agent.runtime.stream import Outcome
 
 __all__ = ["AFTER_STALE_HINT", "MAX_REDIRECTS", "RECONNECT_CAP_ONCE_CONNECTED", "Reconnection"]
@@ -42,7 +43,7 @@ class Reconnection:
     """The delay before each next session."""
 
     def __init__(self, initial: float, maximum: float, rng: RandomSource) -> None:
-        self._backoff = Backoff(initial, maximum, rng)
+        self._backoff = Backoff(initial, maximum)
         self._rng = rng
         self.jitter = 0.0  # the master's reconnect jitter, as it last said
         self._attempt = 0
@@ -67,7 +68,7 @@ class Reconnection:
         attempt = self._attempt
         if outcome not in (Outcome.RECONNECT, Outcome.REDIRECTED) and attempt == 1:
             return 0.0  # NOT_FOUND, FAILED_PRECONDITION: at once
-        delay = self._backoff.delay(attempt)
+        delay = self._backoff.delay(attempt, self._rng)
         if self._known_master:  # a restarting master is back in seconds: keep trying often
             cap = max(RECONNECT_CAP_ONCE_CONNECTED, self.jitter)
             delay = min(delay, cap * (0.5 + 0.5 * self._rng.random()))

@@ -1,7 +1,7 @@
 """The master package's subcommands of ``fairshare`` (other than the daemon, ``master.daemon``).
 
-``operator`` (``agents``, ``weights``: calls to a running master's operator API), ``up`` (a
-local cluster of real processes) and ``allocate`` (the offline calculator, ``calculator``, over
-the very core the master runs). Each provides ``add_arguments(parser)`` and ``main(args)`` for
+``operator`` (``agents``, ``weights``: calls to a running master's operator API) and ``up`` (a
+local cluster of real processes); ``allocate`` and ``simulate`` are offline analysis's
+(``analysis``). Each provides ``add_arguments(parser)`` and ``main(args)`` for
 ``fairshare.cli``'s table; nothing else imports them, and the allocation core never does.
 """

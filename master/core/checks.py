@@ -13,6 +13,7 @@ from fairshare.resources import ResourceVector
 from fairshare.roles import RoleError, check_role
 
 from master.core.errors import AlreadyExists, InvalidArgument, NotFound, PermissionDenied
+from master.core.hierarchy import HIERARCHIES
 from master.core.messages import RunningTask, TaskLaunch
 
 __all__ = [
@@ -24,6 +25,8 @@ __all__ = [
     "check_weight",
     "checked",
     "checked_role",
+    "hierarchy_in_force",
+    "hierarchy_refusal",
 ]
 
 EMPTY = ResourceVector()
@@ -64,7 +67,7 @@ def checked(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P
     return wrapper
 
 
-def check_weight(weight: float, what: str, cap: float = MAX_WEIGHT) -> float:
+def check_weight(weight: object, what: str, cap: float = MAX_WEIGHT) -> float:
     """A weight as a float: finite, in [``MIN_WEIGHT``, ``MAX_WEIGHT``] (the one weight rule:
     frameworks' subscribed weights and the operator's role and framework weights alike), and at
     most ``cap``, the policy's cap of what the caller may ask for (a subscribed weight above
@@ -81,6 +84,31 @@ def check_weight(weight: float, what: str, cap: float = MAX_WEIGHT) -> float:
             " operator may set a larger one: fairshare weights)"
         )
     return float(weight)
+
+
+_TREE_POLICY = "drf"  # H-DRF and Mesos's hierarchical sorter compare dominant shares
+
+
+def hierarchy_in_force(named: str, policy: str) -> str:
+    """The hierarchy a run under ``policy`` uses: ``named``, else (``""``) hdrf under drf and
+    flat under the other policies (they have no tree here)."""
+    if named:
+        return named
+    return "hdrf" if policy == _TREE_POLICY else "flat"
+
+
+def hierarchy_refusal(named: str, policy: str) -> str | None:
+    """Why hierarchy ``named`` cannot run under ``policy`` (``None`` if it can; ``""`` is the
+    policy's default): the one rule for the master's settings, case files and scenarios. The
+    reason names the value, not the field: callers prefix where it came from."""
+    if named and named not in HIERARCHIES:
+        return f"{named!r} is unknown; choose one of {', '.join(HIERARCHIES)}"
+    if named in ("hdrf", "naive") and policy != _TREE_POLICY:
+        return (
+            f"{named!r} orders roles by dominant shares and needs policy 'drf', not {policy!r};"
+            f" use hierarchy 'flat' with {policy!r}"
+        )
+    return None
 
 
 def checked_role(role: str, what: str = "role") -> str:

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from fairshare.resources import ResourceVector
 
+from master.core.checks import hierarchy_in_force, hierarchy_refusal
 from master.core.fairness import FAIRNESS_POLICIES
-from master.core.hierarchy import HIERARCHIES
 from master.core.placement import DEFAULT_SAMPLE_SIZE, PLACEMENT_POLICIES
 
 __all__ = ["CoreConfig"]
@@ -65,9 +65,7 @@ class CoreConfig:
     @property
     def effective_hierarchy(self) -> str:
         """The hierarchy in force: the one named, else hdrf under drf and flat otherwise."""
-        if self.hierarchy:
-            return self.hierarchy
-        return "hdrf" if self.policy == "drf" else "flat"
+        return hierarchy_in_force(self.hierarchy, self.policy)
 
     def __post_init__(self) -> None:
         if self.policy not in FAIRNESS_POLICIES:
@@ -86,14 +84,9 @@ class CoreConfig:
             )
         if self.fit_window < 0:
             raise ValueError(f"fit_window must be >= 0, got {self.fit_window}")
-        if self.hierarchy and self.hierarchy not in HIERARCHIES:
-            known = ", ".join(HIERARCHIES)
-            raise ValueError(f"unknown hierarchy {self.hierarchy!r}; choose one of {known}")
-        if self.hierarchy in ("hdrf", "naive") and self.policy != "drf":
-            raise ValueError(
-                f"hierarchy {self.hierarchy!r} orders roles by dominant shares and needs policy"
-                f" 'drf', not {self.policy!r}; use hierarchy 'flat' with {self.policy!r}"
-            )
+        refusal = hierarchy_refusal(self.hierarchy, self.policy)
+        if refusal is not None:
+            raise ValueError(f"hierarchy {refusal}")
         if self.fair_sharing_excluded_resources and self.policy != "drf":
             raise ValueError(
                 "fair_sharing_excluded_resources leaves resources out of dominant shares and"

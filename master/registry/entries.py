@@ -20,6 +20,7 @@ from typing import Final
 
 from fairshare.resources import ResourceVector
 
+from master.core.drain import DRAIN_STATES
 from master.core.quota import Quota
 from master.model import AgentSpec, FrameworkSpec
 
@@ -28,12 +29,15 @@ __all__ = [
     "AGENT_STATES",
     "GONE",
     "UNREACHABLE",
+    "AgentDrain",
     "AgentEntry",
     "FrameworkEntry",
     "RegistryError",
     "RegistryWriteError",
     "agent_spec_from_json",
     "agent_spec_to_json",
+    "drain_from_json",
+    "drain_to_json",
     "framework_spec_from_json",
     "framework_spec_to_json",
     "quota_from_json",
@@ -59,6 +63,16 @@ class RegistryWriteError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class AgentDrain:
+    """An operator's drain of an agent (``master.core.drain``): DRAINING or DRAINED, when it
+    started and its deadline (wall clock; None: the tasks may run to their end)."""
+
+    state: str
+    started_at: float
+    deadline: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class AgentEntry:
     """An agent the master admitted; ``state`` is ADMITTED, UNREACHABLE or GONE; ``principal``
     the principal that registered it (only that principal may reregister it: the node
@@ -69,9 +83,10 @@ class AgentEntry:
     spec: AgentSpec
     registered_at: float  # wall clock
     state: str = ADMITTED
-    active: bool = True  # False while the operator has it deactivated
+    active: bool = True  # False while the operator has it deactivated (or drains it)
     principal: str = ""
     changed_at: float = 0.0
+    drain: AgentDrain | None = None  # the operator's drain, if any (then active is False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +124,25 @@ def agent_spec_from_json(text: str) -> AgentSpec:
         attributes=tuple((str(k), str(v)) for k, v in raw["attributes"]),
         version=raw["version"],
         reservations=tuple((str(role), _millis(r)) for role, r in raw.get("reservations", ())),
+    )
+
+
+def drain_to_json(drain: AgentDrain) -> str:
+    """A drain as JSON: ``{"state", "started_at", "deadline"}`` (``deadline`` null: none)."""
+    return json.dumps(
+        {"state": drain.state, "started_at": drain.started_at, "deadline": drain.deadline},
+        sort_keys=True,
+    )
+
+
+def drain_from_json(text: str) -> AgentDrain:
+    """The drain ``drain_to_json`` wrote (``ValueError`` for anything else)."""
+    raw = json.loads(text)
+    if not isinstance(raw, dict) or raw.get("state") not in DRAIN_STATES:
+        raise ValueError(f"a drain is an object with a state in {DRAIN_STATES}, not {text!r}")
+    deadline = raw.get("deadline")
+    return AgentDrain(
+        str(raw["state"]), float(raw["started_at"]), None if deadline is None else float(deadline)
     )
 
 

@@ -6,7 +6,8 @@ Keys, under the cluster's prefix (``--registry etcd://...[/prefix]``):
 ``registry/meta`` (schema version, cluster id, creation time), ``registry/agents/<agent id>``,
 ``registry/frameworks/<framework id>``, ``registry/weights/<role|framework>/<target>``,
 ``registry/quotas/<role path>`` (schema 3), ``registry/reservations/<agent id>`` (schema 4:
-an agent's dynamic reservations, role path -> resources); each value one JSON object, the row
+an agent's dynamic reservations, role path -> resources); an agent's row holds its operator's
+drain under ``drain`` (schema 5; absent: none); each value one JSON object, the row
 written whole
 (``operations.Change``).
 
@@ -61,6 +62,8 @@ from master.registry.entries import (
     RegistryWriteError,
     agent_spec_from_json,
     agent_spec_to_json,
+    drain_from_json,
+    drain_to_json,
     framework_spec_from_json,
     framework_spec_to_json,
     quota_from_json,
@@ -137,6 +140,8 @@ class EtcdRegistry(Registry):
                 "principal": change.principal,
                 "changed_at": change.changed_at,
             }
+            if change.drain is not None:
+                value["drain"] = json.loads(drain_to_json(change.drain))
             return self._key("agents", change.agent_id), _encode(value)
         if isinstance(change, FrameworkEntry):
             value = {
@@ -334,6 +339,7 @@ def _parse_row(kind: str, name: str, value: dict[str, Any]) -> Change:
             bool(value["active"]),
             str(value.get("principal", "")),
             float(value.get("changed_at", 0.0)),
+            None if value.get("drain") is None else drain_from_json(json.dumps(value["drain"])),
         )
     if kind == "frameworks":
         framework = framework_spec_from_json(json.dumps(value["spec"]))

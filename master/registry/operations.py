@@ -39,6 +39,7 @@ from master.core.quota import Quota
 from master.model import FrameworkSpec
 from master.registry.entries import (
     AGENT_STATES,
+    AgentDrain,
     AgentEntry,
     FrameworkEntry,
 )
@@ -219,13 +220,26 @@ class Registry:
         self._write([dataclasses.replace(e, state=state, changed_at=now) for e in changed.values()])
 
     def set_agents_active(self, agent_ids: list[str], active: bool) -> None:
-        """Record operator (de)activation of several agents in one transaction."""
+        """Record operator (de)activation of several agents in one transaction; activation
+        ends a drain."""
         changed = {
             a: self.agents[a]
             for a in agent_ids
-            if a in self.agents and self.agents[a].active != active
+            if a in self.agents
+            and (self.agents[a].active != active or (active and self.agents[a].drain))
         }
-        self._write([dataclasses.replace(entry, active=active) for entry in changed.values()])
+        self._write(
+            [
+                dataclasses.replace(entry, active=active, drain=None if active else entry.drain)
+                for entry in changed.values()
+            ]
+        )
+
+    def set_agent_drain(self, agent_id: str, drain: AgentDrain) -> None:
+        """Record an operator's drain of an admitted agent (inactive while it lasts)."""
+        entry = self.agents[agent_id]
+        if entry.drain != drain or entry.active:
+            self._write([dataclasses.replace(entry, active=False, drain=drain)])
 
     def put_framework(self, spec: FrameworkSpec, registered_at: float) -> None:
         """Record a framework registered, or its spec changed on resubscription."""

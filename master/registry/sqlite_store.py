@@ -3,7 +3,8 @@
 the embedded default for one master (``etcd_store`` keeps it in etcd for HA masters).
 
 What is durable is what Mesos keeps in its registry: the agents admitted (with their spec and
-whether they are admitted, unreachable or gone, and whether the operator deactivated them), the
+whether they are admitted, unreachable or gone, and whether the operator deactivated or drains
+them), the
 frameworks with their ids, names, roles, weights, failover timeouts and capabilities (and which
 were removed, so their ids are refused for good), operator-set weights of roles and
 frameworks, the quotas of roles, and the operator's dynamic reservations per agent. Offers,
@@ -25,8 +26,8 @@ Invariants (beside those of ``operations.Registry``, whose operations it stores)
 - opening checks that the work dir can be written (a read-only disk stops the master before
   it serves); a registry of an older schema is upgraded in place, in one transaction (1 to 2:
   the agents' principals and the times agents left and frameworks were removed; 2 to 3: the
-  ``quotas`` table, empty; 3 to 4: the ``reservations`` table, empty), and otherwise loads
-  unchanged.
+  ``quotas`` table, empty; 3 to 4: the ``reservations`` table, empty; 4 to 5: the agents'
+  ``drain`` column, null), and otherwise loads unchanged.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ from master.registry.entries import (
     RegistryWriteError,
     agent_spec_from_json,
     agent_spec_to_json,
+    drain_from_json,
+    drain_to_json,
     framework_spec_from_json,
     framework_spec_to_json,
     quota_from_json,
@@ -71,7 +74,7 @@ __all__ = ["MARKER_FILE", "REGISTRY_FILE", "SCHEMA_VERSION", "SqliteRegistry"]
 
 REGISTRY_FILE: Final = "registry.sqlite"
 MARKER_FILE: Final = "cluster.id"
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 
 _SCHEMA: Final = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -82,7 +85,8 @@ CREATE TABLE agents (
     state TEXT NOT NULL,
     active INTEGER NOT NULL,
     principal TEXT NOT NULL DEFAULT '',
-    changed_at REAL NOT NULL DEFAULT 0
+    changed_at REAL NOT NULL DEFAULT 0,
+    drain TEXT
 );
 CREATE TABLE frameworks (
     framework_id TEXT PRIMARY KEY,
@@ -109,6 +113,7 @@ _UPGRADE_2_TO_3: Final = ("CREATE TABLE quotas (role TEXT PRIMARY KEY, quota TEX
 _UPGRADE_3_TO_4: Final = (
     "CREATE TABLE reservations (agent_id TEXT PRIMARY KEY, reserved TEXT NOT NULL)",
 )
+_UPGRADE_4_TO_5: Final = ("ALTER TABLE agents ADD COLUMN drain TEXT",)
 
 
 class SqliteRegistry(Registry):
@@ -230,7 +235,10 @@ class SqliteRegistry(Registry):
                 if int(version) < 3:
                     for statement in _UPGRADE_2_TO_3:
                         connection.execute(statement)
-                for statement in _UPGRADE_3_TO_4:
+                if int(version) < 4:
+                    for statement in _UPGRADE_3_TO_4:
+                        connection.execute(statement)
+                for statement in _UPGRADE_4_TO_5:
                     connection.execute(statement)
                 connection.execute(
                     "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
@@ -328,9 +336,10 @@ class SqliteRegistry(Registry):
                 active,
                 principal,
                 changed,
+                drain,
             ) in self._db.execute(
-                "SELECT agent_id, spec, registered_at, state, active, principal, changed_at"
-                " FROM agents"
+                "SELECT agent_id, spec, registered_at, state, active, principal, changed_at,"
+                " drain FROM agents"
             ):
                 if state not in AGENT_STATES:
                     raise ValueError(f"agent {agent_id} has unknown state {state!r}")
@@ -343,6 +352,7 @@ class SqliteRegistry(Registry):
                         bool(active),
                         str(principal),
                         float(changed),
+                        None if drain is None else drain_from_json(drain),
                     )
                 )
             for framework_id, spec, registered_at, removed, removed_at in self._db.execute(
@@ -411,7 +421,7 @@ class SqliteRegistry(Registry):
         if isinstance(change, AgentEntry):
             db.execute(
                 "INSERT OR REPLACE INTO agents (agent_id, spec, registered_at, state, active,"
-                " principal, changed_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                " principal, changed_at, drain) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     change.agent_id,
                     agent_spec_to_json(change.spec),
@@ -420,6 +430,7 @@ class SqliteRegistry(Registry):
                     int(change.active),
                     change.principal,
                     change.changed_at,
+                    None if change.drain is None else drain_to_json(change.drain),
                 ),
             )
         elif isinstance(change, FrameworkEntry):

@@ -20,7 +20,8 @@ another and none imports one above it: ``dispatcher`` < ``loss`` < ``agents``; `
 Invariants (docs/architecture.md §10):
 every call runs synchronously on the runtime's event loop, so each
 is one atomic step over the state (no locks); timers run the periodic allocation, framework
-heartbeats and the liveness check; ``drain`` (SIGTERM, or the end of a leadership term) stops
+heartbeats, the liveness check and the agents' drains
+(``master.runtime.agent_drains``); ``drain`` (SIGTERM, or the end of a leadership term) stops
 offering and ends every stream with UNAVAILABLE, removing nothing. ``collect_garbage`` (at the
 start and every ``housekeeping`` period) makes the registry forget agents and frameworks that left
 long ago (``RuntimeLimits``: age and count, as Mesos's registry_max_agent_age/_count), and the
@@ -38,6 +39,7 @@ from fairshare.logs import log_event
 
 from master.model import StreamEnd
 from master.registry import Registry, RegistryWriteError
+from master.runtime.agent_drains import CHECK_PERIOD
 from master.runtime.agent_loss import AgentLoss
 from master.runtime.agents import AgentCalls
 from master.runtime.dispatch import Dispatcher
@@ -94,6 +96,7 @@ class MasterRuntime:
             ),
             asyncio.create_task(_every(config.heartbeat_interval, self.frameworks.heartbeat)),
             asyncio.create_task(_every(liveness, self.loss.check_liveness)),
+            asyncio.create_task(_every(CHECK_PERIOD, self.operator.drains.check)),
         ]
         self._timers.append(asyncio.create_task(self.housekeeping(GC_PERIOD)))
         if self.rebalancer is not None:

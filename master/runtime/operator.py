@@ -13,7 +13,9 @@ Invariants:
   ``RescindOffer`` messages are delivered) and kills nothing;
 - a call naming several agents checks them all before changing any; an agent the operator
   deactivated stays in the pool with its tasks but is offered to nobody (its offers rescinded)
-  until reactivated, and reactivating several costs one allocation run that sees them all;
+  until reactivated, and reactivating several costs one allocation run that sees them all; a
+  drain (``drain_agent``, ``master.runtime.agent_drains``) deactivates too, then kills the
+  agent's tasks at its deadline and marks it DRAINED; reactivating ends it;
 - only an agent the master no longer hears from (unreachable, in the registry or among the
   departed) can be removed; once removed (GONE) it is no longer listed and never readmitted;
 - an operator's teardown or kill acts as the framework's own would (the same core calls), whether
@@ -23,10 +25,10 @@ Invariants:
   caller's own frameworks, tasks and offers, the others' shares and resources without their
   ids or names, agents without ids or addresses (``views.redact``);
 - every call is authorized first (``Authority.allow``): ``set_weights`` for the target's role,
-  ``update_quota`` for the quota's role, ``maintain_agents``, ``teardown_frameworks`` and
-  ``kill_tasks`` for the framework's owner (``"SELF"``: one's own frameworks), ``view_state``
-  for the state, the weights and the quotas; ``grant_logs`` by the framework's owner,
-  ``view_logs`` or the full ``view_state`` (``master.runtime.log_grants``).
+  ``update_quota`` for the quota's role, ``maintain_agents`` (drains too),
+  ``teardown_frameworks`` and ``kill_tasks`` for the framework's owner (``"SELF"``: one's own
+  frameworks), ``view_state`` for the state, the weights and the quotas; ``grant_logs`` by
+  the framework's owner, ``view_logs`` or the full ``view_state`` (``master.runtime.log_grants``).
 """
 
 from __future__ import annotations
@@ -44,7 +46,9 @@ from master.core.checks import check_weight, checked_role
 from master.core.messages import RescindOffer
 from master.core.quota import Quota
 from master.registry import GONE
+from master.registry.entries import AgentDrain
 from master.runtime import reservations
+from master.runtime.agent_drains import AgentDrains
 from master.runtime.dispatch import Dispatcher
 from master.runtime.events import EventKind
 from master.runtime.frameworks import FrameworkCalls
@@ -96,6 +100,7 @@ class OperatorCalls:
         self.state = state
         self.dispatcher = dispatcher
         self.frameworks = frameworks
+        self.drains = AgentDrains(state, dispatcher)
         self.log_grants = LogGrants(state)
 
     def snapshot(self) -> ClusterSnapshot:
@@ -250,8 +255,15 @@ class OperatorCalls:
                 state.announce(EventKind.AGENT_DEACTIVATED, agent_id=agent_id)
         self.dispatcher.request_allocation()  # frameworks that lost offers may be due others
 
+    def drain_agent(
+        self, agent_id: str, grace: float | None, principal: str | None = None
+    ) -> AgentDrain:
+        """Drain an agent (``master.runtime.agent_drains``)."""
+        return self.drains.drain(agent_id, grace, principal)
+
     def reactivate_agents(self, agent_ids: Sequence[str], principal: str | None = None) -> None:
-        """Offer the agents again; all or none, and one allocation run sees them all."""
+        """Offer the agents again, ending their drains; all or none, and one allocation run
+        sees them all."""
         state = self.state
         state.authority.allow("maintain_agents", principal)
         self._pooled_agents(agent_ids)

@@ -2,9 +2,9 @@
 
 Built in one synchronous step on the runtime's event loop, so it is consistent: every agent's
 ``free + reserved_free + offered + used == total`` (``free`` is unreserved) and the pool
-figures are the sums over the agents in the pool
-(active, or deactivated by the operator: their resources stay in the pool). The snapshot is made
-of immutable values and shares nothing mutable with the runtime.
+figures are the sums over the agents in the pool (active, or deactivated or drained by the
+operator: their resources stay in the pool). The snapshot is made of immutable values and
+shares nothing mutable with the runtime.
 
 Invariants: agents sorted by id (those in the pool, then those that departed: unreachable or
 gone, kept for display only), frameworks by id, tasks by (framework id, task id), offers by id;
@@ -48,14 +48,15 @@ __all__ = [
 
 EMPTY = ResourceVector()
 REDACTED = "(redacted)"
-POOL_STATES = frozenset({"ACTIVE", "DEACTIVATED"})
+POOL_STATES = frozenset({"ACTIVE", "DEACTIVATED", "DRAINING", "DRAINED"})
 """States of the agents whose resources are in the pool (the master hears from them)."""
 
 
 @dataclass(frozen=True, slots=True)
 class AgentView:
-    """One agent; ``state`` is ACTIVE, DEACTIVATED (by the operator), RECOVERING (known from the
-    registry after a master restart, not reregistered yet), UNREACHABLE or GONE."""
+    """One agent; ``state`` is ACTIVE, DEACTIVATED (by the operator), DRAINING or DRAINED (the
+    operator's drain, ``master.runtime.agent_drains``), RECOVERING (known from the registry after
+    a master restart, not reregistered yet), UNREACHABLE or GONE."""
 
     agent_id: str
     spec: AgentSpec
@@ -68,6 +69,7 @@ class AgentView:
     # (role, resources, dynamic) of its reservations, static first; what of them is idle
     reservations: tuple[tuple[str, ResourceVector, bool], ...] = ()
     reserved_free: ResourceVector = EMPTY
+    drain_deadline: float | None = None  # DRAINING: when its tasks are killed (wall clock)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,11 +199,13 @@ def _agents(runtime: RuntimeState) -> list[AgentView]:
             continue
         offered = sum((core.offers[o].resources for o in record.offer_ids), EMPTY)
         used = sum((core.tasks[k].resources for k in record.task_keys), EMPTY)
+        entry = runtime.registry.agents.get(agent_id)
+        drain = entry.drain if entry is not None else None
         views.append(
             AgentView(
                 agent_id,
                 link.spec,
-                "ACTIVE" if record.active else "DEACTIVATED",
+                drain.state if drain else "ACTIVE" if record.active else "DEACTIVATED",
                 record.free,
                 offered,
                 used,
@@ -209,6 +213,7 @@ def _agents(runtime: RuntimeState) -> list[AgentView]:
                 runtime.wall(link.last_heard),
                 _reservations(record),
                 sum(record.reserved_free.values(), EMPTY),
+                drain.deadline if drain else None,
             )
         )
     for departed in sorted(runtime.departed.values(), key=lambda d: d.agent_id):

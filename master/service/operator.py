@@ -11,6 +11,8 @@ the role holds; Reserve and Unreserve check the request's shape here (an agent i
 that is not ``*``, non-empty resources) and the runtime the rest (``master.runtime
 .reservations``); DeactivateAgents and
 ReactivateAgents pass the ids through (the runtime checks them all before changing anything);
+DrainAgent checks the deadline's shape (a non-negative Duration) here and passes the agent id
+through (the runtime checks it and the deadline's range, ``master.runtime.agent_drains``);
 TeardownFramework, KillTask and RemoveAgent pass their ids through (the runtime checks them);
 GrantLogAccess passes the task and framework ids through (the runtime decides who may read and
 signs the grant for each agent); errors become precise status codes.
@@ -190,6 +192,22 @@ class OperatorServicer(operator_pb2_grpc.OperatorServiceServicer):
         """Put agents back into offer rotation."""
         self.operator.reactivate_agents(list(request.agent_ids), caller())
         return pb.ReactivateAgentsResponse()
+
+    @maps_errors
+    async def DrainAgent(
+        self, request: pb.DrainAgentRequest, context: Context
+    ) -> pb.DrainAgentResponse:
+        """Drain an agent: no offers now, its tasks killed at the deadline, then DRAINED."""
+        grace = None
+        if request.HasField("deadline"):
+            grace = convert.duration_seconds(request.deadline, "deadline")
+        drain = self.operator.drain_agent(request.agent_id, grace, caller())
+        response = pb.DrainAgentResponse(
+            state=pb.GetStateResponse.Agent.State.Value(f"STATE_{drain.state}")
+        )
+        if drain.deadline is not None:
+            response.deadline.CopyFrom(convert.timestamp(drain.deadline))
+        return response
 
     @maps_errors
     async def TeardownFramework(

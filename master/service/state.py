@@ -1,7 +1,8 @@
 """``ClusterSnapshot`` to ``GetStateResponse``: what ``fairshare status --json`` prints.
 
 Invariants: agents, frameworks, tasks and offers keep the snapshot's order (sorted by id);
-``reachable`` is true exactly for the agents in the pool (active or deactivated by the operator);
+``reachable`` is true exactly for the agents in the pool (active, or deactivated or drained by
+the operator); ``drain_deadline`` is set only for a DRAINING agent with a deadline;
 task counts omit states with no task; optional fields (demand, failover deadline, expiry) stay
 unset when the snapshot has ``None``; roles keep the snapshot's pre-order of the role tree; the
 answer fits one message (``message_fit.fit_state``: trimmed by its rule, saying so in
@@ -14,7 +15,14 @@ from fairshare.v1 import common_pb2
 from fairshare.v1 import operator_pb2 as pb
 from fairshare.wire import task_state_to_pb
 
-from master.runtime.views import POOL_STATES, AgentView, ClusterSnapshot, FrameworkView, RoleView
+from master.runtime.views import (
+    POOL_STATES,
+    AgentView,
+    ClusterSnapshot,
+    FrameworkView,
+    RoleView,
+    TaskView,
+)
 from master.service.convert import (
     agent_info,
     demand_to_pb,
@@ -27,14 +35,14 @@ from master.service.convert import (
 from master.service.message_fit import fit_state
 from master.service.streams import offer_to_pb
 
-__all__ = ["state_to_pb"]
+__all__ = ["state_to_pb", "task_to_pb"]
 
 Agent = pb.GetStateResponse.Agent
 Framework = pb.GetStateResponse.Framework
 
 
 def _agent(view: AgentView) -> pb.GetStateResponse.Agent:
-    return Agent(
+    message = Agent(
         agent_id=view.agent_id,
         agent_info=agent_info(view.spec),
         state=Agent.State.Value(f"STATE_{view.state}"),
@@ -50,6 +58,9 @@ def _agent(view: AgentView) -> pb.GetStateResponse.Agent:
         ],
         reserved_free=resources_to_pb(view.reserved_free),
     )
+    if view.drain_deadline is not None and view.state == "DRAINING":
+        message.drain_deadline.CopyFrom(timestamp(view.drain_deadline))
+    return message
 
 
 def _framework(view: FrameworkView) -> pb.GetStateResponse.Framework:
@@ -98,16 +109,19 @@ def _role(view: RoleView) -> pb.GetStateResponse.Role:
     return message
 
 
-def state_to_pb(snapshot: ClusterSnapshot) -> pb.GetStateResponse:
-    """The snapshot as a ``GetStateResponse``, within the message limit."""
-    tasks = [
-        common_pb2.Task(
-            framework_id=task.framework_id,
-            info=task_info(task.launch, task.agent_id),
-            status=status_to_pb(task.status),
-        )
-        for task in snapshot.tasks
-    ]
+def task_to_pb(view: TaskView) -> common_pb2.Task:
+    """One tracked task and its latest status."""
+    return common_pb2.Task(
+        framework_id=view.framework_id,
+        info=task_info(view.launch, view.agent_id),
+        status=status_to_pb(view.status),
+    )
+
+
+def state_to_pb(snapshot: ClusterSnapshot, fit: bool = True) -> pb.GetStateResponse:
+    """The snapshot as a ``GetStateResponse``; within the message limit when ``fit`` (what
+    ``GetState`` answers; the HTTP API, which has no such limit, serves it whole)."""
+    tasks = [task_to_pb(view) for view in snapshot.tasks]
     response = pb.GetStateResponse(
         master_id=snapshot.master_id,
         version=snapshot.version,
@@ -130,5 +144,6 @@ def state_to_pb(snapshot: ClusterSnapshot) -> pb.GetStateResponse:
         roles=[_role(view) for view in snapshot.roles],
         hierarchy=snapshot.hierarchy,
     )
-    fit_state(response)
+    if fit:
+        fit_state(response)
     return response

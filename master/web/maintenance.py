@@ -2,7 +2,9 @@
 
 The body is a JSON object ``{"action": NAME, "agent_ids": [ID, ...]}``; ``AGENT_ACTIONS`` maps
 each action's name to the runtime's operator call that does it (``deactivate``, ``reactivate``:
-the gRPC ``DeactivateAgents`` and ``ReactivateAgents``), so a new action is one more entry. The
+the gRPC ``DeactivateAgents`` and ``ReactivateAgents``; ``drain``, ``drain_now``: ``DrainAgent``
+without a deadline, its tasks left to end, or with a deadline of 0, its tasks killed at once,
+agent by agent), so a new action is one more entry. The
 call is authorized where the gRPC one is, by the runtime's ``Authority`` (``maintain_agents``
 for the request's principal, each refusal counted in ``Authority.denied``); the HTTP port's
 ``view_state`` gate does not apply to this path (the daemon lists it as ungated), so the
@@ -49,9 +51,24 @@ MAX_AGENTS: Final = 1000
 """Agents one request may name."""
 
 AgentAction = Callable[[OperatorCalls, Sequence[str], str | None], None]
+
+
+def _drain(grace: float | None) -> AgentAction:
+    """Drain each agent in turn (``OperatorCalls.drain_agent``: no offers from now on; its tasks
+    run to their end, or are killed after ``grace`` seconds); the first refusal stops there."""
+
+    def drain(operator: OperatorCalls, ids: Sequence[str], who: str | None) -> None:
+        for agent_id in ids:
+            operator.drain_agent(agent_id, grace, who)
+
+    return drain
+
+
 AGENT_ACTIONS: Final[Mapping[str, AgentAction]] = {
     "deactivate": lambda operator, ids, who: operator.deactivate_agents(ids, who),
     "reactivate": lambda operator, ids, who: operator.reactivate_agents(ids, who),
+    "drain": _drain(None),
+    "drain_now": _drain(0.0),
 }
 """The maintenance actions by name: each the runtime's call for the agents and the principal."""
 

@@ -3,8 +3,9 @@
 ``parse_call`` reads a whole call before anything is done with it: a call Mesos's JSON form does
 not allow, or that fairshare does not take, raises ``BadCall`` naming the field, and the API
 answers 400 with nothing changed. What it returns is a ``Call`` whose ``body`` is one of the
-values below, ready for the runtime's ``FrameworkCalls`` (tasks still as ``MesosTask``: each is
-launched or refused alone, ``master.web.mesos_tasks``).
+values of ``master.web.mesos_call_types`` (re-exported here), ready for the runtime's
+``FrameworkCalls`` (tasks still as ``MesosTask``: each is launched or refused alone,
+``master.web.mesos_tasks``).
 
 Supported: SUBSCRIBE, TEARDOWN, ACCEPT (LAUNCH operations), DECLINE, REVIVE, SUPPRESS, KILL,
 ACKNOWLEDGE, RECONCILE. The other call types, the other offer operations and the fields with no
@@ -24,12 +25,24 @@ refused, never ignored).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Final
 
 from fairshare.roles import RoleError, check_role
 
 from master.model import FrameworkSpec
+from master.web.mesos_call_types import (
+    Accept,
+    Acknowledge,
+    Body,
+    Call,
+    Decline,
+    Kill,
+    Reconcile,
+    Revive,
+    Subscribe,
+    Suppress,
+    Teardown,
+)
 from master.web.mesos_json import (
     BadCall,
     JsonObject,
@@ -111,75 +124,6 @@ OPERATION_TYPES: Final = (
     "GROW_VOLUME", "SHRINK_VOLUME", "CREATE_DISK", "DESTROY_DISK",
 )  # fmt: skip
 OPERATION_FIELDS: Final = ("type", "id", *(t.lower() for t in OPERATION_TYPES[1:]))
-
-
-@dataclass(frozen=True, slots=True)
-class Subscribe:
-    """Register or re-register (``spec.framework_id`` set), suppressed or not."""
-
-    spec: FrameworkSpec
-    suppressed: bool
-    capabilities: frozenset[str]  # every Mesos capability asked for (MULTI_ROLE included)
-
-
-@dataclass(frozen=True, slots=True)
-class Accept:
-    """Launch ``tasks`` on ``offer_ids``; what is left is declined for ``refuse_seconds``."""
-
-    offer_ids: tuple[str, ...]
-    tasks: tuple[MesosTask, ...]
-    refuse_seconds: float
-
-
-@dataclass(frozen=True, slots=True)
-class Decline:
-    offer_ids: tuple[str, ...]
-    refuse_seconds: float
-
-
-@dataclass(frozen=True, slots=True)
-class Revive:
-    roles: tuple[str, ...]  # empty: all (the framework's one role)
-
-
-@dataclass(frozen=True, slots=True)
-class Suppress:
-    roles: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Kill:
-    task_id: str
-    agent_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class Acknowledge:
-    agent_id: str
-    task_id: str
-    uuid: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class Reconcile:
-    tasks: tuple[tuple[str, str], ...]  # (task id, agent id or ""); empty: implicit
-
-
-@dataclass(frozen=True, slots=True)
-class Teardown:
-    pass
-
-
-Body = Subscribe | Accept | Decline | Revive | Suppress | Kill | Acknowledge | Reconcile | Teardown
-
-
-@dataclass(frozen=True, slots=True)
-class Call:
-    """A call: its type (``SUBSCRIBE``, ...), the framework it is about, and its body."""
-
-    type: str
-    framework_id: str
-    body: Body
 
 
 def parse_call(document: Any) -> Call:

@@ -20,9 +20,7 @@ send them), a refused runtime call by its code (``STATUS``), 413 for a body over
 connection: a client's idle keep-alive connection is never closed under it between two calls.
 
 Mesos semantics kept on top of the runtime's calls: an ACCEPT validates its tasks one by one
-(a task fairshare cannot run, or that does not fit what is left of the offers, gets TASK_ERROR
-and the others launch); offers no longer outstanding make its tasks TASK_LOST (TASK_DROPPED for
-PARTITION_AWARE frameworks) with REASON_INVALID_OFFERS; a KILL of an unknown task is answered by
+(``master.web.mesos_subscription``); a KILL of an unknown task is answered by
 reconciling it; an ACKNOWLEDGE of an update the master no longer knows is accepted (the agent
 ignores it); offer filters are cleared when a framework subscribes unsuppressed (Mesos clears
 them when it disconnects: the same as the framework sees it, since nothing is offered to a
@@ -39,26 +37,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import urlsplit
 
 from aiohttp import web
 from fairshare.metrics_server import PRINCIPAL, SLOT
-from fairshare.task_states import TaskReason, TaskState
 
-from master.core import CoreError, NotFound, TaskLaunch
-from master.core.records import Offer
-from master.model import FrameworkEvent, OffersEvent, RescindEvent, StatusUpdate, UpdateEvent
+from master.core import CoreError, NotFound
+from master.model import OffersEvent, RescindEvent
 from master.runtime.frameworks import FrameworkCalls
-from master.runtime.sessions import Channel
 from master.web import mesos_calls as calls
 from master.web.mesos_events import MESOS_VERSION, event_json, record, subscribed_json
 from master.web.mesos_json import BadCall, loads
-from master.web.mesos_tasks import TaskProblem, task_launch
+from master.web.mesos_subscription import Subscription
 
 __all__ = ["OPEN_PATHS", "SCHEDULER_PATHS", "MesosSchedulerApi"]
 
@@ -93,24 +86,6 @@ def _refused(error: CoreError) -> web.Response:
     return _text(STATUS.get(error.code, 500), error.message)
 
 
-@dataclass(eq=False)
-class _Stream:
-    """One framework's open subscription on this API."""
-
-    framework_id: str
-    stream_id: str
-    role: str
-    multi_role: bool
-    partition_aware: bool
-    frameworks: FrameworkCalls
-    channel: Channel[FrameworkEvent]
-    offers: dict[str, Offer] = field(default_factory=dict)  # outstanding, sent on this stream
-
-    def tell(self, status: StatusUpdate) -> None:
-        """An update the API decided (TASK_ERROR, TASK_LOST), after the stream's events."""
-        self.channel.put(UpdateEvent(status))
-
-
 class MesosSchedulerApi:
     """The API over ``frameworks()`` (the leading runtime's, None while this master may not act
     as leader) and ``follower()`` (None while leading, else the leader's addresses)."""
@@ -124,7 +99,7 @@ class MesosSchedulerApi:
         self.frameworks = frameworks
         self.follower = follower
         self.version = version
-        self.streams: dict[str, _Stream] = {}
+        self.streams: dict[str, Subscription] = {}
 
     def add_routes(self, app: web.Application) -> None:
         """Add the scheduler endpoint, ``/version`` and ``/master/redirect``."""
@@ -208,7 +183,7 @@ class MesosSchedulerApi:
             )
         fid, body = call.framework_id, call.body
         if isinstance(body, calls.Accept):
-            self._accept(stream, body, who)
+            stream.accept(body, who)
         elif isinstance(body, calls.Decline):
             frameworks.decline(fid, body.offer_ids, body.refuse_seconds, who)
             for offer_id in body.offer_ids:
@@ -234,60 +209,6 @@ class MesosSchedulerApi:
         elif isinstance(body, calls.Teardown):
             frameworks.teardown(fid, who)
         return _text(202, "")
-
-    def _accept(self, stream: _Stream, body: calls.Accept, who: str | None) -> None:
-        """Launch what can be launched; tell the framework what was not (Mesos's ACCEPT)."""
-        frameworks, fid = stream.frameworks, stream.framework_id
-        launches: list[TaskLaunch] = []
-        problems: list[TaskProblem] = []
-        for task in body.tasks:
-            result = task_launch(task, stream.role)
-            if isinstance(result, TaskProblem):
-                problems.append(result)
-            else:
-                launches.append(result)
-        offers = [stream.offers.get(offer_id) for offer_id in body.offer_ids]
-        known = [offer for offer in offers if offer is not None]
-        if len(known) != len(offers) or len({offer.agent_id for offer in known}) != 1:
-            why = (
-                "an offer is unknown, rescinded or used"
-                if len(known) != len(offers)
-                else ("the offers are on several agents")
-            )
-            self._invalid_offers(stream, [o.offer_id for o in known], body, why, who)
-            return
-        launches = _fitting(launches, known, problems)
-        try:
-            frameworks.accept(fid, body.offer_ids, launches, body.refuse_seconds, who)
-        except NotFound as error:  # an offer went away (its rescind is not streamed yet)
-            self._invalid_offers(stream, [o.offer_id for o in known], body, error.message, who)
-            return
-        except CoreError as error:
-            if error.code in ("PERMISSION_DENIED", "FAILED_PRECONDITION", "UNAVAILABLE"):
-                raise  # the call is refused whole: nothing changed
-            frameworks.decline(fid, body.offer_ids, body.refuse_seconds, who)  # used, as in Mesos
-            problems += [TaskProblem(t.task_id, t.agent_id or "", error.message) for t in launches]
-        for offer_id in body.offer_ids:
-            stream.offers.pop(offer_id, None)
-        now = time.time()
-        for problem in problems:
-            stream.tell(StatusUpdate(problem.task_id, problem.agent_id, TaskState.ERROR,
-                                     TaskReason.TASK_INVALID, problem.message, now))  # fmt: skip
-
-    def _invalid_offers(
-        self, stream: _Stream, known: list[str], body: calls.Accept, why: str, who: str | None
-    ) -> None:
-        """Mesos's answer to an ACCEPT of invalid offers: the valid ones are returned (no filter),
-        every task is TASK_LOST (TASK_DROPPED if partition-aware), REASON_INVALID_OFFERS."""
-        stream.frameworks.decline(stream.framework_id, known, 0.0, who)
-        for offer_id in body.offer_ids:
-            stream.offers.pop(offer_id, None)
-        state = TaskState.DROPPED if stream.partition_aware else TaskState.LOST
-        now = time.time()
-        for task in body.tasks:
-            message = f"Task launched with invalid offers: {why}"
-            stream.tell(StatusUpdate(task.task_id, task.agent_id, state, TaskReason.INVALID_OFFERS,
-                                     message, now))  # fmt: skip
 
     # -- the event stream --------------------------------------------------------------------------
 
@@ -321,7 +242,7 @@ class MesosSchedulerApi:
         if not body.suppressed:
             frameworks.revive(fid, "", who)  # Mesos clears a framework's filters (never refused)
         capabilities = body.capabilities
-        stream = _Stream(fid, str(uuid.uuid4()), body.spec.role, "MULTI_ROLE" in capabilities,
+        stream = Subscription(fid, str(uuid.uuid4()), body.spec.role, "MULTI_ROLE" in capabilities,
                          "PARTITION_AWARE" in capabilities, frameworks, result.channel)  # fmt: skip
         self.streams[fid] = stream
         try:
@@ -346,7 +267,7 @@ class MesosSchedulerApi:
         return response
 
     async def _pump(
-        self, request: web.Request, response: web.StreamResponse, stream: _Stream
+        self, request: web.Request, response: web.StreamResponse, stream: Subscription
     ) -> None:
         """Write the stream's events until it ends, the client leaves or the lead is lost."""
         getter: asyncio.Future[Any] | None = None
@@ -374,33 +295,6 @@ class MesosSchedulerApi:
         finally:
             if getter is not None:
                 getter.cancel()
-
-
-def _fitting(
-    launches: list[TaskLaunch], offers: list[Offer], problems: list[TaskProblem]
-) -> list[TaskLaunch]:
-    """The launches that fit, one by one, in what is left of the offers (Mesos validates each
-    task against the remaining resources); the others become problems."""
-    agent_id = offers[0].agent_id
-    left = offers[0].resources
-    for offer in offers[1:]:
-        left = left + offer.resources
-    kept, seen = [], set()
-    for launch in launches:
-        message = ""
-        if launch.task_id in seen:
-            message = f"task {launch.task_id!r} is launched twice in this call"
-        elif launch.agent_id not in (None, agent_id):
-            message = f"agent_id {launch.agent_id!r} is not the offers' agent {agent_id!r}"
-        elif not launch.resources.fits_in(left):
-            message = f"the task needs {launch.resources} but {left} is left of the offers"
-        if message:
-            problems.append(TaskProblem(launch.task_id, launch.agent_id or "", message))
-            continue
-        seen.add(launch.task_id)
-        left = left - launch.resources
-        kept.append(launch)
-    return kept
 
 
 async def _body(request: web.Request) -> bytes | web.Response:

@@ -6,7 +6,8 @@
 
 - ``GET /``: the dashboard, one self-contained page (HTML with its CSS and script inlined from
   ``static/``; no CDN, no build step) that polls the JSON API;
-- ``GET /api/v1/state``: the whole cluster (``documents.state_document``);
+- ``GET /api/v1/state``: the whole cluster (the status document, ``fairshare.state_document``,
+  through the ``StateDocuments`` the daemon gives);
 - ``GET /api/v1/frameworks``, ``/api/v1/agents``: those lists with the pool summary;
 - ``GET /api/v1/tasks?offset=0&limit=100&framework_id=F&agent_id=A&state=RUNNING``: one page
   of tasks;
@@ -73,15 +74,7 @@ from master.runtime.log_grants import LogGrant
 from master.runtime.operator import OperatorCalls
 from master.runtime.views import ClusterSnapshot, redact
 from master.web.completed import CompletedHistory
-from master.web.documents import (
-    MAX_PAGE,
-    agent_document,
-    framework_document,
-    page_of_tasks,
-    roles_document,
-    state_document,
-    summary_document,
-)
+from master.web.documents import MAX_PAGE, StateDocuments, page_of_tasks, roles_document
 from master.web.events import RecentEvents
 from master.web.history import ShareHistory
 from master.web.maintenance import MAINTENANCE_PATH, http_status, maintenance_answer
@@ -186,8 +179,10 @@ class WebApi:
         completed: CompletedHistory | None = None,
         operator: Callable[[], OperatorCalls | None] = lambda: None,
         read_logs: LogRead = _no_logs,
+        documents: StateDocuments | None = None,
     ) -> None:
         self.snapshot = snapshot
+        self._documents = documents
         self.ungated = frozenset((*ungated, *RUNTIME_CHECKED))
         self.completed = completed or CompletedHistory()
         self.operator = operator
@@ -197,6 +192,13 @@ class WebApi:
         self.history = history
         self.follower = follower
         self._page = dashboard_page().encode("utf-8")
+
+    @property
+    def documents(self) -> StateDocuments:
+        """The status documents the daemon gave (``master.service.state_documents``)."""
+        if self._documents is None:
+            raise RuntimeError("WebApi needs documents= to serve the state API")
+        return self._documents
 
     def rule(self, request: web.Request) -> Rule:
         """The request's ``view_state`` rule: the gate's, else the authority's now (once per
@@ -282,35 +284,25 @@ class WebApi:
     async def state(self, request: web.Request) -> web.Response:
         """``/api/v1/state``: the whole cluster."""
         snapshot = self.view(request)
-        return await _json_off_loop(lambda: state_document(snapshot))
+        return await _json_off_loop(lambda: self.documents.state(snapshot))
 
     async def frameworks(self, request: web.Request) -> web.Response:
         """``/api/v1/frameworks``: the pool summary and every framework."""
         snapshot = self.view(request)
 
-        def build() -> dict[str, Any]:
-            document = summary_document(snapshot)
-            document["frameworks"] = [framework_document(view) for view in snapshot.frameworks]
-            return document
-
-        return await _json_off_loop(build)
+        return await _json_off_loop(lambda: self.documents.state(snapshot, ("frameworks",)))
 
     async def agents(self, request: web.Request) -> web.Response:
         """``/api/v1/agents``: the pool summary and every agent."""
         snapshot = self.view(request)
 
-        def build() -> dict[str, Any]:
-            document = summary_document(snapshot)
-            document["agents"] = [agent_document(view) for view in snapshot.agents]
-            return document
-
-        return await _json_off_loop(build)
+        return await _json_off_loop(lambda: self.documents.state(snapshot, ("agents",)))
 
     async def roles(self, request: web.Request) -> web.Response:
         """``/api/v1/roles``: the role tree (a redacted view shows it whole: role paths and
         figures name no framework)."""
         snapshot = self.view(request)
-        return await _json_off_loop(lambda: roles_document(snapshot))
+        return await _json_off_loop(lambda: roles_document(snapshot, self.documents))
 
     async def tasks(self, request: web.Request) -> web.Response:
         """``/api/v1/tasks``: one page of tasks, optionally of one framework or state."""
@@ -325,7 +317,9 @@ class WebApi:
         agent_id = request.query.get("agent_id") or None
         tasks = self.view(request).tasks
         return await _json_off_loop(
-            lambda: page_of_tasks(tasks, offset, limit, framework_id, state, agent_id)
+            lambda: page_of_tasks(
+                tasks, self.documents, offset, limit, framework_id, state, agent_id
+            )
         )
 
     async def recent_events(self, request: web.Request) -> web.Response:

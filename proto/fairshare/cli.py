@@ -65,7 +65,7 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     ),
     "logs": (
         "print a command task's stdout or stderr from its sandbox",
-        "framework_sdk.logs:logs_command",
+        "client_commands.logs:logs_command",
     ),
     "up": ("run a master and N agents as local processes", "master.commands.up"),
     "credential": (
@@ -73,8 +73,8 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
         "master.commands.credential",
     ),
     "agents": (
-        "list agents; deactivate, reactivate (maintenance) or remove unreachable ones",
-        "client_commands.operator:agents_command",
+        "list agents; deactivate, drain, reactivate (maintenance) or remove unreachable ones",
+        "client_commands.agents:agents_command",
     ),
     "frameworks": (
         "list frameworks, or tear one down",
@@ -102,8 +102,8 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
         "show the role tree: weights, shares, frameworks and running tasks per role",
         "client_commands.roles",
     ),
-    "allocate": ("offline allocation calculator", "master.commands.allocate"),
-    "simulate": ("trace-driven simulation", "master.sim.cli"),
+    "allocate": ("offline allocation calculator", "analysis.calculator.command"),
+    "simulate": ("trace-driven simulation", "analysis.sim.command"),
 }
 """Subcommand -> (one-line summary, ``"module"`` or ``"module:attribute"``)."""
 

@@ -31,9 +31,9 @@ from collections.abc import Callable
 
 from fairshare.resources import ResourceVector
 
+from analysis.sim.servers import draw_servers
 from master.core import CoreConfig, MasterState, SendOffers, TaskLaunch
 from master.core.rebalance import RebalanceConfig, Rebalancer, raw_view_of
-from master.sim.servers import draw_servers
 
 AGENT = ResourceVector.parse("cpus:16;mem:65536")
 

@@ -1,4 +1,4 @@
-"""Benchmark of the simulator (``master.sim``). Prints figures; asserts nothing about time.
+"""Benchmark of the simulator (``analysis.sim``). Prints figures; asserts nothing about time.
 
 Run: ``.venv/bin/python tests/bench/bench_sim.py`` (``--quick`` skips the whole 2,000-server
 experiment, which takes minutes; ``--runs N`` sets the repetitions of the events/s runs).
@@ -7,7 +7,7 @@ experiment, which takes minutes; ``--runs N`` sets the repetitions of the events
    DRFH Table II experiment with Best-Fit DRFH (2,000 servers, 100 users, synthetic Google-like
    workload, ``examples/scenarios/drfh-table2.json``) and the DRFH Fig. 4 run (100 servers).
    An event is a user joining or leaving, a job submission, an offer made by the core, a task
-   launch or a task finish (``master.sim.engine``); allocation runs are not counted.
+   launch or a task finish (``analysis.sim.engine``); allocation runs are not counted.
 2. Wall time of the whole 2,000-server experiment: every variant of ``drfh-table2.json``
    (Slots at 10/12/14/16/20, First-Fit and Best-Fit DRFH), as ``fairshare simulate`` runs it.
 """
@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from master.sim.engine import Simulator
-from master.sim.scenario import Scenario, parse_scenario
+from analysis.sim.engine import Simulator
+from analysis.sim.scenario import Scenario, parse_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "examples" / "scenarios"
 

@@ -413,3 +413,18 @@ def test_a_real_agent_and_run_with_tokens(secured: Secured, tmp_path: Path) -> N
     run.proc.terminate()
     assert run.proc.wait(20) == 0, run.log()
     assert agent.stop() == 0
+
+
+def test_a_denied_role_names_the_roles_the_principal_may_use(secured: Secured) -> None:
+    """Issue 24, item 7: bob may subscribe in roles '*' and 'a' only; asking for 'b' is refused
+    naming them, not as if bob had no rule at all."""
+    before = _summary(secured.state())
+    stub = scheduler_pb2_grpc.SchedulerServiceStub(secured.channel("bob"))
+    request = S.SubscribeRequest(framework_info=C.FrameworkInfo(name="bob-fw", role="b"))
+    with pytest.raises(grpc.RpcError) as refused:
+        next(stub.Subscribe(request, timeout=10))
+    assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert "bob may register_frameworks only for roles ['*', 'a'], not 'b'" in str(
+        refused.value.details()
+    )
+    assert _summary(secured.state()) == before

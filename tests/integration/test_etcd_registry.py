@@ -26,6 +26,7 @@ from master.registry import (
     RegistryError,
     RegistryWriteError,
 )
+from master.registry.entries import AgentDrain
 from master.registry.etcd_store import EtcdRegistry, RegistryFenced
 
 SPEC = AgentSpec("host-1", 5051, ResourceVector.parse("cpus:4;mem:1024"), (("rack", "r1"),))
@@ -166,6 +167,27 @@ def test_dynamic_reservations_are_read_back_by_the_next_term(
     assert second.reservations == {"ag-1": reserved} == first.reservations
 
 
+def test_drains_are_read_back_by_the_next_term(etcd: EtcdThread, tmp_path: Path) -> None:
+    """Issue 24, item 11: a drain (state, start, deadline) survives a failover; reactivating
+    ends it for the next term too."""
+    first = registry(etcd, take_leadership(etcd, b"one"))
+    first.load(work_dir(tmp_path, "m1"))
+    first.admit_agent(AgentEntry("ag-1", SPEC, 100.0))
+    first.admit_agent(AgentEntry("ag-2", SPEC, 100.0))
+    first.set_agent_drain("ag-1", AgentDrain("DRAINING", 1000.0, 1060.0))
+    first.set_agent_drain("ag-2", AgentDrain("DRAINED", 1000.0))
+    second = registry(etcd, take_leadership(etcd, b"two"))
+    second.load(work_dir(tmp_path, "m2"))
+    assert second.agents == first.agents
+    assert second.agents["ag-1"].drain == AgentDrain("DRAINING", 1000.0, 1060.0)
+    assert not second.agents["ag-1"].active
+    second.set_agents_active(["ag-1"], True)
+    third = registry(etcd, take_leadership(etcd, b"three"))
+    third.load(work_dir(tmp_path, "m3"))
+    assert third.agents["ag-1"].drain is None and third.agents["ag-1"].active
+    assert third.agents["ag-2"].drain == AgentDrain("DRAINED", 1000.0)
+
+
 def test_a_schema_2_registry_loads_unchanged_and_its_meta_is_upgraded(
     etcd: EtcdThread, tmp_path: Path
 ) -> None:
@@ -189,7 +211,7 @@ def test_a_schema_2_registry_loads_unchanged_and_its_meta_is_upgraded(
     second.load(work_dir(tmp_path, "m1"))
     assert second.frameworks == first.frameworks and second.role_weights == {"analytics": 3.0}
     assert second.quotas == {}
-    assert etcd.run(meta_version(), 10) == SCHEMA_VERSION == 4
+    assert etcd.run(meta_version(), 10) == SCHEMA_VERSION == 5
     assert second.reservations == {}
     second.set_quota("eng", QUOTA)
     third = registry(etcd, take_leadership(etcd, b"three"))

@@ -21,8 +21,8 @@ from fractions import Fraction
 from fairshare.resources import ResourceVector
 from hypothesis import strategies as st
 
+from analysis.fluid.solver import FluidAgent, FluidFramework, solve_fluid
 from master.core import CoreConfig, MasterState, SendOffers, TaskLaunch
-from master.core.fluid import FluidAgent, FluidFramework, solve_fluid
 
 RESOURCE_NAMES = ("cpus", "mem", "disk", "gpus")
 SCALES = (1, 3, 250, 1000, 65_536)  # milli-units per "unit" of a resource (65_536: 64 MiB)

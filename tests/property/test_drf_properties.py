@@ -3,7 +3,7 @@
 The core is driven as ``fairshare allocate`` drives it (``strategies.allocate``): one agent
 (``pool``) or several, frameworks ``f0, f1, ...`` with a declared task shape and a wanted count,
 one allocation run (progressive filling). The fluid (divisible-task) properties use
-``master.core.fluid.solve_fluid``; everything is compared exactly (``Fraction``).
+``analysis.fluid.solver.solve_fluid``; everything is compared exactly (``Fraction``).
 
 Whole tasks make some of the paper's fluid properties false "up to one task of one's own", for
 legitimate reasons: a framework with big tasks may end up to one of *its* tasks above the others,

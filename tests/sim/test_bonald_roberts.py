@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from fairshare.cli import main
 
-from master.core.fluid import FluidAgent, FluidFramework, solve_fluid
-from master.sim.dynamic import FluidEngine, run_dynamic, run_dynamic_file
-from master.sim.dynamic_scenario import DynamicScenario, parse_dynamic_scenario
-from master.sim.dynamic_tasks import DirectTaskEngine, MasterTaskEngine
-from master.sim.scenario import ScenarioError
+from analysis.fluid.solver import FluidAgent, FluidFramework, solve_fluid
+from analysis.sim.dynamic import FluidEngine, run_dynamic, run_dynamic_file
+from analysis.sim.dynamic_scenario import DynamicScenario, parse_dynamic_scenario
+from analysis.sim.dynamic_tasks import DirectTaskEngine, MasterTaskEngine
+from analysis.sim.scenario import ScenarioError
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "examples" / "scenarios"
 CPU_TASK = {"cpus": 1, "mem": 0.1}  # a1 of §3.3

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from master.sim.engine import Simulator, sample_duration
-from master.sim.scenario import Duration, parse_scenario
-from master.sim.servers import GOOGLE_MIX, draw_servers
+from analysis.sim.engine import Simulator, sample_duration
+from analysis.sim.scenario import Duration, parse_scenario
+from analysis.sim.servers import GOOGLE_MIX, draw_servers
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "examples" / "scenarios"
 

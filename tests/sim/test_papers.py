@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from fairshare.resources import ResourceVector
 
+from analysis.sim.engine import Simulator
+from analysis.sim.scenario import Scenario, parse_scenario
 from master.core import CoreConfig, MasterState, SendOffers, TaskLaunch
-from master.sim.engine import Simulator
-from master.sim.scenario import Scenario, parse_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "examples" / "scenarios"
 

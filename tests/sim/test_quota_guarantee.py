@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from master.sim.engine import results_document
-from master.sim.scenario import ScenarioError, parse_scenario
+from analysis.sim.engine import results_document
+from analysis.sim.scenario import ScenarioError, parse_scenario
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "scenarios" / "quota-guarantee.json"
 ARRIVAL = 100.0

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from master.sim.scenario import ScenarioError, parse_scenario
+from analysis.sim.scenario import ScenarioError, parse_scenario
 
 GOOD: dict[str, Any] = {
     "agents": [{"id": "a", "resources": {"cpus": 4, "mem": 8}}],

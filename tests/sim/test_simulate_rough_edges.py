@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from fairshare.cli import main
 
-from master.sim.cli import user_summary
-from master.sim.output import pyplot
-from master.sim.plots import draw_figure
+from analysis.sim.command import user_summary
+from analysis.sim.output import pyplot
+from analysis.sim.plots import draw_figure
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "examples" / "scenarios"

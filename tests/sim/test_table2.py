@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from master.sim.engine import results_document
-from master.sim.scenario import parse_scenario
-from master.sim.variants import run_variants, table_markdown
+from analysis.sim.engine import results_document
+from analysis.sim.scenario import parse_scenario
+from analysis.sim.variants import run_variants, table_markdown
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "examples" / "scenarios"
 SLOTS = ("slots-10", "slots-12", "slots-14", "slots-16", "slots-20")

@@ -17,6 +17,7 @@ def source_packages() -> set[str]:
         "agent": ROOT / "agent",
         "framework_sdk": ROOT / "framework_sdk",
         "client_commands": ROOT / "client_commands",
+        "analysis": ROOT / "analysis",
         "fairshare": ROOT / "proto" / "fairshare",
     }
     found = set()

@@ -1,5 +1,7 @@
 """``CommandExecutor``: runs command tasks as real processes, each under its own supervisor
-(``agent.tasks.executors.supervisor``), and finds them again after an agent restart.
+(``agent.tasks.executors.supervisor``), and finds them again after an agent restart. The
+launch itself (the user, the launch record, starting and finding a supervisor, what is left of
+a supervisor gone without a record) is ``agent.tasks.executors.command_launch``.
 
 A run, from ``launch``:
 - on the next loop step the agent resolves the user (``agent.tasks.users``: the task's own, else
@@ -50,27 +52,29 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from fairshare.task_states import TaskState
 
 from agent.core.records import CommandTask, CommandUsage, TaskKey, TaskReason
 from agent.tasks.executors import supervisor as records
 from agent.tasks.executors.base import Report, TaskEvent
+from agent.tasks.executors.command_launch import (
+    LaunchRefused,
+    kill_leftovers,
+    launch_spec,
+    launch_user,
+    open_pidfd,
+    start_supervisor,
+    supervisor_log_tail,
+)
 from agent.tasks.executors.outcome import UsageTally, exit_event, live_usage
 from agent.tasks.isolation import cgroups
 from agent.tasks.isolation.modes import Isolation, TaskLimits
 from agent.tasks.sandbox import SandboxError, Sandboxes
-from agent.tasks.users import DEFAULT_TASK_USER, TaskUser, UserRefused, task_user, unreachable
+from agent.tasks.users import DEFAULT_TASK_USER
 
 __all__ = ["CommandConfig", "CommandExecutor"]
-
-_BOOT: Final = (
-    "import sys; sys.path.insert(0, sys.argv[1]); "
-    "from agent.tasks.executors.supervisor import main; sys.exit(main(sys.argv[2:]))"
-)
-_PACKAGE_ROOT: Final = str(Path(__file__).resolve().parents[3])  # the directory holding agent/
-_DEFAULT_PATH: Final = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,10 +88,6 @@ class CommandConfig:
     python: str = sys.executable
     task_user: str = DEFAULT_TASK_USER  # a task naming no user runs as this one (agent as root)
     allow_root_tasks: bool = False  # a task may run as a user of uid 0
-
-
-class _Refused(Exception):
-    """The task cannot run as described (ERROR, REASON_COMMAND_INVALID)."""
 
 
 @dataclass(slots=True)
@@ -228,7 +228,7 @@ class CommandExecutor:
         run.start = None
         try:
             spec = self._prepare(run)
-        except _Refused as error:
+        except LaunchRefused as error:
             self._end(
                 run, TaskEvent(run.key, TaskState.ERROR, TaskReason.COMMAND_INVALID, str(error))
             )
@@ -249,89 +249,25 @@ class CommandExecutor:
 
     def _prepare(self, run: _Run) -> dict[str, Any]:
         """Check the user and the sandbox, create the limits; the launch record."""
-        command = run.task.command
-        user = self._user(command.user)
+        command, config = run.task.command, self.config
+        user = launch_user(command.user, config.task_user, config.allow_root_tasks, self.sandboxes)
         owner = None if user is None else (user.uid, user.gid)
         try:
             prepared = self.sandboxes.prepare(run.key, command.working_dir, owner)
         except SandboxError as error:
-            raise _Refused(str(error)) from None
-        run.limits = self.config.isolation.prepare(run.key, run.task.resources)
-        grace = command.kill_grace_period
-        spec: dict[str, Any] = {
-            "program": list(command.program),
-            "env": self._environment(run, user),
-            "cwd": str(prepared.cwd),
-            "stdout": str(prepared.stdout),
-            "stderr": str(prepared.stderr),
-            "grace": self.config.kill_grace_period if grace is None else grace,
-            "cgroup": None if run.limits.cgroup is None else run.limits.cgroup.to_json(),
-            "rlimit_as": run.limits.rlimit_as,
-        }
-        if user is not None:
-            spec["uid"], spec["gid"] = user.uid, user.gid
-            spec["groups"] = list(user.groups)
+            raise LaunchRefused(str(error)) from None
+        run.limits = config.isolation.prepare(run.key, run.task.resources)
+        spec = launch_spec(
+            run.key, run.task, run.sandbox, prepared, user, run.limits, config.kill_grace_period
+        )
         records.write_json(run.run_dir / records.LAUNCH_FILE, spec)
         return spec
-
-    def _user(self, requested: str) -> TaskUser | None:
-        """The user to switch to (None: the agent's own); ``_Refused`` when the task may not
-        run as it, or that user cannot reach the sandboxes."""
-        config = self.config
-        try:
-            user = task_user(requested, config.task_user, config.allow_root_tasks)
-        except UserRefused as error:
-            raise _Refused(str(error)) from None
-        if user is not None:
-            blocked = unreachable(self.sandboxes.root, user)
-            if blocked is not None:
-                where, mode = blocked
-                raise _Refused(
-                    f"user {user.name!r} (uid {user.uid}) cannot reach this agent's sandboxes:"
-                    f" {where} has mode {mode:o} (the agent's --work-dir must be searchable by"
-                    " its task users)"
-                )
-        return user
-
-    def _environment(self, run: _Run, user: TaskUser | None) -> dict[str, str]:
-        env = {
-            # The agent's PATH, to a task of its own user; the system's to another user's
-            # (root's PATH may name directories that user cannot search)
-            "PATH": (os.environ.get("PATH") if user is None else None) or _DEFAULT_PATH,
-            "HOME": user.home
-            if user is not None and os.path.isdir(user.home)
-            else str(run.sandbox),
-            "FAIRSHARE_SANDBOX": str(run.sandbox),
-            "FAIRSHARE_FRAMEWORK_ID": run.key[0],
-            "FAIRSHARE_TASK_ID": run.key[1],
-        }
-        if user is not None:
-            env["USER"] = env["LOGNAME"] = user.name
-        env.update(run.task.command.env)
-        return env
 
     def _spawn(self, run: _Run, spec: dict[str, Any]) -> None:
         """Start the supervisor, record it, then let it start the task."""
         del spec  # the supervisor reads it from the launch record
-        with open(run.run_dir / "supervisor.log", "ab") as log:
-            child = subprocess.Popen(
-                [self.config.python, "-I", "-S", "-c", _BOOT, _PACKAGE_ROOT, str(run.run_dir)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                cwd=run.run_dir,
-                env={},
-                start_new_session=True,
-            )
-        run.child, run.pid = child, child.pid
-        run.pidfd = os.pidfd_open(child.pid)
-        records.write_json(run.run_dir / records.SUPERVISOR_FILE, records.process_record(child.pid))
-        assert child.stdin is not None and child.stdout is not None
-        with contextlib.suppress(BrokenPipeError):  # it died: its exit tells the rest
-            child.stdin.write(b"go\n")
-            child.stdin.close()
-        run.output = child.stdout.fileno()
-        os.set_blocking(run.output, False)
+        run.child, run.pidfd, run.output = start_supervisor(self.config.python, run.run_dir)
+        run.pid = run.child.pid
         self._watch(run)
         if run.kill_requested:
             self._signal(run)
@@ -417,16 +353,18 @@ class CommandExecutor:
         when = float(stamp) if isinstance(stamp, int | float) else None
         if outcome == "not_started" or (outcome is None and not run.running):
             if outcome is None:
-                self._clean_leftovers(run)
+                kill_leftovers(run.run_dir, self.config.isolation)
             if run.kill_requested:
                 self._killed_before_start(run)
                 return
-            message = "the task's supervisor ended before starting it" + self._log_tail(run)
+            message = "the task's supervisor ended before starting it" + supervisor_log_tail(
+                run.run_dir
+            )
             event = TaskEvent(key, TaskState.FAILED, TaskReason.EXECUTOR_TERMINATED, message)
             self._end(run, event)
             return
         if outcome is None or record is None:
-            self._clean_leftovers(run)
+            kill_leftovers(run.run_dir, self.config.isolation)
             message = "the task's supervisor ended without recording how the task ended"
             event = TaskEvent(key, TaskState.FAILED, TaskReason.EXECUTOR_TERMINATED, message)
             self._end(run, event)
@@ -441,17 +379,6 @@ class CommandExecutor:
         event = exit_event(key, run.task, run.sandbox, record, self._kill_reason(run))
         self.tally.add(event.usage)
         self._end(run, event)
-
-    @staticmethod
-    def _log_tail(run: _Run) -> str:
-        try:
-            with open(run.run_dir / "supervisor.log", "rb") as log:
-                log.seek(0, os.SEEK_END)
-                log.seek(max(0, log.tell() - 300))
-                text = log.read().decode("utf-8", "replace").strip()
-        except OSError:
-            return ""
-        return f": {text}" if text else ""
 
     @staticmethod
     def _kill_reason(run: _Run) -> TaskReason | None:
@@ -472,18 +399,6 @@ class CommandExecutor:
         if not run.silent:
             self._report(event)
 
-    def _clean_leftovers(self, run: _Run) -> None:
-        """The supervisor is gone without a record: kill what is left of the task."""
-        task = records.read_json(run.run_dir / records.TASK_FILE)
-        if records.record_alive(task) and task is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(int(task["pid"]), signal.SIGKILL)
-        launch = records.read_json(run.run_dir / records.LAUNCH_FILE)
-        cgroup = launch.get("cgroup") if launch else None
-        if cgroup:
-            limits = TaskLimits(cgroup=cgroups.TaskCgroup.from_json(cgroup))
-            self.config.isolation.release(limits)
-
     # -- after an agent restart ------------------------------------------------------------------
 
     def _reattach(self, run: _Run, state: TaskState) -> None:
@@ -500,7 +415,7 @@ class CommandExecutor:
         run.running = state in (TaskState.RUNNING, TaskState.KILLING)
         if state == TaskState.KILLING:
             run.kill_requested = True
-        pidfd = _open_pidfd(supervisor)
+        pidfd = open_pidfd(supervisor)
         if pidfd is None:  # it ended while the agent was down
             if isinstance(supervisor.get("pid"), int):  # reap it if it is our child
                 with contextlib.suppress(ChildProcessError):
@@ -526,19 +441,3 @@ class CommandExecutor:
                 self._now_running(run)
         if run.kill_requested:
             self._signal(run)
-
-
-def _open_pidfd(record: dict[str, Any]) -> int | None:
-    """A pidfd of the process ``record`` names if it still runs (checked after opening, so a
-    reused pid is never taken for it)."""
-    pid = record.get("pid")
-    if not isinstance(pid, int) or not records.record_alive(record):
-        return None
-    try:
-        pidfd = os.pidfd_open(pid)
-    except OSError:
-        return None
-    if not records.record_alive(record):
-        os.close(pidfd)
-        return None
-    return pidfd

@@ -11,8 +11,14 @@ const AGENT_ACTIONS = [
   { action: "deactivate", label: "Deactivate",
     says: "offer none of its resources (its tasks keep running)",
     when: (agent) => agent.state === "ACTIVE" },
-  { action: "reactivate", label: "Reactivate", says: "offer its resources again",
-    when: (agent) => agent.state === "DEACTIVATED" },
+  { action: "drain", label: "Drain",
+    says: "offer none of its resources; its tasks run to their end, then it is DRAINED",
+    when: (agent) => agent.state === "ACTIVE" || agent.state === "DEACTIVATED" },
+  { action: "drain_now", label: "Drain now",
+    says: "offer none of its resources and kill its tasks now (their frameworks are told)",
+    when: (agent) => ["ACTIVE", "DEACTIVATED", "DRAINING"].includes(agent.state) },
+  { action: "reactivate", label: "Reactivate", says: "offer its resources again (ends a drain)",
+    when: (agent) => ["DEACTIVATED", "DRAINING", "DRAINED"].includes(agent.state) },
 ];
 
 async function postJSON(path, body) {

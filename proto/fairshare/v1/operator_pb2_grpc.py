@@ -80,6 +80,11 @@ class OperatorServiceStub:
                 request_serializer=fairshare_dot_v1_dot_operator__pb2.ReactivateAgentsRequest.SerializeToString,
                 response_deserializer=fairshare_dot_v1_dot_operator__pb2.ReactivateAgentsResponse.FromString,
                 _registered_method=True)
+        self.DrainAgent = channel.unary_unary(
+                '/fairshare.v1.OperatorService/DrainAgent',
+                request_serializer=fairshare_dot_v1_dot_operator__pb2.DrainAgentRequest.SerializeToString,
+                response_deserializer=fairshare_dot_v1_dot_operator__pb2.DrainAgentResponse.FromString,
+                _registered_method=True)
         self.TeardownFramework = channel.unary_unary(
                 '/fairshare.v1.OperatorService/TeardownFramework',
                 request_serializer=fairshare_dot_v1_dot_operator__pb2.TeardownFrameworkRequest.SerializeToString,
@@ -185,9 +190,26 @@ class OperatorServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ReactivateAgents(self, request, context):
-        """Puts deactivated agents back into offer rotation (Mesos REACTIVATE_AGENT); one allocation run
-        then sees all of them together. Reactivating an active agent changes nothing. Errors as for
-        DeactivateAgents, and then no agent changes.
+        """Puts deactivated agents back into offer rotation (Mesos REACTIVATE_AGENT), ending their
+        drains (DRAINING or DRAINED: a draining agent's tasks are no longer killed at its deadline);
+        one allocation run then sees all of them together. Reactivating an active agent changes
+        nothing. Errors as for DeactivateAgents, and then no agent changes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DrainAgent(self, request, context):
+        """Drains an agent for maintenance (Mesos DRAIN_AGENT, Nomad's node drain with a deadline):
+        at once it is offered to nobody (its outstanding offers rescinded, as DeactivateAgents);
+        its running tasks may run on until the deadline, when the master kills those still running
+        (without a deadline they may run to their end); once none runs it is DRAINED. Both states
+        are durable (the registry keeps them, and the deadline, across restarts and failovers) and
+        shown in GetState. ReactivateAgents ends a drain, DRAINING or DRAINED. Draining a draining
+        agent sets its new deadline; draining a drained agent changes nothing. Errors:
+        INVALID_ARGUMENT (empty agent_id; a negative or out-of-range deadline), NOT_FOUND (an id
+        that is not a connected agent: unknown, unreachable, recovering or removed),
+        PERMISSION_DENIED (the ACL's maintain_agents). On error nothing changes.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -289,6 +311,11 @@ def add_OperatorServiceServicer_to_server(servicer, server):
                     servicer.ReactivateAgents,
                     request_deserializer=fairshare_dot_v1_dot_operator__pb2.ReactivateAgentsRequest.FromString,
                     response_serializer=fairshare_dot_v1_dot_operator__pb2.ReactivateAgentsResponse.SerializeToString,
+            ),
+            'DrainAgent': grpc.unary_unary_rpc_method_handler(
+                    servicer.DrainAgent,
+                    request_deserializer=fairshare_dot_v1_dot_operator__pb2.DrainAgentRequest.FromString,
+                    response_serializer=fairshare_dot_v1_dot_operator__pb2.DrainAgentResponse.SerializeToString,
             ),
             'TeardownFramework': grpc.unary_unary_rpc_method_handler(
                     servicer.TeardownFramework,
@@ -555,6 +582,33 @@ class OperatorService:
             '/fairshare.v1.OperatorService/ReactivateAgents',
             fairshare_dot_v1_dot_operator__pb2.ReactivateAgentsRequest.SerializeToString,
             fairshare_dot_v1_dot_operator__pb2.ReactivateAgentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DrainAgent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fairshare.v1.OperatorService/DrainAgent',
+            fairshare_dot_v1_dot_operator__pb2.DrainAgentRequest.SerializeToString,
+            fairshare_dot_v1_dot_operator__pb2.DrainAgentResponse.FromString,
             options,
             channel_credentials,
             insecure,

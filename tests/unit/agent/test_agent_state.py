@@ -10,6 +10,7 @@ from datetime import timedelta
 from itertools import count, pairwise
 
 import pytest
+from fairshare.backoff import Backoff
 from fairshare.command import Command
 from fairshare.resources import ResourceError, ResourceVector
 from fairshare.task_states import TaskReason, TaskState
@@ -18,7 +19,6 @@ from fairshare.wire import resources_from_pb, resources_to_pb, task_state_from_p
 from google.protobuf import duration_pb2
 
 from agent.core import AgentState, KillDecision, RegisterCall, ReregisterCall
-from agent.core.backoff import Backoff
 from agent.core.records import AgentSpec, CommandTask, PlaceholderSpec, StatusUpdate, TaskKey
 from agent.wire import (
     reregister_message,
@@ -52,7 +52,7 @@ def make_state(resources: str = "cpus:4;mem:1024", *, connect: bool = True) -> A
     counter = count(1)
     state = AgentState(
         AgentSpec("host-a", 7000, R(resources), (("rack", "r1"),)),
-        retry=Backoff(1.0, 8.0, random.Random(7)),
+        retry=Backoff(1.0, 8.0).jittered(random.Random(7)),
         new_uuid=lambda: next(counter).to_bytes(16, "big"),
     )
     state.on_registered("ag-1", "m-1")
@@ -95,7 +95,7 @@ def test_first_registration_is_register_then_reregister_with_tasks() -> None:
     counter = count(1)
     state = AgentState(
         AgentSpec("h", 1, R("cpus:2")),
-        retry=Backoff(1.0, 8.0, random.Random(0)),
+        retry=Backoff(1.0, 8.0).jittered(random.Random(0)),
         new_uuid=lambda: next(counter).to_bytes(16, "big"),
     )
     assert isinstance(state.registration(), RegisterCall)
@@ -454,11 +454,14 @@ def test_resources_from_pb_rejects_duplicates_and_round_trips() -> None:
 
 
 def test_backoff_grows_with_jitter_and_is_capped() -> None:
-    backoff = Backoff(0.5, 4.0, random.Random(1))
+    backoff, rng = Backoff(0.5, 4.0), random.Random(1)
     for attempt in range(1, 12):
         base = min(4.0, 0.5 * 2 ** (attempt - 1))
         assert backoff.base(attempt) == base
         for _ in range(20):
-            assert base / 2 <= backoff.delay(attempt) <= base
+            assert base / 2 <= backoff.delay(attempt, rng) <= base
+            assert base / 2 <= backoff.jittered(rng)(attempt) <= base
     with pytest.raises(ValueError):
-        Backoff(0, 1, random.Random())
+        Backoff(0, 1)
+    with pytest.raises(ValueError):
+        Backoff(1, 2, multiplier=0.5)

@@ -16,6 +16,7 @@ from itertools import count
 from pathlib import Path
 
 import pytest
+from fairshare.backoff import Backoff
 from fairshare.command import ResourceUsage
 from fairshare.resources import ResourceVector
 from fairshare.task_states import TaskReason, TaskState
@@ -23,7 +24,6 @@ from fairshare.v1 import common_pb2
 from fairshare.wire import resources_to_pb
 
 from agent.core import AgentState
-from agent.core.backoff import Backoff
 from agent.core.records import AgentSpec
 from agent.durability.checkpoint import (
     CHECKPOINT_FILE,
@@ -69,7 +69,7 @@ def make_state(spec: AgentSpec = SPEC) -> AgentState:
     counter = count(1)
     return AgentState(
         spec,
-        retry=Backoff(1.0, 8.0, random.Random(7)),
+        retry=Backoff(1.0, 8.0).jittered(random.Random(7)),
         new_uuid=lambda: next(counter).to_bytes(16, "big"),
     )
 
@@ -78,7 +78,7 @@ def restore(store: CheckpointStore) -> AgentState:
     return AgentState.restore(
         SPEC,
         store.load(),
-        retry=Backoff(1.0, 8.0, random.Random(7)),
+        retry=Backoff(1.0, 8.0).jittered(random.Random(7)),
         new_uuid=lambda: b"\xff" * 16,
     )
 

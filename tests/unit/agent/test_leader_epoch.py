@@ -9,10 +9,10 @@ import random
 from itertools import count
 from pathlib import Path
 
+from fairshare.backoff import Backoff
 from fairshare.resources import ResourceVector
 
 from agent.core import AgentState
-from agent.core.backoff import Backoff
 from agent.core.records import AgentSpec
 from agent.durability.checkpoint import CHECKPOINT_FILE, CheckpointStore
 
@@ -23,7 +23,7 @@ def make_state() -> AgentState:
     counter = count(1)
     return AgentState(
         SPEC,
-        retry=Backoff(1.0, 8.0, random.Random(7)),
+        retry=Backoff(1.0, 8.0).jittered(random.Random(7)),
         new_uuid=lambda: next(counter).to_bytes(16, "big"),
     )
 
@@ -51,7 +51,10 @@ def test_the_epoch_is_checkpointed_once_when_it_grows(tmp_path: Path) -> None:
 
     reopened = CheckpointStore.open(tmp_path / CHECKPOINT_FILE, SPEC)
     restored = AgentState.restore(
-        SPEC, reopened.load(), retry=Backoff(1.0, 8.0, random.Random(7)), new_uuid=lambda: b"x"
+        SPEC,
+        reopened.load(),
+        retry=Backoff(1.0, 8.0).jittered(random.Random(7)),
+        new_uuid=lambda: b"x",
     )
     reopened.close()
     assert restored.epoch == 9 and not restored.admits(8)

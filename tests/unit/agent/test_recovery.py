@@ -14,13 +14,13 @@ from itertools import count
 from pathlib import Path
 
 import pytest
+from fairshare.backoff import Backoff
 from fairshare.resources import ResourceVector
 from fairshare.task_states import TaskReason, TaskState
 from fairshare.v1 import agent_pb2, common_pb2
 from fairshare.wire import resources_to_pb, task_state_to_pb
 
 from agent.core import AgentSnapshot, AgentState
-from agent.core.backoff import Backoff
 from agent.core.records import AgentSpec, PlaceholderSpec, TaskView
 from agent.durability.checkpoint import CHECKPOINT_FILE, CheckpointStore
 from agent.durability.recovery import (
@@ -131,7 +131,7 @@ def restored(snapshot: AgentSnapshot) -> AgentState:
     return AgentState.restore(
         SPEC,
         snapshot,
-        retry=Backoff(1.0, 8.0, random.Random(3)),
+        retry=Backoff(1.0, 8.0).jittered(random.Random(3)),
         new_uuid=lambda: next(counter).to_bytes(16, "big"),
     )
 
@@ -142,7 +142,7 @@ def before_the_crash() -> AgentSnapshot:
     counter = count(1)
     state = AgentState(
         SPEC,
-        retry=Backoff(1.0, 8.0, random.Random(3)),
+        retry=Backoff(1.0, 8.0).jittered(random.Random(3)),
         new_uuid=lambda: next(counter).to_bytes(16, "big"),
     )
     state.on_registered("ag-1", "m-1")
@@ -245,7 +245,9 @@ def test_runtime_checkpoints_each_change_before_it_can_be_sent(tmp_path: Path) -
 def test_a_failed_checkpoint_write_stops_the_agent_with_a_fatal_error(tmp_path: Path) -> None:
     path = tmp_path / CHECKPOINT_FILE
     store = CheckpointStore.open(path, SPEC)
-    state = AgentState(SPEC, retry=Backoff(1.0, 2.0, random.Random(1)), new_uuid=lambda: b"u" * 16)
+    state = AgentState(
+        SPEC, retry=Backoff(1.0, 2.0).jittered(random.Random(1)), new_uuid=lambda: b"u" * 16
+    )
     state.on_registered("ag-1", "m-1")
     state.handle_launch(FW, [task_spec(info("t", duration=1))], 0.0, T0)
     state.handle_task_status((FW, "t"), STARTING, 0.0, T0)

@@ -36,6 +36,22 @@ class _Recorder(operator_pb2_grpc.OperatorServiceServicer):
         self.calls.append(("reactivate", list(request.agent_ids)))
         return operator_pb2.ReactivateAgentsResponse()
 
+    def DrainAgent(
+        self, request: operator_pb2.DrainAgentRequest, context: grpc.ServicerContext
+    ) -> operator_pb2.DrainAgentResponse:
+        self._check([request.agent_id], context)
+        grace = (
+            request.deadline.ToTimedelta().total_seconds() if request.HasField("deadline") else None
+        )
+        self.calls.append(("drain", [request.agent_id, str(grace)]))
+        state = operator_pb2.GetStateResponse.Agent.State
+        if request.agent_id == "ag-idle":
+            return operator_pb2.DrainAgentResponse(state=state.STATE_DRAINED)
+        response = operator_pb2.DrainAgentResponse(state=state.STATE_DRAINING)
+        if grace is not None:
+            response.deadline.FromSeconds(1_800_000_000)
+        return response
+
 
 @pytest.fixture
 def server() -> Iterator[tuple[str, _Recorder]]:
@@ -76,6 +92,10 @@ def test_an_unknown_agent_exits_1_with_the_masters_reason(
         (["--master", "127.0.0.1:99999", "--deactivate", "ag-1"], "--master '127.0.0.1:99999': "),
         (["--master", "127.0.0.1:5050", "--deactivate", "ag-1", ""], "--deactivate: "),
         (["--master", "127.0.0.1:5050", "--reactivate", " "], "--reactivate: "),
+        (["--master", "127.0.0.1:5050", "--drain", " "], "--drain: "),
+        (["--master", "127.0.0.1:5050", "--drain", "ag-1", "--deadline=-5s"], "--deadline: "),
+        (["--master", "127.0.0.1:5050", "--drain", "ag-1", "--deadline", "soon"], "--deadline: "),
+        (["--master", "127.0.0.1:5050", "--deadline", "5s"], "--deadline: only with --drain"),
     ],
 )
 def test_bad_input_exits_2_naming_the_flag(
@@ -114,3 +134,23 @@ def test_the_master_comes_from_the_environment_without_the_flag(
     monkeypatch.setenv("FAIRSHARE_AGENTS_MASTER", address)  # the command's own variable wins
     assert main(["agents", "--reactivate", "ag-1"]) == 0
     assert recorder.calls == [("deactivate", ["ag-1"]), ("reactivate", ["ag-1"])]
+
+
+def test_drain_sends_the_deadline_and_says_what_happens(
+    server: tuple[str, _Recorder], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 24, item 11: ``--drain ID [--deadline D]``."""
+    address, recorder = server
+    assert main(["agents", "--master", address, "--drain", "ag-1", "--deadline", "10m"]) == 0
+    assert main(["agents", "--master", address, "--drain", "ag-2"]) == 0
+    assert main(["agents", "--master", address, "--drain", "ag-idle"]) == 0
+    assert main(["agents", "--master", address, "--drain", "ag-xyz"]) == 1
+    assert recorder.calls == [("drain", ["ag-1", "600.0"]), ("drain", ["ag-2", "None"]),
+                              ("drain", ["ag-idle", "None"])]  # fmt: skip
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert lines[0].startswith("draining agent ag-1: it is offered to nobody; its tasks still")
+    assert "2027-01-15 08:00:00Z" in lines[0]
+    assert "its tasks may run to their end" in lines[1]
+    assert lines[2].startswith("agent ag-idle is DRAINED")
+    assert "NOT_FOUND" in err and "ag-xyz" in err

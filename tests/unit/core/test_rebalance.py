@@ -14,8 +14,8 @@ from fractions import Fraction
 import pytest
 from live_cluster_model import FIG1_AGENTS, FIG1_DRFH, FIG1_FRAMEWORKS, fig1_model
 
+from analysis.calculator import allocate, parse_case
 from framework_sdk import ResourceVector
-from master.commands.calculator import allocate, parse_case
 from master.core import CoreConfig
 from master.core.rebalance import (
     ClusterView,

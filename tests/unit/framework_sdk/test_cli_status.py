@@ -127,7 +127,13 @@ def test_status_json_has_the_documented_fields(capsys: pytest.CaptureFixture[str
     assert a["tasks"] == {"RUNNING": 3, "STAGING": 1} and b["tasks"]["RUNNING"] == 2
     assert a["demand"] == {"task": {"cpus": 1.0, "mem": 4096.0}, "max_tasks": 20}
     assert document["offers"] == [
-        {"id": "of-1", "framework_id": "fw-b", "agent_id": "ag-1", "resources": {}}
+        {
+            "id": "of-1",
+            "framework_id": "fw-b",
+            "agent_id": "ag-1",
+            "resources": {},
+            "expires_at": None,
+        }
     ]
     assert document["tasks"][0]["state"] == "RUNNING"
     assert document["total"] == {"cpus": 9.0, "mem": 18432.0}

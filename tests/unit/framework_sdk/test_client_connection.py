@@ -321,7 +321,7 @@ def test_updates_handled_before_a_restart_are_acknowledged_not_delivered() -> No
 def test_backoff_is_jittered_exponential_and_capped() -> None:
     backoff = Backoff(initial=0.5, maximum=4.0, multiplier=2.0)
     rng = random.Random(1)
-    for attempt, ceiling in [(0, 0.5), (1, 1.0), (2, 2.0), (3, 4.0), (10, 4.0), (500, 4.0)]:
+    for attempt, ceiling in [(1, 0.5), (2, 1.0), (3, 2.0), (4, 4.0), (11, 4.0), (500, 4.0)]:
         delays = [backoff.delay(attempt, rng) for _ in range(200)]
         assert all(ceiling / 2 <= d <= ceiling for d in delays)
         assert len(set(delays)) > 100  # jittered, not a constant

@@ -220,13 +220,15 @@ def test_threaded_fake_master_serves_a_synchronous_callback_test() -> None:
             self.finished: list[str] = []
 
         def resource_offers(self, driver: SchedulerDriver, offers: Sequence[Offer]) -> None:
+            # Suppress first: once the tasks finish (10 ms) the fake offers their resources
+            # again, and a suppression sent after the launch could arrive after that offer.
+            driver.suppress_offers()
             for offer in offers:
                 count = CPU.times_fits_in(offer.resources)
                 tasks = [
                     TaskSpec(f"{offer.agent_id}-{i}", CPU, duration=0.01) for i in range(count)
                 ]
                 driver.launch_tasks(offer, tasks)
-            driver.suppress_offers()
 
         def status_update(self, driver: SchedulerDriver, update: StatusUpdate) -> None:
             if update.state is TaskState.FINISHED:

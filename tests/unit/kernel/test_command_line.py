@@ -115,7 +115,8 @@ def test_every_command_has_the_log_flags_and_clients_have_master(name: str) -> N
 def test_every_command_has_a_one_line_summary() -> None:
     for name, (summary, module) in cli.COMMANDS.items():
         assert summary and "\n" not in summary, name
-        assert module.split(".")[0] in ("master", "agent", "framework_sdk", "client_commands"), name
+        packages = ("master", "agent", "framework_sdk", "client_commands", "analysis")
+        assert module.split(".")[0] in packages, name
 
 
 # -- lazy imports, help, version -------------------------------------------------------------------
@@ -128,7 +129,7 @@ LOADED = """
             cli.main({argv!r})
         except SystemExit:
             pass
-    packages = ("master", "agent", "framework_sdk", "grpc")
+    packages = ("master", "agent", "framework_sdk", "analysis", "grpc")
     print(sorted({{m.split(".")[0] for m in sys.modules if m.split(".")[0] in packages}}))
     print(out.getvalue())
 """
@@ -147,9 +148,12 @@ def test_help_lists_every_command_and_imports_none_of_them() -> None:
 def test_a_command_imports_only_its_own_module() -> None:
     done = run_python(LOADED.format(argv=["allocate", "--help"]))
     assert done.returncode == 0, done.stderr
-    assert done.stdout.partition("\n")[0] == "['master']"  # no agent, SDK or gRPC
+    # offline analysis on the master's core: no agent, SDK or gRPC
+    assert done.stdout.partition("\n")[0] == "['analysis', 'master']"
+    done = run_python(LOADED.format(argv=["simulate", "--help"]))
+    assert done.stdout.partition("\n")[0] == "['analysis', 'master']"
     done = run_python(LOADED.format(argv=["status", "--help"]))
-    assert done.stdout.partition("\n")[0] == "['framework_sdk', 'grpc']"
+    assert done.stdout.partition("\n")[0] == "['grpc']"  # status needs no SDK
 
 
 def test_version_subprocess() -> None:
@@ -235,10 +239,10 @@ def test_bad_settings_of_any_command_exit_2_naming_the_flag(
 def client_settings(name: str) -> tuple[Setting, ...]:
     """The settings table of client command ``name``."""
     from agent.config import AGENT_SETTINGS
+    from client_commands.logs import LOGS_SETTINGS
     from client_commands.operator import OPERATOR_SETTINGS
     from client_commands.run import RUN_SETTINGS
     from client_commands.status import STATUS_SETTINGS
-    from framework_sdk.logs import LOGS_SETTINGS
 
     tables = {"agent": AGENT_SETTINGS, "run": RUN_SETTINGS, "status": STATUS_SETTINGS}
     tables["logs"] = LOGS_SETTINGS

@@ -220,6 +220,8 @@ def test_states_are_bounded_and_all_exported() -> None:
         assert values(samples, "fairshare_agents") == {
             (("state", "active"),): 2,
             (("state", "deactivated"),): 0,
+            (("state", "draining"),): 0,
+            (("state", "drained"),): 0,
             (("state", "unreachable"),): 0,
         }
         assert values(samples, "fairshare_frameworks") == {

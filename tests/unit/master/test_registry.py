@@ -157,6 +157,7 @@ def test_a_schema_2_registry_is_upgraded_in_place_and_loads_unchanged(tmp_path: 
     with sqlite3.connect(tmp_path / REGISTRY_FILE) as db:  # what a master of schema 2 left
         db.execute("DROP TABLE quotas")
         db.execute("DROP TABLE reservations")
+        db.execute("ALTER TABLE agents DROP COLUMN drain")
         db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     upgraded = SqliteRegistry.open(tmp_path)
     loaded = (upgraded.agents, upgraded.frameworks, upgraded.role_weights, upgraded.cluster_id)
@@ -165,7 +166,7 @@ def test_a_schema_2_registry_is_upgraded_in_place_and_loads_unchanged(tmp_path: 
     upgraded.close()
     with sqlite3.connect(tmp_path / REGISTRY_FILE) as db:
         (version,) = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    assert int(version) == SCHEMA_VERSION == 4
+    assert int(version) == SCHEMA_VERSION == 5
     assert SqliteRegistry.open(tmp_path).quotas == {"eng": QUOTAS["eng"]}
 
 
@@ -175,6 +176,7 @@ def test_a_schema_3_registry_gets_the_reservations_table(tmp_path: Path) -> None
     registry.close()
     with sqlite3.connect(tmp_path / REGISTRY_FILE) as db:  # what a master of schema 3 left
         db.execute("DROP TABLE reservations")
+        db.execute("ALTER TABLE agents DROP COLUMN drain")
         db.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
     upgraded = SqliteRegistry.open(tmp_path)
     assert upgraded.quotas == {"eng": QUOTAS["eng"]} and upgraded.reservations == {}

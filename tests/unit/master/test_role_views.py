@@ -31,7 +31,8 @@ from master.runtime import MasterRuntime, RuntimeConfig
 from master.runtime.authority import Authority
 from master.runtime.views import ClusterSnapshot, redact
 from master.service.state import state_to_pb
-from master.web.documents import roles_document, state_document
+from master.service.state_documents import WIRE_DOCUMENTS
+from master.web.documents import roles_document
 from master.web.events import RecentEvents
 from master.web.history import ShareHistory
 from master.web.routes import WebApi
@@ -171,8 +172,8 @@ def test_status_json_the_http_api_and_fairshare_roles_agree(seen: dict[str, Any]
     snapshot: ClusterSnapshot = seen["snapshot"]
     status = state_to_dict(seen["state"])
     assert status["hierarchy"] == "hdrf"
-    assert status["roles"] == state_document(snapshot)["roles"]
-    assert status["roles"] == roles_document(snapshot)["roles"]
+    assert status["roles"] == WIRE_DOCUMENTS.state(snapshot)["roles"]
+    assert status["roles"] == roles_document(snapshot, WIRE_DOCUMENTS)["roles"]
     assert roles_command.roles_document(seen["state"], None) == {
         "hierarchy": "hdrf",
         "roles": status["roles"],
@@ -195,14 +196,16 @@ def test_status_json_the_http_api_and_fairshare_roles_agree(seen: dict[str, Any]
         "below_guarantee": False,
     }
     assert (dev["parent"], dev["depth"], sci["parent"], sci["depth"]) == ("eng", 1, None, 0)
-    totals = roles_document(snapshot)["totals"]
+    totals = roles_document(snapshot, WIRE_DOCUMENTS)["totals"]
     assert totals == {
         "roles": 3,
         "frameworks": 3,
         "running_tasks": 4,
         "allocated": {"cpus": 5.0, "mem": 4096.0},
     }
-    assert json.loads(json.dumps(roles_document(snapshot)))["roles"] == status["roles"]
+    assert (
+        json.loads(json.dumps(roles_document(snapshot, WIRE_DOCUMENTS)))["roles"] == status["roles"]
+    )
 
 
 def test_the_status_table_shows_the_tree_indented(seen: dict[str, Any]) -> None:
@@ -301,31 +304,40 @@ def http_get(api: WebApi, path: str) -> tuple[int, Any]:
 
 def test_api_roles_follows_the_view_rules(seen: dict[str, Any]) -> None:
     snapshot: ClusterSnapshot = seen["snapshot"]
-    full = WebApi(lambda: snapshot, RecentEvents(), ShareHistory())
+    full = WebApi(lambda: snapshot, RecentEvents(), ShareHistory(), documents=WIRE_DOCUMENTS)
     status, document = http_get(full, "/api/v1/roles")
-    assert status == 200 and document == json.loads(json.dumps(roles_document(snapshot)))
+    assert status == 200 and document == json.loads(
+        json.dumps(roles_document(snapshot, WIRE_DOCUMENTS))
+    )
     assert document["hierarchy"] == "hdrf" and document["total"] == {"cpus": 12.0, "mem": 12288.0}
     status, state = http_get(full, "/api/v1/state")
     assert status == 200 and state["roles"] == document["roles"]
 
     closed = Authority(parse({"permissive": False}, "acls.toml"))
-    refused = WebApi(lambda: snapshot, RecentEvents(), ShareHistory(), lambda: closed)
+    refused = WebApi(
+        lambda: snapshot, RecentEvents(), ShareHistory(), lambda: closed, documents=WIRE_DOCUMENTS
+    )
     status, answer = http_get(refused, "/api/v1/roles")
     assert status == 403 and "lets anonymous callers view_state" in answer["error"]
     assert closed.denied == 1
     rule = {"view_state": [{"principals": "ANY", "level": "redacted"}]}
     viewer = Authority(parse(rule, "acls.toml"))
-    redacted = WebApi(lambda: snapshot, RecentEvents(), ShareHistory(), lambda: viewer)
+    redacted = WebApi(
+        lambda: snapshot, RecentEvents(), ShareHistory(), lambda: viewer, documents=WIRE_DOCUMENTS
+    )
     status, answer = http_get(redacted, "/api/v1/roles")
     assert status == 200 and answer == document  # the tree names no framework
     status, state = http_get(redacted, "/api/v1/state")
-    assert status == 200 and state == json.loads(json.dumps(state_document(redact(snapshot, None))))
-    assert state != json.loads(json.dumps(state_document(snapshot)))  # agents without ids
+    assert status == 200 and state == json.loads(
+        json.dumps(WIRE_DOCUMENTS.state(redact(snapshot, None)))
+    )
+    assert state != json.loads(json.dumps(WIRE_DOCUMENTS.state(snapshot)))  # agents without ids
     following = WebApi(
         lambda: snapshot,
         RecentEvents(),
         ShareHistory(),
         follower=lambda: {"leader": "m1:5050", "dashboard": None},
+        documents=WIRE_DOCUMENTS,
     )
     assert http_get(following, "/api/v1/roles")[0] == 503
 

@@ -60,7 +60,8 @@ def test_each_runtime_event_kind_reaches_the_sink(tmp_path: Path) -> None:
         fw, events = framework(runtime, failover_timeout=60.0)
         await settle()
         (offer,) = offers_of(events)
-        runtime.frameworks.accept(fw, [offer.offer_id], [spec("t1", "cpus:1;mem:128")], 0.0)
+        tasks = [spec("t1", "cpus:1;mem:128"), spec("t2", "cpus:1;mem:128")]
+        runtime.frameworks.accept(fw, [offer.offer_id], tasks, 0.0)
         runtime.operator.kill_task(fw, "t1")
         killed = running("t1", agent_id, state=TaskState.KILLED)
         report(runtime, agent_id, fw, killed, TaskState.KILLED)
@@ -71,6 +72,9 @@ def test_each_runtime_event_kind_reaches_the_sink(tmp_path: Path) -> None:
         runtime.operator.unreserve(agent_id, "eng", R("cpus:1"))
         runtime.operator.deactivate_agents([agent_id])
         runtime.operator.reactivate_agents([agent_id])
+        runtime.operator.drain_agent(agent_id, 0.0)  # kills t2 at once (t1 is KILLING)
+        idle, _ = agent(runtime)
+        runtime.operator.drain_agent(idle, None)  # runs nothing: DRAINED at once
         runtime.frameworks.unsubscribe(fw, events)  # away, kept for its failover timeout
         runtime.operator.teardown_framework(fw)
         runtime.loss.unreachable([runtime.state.agents[agent_id]])
@@ -91,6 +95,7 @@ def test_each_runtime_event_kind_reaches_the_sink(tmp_path: Path) -> None:
     assert [e.kind for e in sink.events].count(EventKind.TASK_ENDED) == 1  # once per task
     assert sink.of(EventKind.AGENT_UNREACHABLE).level == logging.WARNING
     assert sink.of(EventKind.RESERVATION_MADE).fields["role"] == "eng"
+    assert sink.of(EventKind.TASK_KILLED_BY_DRAIN).fields["task_id"] == "t2"
 
     restarted = ListSink()
 

@@ -25,6 +25,7 @@ from master.metrics import MasterCollector, sampler
 from master.model import AgentSpec, FrameworkSpec
 from master.runtime import MasterRuntime, RuntimeConfig
 from master.runtime.log_grants import LogGrant
+from master.service.state_documents import WIRE_DOCUMENTS
 from master.web.completed import CompletedHistory, EventFanout
 from master.web.events import RecentEvents
 from master.web.history import ShareHistory
@@ -86,6 +87,7 @@ async def cluster() -> AsyncIterator[tuple[MasterRuntime, CompletedHistory, list
         completed=completed,
         operator=lambda: runtime.operator,
         read_logs=read_logs,
+        documents=WIRE_DOCUMENTS,
     )
     credentials = Credentials({who: hash_secret(f"s-{who}") for who in WHO})
     server = await serve_http(
@@ -169,6 +171,20 @@ def test_maintenance_is_authorized_like_the_grpc_call_and_refused_cross_site() -
         assert status == 200 and answer == body and not active()
         assert runtime.operator.snapshot().agents[0].state == "DEACTIVATED"
         again = {"action": "reactivate", "agent_ids": [agent_id]}
+        status, _ = await call("POST", MAINTENANCE_PATH, "ops", json=again, headers=JSON)
+        assert status == 200 and active()
+        # drain: refused like the gRPC DrainAgent, then the agent (running nothing) is DRAINED
+        drain = {"action": "drain", "agent_ids": [agent_id]}
+        denied = authority.denied
+        status, _ = await call("POST", MAINTENANCE_PATH, "viewer", json=drain, headers=JSON)
+        assert status == 403 and authority.denied == denied + 1 and active()
+        status, answer = await call("POST", MAINTENANCE_PATH, "maint", json=drain, headers=JSON)
+        assert status == 200 and answer == drain and not active()
+        for _ in range(200):  # the drain timer runs every 0.5 s: bounded at 10 s
+            if runtime.operator.snapshot().agents[0].state == "DRAINED":
+                break
+            await asyncio.sleep(0.05)
+        assert runtime.operator.snapshot().agents[0].state == "DRAINED"
         status, _ = await call("POST", MAINTENANCE_PATH, "ops", json=again, headers=JSON)
         assert status == 200 and active()
 

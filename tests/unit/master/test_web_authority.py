@@ -23,6 +23,7 @@ from master.model import AgentSpec
 from master.runtime import MasterRuntime, RuntimeConfig
 from master.runtime.authority import Authority
 from master.runtime.events import NO_EVENTS, EventSink
+from master.service.state_documents import WIRE_DOCUMENTS
 from master.web.events import RecentEvents
 from master.web.history import ShareHistory
 from master.web.routes import WebApi
@@ -124,7 +125,11 @@ def test_an_http_denial_is_counted_once_with_the_grpc_ones_and_allowed_views_wor
                 AgentSpec("h1", 0, ResourceVector.parse("cpus:4;mem:4096")), "agent-1"
             )
             api = WebApi(
-                runtime.operator.snapshot, events, ShareHistory(), lambda: runtime.state.authority
+                runtime.operator.snapshot,
+                events,
+                ShareHistory(),
+                lambda: runtime.state.authority,
+                documents=WIRE_DOCUMENTS,
             )
             async with http_port(api, authenticated=True, runtime=runtime) as get:
                 # refused: the port's own 403, one check, one denial
@@ -189,7 +194,11 @@ def test_without_authentication_a_route_asks_once_when_it_needs_the_rule() -> No
         await runtime.start()
         try:
             api = WebApi(
-                runtime.operator.snapshot, RecentEvents(), ShareHistory(), lambda: authority
+                runtime.operator.snapshot,
+                RecentEvents(),
+                ShareHistory(),
+                lambda: authority,
+                documents=WIRE_DOCUMENTS,
             )
             async with http_port(api, authenticated=False, runtime=runtime) as get:
                 status, answer = await get("/api/v1/state")

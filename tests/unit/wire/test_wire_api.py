@@ -45,6 +45,7 @@ EXPECTED_METHODS = {
         "KillTask",
         "RemoveAgent",
         "ReactivateAgents",
+        "DrainAgent",
         "GrantLogAccess",
     },
 }

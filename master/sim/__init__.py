@@ -1,6 +1,0 @@
-"""Discrete-event simulator over ``master.core`` (no network, no threads, no wall clock).
-
-Modules: ``scenario`` (scenario files, checked), ``servers`` (the Google mix of DRFH Table I),
-``engine`` (the simulator), ``picks`` (one-task-at-a-time pick traces, DRF Table 1), ``cli``
-(``fairshare simulate``). Randomness only from a ``random.Random`` seeded by the scenario.
-"""
