@@ -9,7 +9,8 @@ frameworks with their ids, names, roles, weights, failover timeouts and capabili
 were removed, so their ids are refused for good), operator-set weights of roles and
 frameworks, the quotas of roles, and the operator's dynamic reservations per agent. Offers,
 filters, demands and tasks are soft state: tasks are
-rebuilt from the agents when they reregister.
+rebuilt from the agents when they reregister. The file's schema, its upgrades and the checks
+run when it is opened are in ``master.registry.sqlite_schema``.
 
 Invariants (beside those of ``operations.Registry``, whose operations it stores):
 - every write is one committed SQLite transaction (a write that fails raises
@@ -34,11 +35,9 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Final
 
 from fairshare.sqlite_transaction import transaction
 
@@ -69,51 +68,20 @@ from master.registry.operations import (
     ReservationChange,
     WeightChange,
 )
+from master.registry.sqlite_schema import (
+    MARKER_FILE,
+    REGISTRY_FILE,
+    SCHEMA,
+    SCHEMA_VERSION,
+    check_registry,
+    connect,
+    probe_dir,
+    probe_writable,
+    upgrade,
+    write_meta,
+)
 
 __all__ = ["MARKER_FILE", "REGISTRY_FILE", "SCHEMA_VERSION", "SqliteRegistry"]
-
-REGISTRY_FILE: Final = "registry.sqlite"
-MARKER_FILE: Final = "cluster.id"
-SCHEMA_VERSION: Final = 5
-
-_SCHEMA: Final = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE agents (
-    agent_id TEXT PRIMARY KEY,
-    spec TEXT NOT NULL,
-    registered_at REAL NOT NULL,
-    state TEXT NOT NULL,
-    active INTEGER NOT NULL,
-    principal TEXT NOT NULL DEFAULT '',
-    changed_at REAL NOT NULL DEFAULT 0,
-    drain TEXT
-);
-CREATE TABLE frameworks (
-    framework_id TEXT PRIMARY KEY,
-    spec TEXT NOT NULL,
-    registered_at REAL NOT NULL,
-    removed INTEGER NOT NULL,
-    removed_at REAL NOT NULL DEFAULT 0
-);
-CREATE TABLE weights (
-    kind TEXT NOT NULL,
-    target TEXT NOT NULL,
-    weight REAL NOT NULL,
-    PRIMARY KEY (kind, target)
-);
-CREATE TABLE quotas (role TEXT PRIMARY KEY, quota TEXT NOT NULL);
-CREATE TABLE reservations (agent_id TEXT PRIMARY KEY, reserved TEXT NOT NULL);
-"""
-_UPGRADE_1_TO_2: Final = (
-    "ALTER TABLE agents ADD COLUMN principal TEXT NOT NULL DEFAULT ''",
-    "ALTER TABLE agents ADD COLUMN changed_at REAL NOT NULL DEFAULT 0",
-    "ALTER TABLE frameworks ADD COLUMN removed_at REAL NOT NULL DEFAULT 0",
-)
-_UPGRADE_2_TO_3: Final = ("CREATE TABLE quotas (role TEXT PRIMARY KEY, quota TEXT NOT NULL)",)
-_UPGRADE_3_TO_4: Final = (
-    "CREATE TABLE reservations (agent_id TEXT PRIMARY KEY, reserved TEXT NOT NULL)",
-)
-_UPGRADE_4_TO_5: Final = ("ALTER TABLE agents ADD COLUMN drain TEXT",)
 
 
 class SqliteRegistry(Registry):
@@ -138,9 +106,9 @@ class SqliteRegistry(Registry):
     def in_memory(cls) -> SqliteRegistry:
         """A registry that keeps nothing across processes (unit tests, ``fairshare`` tools)."""
         connection = sqlite3.connect(":memory:", isolation_level=None)
-        connection.executescript(_SCHEMA)
+        connection.executescript(SCHEMA)
         cluster_id = uuid.uuid4().hex
-        cls._write_meta(connection, cluster_id)
+        write_meta(connection, cluster_id)
         return cls(connection, cluster_id, None)
 
     @classmethod
@@ -152,7 +120,7 @@ class SqliteRegistry(Registry):
             work_dir.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise RegistryError(f"cannot create work dir {work_dir}: {error.strerror}") from None
-        cls._probe_dir(work_dir)
+        probe_dir(work_dir)
         expected = read_marker(marker)
         if not path.exists():
             if expected is not None:
@@ -163,11 +131,11 @@ class SqliteRegistry(Registry):
                     " register afresh)"
                 )
             return cls._create(path, marker, synchronous)
-        connection = cls._connect(path, synchronous)
+        connection = connect(path, synchronous)
         try:
-            cluster_id = cls._check(connection, path)
-            cls._probe_writable(connection, path)
-            cls._upgrade(connection, path)
+            cluster_id = check_registry(connection, path)
+            probe_writable(connection, path)
+            upgrade(connection, path)
             if expected is not None and expected != cluster_id:
                 raise RegistryError(
                     f"registry {path} belongs to cluster {cluster_id}, but {marker} names"
@@ -183,81 +151,6 @@ class SqliteRegistry(Registry):
             connection.close()
             raise RegistryError(f"registry {path} is corrupt or unreadable: {error}") from None
 
-    @staticmethod
-    def _probe_dir(work_dir: Path) -> None:
-        """Create and remove a file in ``work_dir``: a read-only disk stops the master here, with
-        a message that says so (SQLite would only say it cannot open the file)."""
-        probe = work_dir / ".write-probe"
-        try:
-            probe.write_bytes(b"")
-            probe.unlink()
-        except OSError as error:
-            raise RegistryError(
-                f"work dir {work_dir} cannot be written ({error.strerror}): the master keeps its"
-                " registry there; give a writable --work-dir"
-            ) from None
-
-    @staticmethod
-    def _probe_writable(connection: sqlite3.Connection, path: Path) -> None:
-        """Take the write lock and let it go: a read-only disk or file fails here, before the
-        master serves anything."""
-        probe = path.with_name(path.name + ".probe")
-        try:
-            probe.write_bytes(b"")
-            probe.unlink()
-            connection.execute("BEGIN IMMEDIATE")
-            connection.execute("ROLLBACK")
-        except (OSError, sqlite3.Error) as error:
-            raise RegistryError(
-                f"registry {path} cannot be written ({error}): the work dir must be writable"
-            ) from None
-
-    @staticmethod
-    def _upgrade(connection: sqlite3.Connection, path: Path) -> None:
-        """Bring a registry of an older schema to ``SCHEMA_VERSION``, in one transaction."""
-        (version,) = connection.execute(
-            "SELECT value FROM meta WHERE key = 'schema_version'"
-        ).fetchone()
-        if int(version) >= SCHEMA_VERSION:
-            return
-        now = time.time()
-        try:
-            with transaction(connection):
-                if int(version) < 2:
-                    for statement in _UPGRADE_1_TO_2:
-                        connection.execute(statement)
-                    connection.execute(
-                        "UPDATE agents SET changed_at = ? WHERE state != 'ADMITTED'", (now,)
-                    )
-                    connection.execute(
-                        "UPDATE frameworks SET removed_at = ? WHERE removed = 1", (now,)
-                    )
-                if int(version) < 3:
-                    for statement in _UPGRADE_2_TO_3:
-                        connection.execute(statement)
-                if int(version) < 4:
-                    for statement in _UPGRADE_3_TO_4:
-                        connection.execute(statement)
-                for statement in _UPGRADE_4_TO_5:
-                    connection.execute(statement)
-                connection.execute(
-                    "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
-                )
-        except sqlite3.Error as error:
-            raise RegistryError(f"cannot upgrade registry {path}: {error}") from None
-
-    @staticmethod
-    def _connect(path: Path, synchronous: str) -> sqlite3.Connection:
-        if synchronous not in ("FULL", "NORMAL"):
-            raise ValueError(f"synchronous must be FULL or NORMAL, not {synchronous!r}")
-        try:
-            connection = sqlite3.connect(path, isolation_level=None)
-            connection.execute("PRAGMA journal_mode=WAL").fetchone()
-            connection.execute(f"PRAGMA synchronous={synchronous}")
-        except sqlite3.DatabaseError as error:
-            raise RegistryError(f"registry {path} is corrupt or unreadable: {error}") from None
-        return connection
-
     @classmethod
     def _create(cls, path: Path, marker: Path, synchronous: str) -> SqliteRegistry:
         """Build the file under a temporary name and rename it: a crash leaves no half registry."""
@@ -268,62 +161,15 @@ class SqliteRegistry(Registry):
         try:
             building = sqlite3.connect(tmp, isolation_level=None)
             try:
-                building.executescript(f"BEGIN;{_SCHEMA}COMMIT;")
-                cls._write_meta(building, cluster_id)
+                building.executescript(f"BEGIN;{SCHEMA}COMMIT;")
+                write_meta(building, cluster_id)
             finally:
                 building.close()
             os.replace(tmp, path)
         except (sqlite3.Error, OSError) as error:
             raise RegistryError(f"cannot create registry {path}: {error}") from None
         write_marker(marker, cluster_id)
-        return cls(cls._connect(path, synchronous), cluster_id, path)
-
-    @staticmethod
-    def _write_meta(connection: sqlite3.Connection, cluster_id: str) -> None:
-        with transaction(connection):
-            connection.executemany(
-                "INSERT INTO meta (key, value) VALUES (?, ?)",
-                [
-                    ("schema_version", str(SCHEMA_VERSION)),
-                    ("cluster_id", cluster_id),
-                    ("created_at", repr(time.time())),
-                ],
-            )
-
-    @staticmethod
-    def _check(connection: sqlite3.Connection, path: Path) -> str:
-        """The registry's cluster id, after checking it is intact and of a known schema."""
-        verdict = connection.execute("PRAGMA quick_check").fetchone()
-        if verdict is None or verdict[0] != "ok":
-            raise RegistryError(f"registry {path} is corrupt: integrity check says {verdict}")
-        tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
-        if "meta" not in tables:
-            raise RegistryError(f"registry {path} is not a fairshare registry (no meta table)")
-        meta = dict(connection.execute("SELECT key, value FROM meta").fetchall())
-        try:
-            version = int(meta["schema_version"])
-            cluster_id = str(meta["cluster_id"])
-        except (KeyError, ValueError):
-            raise RegistryError(f"registry {path} has no valid schema_version/cluster_id") from None
-        if version > SCHEMA_VERSION:
-            raise RegistryError(
-                f"registry {path} has schema version {version}, newer than this master's"
-                f" {SCHEMA_VERSION}: run the fairshare version that wrote it (never downgrade"
-                " a registry)"
-            )
-        if version < 1:
-            raise RegistryError(f"registry {path} has an invalid schema version {version}")
-        missing = {
-            "agents",
-            "frameworks",
-            "weights",
-            *(["quotas"] if version >= 3 else []),
-            *(["reservations"] if version >= 4 else []),
-        }
-        missing -= tables
-        if missing:
-            raise RegistryError(f"registry {path} is corrupt: tables {sorted(missing)} missing")
-        return cluster_id
+        return cls(connect(path, synchronous), cluster_id, path)
 
     def _load(self) -> None:
         try:

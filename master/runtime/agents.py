@@ -43,17 +43,14 @@ from dataclasses import dataclass, field
 
 from fairshare.log_access import agent_key
 from fairshare.logs import LogLimiter, log_event
-from fairshare.resources import ResourceVector
-from fairshare.task_states import TaskReason, TaskState
+from fairshare.task_states import TaskState
 
 from master.core import (
     FailedPrecondition,
     InvalidArgument,
     KillTask,
     NotFound,
-    RunningTask,
     TaskLaunch,
-    TaskStatusChange,
 )
 from master.model import (
     AckCommand,
@@ -66,6 +63,7 @@ from master.model import (
 )
 from master.registry import ADMITTED, GONE, AgentEntry
 from master.runtime.agent_loss import AgentLoss
+from master.runtime.agent_rejoin import reconcile_live_agent, rejoin_pool
 from master.runtime.dispatch import Dispatcher
 from master.runtime.events import EventKind
 from master.runtime.liveness import reconnect_jitter
@@ -82,7 +80,6 @@ ReportedTask = tuple[str, TaskLaunch, StatusUpdate]
 """A task a reregistering agent reports: (framework id, how it was launched, its status)."""
 ReportedUpdate = tuple[str, StatusUpdate, TaskState | None]
 """A status update an agent sends: (framework id, the update, the task's latest state)."""
-Reported = dict[tuple[str, str], tuple[TaskLaunch, StatusUpdate]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,9 +248,12 @@ class AgentCalls:
         link.last_heard = state.now()
         link.discard_pending()  # launches not delivered are reported DROPPED below
         if link.in_pool:
-            self._reconcile_agent(link, {key: status for key, (_, status) in reported.items()})
+            statuses = {key: status for key, (_, status) in reported.items()}
+            reconcile_live_agent(state, self.dispatcher, link, statuses)
         else:
-            self._rejoin(link, reported)
+            rejoin_pool(state, self.dispatcher, link, reported)
+            self.on_rejoined(agent_id)
+            self.dispatcher.request_allocation()
         state.announce(EventKind.AGENT_REREGISTERED, agent_id=agent_id, tasks=len(tasks))
         return self._open_session(link)
 
@@ -294,135 +294,6 @@ class AgentCalls:
         state.agents[agent_id] = link
         state.departed.pop(agent_id, None)
         return link
-
-    def _rejoin(self, link: AgentLink, reported: Reported) -> None:
-        """Put a returning agent in the pool with the tasks it still runs (docs/architecture.md §4).
-
-        Tasks of registered frameworks are adopted and reported to them in their current state;
-        tasks of frameworks removed meanwhile (or whose ids went live elsewhere) are killed;
-        tasks the master knew on the agent that it no longer reports are LOST. Terminal tasks
-        are left to the agent's own status updates.
-        """
-        state = self.state
-        agent_id, spec, now = link.agent_id, link.spec, state.now()
-        adopt: list[RunningTask] = []
-        kill: list[tuple[str, str]] = []
-        for (framework_id, task_id), (launch, status) in sorted(reported.items()):
-            if status.state.is_terminal:
-                continue
-            if framework_id in state.frameworks and (framework_id, task_id) not in state.core.tasks:
-                adopt.append(
-                    RunningTask(
-                        framework_id,
-                        task_id,
-                        launch.name,
-                        launch.resources,
-                        status.state,
-                        launch.preemptible,
-                    )
-                )
-            else:
-                kill.append((framework_id, task_id))
-        if not sum((t.resources for t in adopt), ResourceVector()).fits_in(spec.resources):
-            kill.extend((t.framework_id, t.task_id) for t in adopt)  # cannot be: trust nothing
-            adopt = []
-        self._add_with_reservations(link, adopt)
-        link.in_pool = True
-        link.recovering = False
-        if not state.registry.agents[agent_id].active:
-            state.core.handle_deactivate_agent(agent_id, now)
-        for running in adopt:
-            self._adopted(link, running, reported[(running.framework_id, running.task_id)][0])
-        for framework_id, task_id in kill:
-            link.send(KillTask(agent_id, framework_id, task_id))
-        adopted = {(t.framework_id, t.task_id) for t in adopt}
-        for entry in state.tasks.on_agent(agent_id):
-            key = (entry.framework_id, entry.task_id)
-            if key not in adopted and key not in reported and not entry.terminal:
-                change = TaskStatusChange(key[0], key[1], agent_id, TaskState.LOST, "", "")
-                self.dispatcher.master_update(
-                    change, TaskReason.AGENT_RESTARTED, "the agent came back without this task"
-                )
-        self.on_rejoined(agent_id)
-        self.dispatcher.request_allocation()
-
-    def _add_with_reservations(self, link: AgentLink, adopt: list[RunningTask]) -> None:
-        """Put a returning agent in the core with its static reservations and the dynamic ones
-        the registry kept for it. When they no longer fit (the agent came back smaller, or its
-        tasks use what a reservation would take), the dynamic ones, then the static ones, are
-        left out with a warning (the registry keeps the dynamic ones for a later return)."""
-        state = self.state
-        agent_id, spec, now = link.agent_id, link.spec, state.now()
-        static = dict(spec.reservations)
-        dynamic = state.registry.reservations.get(agent_id, {})
-        attempts = [(static, dynamic), (static, {}), ({}, {})]
-        for reserved, kept in attempts:
-            try:
-                state.core.handle_add_agent(
-                    agent_id,
-                    spec.resources,
-                    now,
-                    spec.hostname,
-                    dict(spec.attributes),
-                    adopt,
-                    reserved=reserved,
-                    dynamic=kept,
-                )
-            except InvalidArgument as error:
-                if not (reserved or kept):
-                    raise
-                log_event(
-                    log,
-                    "agent.reservations_dropped",
-                    logging.WARNING,
-                    agent_id=agent_id,
-                    dynamic=len(kept),
-                    static=len(reserved),
-                    why=str(error),
-                )
-                continue
-            return
-
-    def _adopted(self, link: AgentLink, task: RunningTask, launch: TaskLaunch) -> None:
-        """Track an adopted task and tell its framework it runs (again)."""
-        if task.state is TaskState.KILLING:
-            link.send(KillTask(link.agent_id, task.framework_id, task.task_id))
-        if self.state.tasks.get(task.framework_id, task.task_id) is None:
-            self.state.tasks.launch(task.framework_id, link.agent_id, launch)
-        change = TaskStatusChange(
-            task.framework_id, task.task_id, link.agent_id, task.state, "", ""
-        )
-        self.dispatcher.master_update(
-            change, TaskReason.RECONCILIATION, "the agent reregistered with this task"
-        )
-
-    def _reconcile_agent(
-        self, link: AgentLink, reported: dict[tuple[str, str], StatusUpdate]
-    ) -> None:
-        """A live agent reregistered: tasks it does not report are DROPPED (never started) or
-        LOST; tasks it runs that the master does not want (or is killing) are killed."""
-        state, agent_id = self.state, link.agent_id
-        now = state.now()
-        record = state.core.agents.get(agent_id)
-        for key in sorted(record.task_keys) if record is not None else []:
-            if key in reported:
-                continue
-            task = state.core.tasks[key]
-            lost = TaskState.DROPPED if task.state is TaskState.STAGING else TaskState.LOST
-            reason = (
-                TaskReason.AGENT_DISCONNECTED
-                if lost is TaskState.DROPPED
-                else TaskReason.AGENT_RESTARTED
-            )
-            state.core.handle_task_status(agent_id, key[0], key[1], lost, now)
-            change = TaskStatusChange(key[0], key[1], agent_id, lost, reason.value, "")
-            self.dispatcher.master_update(change, reason, "the agent does not report this task")
-        for (framework_id, task_id), status in reported.items():
-            live = state.core.tasks.get((framework_id, task_id))
-            unwanted = live is None and not status.state.is_terminal
-            if unwanted or (live is not None and live.state is TaskState.KILLING):
-                link.send(KillTask(agent_id, framework_id, task_id))
-        self.dispatcher.request_allocation()
 
     # -- status updates ---------------------------------------------------------------------------
 

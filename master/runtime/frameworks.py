@@ -11,6 +11,8 @@ it is connected, so a stranger learns nothing of its state. Registering needs th
 ``register_frameworks`` for the role, a weight within the rule's cap, and room in the
 principal's count and registration rate (RESOURCE_EXHAUSTED). Launching a command task as a
 named OS user needs the ACL's ``run_tasks`` for that user (``root`` only by a rule naming it).
+The task calls (kill, acknowledge, reconcile) check the caller here and run in
+``master.runtime.framework_tasks``.
 
 Invariants:
 - a framework is registered durably (its registry row is committed before SUBSCRIBED is sent)
@@ -33,28 +35,23 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from fairshare.task_states import TaskReason, TaskState
-
-from master.core import AlreadyExists, InvalidArgument, NotFound, PermissionDenied, TaskLaunch
+from master.core import AlreadyExists, InvalidArgument, PermissionDenied, TaskLaunch
 from master.core.checks import check_weight
 from master.model import (
-    AckCommand,
     DemandSpec,
     ErrorEvent,
     FrameworkEvent,
     FrameworkSpec,
     HeartbeatEvent,
-    StatusUpdate,
     StreamEnd,
     TaskDetails,
     UpdateEvent,
 )
-from master.registry import UNREACHABLE
 from master.runtime.dispatch import Dispatcher
 from master.runtime.events import EventKind
+from master.runtime.framework_tasks import apply_acknowledgements, kill_task, reconcile_tasks
 from master.runtime.sessions import Channel, FrameworkLink
-from master.runtime.state import RuntimeState, Unavailable, require_id
-from master.runtime.taskbook import AckOutcome
+from master.runtime.state import RuntimeState, Unavailable
 
 __all__ = ["UNLIMITED_TASKS", "FrameworkCalls", "SubscribeResult"]
 
@@ -345,22 +342,14 @@ class FrameworkCalls:
         self.dispatcher.dispatch(messages)
         self.dispatcher.request_allocation()
 
-    # -- tasks ------------------------------------------------------------------------------------
+    # -- tasks (the bodies in ``master.runtime.framework_tasks``) ---------------------------------
 
     def kill(
         self, framework_id: str, task_id: str, agent_id: str = "", principal: str | None = None
     ) -> None:
         """Ask the task's agent to kill it."""
-        state = self.state
         self._mine(framework_id, principal)
-        require_id(task_id, "task_id")
-        task = state.core.tasks.get((framework_id, task_id))
-        if task is not None and agent_id and agent_id != task.agent_id:
-            raise InvalidArgument(
-                f"task {task_id!r} runs on agent {task.agent_id!r}, not {agent_id!r}"
-            )
-        self.dispatcher.dispatch(state.core.handle_kill(framework_id, task_id, state.now()))
-        state.tasks.mark_killing(framework_id, task_id)
+        kill_task(self.state, self.dispatcher, framework_id, task_id, agent_id)
 
     def acknowledge(self, framework_id: str, agent_id: str, task_id: str, uuid_: bytes) -> None:
         """Apply one acknowledgement (``acknowledge_many`` of one)."""
@@ -376,61 +365,12 @@ class FrameworkCalls:
         applied; each of a pending update goes back to its agent. A registered framework whose
         stream just ended may still acknowledge (an acknowledgement that crossed the end of its
         stream counts: the update is not sent again when it resubscribes)."""
-        state = self.state
         self._mine(framework_id, principal, connected=False)
-        if not acks:
-            raise InvalidArgument("no acknowledgements")
-        for agent_id, task_id, uuid_ in acks:
-            if not uuid_:
-                raise InvalidArgument("uuid is empty: only updates with a uuid are acknowledged")
-            require_id(task_id, "task_id")
-            entry = state.tasks.get(framework_id, task_id)
-            if entry is not None and agent_id and agent_id != entry.agent_id:
-                raise InvalidArgument(
-                    f"task {task_id!r} is on agent {entry.agent_id!r}, not {agent_id!r}"
-                )
-            if state.tasks.ack_outcome(framework_id, task_id, uuid_) is AckOutcome.UNKNOWN:
-                raise NotFound(f"task {task_id!r} has no status update with uuid {uuid_.hex()}")
-        for agent_id, task_id, uuid_ in acks:
-            entry = state.tasks.get(framework_id, task_id)
-            target = entry.agent_id if entry is not None else agent_id
-            if state.tasks.acknowledge(framework_id, task_id, uuid_) is not AckOutcome.FORWARD:
-                continue
-            state.counters.acknowledgements += 1
-            agent = state.agents.get(target)
-            if agent is not None and not self.dispatcher.drop_ack():
-                agent.send(AckCommand(framework_id, task_id, uuid_))
+        apply_acknowledgements(self.state, self.dispatcher, framework_id, acks)
 
     def reconcile(
         self, framework_id: str, refs: Sequence[tuple[str, str]], principal: str | None = None
     ) -> None:
         """Resend the latest state of tasks (all non-terminal ones when ``refs`` is empty)."""
-        state = self.state
         link = self._mine(framework_id, principal)
-        for task_id, _ in refs:
-            require_id(task_id, "task_id")
-        answers: list[tuple[str, str, TaskState]] = []
-        for task_id, agent_id in refs:
-            entry = state.tasks.get(framework_id, task_id)
-            agent = state.agents.get(agent_id)
-            if entry is None and agent is not None and agent.recovering:
-                continue  # answered when the agent reregisters (its tasks are adopted)
-            if entry is None:
-                known = state.registry.agents.get(agent_id)
-                unreachable = known is not None and known.state == UNREACHABLE
-                lost = TaskState.UNREACHABLE if unreachable else TaskState.UNKNOWN
-                answers.append((task_id, agent_id, lost))
-            else:
-                answers.append((task_id, entry.agent_id, entry.state))
-        if not refs:
-            answers = [
-                (e.task_id, e.agent_id, e.state)
-                for e in state.tasks.of_framework(framework_id)
-                if not e.terminal
-            ]
-        now = time.time()
-        for task_id, agent_id, task_state in answers:
-            status = StatusUpdate(
-                task_id, agent_id, task_state, TaskReason.RECONCILIATION, "reconciliation", now
-            )
-            link.send(UpdateEvent(self.dispatcher.for_framework(link, status)))
+        reconcile_tasks(self.state, self.dispatcher, link, refs)
