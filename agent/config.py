@@ -44,10 +44,11 @@ from pathlib import Path
 from typing import Any, Final
 
 from fairshare.command import is_user_name
-from fairshare.etcd_security import PLAIN_ETCD, EtcdSecurity
+from fairshare.etcd_security import EtcdSecurity
 from fairshare.resources import ResourceVector
 from fairshare.roles import DEFAULT_ROLE, RoleError, check_role
 from fairshare.rpc_guard import Authenticator
+from fairshare.setting_tables import SERVER_TLS_SETTINGS, table_defaults
 from fairshare.settings import (
     ETCD_SECURITY_SETTINGS,
     SHARED_SETTINGS,
@@ -91,39 +92,6 @@ __all__ = [
     "parse_reservations",
     "resolve",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class AgentSettings:
-    """Validated settings of one agent daemon."""
-
-    master: str
-    resources: ResourceVector | None  # None: probe this host
-    attributes: tuple[tuple[str, str], ...]
-    host: str
-    port: int
-    metrics_port: int
-    work_dir: Path
-    hostname: str
-    log_format: str
-    log_level: str
-    status_update_retry: float
-    isolation: str | None  # None: the strongest available
-    kill_grace_period: float
-    sandbox_gc_delay: float
-    sandbox_disk_budget: int  # MiB
-    tls_ca: Path | None = None
-    tls_client_ca: Path | None = None
-    tls_cert: Path | None = None
-    tls_key: Path | None = None
-    token_file: Path | None = None
-    tls_server_name: str | None = None
-    credentials: Path | None = None
-    allow_insecure: bool = False
-    task_user: str = DEFAULT_TASK_USER
-    allow_root_tasks: bool = False
-    reserve: tuple[tuple[str, ResourceVector], ...] = ()  # static reservations
-    etcd: EtcdSecurity = PLAIN_ETCD  # reading the leader from --master etcd://...
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,15 +273,7 @@ AGENT_SETTINGS: Final = (
         " (mutual TLS; needs --tls-cert); unset: its ports ask for none",
         metavar="FILE",
     ),
-    Setting(
-        "tls_cert",
-        file_path,
-        None,
-        "this agent's certificate (PEM): its identity to the master (the common name is its"
-        " principal) and the certificate of its own ports",
-        metavar="FILE",
-    ),
-    Setting("tls_key", file_path, None, "the key of --tls-cert (PEM)", metavar="FILE"),
+    *SERVER_TLS_SETTINGS,
     Setting(
         "token_file",
         file_path,
@@ -346,6 +306,45 @@ AGENT_SETTINGS: Final = (
     *ETCD_SECURITY_SETTINGS,
 )
 """The settings of ``fairshare agent``, in the order ``--help`` shows them."""
+
+_DEFAULT: Final = table_defaults(AGENT_SETTINGS)
+_ETCD_DEFAULT: Final = etcd_security(_DEFAULT)  # the etcd_* settings' defaults, folded
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    """Validated settings of one agent daemon: a field per entry of ``AGENT_SETTINGS``; the
+    optional ones take their defaults from the table."""
+
+    master: str
+    resources: ResourceVector | None  # None: probe this host
+    attributes: tuple[tuple[str, str], ...]
+    host: str
+    port: int
+    metrics_port: int
+    work_dir: Path
+    hostname: str
+    log_format: str
+    log_level: str
+    status_update_retry: float
+    isolation: str | None  # None: the strongest available
+    kill_grace_period: float
+    sandbox_gc_delay: float
+    sandbox_disk_budget: int  # MiB
+    tls_ca: Path | None = _DEFAULT["tls_ca"]
+    tls_client_ca: Path | None = _DEFAULT["tls_client_ca"]
+    tls_cert: Path | None = _DEFAULT["tls_cert"]
+    tls_key: Path | None = _DEFAULT["tls_key"]
+    token_file: Path | None = _DEFAULT["token_file"]
+    tls_server_name: str | None = _DEFAULT["tls_server_name"]
+    credentials: Path | None = _DEFAULT["credentials"]
+    allow_insecure: bool = _DEFAULT["allow_insecure"]
+    task_user: str = _DEFAULT["task_user"]
+    allow_root_tasks: bool = _DEFAULT["allow_root_tasks"]
+    reserve: tuple[tuple[str, ResourceVector], ...] = _DEFAULT["reserve"]  # static reservations
+    # The one field that is not a setting: the ``etcd_*`` settings folded into one value,
+    # reading the leader from --master etcd://...
+    etcd: EtcdSecurity = _ETCD_DEFAULT
 
 
 def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> AgentSettings:

@@ -21,6 +21,7 @@ from typing import Final
 import grpc
 from fairshare.cli import Command, command_settings
 from fairshare.settings import CLIENT_SETTINGS, SettingsError, add_setting_flags, client_security
+from fairshare.tls_probe import diagnose_target
 from fairshare.transport import ClientSecurity, client_channel
 from fairshare.v1 import operator_pb2, operator_pb2_grpc
 
@@ -133,21 +134,35 @@ def logs(args: argparse.Namespace) -> int:
     """``fairshare logs TASK_ID``: the task's output on stdout; the exit code."""
     values = command_settings("logs", LOGS_SETTINGS, args)
     tail = _tail(args.tail)
+    security = client_security(values)
     if not args.task_id:
         raise SettingsError("TASK_ID: must not be empty")
     try:
-        asyncio.run(_print(values["master"], args, tail, client_security(values)))
+        asyncio.run(_print(values["master"], args, tail, security))
     except KeyboardInterrupt:
         return 0
     except AmbiguousFramework as error:
         print(f"fairshare logs: {error}", file=sys.stderr)
         return 2
     except CallError as error:
-        print(f"fairshare logs: {error}", file=sys.stderr)
+        print(f"fairshare logs: {_why(values['master'], security, error)}", file=sys.stderr)
         return 1
     with contextlib.suppress(OSError):
         sys.stdout.flush()
     return 0
+
+
+def _why(master: str, security: ClientSecurity, error: CallError) -> str:
+    """One line: the TLS or port mistake when the master's call failed on one (gRPC says
+    ``Socket closed`` or a handshake error), else the call's error."""
+    if error.method != "StreamLog" and error.code in (
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.INTERNAL,
+    ):
+        mistake = diagnose_target(master, security, error.message)
+        if mistake is not None:
+            return mistake
+    return str(error)
 
 
 logs_command: Final = Command(add_logs_arguments, logs)

@@ -3,6 +3,8 @@
 Invariants: ``run_config`` returns a fully checked config or raises ``SettingsError`` naming the
 flag, variable or key (exit 2, nothing sent); a command task names no ``--duration``; the
 failover timeout is 0 attached and ``DETACHED_FAILOVER_TIMEOUT`` detached unless given.
+``RUN_SETTINGS`` is the one declaration of each setting: ``RunConfig`` reads its defaults from it
+and takes every setting named like one of its fields (``fairshare.setting_tables.built_from``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Final
 from fairshare.cli import command_settings
 from fairshare.resources import ResourceError, ResourceVector
 from fairshare.roles import check_role
+from fairshare.setting_tables import built_from, table_defaults
 from fairshare.settings import (
     CLIENT_SETTINGS,
     Setting,
@@ -101,6 +104,8 @@ RUN_SETTINGS: Final = (
 )
 """The settings of ``fairshare run`` (``--name`` and ``--task`` are its arguments)."""
 
+_DEFAULT: Final = table_defaults(RUN_SETTINGS)
+
 
 @dataclass(frozen=True, slots=True)
 class RunConfig:
@@ -113,14 +118,14 @@ class RunConfig:
     shape: ResourceVector
     count: int
     duration: float | None
-    connect_timeout: float = CONNECT_TIMEOUT
+    connect_timeout: float = _DEFAULT["connect_timeout"]
     detach: bool = False
-    failover_timeout: float | None = None
+    failover_timeout: float | None = _DEFAULT["failover_timeout"]
     detach_wait: float = DETACH_WAIT
     security: ClientSecurity = INSECURE
     command: str | None = None  # a command task's shell line; None: placeholder tasks
     preemptible: bool = True  # its tasks' TaskInfo.preemptible
-    log_level: str = "INFO"  # the detached follower logs at this level too
+    log_level: str = _DEFAULT["log_level"]  # the detached follower logs at this level too
 
     @property
     def effective_failover_timeout(self) -> float:
@@ -150,21 +155,15 @@ def run_config(args: argparse.Namespace) -> RunConfig:
             TaskCommand(shell=command)
         except ValueError as error:
             raise SettingsError(f"--command: {error}") from None
-    return RunConfig(
-        master=values["master"],
+    return built_from(  # every setting named like a field of RunConfig, then its arguments
+        RunConfig,
+        values,
         name=args.name.strip(),
-        role=values["role"],
-        weight=values["weight"],
         shape=shape,
-        count=values["count"],
-        duration=values["duration"],
         detach=bool(getattr(args, "detach", False)),
-        failover_timeout=values["failover_timeout"],
-        connect_timeout=values["connect_timeout"],
         security=client_security(values),
         command=command,
         preemptible=_preemptible(args, command),
-        log_level=values["log_level"] or "INFO",
     )
 
 

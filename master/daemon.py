@@ -70,6 +70,7 @@ from fairshare.master_target import EtcdTarget
 from fairshare.metrics_server import HttpSecurity
 from fairshare.ports import port_problem
 from fairshare.rpc_guard import RpcGuard
+from fairshare.setting_tables import built_from
 from fairshare.settings import add_setting_flags
 from fairshare.transport import (
     SecurityError,
@@ -104,6 +105,7 @@ from master.security import MasterSecurity, exposure, load_security
 from master.service.rpc_metrics import RpcMetricsInterceptor
 from master.service.state_documents import WIRE_DOCUMENTS
 from master.service.task_log_reader import TaskLogReader
+from master.settings.allocation import CORE_RENAMES
 from master.web.completed import CompletedHistory, EventFanout
 from master.web.events import RecentEvents
 from master.web.history import ShareHistory
@@ -124,61 +126,28 @@ EXIT_BAD_CONFIG = 2
 EXIT_FAILED = 1
 
 
-def _limits(config: MasterConfig) -> RuntimeLimits:
-    return RuntimeLimits(
-        max_frameworks_per_principal=config.max_frameworks_per_principal,
-        max_agents_per_principal=config.max_agents_per_principal,
-        registration_rate=config.registration_rate,
-        registration_burst=config.registration_burst,
-        registry_max_agent_age=config.registry_max_agent_age,
-        registry_max_agent_count=config.registry_max_agent_count,
-        registry_max_framework_age=config.registry_max_framework_age,
-        registry_max_framework_count=config.registry_max_framework_count,
-        max_agent_resources=config.max_agent_resources,
-        max_principal_resources=config.max_principal_resources,
-        max_resource_names=config.max_resource_names,
-    )
-
-
 def _runtime_config(
     config: MasterConfig, security: MasterSecurity, events: EventSink = NO_EVENTS
 ) -> RuntimeConfig:
-    core = CoreConfig(
-        policy=config.policy,
-        hierarchy=config.hierarchy,
-        fair_sharing_excluded_resources=config.fair_sharing_excluded_resources,
-        min_allocatable=config.min_allocatable_resources,
-        placement=config.placement,
-        sample_size=config.placement_sample,
-        offer_timeout=config.offer_timeout,
-        validate=config.validate,
-    )
-    return RuntimeConfig(
-        core=core,
-        allocation_interval=config.allocation_interval,
-        agent_timeout=config.agent_timeout,
-        reregistration_timeout=config.reregistration_timeout,
-        fault_drop_acks=config.fault_drop_acks,
-        heartbeat_interval=config.heartbeat_interval,
+    """The runtime's and the core's configs, built by field name from the resolved settings (a
+    new setting named like a field of theirs reaches them with no change here)."""
+    return built_from(
+        RuntimeConfig,
+        config,
+        core=built_from(CoreConfig, config, renames=CORE_RENAMES),
         acl=security.acl,
         authenticated=security.authenticator.required,
-        limits=_limits(config),
+        limits=built_from(RuntimeLimits, config),
         rebalance=rebalance_settings(config),
         events=events,
     )
 
 
 def rebalance_settings(config: MasterConfig) -> RebalanceSettings | None:
-    """The rebalancer's knobs; None without ``--rebalance``."""
+    """The rebalancer's knobs (the ``rebalance_*`` settings); None without ``--rebalance``."""
     if not config.rebalance:
         return None
-    return RebalanceSettings(
-        interval=config.rebalance_interval,
-        threshold=config.rebalance_threshold,
-        hysteresis=config.rebalance_hysteresis,
-        max_kills=config.rebalance_max_kills,
-        grace=config.rebalance_grace,
-    )
+    return built_from(RebalanceSettings, config, prefix="rebalance_")
 
 
 def _connect_host(host: str) -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fairshare.agent_spec import AgentSpec
 from fairshare.command import Command, ResourceUsage
 from fairshare.resources import ResourceVector
 from fairshare.task_states import TaskReason, TaskState
@@ -59,19 +60,6 @@ class LeaderInfo:
     address: str
     epoch: int
     elected_at: float
-
-
-@dataclass(frozen=True, slots=True)
-class AgentSpec:
-    """What an agent registers with (``AgentInfo``)."""
-
-    hostname: str
-    port: int
-    resources: ResourceVector
-    attributes: tuple[tuple[str, str], ...] = ()
-    version: str = ""
-    # static reservations (role path, resources), sorted by role, within ``resources``
-    reservations: tuple[tuple[str, ResourceVector], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

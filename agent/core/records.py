@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, TypeAlias
 
+from fairshare.agent_spec import AgentSpec
 from fairshare.command import Command, ResourceUsage
 from fairshare.resources import ResourceVector
 from fairshare.task_states import TaskReason, TaskState
@@ -38,19 +39,6 @@ __all__ = [
 
 TaskKey: TypeAlias = tuple[str, str]
 """``(framework_id, task_id)``: task ids are unique only within their framework."""
-
-
-@dataclass(frozen=True, slots=True)
-class AgentSpec:
-    """Who the agent is and what it offers (becomes ``AgentInfo`` on the wire)."""
-
-    hostname: str
-    port: int
-    resources: ResourceVector
-    attributes: tuple[tuple[str, str], ...] = ()
-    version: str = "0.1.0"
-    # static reservations (role path, resources), within ``resources`` (``--reserve``)
-    reservations: tuple[tuple[str, ResourceVector], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,7 +54,7 @@ from fairshare.resources import ResourceVector
 from analysis.sim.measurement import Meter, SimResult, completion_summary, user_report
 from analysis.sim.population import Job, SimUser, all_agents, declare_demands, sample_duration
 from analysis.sim.role_meter import RoleMeter
-from analysis.sim.scenario import AgentSpec, JobSpec, RoleQuota, Scenario
+from analysis.sim.scenario import JobSpec, RoleQuota, Scenario, SimulatedAgent
 from master.core import CoreConfig, MasterState, SendOffers, TaskLaunch, TaskState
 from master.core.rebalance import Rebalancer, view_of
 
@@ -132,7 +132,7 @@ class Simulator:
             self._push(spec.every, _REBALANCE)
         self._schedule(agents)
 
-    def _schedule(self, agents: list[AgentSpec]) -> None:
+    def _schedule(self, agents: list[SimulatedAgent]) -> None:
         """Agents joining at 0 join now; later ones, users and jobs become events."""
         for agent in agents:
             if agent.join <= 0:

@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from analysis.sim.scenario import AgentSpec, Duration, JobSpec, Scenario, UserSpec
+from analysis.sim.scenario import Duration, JobSpec, Scenario, SimulatedAgent, UserSpec
 from analysis.sim.servers import draw_servers
 from master.core import MasterState
 
@@ -71,14 +71,14 @@ class SimUser:
         self.running_since = now
 
 
-def all_agents(scenario: Scenario, rng: random.Random) -> list[AgentSpec]:
+def all_agents(scenario: Scenario, rng: random.Random) -> list[SimulatedAgent]:
     """The listed agents, then the servers drawn from the mix with their join times."""
     agents = list(scenario.agents)
     if scenario.mix is not None:
         drawn = draw_servers(scenario.mix, scenario.mix_count, rng, scenario.mix_scale)
         start, every = scenario.mix_join_start, scenario.mix_join_every
         agents.extend(
-            AgentSpec(f"server-{index + 1}", resources, start + index * every)
+            SimulatedAgent(f"server-{index + 1}", resources, start + index * every)
             for index, resources in enumerate(drawn)
         )
     return agents

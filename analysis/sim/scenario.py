@@ -56,12 +56,12 @@ from analysis.sim.scenario_fields import (
     whole_field,
 )
 from analysis.sim.scenario_specs import (
-    AgentSpec,
     Duration,
     JobSpec,
     RebalanceSpec,
     RoleQuota,
     Scenario,
+    SimulatedAgent,
     UserSpec,
 )
 from analysis.sim.scenario_users import parse_users
@@ -73,13 +73,13 @@ from master.core.placement import PLACEMENT_POLICIES
 from master.core.rebalance import RebalanceConfig
 
 __all__ = [
-    "AgentSpec",
     "Duration",
     "JobSpec",
     "RebalanceSpec",
     "RoleQuota",
     "Scenario",
     "ScenarioError",
+    "SimulatedAgent",
     "UserSpec",
     "duration_field",
     "number_field",
@@ -93,11 +93,11 @@ POLICIES = tuple(FAIRNESS_POLICIES)  # the core's strategy tables name the choic
 PLACEMENTS = tuple(PLACEMENT_POLICIES)
 
 
-def _agents(raw: Mapping[str, Any]) -> tuple[AgentSpec, ...]:
+def _agents(raw: Mapping[str, Any]) -> tuple[SimulatedAgent, ...]:
     listed = raw.get("agents", [])
     if not isinstance(listed, list):
         raise ScenarioError("agents", "expected a list")
-    agents: list[AgentSpec] = []
+    agents: list[SimulatedAgent] = []
     for index, value in enumerate(listed):
         entry = object_field(value, f"agents[{index}]")
         resources = resources_field(entry.get("resources"), f"agents[{index}].resources")
@@ -111,7 +111,9 @@ def _agents(raw: Mapping[str, Any]) -> tuple[AgentSpec, ...]:
         if join < 0:
             raise ScenarioError(f"agents[{index}].join", "must be >= 0")
         for n in range(count):
-            agents.append(AgentSpec(base if count == 1 else f"{base}-{n + 1}", resources, join))
+            agents.append(
+                SimulatedAgent(base if count == 1 else f"{base}-{n + 1}", resources, join)
+            )
     if len({a.id for a in agents}) != len(agents):
         raise ScenarioError("agents", "agent ids repeat")
     return tuple(agents)

@@ -14,12 +14,12 @@ from master.core.quota import Quota
 from master.core.rebalance import RebalanceConfig
 
 __all__ = [
-    "AgentSpec",
     "Duration",
     "JobSpec",
     "RebalanceSpec",
     "RoleQuota",
     "Scenario",
+    "SimulatedAgent",
     "UserSpec",
 ]
 
@@ -34,7 +34,7 @@ class Duration:
 
 
 @dataclass(frozen=True, slots=True)
-class AgentSpec:
+class SimulatedAgent:
     """One simulated agent, joining the pool at ``join`` seconds."""
 
     id: str
@@ -98,7 +98,7 @@ class Scenario:
     policy: str
     placement: str
     slots_per_agent: int
-    agents: tuple[AgentSpec, ...]
+    agents: tuple[SimulatedAgent, ...]
     mix: str | None
     mix_count: int
     mix_scale: float

@@ -32,7 +32,7 @@ from typing import Final
 
 import grpc
 from aetcd import rpc as etcd_rpc
-from fairshare.local_ca import IssuedCertificate, LocalCa
+from fairshare.local_ca import DAEMON, IssuedCertificate, LocalCa
 
 __all__ = ["LocalEtcd", "LocalEtcdError"]
 
@@ -86,7 +86,7 @@ class LocalEtcd:
         directory.mkdir(parents=True, exist_ok=True)
         client, peer = _free_port(), _free_port()
         log = directory / "etcd.log"
-        server = ca.certificate("etcd")
+        server = ca.certificate("etcd", DAEMON)  # serverAuth, its names in the SAN
         argv = [
             binary,
             "--name", "fairshare-up",

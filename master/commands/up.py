@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import shutil
 import signal
 import subprocess
@@ -67,18 +68,14 @@ from fairshare.settings import (
     Setting,
     add_setting_flags,
     boolean,
-    choice,
     non_empty_text,
     optional_positive_duration,
-    port,
     positive_int,
     resource_vector,
 )
 
 from master.commands.local_etcd import LocalEtcd, LocalEtcdError
-from master.config import check_hierarchy, check_rebalance, hierarchy
-from master.core.fairness import FAIRNESS_POLICIES
-from master.core.placement import PLACEMENT_POLICIES
+from master.config import MASTER_SETTINGS, check_hierarchy, check_rebalance
 
 __all__ = ["DEMO_FRAMEWORKS", "UP_SETTINGS", "LocalCluster", "add_arguments", "main"]
 
@@ -93,8 +90,13 @@ DEMO_AGENT = "cpus:9;mem:18432"
 DEMO_FRAMEWORKS = (("A", "cpus:1;mem:4096"), ("B", "cpus:3;mem:1024"))
 
 
-POLICIES: Final = tuple(FAIRNESS_POLICIES)
-PLACEMENTS: Final = tuple(PLACEMENT_POLICIES)
+_MASTER_SETTINGS: Final = {setting.name: setting for setting in MASTER_SETTINGS}
+
+
+def _master_setting(name: str, help_text: str) -> Setting:
+    """The master's own setting ``name`` (parser, default, choices, metavar declared once in
+    ``master.settings``), with the help ``fairshare up`` shows for it."""
+    return dataclasses.replace(_MASTER_SETTINGS[name], help=help_text)
 
 
 def _resources(raw: Any) -> str:
@@ -120,11 +122,9 @@ UP_SETTINGS: Final = (
         "each agent's resources, e.g. 'cpus:8;mem:16384' (default: this host's; with --demo"
         f" {DEMO_AGENT})",
     ),
-    Setting("port", port, 5050, "the master's gRPC port, 0 picks a free one"),
-    Setting(
+    _master_setting("port", "the master's gRPC port, 0 picks a free one"),
+    _master_setting(
         "metrics_port",
-        port,
-        9100,
         "the master's metrics port; agent i gets the next ones (deploy/prometheus's targets);"
         " 0 picks free ports",
     ),
@@ -135,21 +135,12 @@ UP_SETTINGS: Final = (
         "base directory of the daemons' work dirs and logs (default: a temporary directory)",
         metavar="DIR",
     ),
-    Setting("policy", choice(*POLICIES), "drf", "the master's fairness policy", choices=POLICIES),
-    Setting(
-        "placement",
-        choice(*PLACEMENTS),
-        "best-fit",
-        "the master's placement policy",
-        choices=PLACEMENTS,
-    ),
-    Setting(
+    _master_setting("policy", "the master's fairness policy"),
+    _master_setting("placement", "the master's placement policy"),
+    _master_setting(
         "hierarchy",
-        hierarchy,
-        "",
         "how the master shares the pool between roles: hdrf (default under --policy drf),"
         " naive or flat (fairshare master --hierarchy)",
-        metavar="hdrf|naive|flat",
     ),
     Setting(
         "for",
@@ -158,13 +149,10 @@ UP_SETTINGS: Final = (
         "stop everything after this long (default: until Ctrl-C or SIGTERM)",
         metavar="DURATION",
     ),
-    Setting(
+    _master_setting(
         "rebalance",
-        boolean,
-        False,
         "the master preempts preemptible tasks toward DRFH's allocation (fairshare master"
         " --rebalance with its default settings; needs --policy drf)",
-        switch=True,
     ),
     Setting(
         "tls",

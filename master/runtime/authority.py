@@ -23,7 +23,7 @@ authentication is off); the call classes ask the authority before they change an
   resource than ``RuntimeLimits.max_agent_resources``, and no principal's agents together more
   than ``max_principal_resources`` (INVALID_ARGUMENT naming the resource and the flag: a fake
   agent with 4e15 cpus, or fifty at the per-agent cap, would shrink every framework's cpu share
-  to nothing and bend DRF's order); every resource name is capped (``master.runtime.
+  to nothing and bend DRF's order); every resource name is capped (``master.core.
   resource_caps``); an agent that would bring the cluster past ``max_resource_names`` distinct
   names is RESOURCE_EXHAUSTED.
 
@@ -43,15 +43,14 @@ from fairshare.resources import ResourceVector
 
 from master.acl import OPEN, Acl, Rule
 from master.core.errors import PermissionDenied, ResourceExhausted
-from master.runtime.resource_caps import (
+from master.core.resource_caps import (
     DEFAULT_MAX_AGENT_RESOURCES,
-    DEFAULT_MAX_PRINCIPAL_RESOURCES,
-    DEFAULT_MAX_RESOURCE_NAMES,
     ResourceCap,
     check_agent,
     check_names,
     check_principal,
 )
+from master.settings.limits import LIMIT_DEFAULTS
 
 __all__ = ["DEFAULT_MAX_AGENT_RESOURCES", "MAX_BUCKETS", "Authority", "RuntimeLimits"]
 
@@ -60,19 +59,20 @@ MAX_BUCKETS: Final = 4096
 
 @dataclass(frozen=True, slots=True)
 class RuntimeLimits:
-    """Limits per principal and the registry's bounds on what left the cluster."""
+    """Limits per principal and the registry's bounds on what left the cluster; the defaults are
+    ``LIMIT_SETTINGS``'s (``master.settings.limits``), the one declaration of each limit."""
 
-    max_frameworks_per_principal: int = 1000
-    max_agents_per_principal: int = 20_000
-    registration_rate: float = 100.0
-    registration_burst: int = 1000
-    registry_max_agent_age: float = 14 * 86400.0
-    registry_max_agent_count: int = 10_000
-    registry_max_framework_age: float = 14 * 86400.0
-    registry_max_framework_count: int = 10_000
-    max_agent_resources: ResourceCap = DEFAULT_MAX_AGENT_RESOURCES
-    max_principal_resources: ResourceCap = DEFAULT_MAX_PRINCIPAL_RESOURCES
-    max_resource_names: int = DEFAULT_MAX_RESOURCE_NAMES
+    max_frameworks_per_principal: int = LIMIT_DEFAULTS["max_frameworks_per_principal"]
+    max_agents_per_principal: int = LIMIT_DEFAULTS["max_agents_per_principal"]
+    registration_rate: float = LIMIT_DEFAULTS["registration_rate"]
+    registration_burst: int = LIMIT_DEFAULTS["registration_burst"]
+    registry_max_agent_age: float = LIMIT_DEFAULTS["registry_max_agent_age"]
+    registry_max_agent_count: int = LIMIT_DEFAULTS["registry_max_agent_count"]
+    registry_max_framework_age: float = LIMIT_DEFAULTS["registry_max_framework_age"]
+    registry_max_framework_count: int = LIMIT_DEFAULTS["registry_max_framework_count"]
+    max_agent_resources: ResourceCap = LIMIT_DEFAULTS["max_agent_resources"]
+    max_principal_resources: ResourceCap = LIMIT_DEFAULTS["max_principal_resources"]
+    max_resource_names: int = LIMIT_DEFAULTS["max_resource_names"]
 
 
 class Authority:

@@ -3,7 +3,8 @@ core's planner (``master.core.rebalance.RebalanceConfig``, which counts in check
 
 Invariants: a settings object is valid once built (``ValueError`` otherwise); ``planner()`` turns
 the hysteresis into at least one check and leaves at least one check of cooldown after a round,
-long enough for the grace period and ``SETTLE`` seconds of allocation and launch.
+long enough for the grace period and ``SETTLE`` seconds of allocation and launch. The defaults and
+the settings table are ``master.settings.rebalance``'s (``REBALANCE_SETTINGS`` is re-exported).
 """
 
 from __future__ import annotations
@@ -11,11 +12,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Final
-
-from fairshare.settings import Setting, boolean, duration, positive_duration, positive_int, share
 
 from master.core.rebalance import RebalanceConfig
+from master.settings.rebalance import REBALANCE_DEFAULTS, REBALANCE_SETTINGS
 
 __all__ = ["REBALANCE_SETTINGS", "SETTLE", "RebalanceSettings"]
 
@@ -26,11 +25,11 @@ SETTLE = 2.0  # seconds a round needs beyond the grace period: allocation, launc
 class RebalanceSettings:
     """The knobs of ``--rebalance`` (``fairshare master --help`` explains each)."""
 
-    interval: float = 5.0  # seconds between checks
-    threshold: float = 0.1  # act on a gap above this share of a framework's target
-    hysteresis: float = 15.0  # ... once it lasted this long (seconds)
-    max_kills: int = 4  # tasks killed per check at most
-    grace: float = 3.0  # kill grace period of a preempted task (seconds)
+    interval: float = REBALANCE_DEFAULTS["rebalance_interval"]  # seconds between checks
+    threshold: float = REBALANCE_DEFAULTS["rebalance_threshold"]  # act on a gap above this share
+    hysteresis: float = REBALANCE_DEFAULTS["rebalance_hysteresis"]  # ... lasting this long (s)
+    max_kills: int = REBALANCE_DEFAULTS["rebalance_max_kills"]  # tasks killed per check at most
+    grace: float = REBALANCE_DEFAULTS["rebalance_grace"]  # a preempted task's kill grace (s)
 
     def __post_init__(self) -> None:
         if not self.interval > 0 or not 0 <= self.threshold < 1:
@@ -48,56 +47,3 @@ class RebalanceSettings:
             max_kills=self.max_kills,
             cooldown=max(1, math.ceil((self.grace + SETTLE) / self.interval - 1e-9)),
         )
-
-
-REBALANCE_SETTINGS: Final = (
-    Setting(
-        "rebalance",
-        boolean,
-        False,
-        "kill preemptible tasks (TaskInfo.preemptible; fairshare run's placeholder tasks) when the"
-        " live allocation stays far from DRFH's allocation for the declared demand, so long-running"
-        " tasks move toward it (off by default)",
-        switch=True,
-    ),
-    Setting(
-        "rebalance_interval",
-        positive_duration,
-        "5s",
-        "--rebalance: time between two comparisons of the live allocation with DRFH's",
-        metavar="DURATION",
-    ),
-    Setting(
-        "rebalance_threshold",
-        share,
-        0.1,
-        "--rebalance: act when some framework misses more than this share of its DRFH tasks"
-        " (beyond one task)",
-        metavar="SHARE",
-    ),
-    Setting(
-        "rebalance_hysteresis",
-        duration,
-        "15s",
-        "--rebalance: how long that gap must persist before tasks are killed (hysteresis); once"
-        " acting, it goes on until the gap is down to half the threshold",
-        metavar="DURATION",
-    ),
-    Setting(
-        "rebalance_max_kills",
-        positive_int,
-        4,
-        "--rebalance: tasks killed per interval at most; a round is followed by intervals"
-        " without kills for the grace period and the allocation",
-        metavar="N",
-    ),
-    Setting(
-        "rebalance_grace",
-        duration,
-        "3s",
-        "--rebalance: kill grace period of a preempted task (SIGTERM to SIGKILL of a command"
-        " task; it is reported KILLED with reason PREEMPTED)",
-        metavar="DURATION",
-    ),
-)
-"""The settings of ``--rebalance`` (part of ``fairshare master``'s table, ``master.config``)."""

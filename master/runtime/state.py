@@ -39,6 +39,7 @@ from typing import Any
 
 from fairshare.log_access import new_secret
 from fairshare.logs import log_event
+from fairshare.task_states import TaskReason
 
 from master.acl import OPEN, Acl
 from master.core import (
@@ -58,6 +59,7 @@ from master.runtime.liveness import Liveness, base_interval
 from master.runtime.rebalance_settings import RebalanceSettings
 from master.runtime.sessions import AgentLink, DepartedAgent, FrameworkLink
 from master.runtime.taskbook import TaskBook, TaskEntry
+from master.settings import MASTER_DEFAULTS
 
 __all__ = [
     "DEPARTED_MEMORY",
@@ -81,21 +83,23 @@ class Unavailable(CoreError):
 
 @dataclass(frozen=True, slots=True)
 class RuntimeConfig:
-    """Settings of the runtime (the daemon builds them from flags, env and TOML).
+    """Settings of the runtime (the daemon builds them from flags, env and TOML by field name,
+    ``fairshare.setting_tables.built_from``); a field that is a master setting takes its default
+    from ``MASTER_SETTINGS`` (``master.settings``), never a copy of it.
 
     ``core`` is the allocation core's own configuration, held as is (policy, placement, sample
     size, offer timeout, default refuse filter, seed, validation).
     """
 
     core: CoreConfig = field(default_factory=CoreConfig)
-    allocation_interval: float = 1.0
-    agent_timeout: float = 15.0
-    heartbeat_interval: float = 5.0
+    allocation_interval: float = MASTER_DEFAULTS["allocation_interval"]
+    agent_timeout: float = MASTER_DEFAULTS["agent_timeout"]
+    heartbeat_interval: float = MASTER_DEFAULTS["heartbeat_interval"]
     allocation_batch: float = 0.005  # a triggered run waits this long to merge more triggers
     agent_heartbeat_interval: float | None = None  # None: min(5 s, agent_timeout / 3); grows
     # with the cluster either way (``master.runtime.liveness``)
-    reregistration_timeout: float = 20.0  # after a restart: how long agents have to reregister
-    fault_drop_acks: float = 0.0  # fault injection (tests): drop this share of acks to agents
+    reregistration_timeout: float = MASTER_DEFAULTS["reregistration_timeout"]  # after a restart
+    fault_drop_acks: float = MASTER_DEFAULTS["fault_drop_acks"]  # tests: drop this share of acks
     rebalance: RebalanceSettings | None = None  # None: no rebalancer (``--rebalance`` off)
     version: str = "0.1.0"
     acl: Acl = OPEN  # who may do what (``master.acl``); OPEN: everything, weights capped
@@ -179,7 +183,11 @@ class RuntimeState:
             agent_id=entry.agent_id,
             state=entry.state.value,
             resources=str(entry.launch.resources),
-            reason=status.reason if status is not None else "",
+            reason=(
+                status.reason.value
+                if status is not None and status.reason is not TaskReason.UNSPECIFIED
+                else ""
+            ),
             message=status.message if status is not None else "",
             exit_code=status.exit_code if status is not None else None,
             source=status.source if status is not None else "MASTER",

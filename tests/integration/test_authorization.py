@@ -208,6 +208,7 @@ def _requests(cluster: Secured) -> dict[str, Message]:
         "Unreserve": OP.UnreserveRequest(agent_id=agent, role="a", resources=res("cpus:1")),
         "DeactivateAgents": OP.DeactivateAgentsRequest(agent_ids=[agent]),
         "ReactivateAgents": OP.ReactivateAgentsRequest(agent_ids=[agent]),
+        "DrainAgent": OP.DrainAgentRequest(agent_id=agent),
         "TeardownFramework": OP.TeardownFrameworkRequest(framework_id=fw),
         "KillTask": OP.KillTaskRequest(framework_id=fw, task_id="t1"),
         "RemoveAgent": OP.RemoveAgentRequest(agent_id=agent),

@@ -194,7 +194,8 @@ def test_every_tls_mistake_is_named_in_one_line(
 ) -> None:
     """Issue 24, item 5: plaintext against TLS, no client certificate, a foreign CA either way,
     TLS against plaintext and a command pointed at the dashboard port each get one line naming
-    the mistake (not gRPC's "Socket closed"), and gRPC's own lines reach no one's stderr."""
+    the mistake (not gRPC's "Socket closed"), and gRPC's own lines reach no one's stderr;
+    ``fairshare logs`` too (the second newcomer pass found it printing gRPC's text)."""
     master = start_secure_master(tmp_path / "master", pki)
     other = Pki(tmp_path / "other")  # another cluster's CA
     cert, key = other.files("operator")
@@ -211,8 +212,8 @@ def test_every_tls_mistake_is_named_in_one_line(
         (plain.metrics_address, (), "is an HTTP port"),
     ]  # fmt: skip
     for address, flags, named in cases:
-        for command in ("status", "agents"):
-            done = fairshare_cli(command, "--master", address, *flags)
+        for command, *words in (("status",), ("agents",), ("logs", "x-1")):
+            done = fairshare_cli(command, *words, "--master", address, *flags)
             assert done.returncode == 1, (command, address, flags, done.stdout)
             lines = done.stderr.splitlines()
             assert len(lines) == 1 and named in lines[0], (command, address, flags, done.stderr)

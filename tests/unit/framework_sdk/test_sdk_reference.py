@@ -6,12 +6,16 @@ master run."""
 from __future__ import annotations
 
 import ast
+import asyncio
 import importlib
 import re
 from pathlib import Path
+from typing import Any
 
 import framework_sdk
 import framework_sdk.testing
+from framework_sdk import ResourceVector
+from framework_sdk.testing import FakeAgent, ThreadedFakeMaster
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "sdk.md"
 BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
@@ -57,6 +61,24 @@ def test_the_examples_that_need_no_master_run() -> None:
         exec(compile(block, str(DOC), "exec"), namespace)
     task = namespace_of_shapes()
     assert str(task) == "cpus:0.5;mem:256"
+
+
+def test_the_first_example_runs_its_job_against_a_master() -> None:
+    """The page's first example, run against the SDK's fake master with two agents (so offers
+    keep coming after the launch): it launches t1 once, ends when t1 has, and tears down (the
+    second newcomer pass found it launching t1 on every offer and failing)."""
+    block = _blocks()[0]
+    assert block.rstrip().endswith("asyncio.run(main())")
+    agents = [FakeAgent(f"ag-{n}", ResourceVector.parse("cpus:4;mem:4096")) for n in (1, 2)]
+    with ThreadedFakeMaster(agents=agents, task_time_scale=0.01) as fake:
+        code = block.replace('"127.0.0.1:5050"', repr(fake.address))
+        namespace: dict[str, Any] = {}
+        exec(
+            compile(code.rstrip().removesuffix("asyncio.run(main())"), str(DOC), "exec"), namespace
+        )
+        asyncio.run(asyncio.wait_for(namespace["main"](), 30))
+        launched = fake.call(lambda: [t.task_id for t in fake.master.launched_tasks])
+    assert launched == ["t1"]
 
 
 def namespace_of_shapes() -> object:

@@ -9,8 +9,8 @@ import pytest
 from fairshare.resources import ResourceVector
 
 from master.core.errors import InvalidArgument, ResourceExhausted
+from master.core.resource_caps import DEFAULT_MAX_AGENT_RESOURCES, ResourceCap
 from master.runtime.authority import Authority, RuntimeLimits
-from master.runtime.resource_caps import DEFAULT_MAX_AGENT_RESOURCES, ResourceCap
 
 
 def test_the_default_cap_admits_the_largest_machines_and_refuses_absurd_ones() -> None:

@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 
 import pytest
-from fairshare.task_states import TaskState
+from fairshare.task_states import TaskReason, TaskState
 from test_runtime_cycle import (
     R,
     agent,
@@ -92,6 +92,7 @@ def test_each_runtime_event_kind_reaches_the_sink(tmp_path: Path) -> None:
     ended = sink.of(EventKind.TASK_ENDED)
     assert ended.level == logging.DEBUG and ended.fields["state"] == "KILLED"
     assert ended.fields["resources"] == str(R("cpus:1;mem:128"))
+    assert ended.fields["reason"] in {"", *(reason.value for reason in TaskReason)}  # a name
     assert [e.kind for e in sink.events].count(EventKind.TASK_ENDED) == 1  # once per task
     assert sink.of(EventKind.AGENT_UNREACHABLE).level == logging.WARNING
     assert sink.of(EventKind.RESERVATION_MADE).fields["role"] == "eng"
