@@ -43,7 +43,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
-import enum
 import logging
 import threading
 import traceback
@@ -56,23 +55,16 @@ from fairshare.resources import ResourceVector
 from framework_sdk.client import OfferLike, SchedulerClient
 from framework_sdk.errors import NotConnectedError
 from framework_sdk.events import (
-    AgentLost,
-    Disconnected,
     ErrorEvent,
     Event,
-    Heartbeat,
-    OfferRescinded,
-    OffersReceived,
     StatusUpdate,
-    Subscribed,
 )
 from framework_sdk.options import ClientOptions
+from framework_sdk.scheduler_callbacks import DriverStatus, Scheduler, dispatch
 from framework_sdk.types import (
     Demand,
     FrameworkInfo,
     LaunchOperation,
-    MasterInfo,
-    Offer,
     TaskRef,
     TaskSpec,
 )
@@ -82,45 +74,6 @@ __all__ = ["DriverStatus", "Scheduler", "SchedulerDriver"]
 _LOG = logging.getLogger("framework_sdk")
 _STARTUP_TIMEOUT: Final = 10.0
 _STOP_TIMEOUT: Final = 10.0  # how long run() waits for the driver to end after Ctrl-C
-
-
-class DriverStatus(enum.Enum):
-    """Lifecycle of a ``SchedulerDriver`` (Mesos' ``Status``)."""
-
-    NOT_STARTED = "NOT_STARTED"
-    RUNNING = "RUNNING"
-    ABORTED = "ABORTED"
-    STOPPED = "STOPPED"
-
-
-class Scheduler:
-    """Base class of callback-style frameworks; every callback does nothing by default."""
-
-    def registered(
-        self, driver: SchedulerDriver, framework_id: str, master_info: MasterInfo
-    ) -> None:
-        """The framework registered for the first time and got ``framework_id``."""
-
-    def reregistered(self, driver: SchedulerDriver, master_info: MasterInfo) -> None:
-        """The framework resubscribed (after a disconnection or failover); its tasks were kept."""
-
-    def disconnected(self, driver: SchedulerDriver) -> None:
-        """The connection was lost; the driver reconnects. Outstanding offers are void."""
-
-    def resource_offers(self, driver: SchedulerDriver, offers: Sequence[Offer]) -> None:
-        """New offers: launch tasks on them or decline them."""
-
-    def offer_rescinded(self, driver: SchedulerDriver, offer_id: str) -> None:
-        """An outstanding offer was withdrawn."""
-
-    def status_update(self, driver: SchedulerDriver, update: StatusUpdate) -> None:
-        """A task changed state (or a reconciliation answer)."""
-
-    def agent_lost(self, driver: SchedulerDriver, agent_id: str) -> None:
-        """An agent was lost; its tasks get their own status updates."""
-
-    def error(self, driver: SchedulerDriver, message: str) -> None:
-        """Fatal error: the master refused or ended the subscription; the driver is aborted."""
 
 
 class SchedulerDriver:
@@ -296,28 +249,7 @@ class SchedulerDriver:
         return True
 
     def _callback(self, event: Event) -> None:
-        scheduler = self._scheduler
-        match event:
-            case Subscribed():
-                master = MasterInfo(master_id=event.master_id, address=event.address)
-                if event.resubscribed:
-                    scheduler.reregistered(self, master)
-                else:
-                    scheduler.registered(self, event.framework_id, master)
-            case OffersReceived():
-                scheduler.resource_offers(self, event.offers)
-            case OfferRescinded():
-                scheduler.offer_rescinded(self, event.offer_id)
-            case StatusUpdate():
-                scheduler.status_update(self, event)
-            case AgentLost():
-                scheduler.agent_lost(self, event.agent_id)
-            case Disconnected():
-                scheduler.disconnected(self)
-            case ErrorEvent():
-                scheduler.error(self, event.message)
-            case Heartbeat():
-                pass
+        dispatch(self._scheduler, self, event)
 
     # -- calls ------------------------------------------------------------------------------
 

@@ -8,7 +8,8 @@ contract in pyproject.toml enforces it; ``agent.wire`` converts to and from the 
 - ``records``: the values (``AgentSpec``, ``TaskSpec``, ``StatusUpdate``, ``TaskView``,
   ``TaskReason``, ...);
 - ``state``: ``AgentState``, with its answers in ``decisions`` and its checkpoint seam in
-  ``snapshot``;
+  ``snapshot``; its parts: ``tracked_task`` (a task's record and the launch check) and
+  ``update_queues`` (the per-task FIFOs of unacknowledged updates and their retry times);
 """
 
 from agent.core.decisions import (

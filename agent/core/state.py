@@ -17,10 +17,11 @@ Invariants:
   a launch that does not fit the free resources is answered with TASK_STATE_ERROR.
 - A task's state only moves forward (STAGING < STARTING < RUNNING < KILLING < terminal): a
   report that would not advance it is ignored, so no state is ever reported twice.
-- Updates of one task form a FIFO. Only its head is handed out by ``take_due`` (first at once,
-  then again after a jittered exponential backoff) and only while connected. An acknowledgement
-  removes the head only if its uuid is the head's: duplicate and unknown uuids are ignored, so
-  an update is never dropped unacknowledged and acknowledgements are never applied twice.
+- Updates of one task form a FIFO (``agent.core.update_queues``). Only its head is handed out
+  by ``take_due`` (first at once, then again after a jittered exponential backoff) and only
+  while connected. An acknowledgement removes the head only if its uuid is the head's:
+  duplicate and unknown uuids are ignored, so an update is never dropped unacknowledged and
+  acknowledgements are never applied twice.
 - After (re)connecting every head is due at once (the contract's "immediately after
   reregistering").
 - A task's ``running_since`` is the ``wall`` time of its RUNNING report (None before), so a
@@ -36,10 +37,8 @@ identity; a restored state starts disconnected with nothing dirty.
 
 from __future__ import annotations
 
-import dataclasses
-from collections import Counter, deque
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Callable, Sequence
 
 from fairshare.command import ResourceUsage
 from fairshare.resources import ResourceVector
@@ -63,35 +62,10 @@ from agent.core.records import (
     TaskView,
 )
 from agent.core.snapshot import AgentSnapshot, CheckpointChanges, TaskChange
+from agent.core.tracked_task import TrackedTask, check_launch
+from agent.core.update_queues import Acknowledged, UpdateQueues
 
 __all__ = ["AgentState"]
-
-
-@dataclass(slots=True)
-class _Task:
-    framework_id: str
-    info: TaskSpec
-    resources: ResourceVector
-    state: TaskState
-    latest: StatusUpdate | None = None
-    running_since: float | None = None
-
-    def view(self) -> TaskView:
-        return TaskView(
-            self.framework_id,
-            self.info,
-            self.resources,
-            self.state,
-            self.latest,
-            self.running_since,
-        )
-
-
-@dataclass(slots=True)
-class _Stream:
-    updates: deque[StatusUpdate] = field(default_factory=deque)
-    next_send: float = 0.0
-    attempts: int = 0
 
 
 class AgentState:
@@ -106,10 +80,9 @@ class AgentState:
         self.epoch = 0  # the highest leadership epoch of a master seen (checkpointed)
         self._epoch_dirty = False
         self.connected = False
-        self._retry = retry
         self._new_uuid = new_uuid
-        self._tasks: dict[TaskKey, _Task] = {}
-        self._streams: dict[TaskKey, _Stream] = {}
+        self._tasks: dict[TaskKey, TrackedTask] = {}
+        self._queues = UpdateQueues(retry)
         self._used = ResourceVector()
         self._dirty: set[TaskKey] = set()
         self._identity_dirty = False
@@ -156,9 +129,7 @@ class AgentState:
     def on_connected(self, now: float) -> None:
         """The stream is established: every pending update is due at once."""
         self.connected = True
-        for stream in self._streams.values():
-            stream.next_send = now
-            stream.attempts = 0
+        self._queues.all_due_at(now)
 
     def on_disconnected(self) -> None:
         """The session ended; nothing is sent until ``on_connected``."""
@@ -172,10 +143,10 @@ class AgentState:
         """
         live = [key for key, task in self._tasks.items() if task.state not in TERMINAL]
         self._dirty.update(self._tasks)
-        self._dirty.update(self._streams)
+        self._dirty.update(self._queues)
         self._identity_dirty = True
         self._tasks.clear()
-        self._streams.clear()
+        self._queues.clear()
         self._used = ResourceVector()
         self.agent_id = None
         self.master_id = None
@@ -202,35 +173,18 @@ class AgentState:
             if existing is not None and existing.state not in TERMINAL:
                 ignored.append(f"task {given.task_id} of {framework_id} is already live")
                 continue
-            task, launch = self._check_launch(given)
+            task, launch = check_launch(given, self.agent_id, self.free)
             if isinstance(launch, TaskProblem):
                 staging = TaskState.STAGING
-                self._tasks[key] = _Task(framework_id, task, ResourceVector(), staging)
+                self._tasks[key] = TrackedTask(framework_id, task, ResourceVector(), staging)
                 self._advance(key, TaskState.ERROR, now, wall, launch.reason, launch.message, None)
                 rejected.append((key, launch.message))
                 continue
-            self._tasks[key] = _Task(framework_id, task, task.resources, TaskState.STAGING)
+            self._tasks[key] = TrackedTask(framework_id, task, task.resources, TaskState.STAGING)
             self._dirty.add(key)
             self._used = self._used + task.resources
             accepted.append((key, launch))
         return LaunchResult(tuple(accepted), tuple(rejected), tuple(ignored))
-
-    def _check_launch(self, given: TaskSpec) -> tuple[TaskSpec, LaunchSpec | TaskProblem]:
-        """The task as the agent keeps it (its agent id filled in), and what to run or why it
-        cannot run: another agent's task, a problem of its description, or no room for it."""
-        if given.agent_id and self.agent_id is not None and given.agent_id != self.agent_id:
-            problem = f"task is for agent {given.agent_id}, this is {self.agent_id}"
-            return given, TaskProblem(problem)
-        task = given
-        if self.agent_id is not None:
-            task = dataclasses.replace(given, agent_id=self.agent_id)
-        if isinstance(task.launch, TaskProblem):
-            return task, task.launch
-        free = self.spec.resources.saturating_sub(self._used)
-        if not task.resources.fits_in(free):
-            problem = f"resources {task.resources} do not fit the agent's free {free}"
-            return task, TaskProblem(problem)
-        return task, task.launch
 
     def handle_kill(self, framework_id: str, task_id: str, now: float, wall: float) -> KillDecision:
         """KILLING for a live task, DROPPED for an unknown one, nothing for a terminal one."""
@@ -269,18 +223,14 @@ class AgentState:
     def handle_ack(self, framework_id: str, task_id: str, uuid: bytes, now: float) -> bool:
         """Drop the task's head update if ``uuid`` is its uuid; the next one is due at once."""
         key = (framework_id, task_id)
-        stream = self._streams.get(key)
-        if stream is None or stream.updates[0].uuid != uuid:
+        outcome = self._queues.acknowledge(key, uuid, now)
+        if outcome is Acknowledged.IGNORED:
             self.acks_ignored_total += 1
             return False
-        stream.updates.popleft()
         self._dirty.add(key)
         self.acks_applied_total += 1
-        if stream.updates:
-            stream.next_send = now
-            stream.attempts = 0
+        if outcome is Acknowledged.NEXT_DUE:
             return True
-        del self._streams[key]
         task = self._tasks.get(key)
         if task is not None and task.state in TERMINAL:
             del self._tasks[key]
@@ -323,10 +273,7 @@ class AgentState:
     ) -> StatusUpdate:
         uuid = self._new_uuid()
         update = StatusUpdate(key[0], key[1], state, uuid, wall, reason, message, exit_code, usage)
-        stream = self._streams.get(key)
-        if stream is None:
-            stream = self._streams[key] = _Stream(next_send=now)
-        stream.updates.append(update)
+        self._queues.append(update, now)
         self._dirty.add(key)
         self.updates_minted_total += 1
         return update
@@ -340,26 +287,22 @@ class AgentState:
         if not self.connected:
             return []
         due: list[Outgoing] = []
-        for key, stream in self._streams.items():
-            if not force and stream.next_send > now:
-                continue
-            stream.attempts += 1
-            stream.next_send = now + self._retry(stream.attempts)
-            if stream.attempts > 1:
+        for head in self._queues.take_due(now, force=force):
+            if head.attempts > 1:
                 self.update_retries_total += 1
             self.updates_sent_total += 1
-            due.append(Outgoing(stream.updates[0], self._latest_state(key), stream.attempts))
+            due.append(Outgoing(head.update, self._latest_state(head.key), head.attempts))
         return due
 
     def next_due(self) -> float | None:
         """When the next head is due (None: nothing pending or disconnected)."""
-        if not self.connected or not self._streams:
+        if not self.connected:
             return None
-        return min(stream.next_send for stream in self._streams.values())
+        return self._queues.next_due()
 
     def _latest_state(self, key: TaskKey) -> TaskState:
         task = self._tasks.get(key)
-        return task.state if task is not None else self._streams[key].updates[-1].state
+        return task.state if task is not None else self._queues.last(key).state
 
     # -- views ---------------------------------------------------------------------------------
 
@@ -374,12 +317,11 @@ class AgentState:
 
     def framework_ids(self) -> list[str]:
         """Frameworks the agent holds state for (tasks or unacknowledged updates), sorted."""
-        return sorted({key[0] for key in self._tasks} | {key[0] for key in self._streams})
+        return sorted({key[0] for key in self._tasks} | {key[0] for key in self._queues})
 
     def pending(self, key: TaskKey) -> list[StatusUpdate]:
         """The task's unacknowledged updates, oldest first."""
-        stream = self._streams.get(key)
-        return [] if stream is None else list(stream.updates)
+        return self._queues.pending(key)
 
     @property
     def used(self) -> ResourceVector:
@@ -393,7 +335,7 @@ class AgentState:
 
     def pending_updates(self) -> int:
         """Number of unacknowledged updates over all tasks."""
-        return sum(len(stream.updates) for stream in self._streams.values())
+        return self._queues.count()
 
     def task_counts(self) -> dict[str, int]:
         """Tracked tasks by state name (``RUNNING``, ...)."""
@@ -403,11 +345,9 @@ class AgentState:
 
     def snapshot(self) -> AgentSnapshot:
         """Tasks and unacknowledged updates as plain values (the checkpoint seam)."""
-        updates: Iterable[StatusUpdate] = (
-            update for stream in self._streams.values() for update in stream.updates
-        )
+        updates = tuple(self._queues.all_updates())
         return AgentSnapshot(
-            self.agent_id, self.master_id, tuple(self.tasks()), tuple(updates), self.epoch
+            self.agent_id, self.master_id, tuple(self.tasks()), updates, self.epoch
         )
 
     def take_changes(self) -> CheckpointChanges:
@@ -444,16 +384,13 @@ class AgentState:
         state.master_id = snapshot.master_id
         state.epoch = snapshot.epoch
         for update in snapshot.updates:
-            stream = state._streams.get(update.key)
-            if stream is None:
-                stream = state._streams[update.key] = _Stream()
-            stream.updates.append(update)
+            state._queues.append(update)
         for view in snapshot.tasks:
             terminal = view.state in TERMINAL
-            if terminal and view.key not in state._streams:
+            if terminal and view.key not in state._queues:
                 state._dirty.add(view.key)  # drop its stale row at the next write
                 continue
-            state._tasks[view.key] = _Task(
+            state._tasks[view.key] = TrackedTask(
                 view.framework_id,
                 view.info,
                 view.resources,

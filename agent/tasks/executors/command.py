@@ -1,7 +1,8 @@
 """``CommandExecutor``: runs command tasks as real processes, each under its own supervisor
 (``agent.tasks.executors.supervisor``), and finds them again after an agent restart. The
 launch itself (the user, the launch record, starting and finding a supervisor, what is left of
-a supervisor gone without a record) is ``agent.tasks.executors.command_launch``.
+a supervisor gone without a record) is ``agent.tasks.executors.command_launch``; the record of a
+run, its configuration and the reading of its end are ``agent.tasks.executors.command_run``.
 
 A run, from ``launch``:
 - on the next loop step the agent resolves the user (``agent.tasks.users``: the task's own, else
@@ -48,10 +49,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import subprocess
-import sys
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from fairshare.task_states import TaskState
@@ -61,53 +58,18 @@ from agent.tasks.executors import supervisor as records
 from agent.tasks.executors.base import Report, TaskEvent
 from agent.tasks.executors.command_launch import (
     LaunchRefused,
-    kill_leftovers,
     launch_spec,
     launch_user,
     open_pidfd,
     start_supervisor,
-    supervisor_log_tail,
 )
-from agent.tasks.executors.outcome import UsageTally, exit_event, live_usage
+from agent.tasks.executors.command_run import CommandConfig, CommandRun, end_of_run
+from agent.tasks.executors.outcome import UsageTally, live_usage
 from agent.tasks.isolation import cgroups
-from agent.tasks.isolation.modes import Isolation, TaskLimits
+from agent.tasks.isolation.modes import TaskLimits
 from agent.tasks.sandbox import SandboxError, Sandboxes
-from agent.tasks.users import DEFAULT_TASK_USER
 
 __all__ = ["CommandConfig", "CommandExecutor"]
-
-
-@dataclass(frozen=True, slots=True)
-class CommandConfig:
-    """Where command tasks live, who they run as, how they are confined and stopped."""
-
-    work_dir: Path
-    isolation: Isolation = field(default_factory=lambda: Isolation("none"))
-    kill_grace_period: float = 3.0  # when the task sets none
-    close_timeout: float = 3.0  # aclose: wait this long for runs asked to stop
-    python: str = sys.executable
-    task_user: str = DEFAULT_TASK_USER  # a task naming no user runs as this one (agent as root)
-    allow_root_tasks: bool = False  # a task may run as a user of uid 0
-
-
-@dataclass(slots=True)
-class _Run:
-    key: TaskKey
-    task: CommandTask
-    sandbox: Path
-    run_dir: Path
-    start: asyncio.Handle | None = None  # a launch not started yet (a kill cancels it)
-    pid: int | None = None  # the supervisor's
-    pidfd: int | None = None
-    child: subprocess.Popen[bytes] | None = None  # when the supervisor is our child
-    output: int | None = None  # the supervisor's stdout
-    buffer: bytes = b""
-    running: bool = False
-    task_pid: int | None = None  # the task's main process, once it runs
-    limits: TaskLimits = field(default_factory=TaskLimits)
-    kill_requested: bool = False
-    kill_reason: TaskReason = TaskReason.UNSPECIFIED
-    silent: bool = False
 
 
 class CommandExecutor:
@@ -117,7 +79,7 @@ class CommandExecutor:
         self._report = report
         self.config = config
         self.sandboxes = Sandboxes(config.work_dir)
-        self._runs: dict[TaskKey, _Run] = {}
+        self._runs: dict[TaskKey, CommandRun] = {}
         self._idle = asyncio.Event()
         self._idle.set()
         self.tally = UsageTally()  # what ended runs used (metrics)
@@ -209,22 +171,22 @@ class CommandExecutor:
         for run in list(self._runs.values()):
             if run.start is not None:
                 run.start.cancel()
-            self._unwatch(run)
+            run.stop_watching(asyncio.get_running_loop())
         self._runs.clear()
         self._idle.set()
         self.config.isolation.close()
 
     # -- starting --------------------------------------------------------------------------------
 
-    def _new_run(self, key: TaskKey, task: CommandTask) -> _Run:
+    def _new_run(self, key: TaskKey, task: CommandTask) -> CommandRun:
         if key in self._runs:
             raise ValueError(f"task {key[1]} of framework {key[0]} is already running")
-        run = _Run(key, task, self.sandboxes.sandbox(key), self.sandboxes.run_dir(key))
+        run = CommandRun(key, task, self.sandboxes.sandbox(key), self.sandboxes.run_dir(key))
         self._runs[key] = run
         self._idle.clear()
         return run
 
-    def _start(self, run: _Run) -> None:
+    def _start(self, run: CommandRun) -> None:
         run.start = None
         try:
             spec = self._prepare(run)
@@ -243,11 +205,11 @@ class CommandExecutor:
             self._spawn(run, spec)
         except OSError as error:
             self.config.isolation.release(run.limits)
-            self._unwatch(run)
+            run.stop_watching(asyncio.get_running_loop())
             message = f"cannot start the task's supervisor: {error}"
             self._end(run, TaskEvent(run.key, TaskState.FAILED, TaskReason.LAUNCH_FAILED, message))
 
-    def _prepare(self, run: _Run) -> dict[str, Any]:
+    def _prepare(self, run: CommandRun) -> dict[str, Any]:
         """Check the user and the sandbox, create the limits; the launch record."""
         command, config = run.task.command, self.config
         user = launch_user(command.user, config.task_user, config.allow_root_tasks, self.sandboxes)
@@ -263,7 +225,7 @@ class CommandExecutor:
         records.write_json(run.run_dir / records.LAUNCH_FILE, spec)
         return spec
 
-    def _spawn(self, run: _Run, spec: dict[str, Any]) -> None:
+    def _spawn(self, run: CommandRun, spec: dict[str, Any]) -> None:
         """Start the supervisor, record it, then let it start the task."""
         del spec  # the supervisor reads it from the launch record
         run.child, run.pidfd, run.output = start_supervisor(self.config.python, run.run_dir)
@@ -274,29 +236,14 @@ class CommandExecutor:
 
     # -- watching --------------------------------------------------------------------------------
 
-    def _watch(self, run: _Run) -> None:
+    def _watch(self, run: CommandRun) -> None:
         loop = asyncio.get_running_loop()
         if run.pidfd is not None:
             loop.add_reader(run.pidfd, self._on_exit, run)
         if run.output is not None:
             loop.add_reader(run.output, self._on_output, run)
 
-    def _unwatch(self, run: _Run) -> None:
-        loop = asyncio.get_running_loop()
-        if run.output is not None:
-            loop.remove_reader(run.output)
-            run.output = None
-        if run.child is not None and run.child.stdout is not None:
-            run.child.stdout.close()
-        if run.child is not None and run.child.stdin is not None:
-            with contextlib.suppress(OSError):
-                run.child.stdin.close()
-        if run.pidfd is not None:
-            loop.remove_reader(run.pidfd)
-            os.close(run.pidfd)
-            run.pidfd = None
-
-    def _on_output(self, run: _Run) -> bool:
+    def _on_output(self, run: CommandRun) -> bool:
         """The supervisor's stdout: ``running PID`` means the task's program runs. False once
         nothing more can be read now (end of file, or no data yet)."""
         if run.output is None:
@@ -320,12 +267,12 @@ class CommandExecutor:
                 self._now_running(run)
         return True
 
-    def _now_running(self, run: _Run) -> None:
+    def _now_running(self, run: CommandRun) -> None:
         run.running = True
         if not run.silent:
             self._report(TaskEvent(run.key, TaskState.RUNNING))
 
-    def _on_exit(self, run: _Run) -> None:
+    def _on_exit(self, run: CommandRun) -> None:
         """The supervisor exited: read the rest of its output, then its exit record."""
         while self._on_output(run):  # a "running" line still in the pipe comes first
             pass
@@ -334,10 +281,10 @@ class CommandExecutor:
         elif run.pid is not None:  # reattached: reap it if it happens to be our child
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(run.pid, os.WNOHANG)
-        self._unwatch(run)
+        run.stop_watching(asyncio.get_running_loop())
         self._ended(run, records.read_json(run.run_dir / records.EXIT_FILE))
 
-    def _signal(self, run: _Run) -> None:
+    def _signal(self, run: CommandRun) -> None:
         if run.pidfd is None:
             return
         with contextlib.suppress(ProcessLookupError):
@@ -345,52 +292,22 @@ class CommandExecutor:
 
     # -- the end ---------------------------------------------------------------------------------
 
-    def _ended(self, run: _Run, record: dict[str, Any] | None) -> None:
+    def _ended(self, run: CommandRun, record: dict[str, Any] | None) -> None:
         """Report how the run ended, from the supervisor's exit record."""
-        key = run.key
-        outcome = record.get("outcome") if record else None
-        stamp = record.get("ended_at") if record else None
-        when = float(stamp) if isinstance(stamp, int | float) else None
-        if outcome == "not_started" or (outcome is None and not run.running):
-            if outcome is None:
-                kill_leftovers(run.run_dir, self.config.isolation)
-            if run.kill_requested:
-                self._killed_before_start(run)
-                return
-            message = "the task's supervisor ended before starting it" + supervisor_log_tail(
-                run.run_dir
-            )
-            event = TaskEvent(key, TaskState.FAILED, TaskReason.EXECUTOR_TERMINATED, message)
-            self._end(run, event)
+        event = end_of_run(run, record, self.config.isolation)
+        if event is None:
+            self._killed_before_start(run)
             return
-        if outcome is None or record is None:
-            kill_leftovers(run.run_dir, self.config.isolation)
-            message = "the task's supervisor ended without recording how the task ended"
-            event = TaskEvent(key, TaskState.FAILED, TaskReason.EXECUTOR_TERMINATED, message)
-            self._end(run, event)
-            return
-        if outcome == "launch_failed":
-            message = str(record.get("error", "the task could not be started"))
-            self._end(
-                run,
-                TaskEvent(key, TaskState.FAILED, TaskReason.LAUNCH_FAILED, message, timestamp=when),
-            )
-            return
-        event = exit_event(key, run.task, run.sandbox, record, self._kill_reason(run))
         self.tally.add(event.usage)
         self._end(run, event)
 
-    @staticmethod
-    def _kill_reason(run: _Run) -> TaskReason | None:
-        return run.kill_reason if run.kill_requested else None
-
-    def _killed_before_start(self, run: _Run) -> None:
+    def _killed_before_start(self, run: CommandRun) -> None:
         reason = run.kill_reason
         if reason == TaskReason.UNSPECIFIED:
             reason = TaskReason.TASK_KILLED_DURING_LAUNCH
         self._end(run, TaskEvent(run.key, TaskState.KILLED, reason, "killed before it started"))
 
-    def _end(self, run: _Run, event: TaskEvent) -> None:
+    def _end(self, run: CommandRun, event: TaskEvent) -> None:
         """Free the run's key, then report its terminal state (unless it was killed silently)."""
         if self._runs.get(run.key) is run:
             del self._runs[run.key]
@@ -401,7 +318,7 @@ class CommandExecutor:
 
     # -- after an agent restart ------------------------------------------------------------------
 
-    def _reattach(self, run: _Run, state: TaskState) -> None:
+    def _reattach(self, run: CommandRun, state: TaskState) -> None:
         if self._runs.get(run.key) is not run:
             return  # closed meanwhile
         supervisor = records.read_json(run.run_dir / records.SUPERVISOR_FILE)

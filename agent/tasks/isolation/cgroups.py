@@ -1,16 +1,9 @@
 """cgroups of command tasks: find the controllers, create a task's cgroup with its limits, move
 a process into it, read what it used, end what is left in it, remove it.
 
-Which hierarchy: cgroup v2 when a unified hierarchy offers both the ``memory`` and ``cpu``
-controllers (a pure v2 host, or a hybrid one whose unified tree has them), v1 otherwise (the
-``memory`` and ``cpu`` hierarchies, and ``cpuacct`` for CPU time, mounted together or apart).
-``detect`` returns None when neither is there or the agent cannot create its directory in them
-(not root, a read-only /sys/fs/cgroup).
-
-Layout (like Mesos's ``--cgroups_root``): ``<hierarchy>/fairshare/<scope>/<task>`` in each
-hierarchy used. ``scope`` names the agent (from its work dir, so a restarted agent on the same
-work dir finds its tasks' cgroups and two agents on one host never share one), ``task`` the
-task (from its framework and task ids).
+Finding the hierarchies and naming a task's cgroup in them is
+``agent.tasks.isolation.cgroup_discovery`` (the agent's part only: the supervisor never loads
+it); its names are re-exported here, loaded on first use.
 
 Limits: memory is a hard limit at the task's ``mem`` (v1 ``memory.limit_in_bytes`` and, where
 swap is accounted, ``memory.memsw.limit_in_bytes`` at the same value so swapping cannot go past
@@ -44,6 +37,14 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs the supervisor's start time; annotations are not evaluated
     from typing import Any, Final
 
+    from agent.tasks.isolation.cgroup_discovery import (
+        Hierarchies,
+        detect,
+        scope_name,
+        task_cgroup,
+        task_name,
+    )
+
 __all__ = [
     "CPU_PERIOD_US",
     "ROOT_NAME",
@@ -65,9 +66,19 @@ __all__ = [
 
 ROOT_NAME: Final = "fairshare"
 CPU_PERIOD_US: Final = 100_000
+_DISCOVERY: Final = frozenset({"Hierarchies", "detect", "scope_name", "task_cgroup", "task_name"})
 
 
-class _Value:
+def __getattr__(name: str) -> Any:
+    """The names of ``cgroup_discovery``, imported on first use (never by the supervisor)."""
+    if name in _DISCOVERY:
+        from agent.tasks.isolation import cgroup_discovery
+
+        return getattr(cgroup_discovery, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class Value:
     """A small immutable value: equal, hashable and printed by its fields (``_fields``)."""
 
     __slots__ = ()
@@ -90,30 +101,7 @@ class _Value:
         raise AttributeError(f"{type(self).__name__} is immutable")
 
 
-class Hierarchies(_Value):
-    """Where this host's memory and cpu controllers are mounted (v2: all the same mount);
-    ``cpuacct``: v1's cpuacct mount (None: CPU time is unknown)."""
-
-    __slots__ = ("cpu", "cpuacct", "memory", "version")
-    _fields = ("version", "memory", "cpu", "cpuacct")
-    version: int
-    memory: str
-    cpu: str
-    cpuacct: str | None
-
-    def __init__(self, version: int, memory: str, cpu: str, cpuacct: str | None = None) -> None:
-        for name, value in zip(self._fields, (version, memory, cpu, cpuacct), strict=True):
-            object.__setattr__(self, name, value)
-
-    def describe(self) -> str:
-        """``cgroups v1 (memory /sys/fs/cgroup/memory, cpu ...)`` for the log."""
-        if self.version == 2:
-            return f"cgroups v2 ({self.memory})"
-        acct = f", cpuacct {self.cpuacct}" if self.cpuacct else ", no cpuacct"
-        return f"cgroups v1 (memory {self.memory}, cpu {self.cpu}{acct})"
-
-
-class TaskCgroup(_Value):
+class TaskCgroup(Value):
     """One task's cgroup directories (v1: one per hierarchy; v2: ``memory`` is the one)."""
 
     __slots__ = ("cpu", "cpuacct", "memory", "version")
@@ -156,21 +144,11 @@ class TaskCgroup(_Value):
             raise ValueError(f"not a task cgroup: {data!r}") from error
 
 
-def _mounts(text: str) -> list[tuple[str, str, set[str]]]:
-    out = []
-    for line in text.splitlines():
-        fields = line.split()
-        if len(fields) >= 4:
-            mount_point = fields[1].replace("\\040", " ")
-            out.append((mount_point, fields[2], set(fields[3].split(","))))
-    return out
-
-
-def _join(*parts: str) -> str:
+def join_path(*parts: str) -> str:
     return os.path.join(*parts)
 
 
-def _read(path: str) -> str:
+def read_text(path: str) -> str:
     with open(path, encoding="ascii", errors="replace") as file:
         return file.read()
 
@@ -180,94 +158,16 @@ def _write(path: str, text: str) -> None:
         file.write(text)
 
 
-def _v2_mount(mounts: list[tuple[str, str, set[str]]]) -> str | None:
-    for mount_point, fstype, _ in mounts:
-        if fstype != "cgroup2":
-            continue
-        try:
-            controllers = set(_read(_join(mount_point, "cgroup.controllers")).split())
-        except OSError:
-            continue
-        if {"memory", "cpu"} <= controllers:
-            return mount_point
-    return None
-
-
-def _v1_mounts(mounts: list[tuple[str, str, set[str]]]) -> Hierarchies | None:
-    found: dict[str, str] = {}
-    for mount_point, fstype, options in mounts:
-        if fstype == "cgroup":
-            for controller in ("memory", "cpu", "cpuacct"):
-                if controller in options:
-                    found.setdefault(controller, mount_point)
-    if "memory" not in found or "cpu" not in found:
-        return None
-    return Hierarchies(1, found["memory"], found["cpu"], found.get("cpuacct"))
-
-
-def detect(mounts_text: str | None = None) -> Hierarchies | None:
-    """The hierarchies to use (v2 when it has memory and cpu, else v1), or None if there are
-    none or the agent cannot create ``fairshare/`` in them."""
-    try:
-        text = _read("/proc/self/mounts") if mounts_text is None else mounts_text
-    except OSError:
-        return None
-    mounts = _mounts(text)
-    unified = _v2_mount(mounts)
-    found = Hierarchies(2, unified, unified) if unified else _v1_mounts(mounts)
-    if found is None:
-        return None
-    try:
-        for mount_point in {m for m in (found.memory, found.cpu, found.cpuacct) if m}:
-            root = _join(mount_point, ROOT_NAME)
-            os.makedirs(root, exist_ok=True)
-            if found.version == 2:
-                _enable_controllers(mount_point, root)
-    except OSError:
-        return None
-    return found
-
-
-def _enable_controllers(mount: str, directory: str) -> None:
+def enable_controllers(mount: str, directory: str) -> None:
     """v2: let ``memory`` and ``cpu`` reach the children of every level down to ``directory``."""
     level = mount
     levels = [mount]
     for part in os.path.relpath(directory, mount).split(os.sep):
         if part not in ("", "."):
-            level = _join(level, part)
+            level = join_path(level, part)
             levels.append(level)
     for path in levels:
-        _write(_join(path, "cgroup.subtree_control"), "+memory +cpu")
-
-
-def scope_name(work_dir: str | os.PathLike[str]) -> str:
-    """The agent's scope: ``agent-<hash of its work dir's real path>``."""
-    import hashlib  # the agent's only (the supervisor never names cgroups)
-
-    digest = hashlib.sha256(os.path.realpath(work_dir).encode("utf-8", "surrogatepass"))
-    return f"agent-{digest.hexdigest()[:16]}"
-
-
-def task_name(framework_id: str, task_id: str) -> str:
-    """A task's cgroup name: its id made safe, then a hash of both ids (unique per task)."""
-    import hashlib  # the agent's only (the supervisor never names cgroups)
-
-    safe = "".join(c if c.isascii() and (c.isalnum() or c in "_.-") else "_" for c in task_id)
-    safe = safe.lstrip(".")[:64] or "_"
-    both = f"{framework_id}\0{task_id}".encode("utf-8", "surrogatepass")
-    return f"{safe}-{hashlib.sha256(both).hexdigest()[:12]}"
-
-
-def task_cgroup(hierarchies: Hierarchies, scope: str, name: str) -> TaskCgroup:
-    """The directories of task ``name``'s cgroup in the agent ``scope``."""
-
-    def under(mount: str) -> str:
-        return _join(mount, ROOT_NAME, scope, name)
-
-    cpuacct = under(hierarchies.cpuacct) if hierarchies.cpuacct else None
-    if hierarchies.version == 2:
-        return TaskCgroup(2, under(hierarchies.memory), under(hierarchies.memory))
-    return TaskCgroup(1, under(hierarchies.memory), under(hierarchies.cpu), cpuacct)
+        _write(join_path(path, "cgroup.subtree_control"), "+memory +cpu")
 
 
 def create(cgroup: TaskCgroup, memory_bytes: int | None, cpus: float | None) -> None:
@@ -278,7 +178,7 @@ def create(cgroup: TaskCgroup, memory_bytes: int | None, cpus: float | None) -> 
     if cgroup.version == 2:
         scope = os.path.dirname(cgroup.memory)  # <mount>/fairshare/<scope>/<task>
         os.makedirs(scope, exist_ok=True)
-        _enable_controllers(os.path.dirname(os.path.dirname(scope)), scope)
+        enable_controllers(os.path.dirname(os.path.dirname(scope)), scope)
     for directory in cgroup.dirs:
         os.makedirs(directory, exist_ok=True)
     kill_all(cgroup)
@@ -291,18 +191,18 @@ def create(cgroup: TaskCgroup, memory_bytes: int | None, cpus: float | None) -> 
 def _limit_memory(cgroup: TaskCgroup, limit: int) -> None:
     memory = cgroup.memory
     if cgroup.version == 2:
-        _write(_join(memory, "memory.max"), str(limit))
+        _write(join_path(memory, "memory.max"), str(limit))
         try:  # noqa: SIM105 - contextlib would cost the supervisor's start time
-            _write(_join(memory, "memory.swap.max"), "0")
+            _write(join_path(memory, "memory.swap.max"), "0")
         except FileNotFoundError:  # no swap accounting on this kernel
             pass
         return
-    swap = _join(memory, "memory.memsw.limit_in_bytes")
-    if os.path.exists(swap) and int(_read(swap)) < limit:  # memsw must stay >= the limit
+    swap = join_path(memory, "memory.memsw.limit_in_bytes")
+    if os.path.exists(swap) and int(read_text(swap)) < limit:  # memsw must stay >= the limit
         _write(swap, str(limit))
-        _write(_join(memory, "memory.limit_in_bytes"), str(limit))
+        _write(join_path(memory, "memory.limit_in_bytes"), str(limit))
         return
-    _write(_join(memory, "memory.limit_in_bytes"), str(limit))
+    _write(join_path(memory, "memory.limit_in_bytes"), str(limit))
     if os.path.exists(swap):
         _write(swap, str(limit))
 
@@ -311,18 +211,18 @@ def _limit_cpu(cgroup: TaskCgroup, cpus: float) -> None:
     cpu = cgroup.cpu
     quota = max(1000, round(cpus * CPU_PERIOD_US))
     if cgroup.version == 2:
-        _write(_join(cpu, "cpu.weight"), str(min(10_000, max(1, round(cpus * 100)))))
-        _write(_join(cpu, "cpu.max"), f"{quota} {CPU_PERIOD_US}")
+        _write(join_path(cpu, "cpu.weight"), str(min(10_000, max(1, round(cpus * 100)))))
+        _write(join_path(cpu, "cpu.max"), f"{quota} {CPU_PERIOD_US}")
         return
-    _write(_join(cpu, "cpu.shares"), str(max(2, round(cpus * 1024))))
-    _write(_join(cpu, "cpu.cfs_period_us"), str(CPU_PERIOD_US))
-    _write(_join(cpu, "cpu.cfs_quota_us"), str(quota))
+    _write(join_path(cpu, "cpu.shares"), str(max(2, round(cpus * 1024))))
+    _write(join_path(cpu, "cpu.cfs_period_us"), str(CPU_PERIOD_US))
+    _write(join_path(cpu, "cpu.cfs_quota_us"), str(quota))
 
 
 def join(cgroup: TaskCgroup, pid: int) -> None:
     """Move process ``pid`` into the cgroup (every hierarchy of it)."""
     for directory in cgroup.dirs:
-        _write(_join(directory, "cgroup.procs"), str(pid))
+        _write(join_path(directory, "cgroup.procs"), str(pid))
 
 
 def procs(cgroup: TaskCgroup) -> set[int]:
@@ -330,7 +230,9 @@ def procs(cgroup: TaskCgroup) -> set[int]:
     found: set[int] = set()
     for directory in cgroup.dirs:
         try:
-            found.update(int(line) for line in _read(_join(directory, "cgroup.procs")).split())
+            found.update(
+                int(line) for line in read_text(join_path(directory, "cgroup.procs")).split()
+            )
         except FileNotFoundError:
             continue
     return found
@@ -340,7 +242,7 @@ def kill_all(cgroup: TaskCgroup, timeout: float = 2.0) -> bool:
     """SIGKILL every process in the cgroup until it is empty; False if some remain after
     ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
-    kill_file = _join(cgroup.memory, "cgroup.kill")
+    kill_file = join_path(cgroup.memory, "cgroup.kill")
     if cgroup.version == 2 and os.path.exists(kill_file):
         try:  # noqa: SIM105 - contextlib would cost the supervisor's start time
             _write(kill_file, "1")
@@ -375,16 +277,18 @@ def usage(cgroup: TaskCgroup) -> tuple[float | None, int | None]:
     memory = cgroup.memory
     try:
         if cgroup.version == 2:
-            micros = _field(_read(_join(cgroup.cpu, "cpu.stat")), "usage_usec")
+            micros = _field(read_text(join_path(cgroup.cpu, "cpu.stat")), "usage_usec")
             cpu = None if micros is None else micros / 1e6
             name = (
-                "memory.peak" if os.path.exists(_join(memory, "memory.peak")) else "memory.current"
+                "memory.peak"
+                if os.path.exists(join_path(memory, "memory.peak"))
+                else "memory.current"
             )
-            peak = int(_read(_join(memory, name)))
+            peak = int(read_text(join_path(memory, name)))
         else:
             if cgroup.cpuacct:
-                cpu = int(_read(_join(cgroup.cpuacct, "cpuacct.usage"))) / 1e9
-            peak = int(_read(_join(memory, "memory.max_usage_in_bytes")))
+                cpu = int(read_text(join_path(cgroup.cpuacct, "cpuacct.usage"))) / 1e9
+            peak = int(read_text(join_path(memory, "memory.max_usage_in_bytes")))
     except (OSError, ValueError):
         pass
     return cpu, peak
@@ -394,7 +298,7 @@ def memory_now(cgroup: TaskCgroup) -> int | None:
     """Memory the cgroup uses now, in bytes (None if unreadable)."""
     name = "memory.current" if cgroup.version == 2 else "memory.usage_in_bytes"
     try:
-        return int(_read(_join(cgroup.memory, name)))
+        return int(read_text(join_path(cgroup.memory, name)))
     except (OSError, ValueError):
         return None
 
@@ -403,7 +307,7 @@ def oom_killed(cgroup: TaskCgroup) -> bool:
     """True if the kernel's OOM killer killed a process of the cgroup."""
     name = "memory.events" if cgroup.version == 2 else "memory.oom_control"
     try:
-        count = _field(_read(_join(cgroup.memory, name)), "oom_kill")
+        count = _field(read_text(join_path(cgroup.memory, name)), "oom_kill")
     except (OSError, ValueError):
         return False
     return bool(count)

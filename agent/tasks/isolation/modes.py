@@ -14,9 +14,9 @@ differ in what limits its resources (``--isolation``):
   kernel's accounting of the task's process.
 - ``none``: no limits (like Nomad's ``raw_exec``); usage as with rlimits.
 
-``choose(None, ...)`` picks the strongest available: cgroups when ``cgroups.detect`` finds
-writable memory and cpu controllers, rlimits otherwise (the caller logs the choice once, with
-why). Asking for cgroups where there are none is an ``IsolationError`` (the daemon exits 1).
+``choose(None, ...)`` picks the strongest available: cgroups when ``cgroup_discovery.detect``
+finds writable memory and cpu controllers, rlimits otherwise (the caller logs the choice once,
+with why). Asking for cgroups where there are none is an ``IsolationError`` (the daemon exits 1).
 
 Invariants: one ``Isolation`` per agent; ``prepare`` either returns the task's limits with its
 cgroup created or raises ``OSError`` having created nothing that stays; the agent's scope
@@ -34,7 +34,7 @@ from typing import Final
 from fairshare.resources import ResourceVector
 
 from agent.core.records import TaskKey
-from agent.tasks.isolation import cgroups
+from agent.tasks.isolation import cgroup_discovery, cgroups
 
 __all__ = ["MODES", "Isolation", "IsolationError", "TaskLimits", "choose"]
 
@@ -70,7 +70,7 @@ class Isolation:
     """The agent's isolation mode and, with cgroups, where its tasks' cgroups live."""
 
     def __init__(
-        self, mode: str, hierarchies: cgroups.Hierarchies | None = None, scope: str = ""
+        self, mode: str, hierarchies: cgroup_discovery.Hierarchies | None = None, scope: str = ""
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"isolation {mode!r} is not one of {', '.join(MODES)}")
@@ -97,7 +97,9 @@ class Isolation:
             return TaskLimits(rlimit_as=memory_bytes(resources))
         if self.mode != "cgroups" or self.hierarchies is None:
             return TaskLimits()
-        cgroup = cgroups.task_cgroup(self.hierarchies, self.scope, cgroups.task_name(*key))
+        cgroup = cgroup_discovery.task_cgroup(
+            self.hierarchies, self.scope, cgroup_discovery.task_name(*key)
+        )
         try:
             cgroups.create(cgroup, memory_bytes(resources), cpus(resources))
         except OSError:
@@ -133,9 +135,9 @@ def choose(requested: str | None, work_dir: Path) -> tuple[Isolation, str]:
     asked for where the agent cannot use them."""
     if requested in ("none", "rlimits"):
         return Isolation(requested), f"--isolation {requested}"
-    hierarchies = cgroups.detect()
+    hierarchies = cgroup_discovery.detect()
     if hierarchies is not None:
-        scope = cgroups.scope_name(work_dir)
+        scope = cgroup_discovery.scope_name(work_dir)
         why = "--isolation cgroups" if requested else "the strongest available"
         return Isolation("cgroups", hierarchies, scope), why
     problem = (

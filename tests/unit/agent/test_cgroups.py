@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from fairshare.resources import ResourceVector
 
-from agent.tasks.isolation import cgroups
+from agent.tasks.isolation import cgroup_discovery, cgroups
 from agent.tasks.isolation.modes import Isolation, IsolationError, choose
 
 V1_MOUNTS = """\
@@ -39,13 +39,18 @@ def test_v2_is_chosen_when_it_has_memory_and_cpu(tmp_path: Path) -> None:
 
 
 def test_v1_is_parsed_combined_or_apart() -> None:
-    apart = cgroups._v1_mounts(cgroups._mounts(V1_MOUNTS))
+    apart = cgroup_discovery._v1_mounts(cgroup_discovery._mounts(V1_MOUNTS))
     assert apart == cgroups.Hierarchies(
         1, "/sys/fs/cgroup/memory", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpuacct"
     )
     combined = "cgroup /c cgroup rw,cpu,cpuacct 0 0\ncgroup /m cgroup rw,memory 0 0\n"
-    assert cgroups._v1_mounts(cgroups._mounts(combined)) == cgroups.Hierarchies(1, "/m", "/c", "/c")
-    assert cgroups._v1_mounts(cgroups._mounts("cgroup /m cgroup rw,memory 0 0\n")) is None
+    assert cgroup_discovery._v1_mounts(cgroup_discovery._mounts(combined)) == cgroups.Hierarchies(
+        1, "/m", "/c", "/c"
+    )
+    assert (
+        cgroup_discovery._v1_mounts(cgroup_discovery._mounts("cgroup /m cgroup rw,memory 0 0\n"))
+        is None
+    )
 
 
 def test_no_controllers_no_cgroups(tmp_path: Path) -> None:
@@ -98,14 +103,14 @@ def test_v1_limits_on_a_fake_tree(tmp_path: Path) -> None:
 
 
 def test_choose_the_strongest_available(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cgroups, "detect", lambda: None)
+    monkeypatch.setattr(cgroup_discovery, "detect", lambda: None)
     isolation, why = choose(None, tmp_path)
     assert isolation.mode == "rlimits" and "instead of cgroups" in why
     with pytest.raises(IsolationError, match="--isolation cgroups"):
         choose("cgroups", tmp_path)
     assert choose("none", tmp_path)[0].mode == "none"
     found = cgroups.Hierarchies(1, "/m", "/c", None)
-    monkeypatch.setattr(cgroups, "detect", lambda: found)
+    monkeypatch.setattr(cgroup_discovery, "detect", lambda: found)
     chosen, why = choose(None, tmp_path)
     assert (chosen.mode, chosen.hierarchies, why) == ("cgroups", found, "the strongest available")
     assert chosen.scope == cgroups.scope_name(tmp_path)
