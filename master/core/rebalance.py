@@ -27,7 +27,8 @@ fewer tasks than the target puts there; the fewest *victims* on ``l`` (preemptib
 other frameworks that run more tasks on ``l``'s kind than the target puts there, richest
 framework first) whose end lets one task of ``i`` fit. Before a move is taken it is *replayed*
 on the core itself (``_replay``: a ``MasterState`` with the view's tasks less the victims, one
-allocation run with the live configuration, offers accepted): it is kept only if ``i`` then
+allocation run with the live configuration and the live tie-break between equal keys, each
+framework's ``times_chosen``, offers accepted): it is kept only if ``i`` then
 runs more tasks on that kind and the distance to the target (``sum |tasks - target|`` per
 framework and kind) shrinks, so a victim that would be served again first, or a third framework
 taking the room, rules the move out. Beneficiaries go most deprived first; each kept move's
@@ -105,13 +106,17 @@ class LiveTask:
 @dataclass(frozen=True, slots=True)
 class FrameworkDemand:
     """A framework's declared task shape (``None``: coarse offers), tasks wanted, weight, and
-    its role (the target walks the same role tree as the allocator)."""
+    its role (the target walks the same role tree as the allocator); ``times_chosen``, the
+    allocator's count of units given to it so far (``FrameworkRecord.times_chosen``): the
+    allocator breaks ties between equal fairness keys by it, so a replay that did not carry it
+    could give freed room to another framework than the live allocator does."""
 
     id: str
     shape: ResourceVector | None
     wanted: int
     weight: float = 1.0
     role: str = "*"
+    times_chosen: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,7 +216,7 @@ def raw_view_of(
     return RawView(
         [(agent.id, agent.total) for agent in state.agent_list],
         [
-            FrameworkDemand(fw.id, fw.demand, fw.wanted, fw.weight, fw.role)
+            FrameworkDemand(fw.id, fw.demand, fw.wanted, fw.weight, fw.role, fw.times_chosen)
             for fw in state.frameworks.values()
             if fw.active
         ],
@@ -325,6 +330,9 @@ def _replay(
     state.quotas = dict(view.quotas)
     for fw in view.frameworks:
         state.handle_add_framework(fw.id, 0.0, role=fw.role, weight=fw.weight)
+        # the live allocator's tie-break between equal keys: fewer units chosen so far first
+        state.frameworks[fw.id].times_chosen = fw.times_chosen
+        state.sorter.update(fw.id)
         if fw.shape is not None:
             state.handle_update_demand(fw.id, fw.shape, fw.wanted, 0.0)
     flags = {(task.framework_id, task.task_id): task.preemptible for task in view.tasks}

@@ -245,3 +245,85 @@ def test_view_of_reads_each_tasks_own_preemptible_flag() -> None:
     running = raw_view_of(state, running_only=True).ordered()
     assert {t.task_id: t.preemptible for t in running.tasks} == {"keep": False, "spare": True}
     assert raw_view_of(state).ordered() == view_of(state)
+
+
+def test_the_replay_breaks_ties_as_the_live_allocator_does() -> None:
+    """Found by the property test (``test_rebalance_properties``): f2 and f3 come out of f1's
+    three freed tasks on a1 with exactly equal keys. The live allocator gives the tie to the
+    framework chosen fewer times so far (f2: 5 units, f3: 8), f2 then takes every task that
+    fits and f3 gets nothing; a replay from a fresh core (every count 0) gave it to f3 instead,
+    so the kills were kept and left the cluster farther from the target (9 > 7). The view
+    carries ``times_chosen`` and the replay starts from it: it predicts the live run exactly,
+    and no round's kills move the cluster away from the target."""
+    from collections import Counter
+
+    from fairshare.task_states import TaskState
+
+    from master.core import MasterState, SendOffers, TaskLaunch
+    from master.core.fit import direction
+    from master.core.rebalance import RebalanceDecision, _replay, view_of
+
+    cpu, mem = R("cpus:9;mem:1024"), R("cpus:1;mem:9216")
+    agents = [("a0", cpu), ("a1", cpu), ("a2", mem), ("a3", mem)]
+    shapes = {
+        "f0": (R("cpus:0.5;mem:204.8"), 1),
+        "f1": (R("cpus:0.2;mem:204.8"), 1),
+        "f2": (R("cpus:0.8;mem:102.4"), 3),
+        "f3": (R("cpus:0.1;mem:512"), 3),
+    }
+    state = MasterState(CoreConfig(validate=True, sample_size=16))
+    pinned = {"t9", "t10"}  # the example's only tasks that are not preemptible
+    launched = 0
+
+    def join(ids: list[str]) -> None:
+        for fid in ids:
+            state.handle_add_framework(fid, 0.0, weight=float(shapes[fid][1]))
+            state.handle_update_demand(fid, shapes[fid][0], 10**9, 0.0)
+
+    def allocate() -> None:
+        nonlocal launched
+        for message in state.handle_allocate(0.0):
+            assert isinstance(message, SendOffers)
+            shape = shapes[message.framework_id][0]
+            for offer in message.offers:
+                launches = []
+                for _ in range(offer.fair_tasks):
+                    launched += 1
+                    launches.append(TaskLaunch(f"t{launched}", "task", shape))
+                state.handle_accept(message.framework_id, [offer.offer_id], launches, 0.0)
+
+    def distance(decision: RebalanceDecision) -> int:
+        kind = {agent_id: direction(total) for agent_id, total in agents}
+        have = Counter((t.framework_id, kind[t.agent_id]) for t in state.tasks.values())
+        want: Counter[object] = Counter()
+        for fid, per_agent in decision.target.items():
+            for agent_id, count in per_agent.items():
+                want[(fid, kind[agent_id])] += count
+        return sum(abs(have[k] - want[k]) for k in set(have) | set(want))
+
+    join(["f0", "f1", "f2"])
+    for agent_id, total in agents:
+        state.handle_add_agent(agent_id, total, 0.0)
+    allocate()
+    allocate()
+    join(["f3"])  # the late framework
+    allocate()
+    rebalancer = Rebalancer(RebalanceConfig(patience=2, cooldown=1, max_kills=3), state.config)
+    rounds_with_kills = 0
+    for _ in range(30):
+        live = view_of(state, lambda _f, task_id: task_id not in pinned)
+        decision = rebalancer.check(live)
+        before = distance(decision)
+        gone = frozenset((t.framework_id, t.task_id) for t in decision.kills)
+        predicted = _replay(live, gone, state.config, 1)
+        for task in decision.kills:
+            state.handle_task_status(
+                task.agent_id, task.framework_id, task.task_id, TaskState.KILLED, 0.0
+            )
+        allocate()
+        placed = Counter((t.framework_id, t.agent_id) for t in view_of(state).tasks)
+        assert Counter((t.framework_id, t.agent_id) for t in predicted.tasks) == placed
+        if decision.kills:
+            rounds_with_kills += 1
+            assert distance(decision) <= before
+    assert rounds_with_kills >= 1
