@@ -33,7 +33,7 @@ from daemons import ROOT, Daemon, daemon_env, start_agent, start_master, wait_fo
 from etcd_server import SecuredEtcd
 from fairshare.etcd import EtcdClient, EtcdRefused, EtcdUnavailable, check_access, read_leader
 from fairshare.etcd_security import EtcdSecurity
-from fairshare.local_ca import LocalCa
+from fairshare.local_ca import DAEMON, LocalCa
 from fairshare.master_target import EtcdTarget
 from fairshare.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 from faults import agent_states, cluster_state
@@ -342,11 +342,11 @@ def test_an_agent_refuses_a_fake_leader_without_the_cluster_certificate(
     url = secured.url()
     key = registry_key(tmp_path)
     ca = secured.ca
-    issued = ca.certificate("master")
+    issued = ca.certificate("master", DAEMON)  # a daemon serves: serverAuth
     cluster_tls = ("--tls-ca", str(ca.cert))
     master_tls = ("--tls-cert", str(issued.cert), "--tls-key", str(issued.key), *cluster_tls)
     master = tls_master(secured, url, tmp_path / "m0", key, *master_tls)
-    agent_cert = ca.certificate("agent-1")
+    agent_cert = ca.certificate("agent-1", DAEMON)
     agent = start_agent(
         url, tmp_path / "agent", *secured.flags("fairshare-reader"), *cluster_tls,
         "--tls-cert", str(agent_cert.cert), "--tls-key", str(agent_cert.key),
