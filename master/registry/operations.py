@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from fairshare.resources import ResourceVector
 
+from master.core.drain import DRAINING
 from master.core.quota import Quota
 from master.model import FrameworkSpec
 from master.registry.entries import (
@@ -122,6 +123,7 @@ class Registry:
         self.resources_of: dict[str, Counter[str]] = {}  # principal -> name -> millis
         self.resource_names: Counter[str] = Counter()  # name -> agents not GONE reporting it
         self.frameworks_of: Counter[str] = Counter()  # principal -> frameworks not removed
+        self.draining: set[str] = set()  # agents whose drain is DRAINING (the drain timer's)
 
     # -- the store --------------------------------------------------------------------------------
 
@@ -139,6 +141,10 @@ class Registry:
                 self._count_agent(self.agents.get(change.agent_id), -1)
                 self.agents[change.agent_id] = change
                 self._count_agent(change, 1)
+                if change.drain is not None and change.drain.state == DRAINING:
+                    self.draining.add(change.agent_id)
+                else:
+                    self.draining.discard(change.agent_id)
             elif isinstance(change, FrameworkEntry):
                 self._count_framework(self.frameworks.get(change.spec.framework_id), -1)
                 self.frameworks[change.spec.framework_id] = change
@@ -146,6 +152,7 @@ class Registry:
             elif isinstance(change, Forgotten):
                 if change.kind == "agent":
                     self._count_agent(self.agents.pop(change.key, None), -1)
+                    self.draining.discard(change.key)
                 else:
                     self._count_framework(self.frameworks.pop(change.key, None), -1)
             elif isinstance(change, QuotaChange):

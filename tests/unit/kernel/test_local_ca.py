@@ -3,15 +3,12 @@ client authentication only and naming no host; a daemon's for both, naming its r
 
 from __future__ import annotations
 
-import shutil
 import socket
 import subprocess
 from pathlib import Path
 
 import pytest
 from fairshare.local_ca import CLIENT, DAEMON, LocalCa, LocalCaError
-
-pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
 
 
 def _text(cert: Path) -> str:

@@ -25,11 +25,14 @@ def test_a_drain_is_read_back_and_reactivation_ends_it(tmp_path: Path) -> None:
     registry.set_agent_drain("ag-1", DRAINING)  # the same drain: nothing written
     assert registry.writes == writes
     registry.set_agent_drain("ag-2", AgentDrain("DRAINED", 1000.0))
+    assert registry.draining == {"ag-1"}  # the drain timer's index: DRAINED is done
     registry.close()
     reopened = SqliteRegistry.open(tmp_path)
+    assert reopened.draining == {"ag-1"}  # rebuilt as the rows are read back
     assert reopened.agents["ag-1"].drain == DRAINING and not reopened.agents["ag-1"].active
     assert reopened.agents["ag-2"].drain == AgentDrain("DRAINED", 1000.0, None)
     reopened.set_agents_active(["ag-1", "ag-2"], True)
+    assert not reopened.draining
     reopened.close()
     ended = SqliteRegistry.open(tmp_path)
     assert all(e.drain is None and e.active for e in ended.agents.values())
