@@ -67,16 +67,15 @@ from fairshare.transport import (
 from fairshare.v1 import task_logs_pb2_grpc
 
 from agent.config import (
-    AGENT_SETTINGS,
     AgentSecurity,
     AgentSettings,
     check_reservations_fit,
-    host_resources,
     load_security,
     resolve,
 )
 from agent.core.records import AgentMetrics, AgentSpec
 from agent.durability.checkpoint import CHECKPOINT_FILE, CheckpointError, CheckpointStore
+from agent.host_resources import host_resources
 from agent.metrics import (
     AgentCollector,
     MetricsServer,
@@ -86,6 +85,7 @@ from agent.metrics import (
     write_metrics_addr,
 )
 from agent.runtime import AgentFatalError, AgentRuntime, RuntimeConfig
+from agent.settings import AGENT_SETTINGS
 from agent.tasks.executors.base import Report
 from agent.tasks.executors.command import CommandConfig, CommandExecutor
 from agent.tasks.executors.router import TaskExecutors

@@ -14,7 +14,8 @@ import pytest
 from fairshare.setting_tables import SERVER_TLS_SETTINGS, built_from, table_defaults
 from fairshare.settings import ETCD_SECURITY_SETTINGS, add_setting_flags, etcd_security
 
-from agent.config import AGENT_SETTINGS, AgentSettings
+from agent.config import AgentSettings
+from agent.settings import AGENT_SETTINGS
 from client_commands.run_config import RUN_SETTINGS, RunConfig, run_config
 from master.commands.up import UP_SETTINGS
 from master.config import MASTER_SETTINGS, MasterConfig, load_config, master_config
