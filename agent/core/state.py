@@ -30,9 +30,9 @@ Invariants:
 Checkpoint seam (``agent.core.snapshot``): every change marks what it touched (a task key, the
 identity: agent id and master id, or the epoch; ``agent.core.changed_rows``);
 ``take_changes()`` hands out the rows to rewrite since the last call and forgets them, so the
-runtime writes only what changed (``agent.durability.checkpoint``). ``snapshot()`` returns everything as plain values and
-``AgentState.restore`` rebuilds a state from it, equal in tasks, updates, ``used`` and
-identity; a restored state starts disconnected with nothing dirty.
+runtime writes only what changed (``agent.durability.checkpoint``). ``snapshot()`` returns
+everything as plain values and ``AgentState.restore`` rebuilds a state from it, equal in tasks,
+updates, ``used`` and identity; a restored state starts disconnected with nothing dirty.
 """
 
 from __future__ import annotations
