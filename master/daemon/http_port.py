@@ -52,7 +52,7 @@ log = logging.getLogger("fairshare.master")
 
 def _http_security(security: MasterSecurity, advertise: str | None) -> HttpSecurity:
     """The HTTP port: the same TLS and principals; ``view_state`` is checked by the web layer's
-    gate (``master.web.routes``), through ``_http_authority``; Mesos's ``/version`` and
+    gate (``master.web.routes``), through ``http_authority``; Mesos's ``/version`` and
     ``/master/redirect`` are open, as in Mesos; the ``--advertise`` host is a name it answers."""
     return HttpSecurity(
         security.server,
