@@ -8,8 +8,9 @@ contract in pyproject.toml enforces it; ``agent.wire`` converts to and from the 
 - ``records``: the values (``AgentSpec``, ``TaskSpec``, ``StatusUpdate``, ``TaskView``,
   ``TaskReason``, ...);
 - ``state``: ``AgentState``, with its answers in ``decisions`` and its checkpoint seam in
-  ``snapshot``; its parts: ``tracked_task`` (a task's record and the launch check) and
-  ``update_queues`` (the per-task FIFOs of unacknowledged updates and their retry times);
+  ``snapshot``; its parts: ``tracked_task`` (a task's record and the launch check),
+  ``update_queues`` (the per-task FIFOs of unacknowledged updates and their retry times) and
+  ``changed_rows`` (what changed since the checkpoint last took its changes);
 """
 
 from agent.core.decisions import (

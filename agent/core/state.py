@@ -27,12 +27,12 @@ Invariants:
 - A task's ``running_since`` is the ``wall`` time of its RUNNING report (None before), so a
   placeholder's deadline (``running_since + duration``) survives an agent restart.
 
-Checkpoint seam (``agent.core.snapshot``): every change marks what it touched (a task
-key, or the identity: agent id and master id); ``take_changes()`` hands out the rows to rewrite
-since the last call and forgets them, so the runtime writes only what changed
-(``agent.durability.checkpoint``). ``snapshot()`` returns everything as plain values and
-``AgentState.restore`` rebuilds a state from it, equal in tasks, updates, ``used`` and
-identity; a restored state starts disconnected with nothing dirty.
+Checkpoint seam (``agent.core.snapshot``): every change marks what it touched (a task key, the
+identity: agent id and master id, or the epoch; ``agent.core.changed_rows``);
+``take_changes()`` hands out the rows to rewrite since the last call and forgets them, so the
+runtime writes only what changed (``agent.durability.checkpoint``). ``snapshot()`` returns
+everything as plain values and ``AgentState.restore`` rebuilds a state from it, equal in tasks,
+updates, ``used`` and identity; a restored state starts disconnected with nothing dirty.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from fairshare.command import ResourceUsage
 from fairshare.resources import ResourceVector
 from fairshare.task_states import TERMINAL, TaskState, advance
 
+from agent.core.changed_rows import ChangedRows
 from agent.core.decisions import (
     KillDecision,
     LaunchResult,
@@ -78,14 +79,12 @@ class AgentState:
         self.agent_id: str | None = None
         self.master_id: str | None = None
         self.epoch = 0  # the highest leadership epoch of a master seen (checkpointed)
-        self._epoch_dirty = False
         self.connected = False
         self._new_uuid = new_uuid
         self._tasks: dict[TaskKey, TrackedTask] = {}
         self._queues = UpdateQueues(retry)
         self._used = ResourceVector()
-        self._dirty: set[TaskKey] = set()
-        self._identity_dirty = False
+        self._changed = ChangedRows()  # what take_changes() hands out next
         # Counters for metrics (monotonic over the life of the state).
         self.updates_minted_total = 0
         self.updates_sent_total = 0
@@ -112,19 +111,19 @@ class AgentState:
         """A master of ``epoch`` was admitted: older leaders are refused from now on."""
         if epoch > self.epoch:
             self.epoch = epoch
-            self._epoch_dirty = True
+            self._changed.epoch()
 
     def on_registered(self, agent_id: str, master_id: str) -> None:
         """The master registered the agent: remember the master-minted id."""
         self.agent_id = agent_id
         self.master_id = master_id
-        self._identity_dirty = True
+        self._changed.identity()
 
     def on_reregistered(self, master_id: str) -> None:
         """The master reregistered the agent (``master_id`` may be new: the master restarted)."""
         if master_id != self.master_id:
             self.master_id = master_id
-            self._identity_dirty = True
+            self._changed.identity()
 
     def on_connected(self, now: float) -> None:
         """The stream is established: every pending update is due at once."""
@@ -142,9 +141,9 @@ class AgentState:
         them GONE). The next ``registration()`` is a fresh register.
         """
         live = [key for key, task in self._tasks.items() if task.state not in TERMINAL]
-        self._dirty.update(self._tasks)
-        self._dirty.update(self._queues)
-        self._identity_dirty = True
+        self._changed.tasks(self._tasks)
+        self._changed.tasks(self._queues)
+        self._changed.identity()
         self._tasks.clear()
         self._queues.clear()
         self._used = ResourceVector()
@@ -181,7 +180,7 @@ class AgentState:
                 rejected.append((key, launch.message))
                 continue
             self._tasks[key] = TrackedTask(framework_id, task, task.resources, TaskState.STAGING)
-            self._dirty.add(key)
+            self._changed.task(key)
             self._used = self._used + task.resources
             accepted.append((key, launch))
         return LaunchResult(tuple(accepted), tuple(rejected), tuple(ignored))
@@ -227,7 +226,7 @@ class AgentState:
         if outcome is Acknowledged.IGNORED:
             self.acks_ignored_total += 1
             return False
-        self._dirty.add(key)
+        self._changed.task(key)
         self.acks_applied_total += 1
         if outcome is Acknowledged.NEXT_DUE:
             return True
@@ -274,7 +273,7 @@ class AgentState:
         uuid = self._new_uuid()
         update = StatusUpdate(key[0], key[1], state, uuid, wall, reason, message, exit_code, usage)
         self._queues.append(update, now)
-        self._dirty.add(key)
+        self._changed.task(key)
         self.updates_minted_total += 1
         return update
 
@@ -352,18 +351,15 @@ class AgentState:
 
     def take_changes(self) -> CheckpointChanges:
         """The rows changed since the last call (each key once, as it is now); forgets them."""
-        identity = (self.agent_id, self.master_id) if self._identity_dirty else None
-        changes = tuple(
-            TaskChange(key, self.task(key), tuple(self.pending(key))) for key in sorted(self._dirty)
+        return self._changed.take(
+            lambda key: TaskChange(key, self.task(key), tuple(self.pending(key))),
+            (self.agent_id, self.master_id),
+            self.epoch,
         )
-        epoch = self.epoch if self._epoch_dirty else None
-        self._dirty.clear()
-        self._identity_dirty = self._epoch_dirty = False
-        return CheckpointChanges(identity, changes, epoch)
 
     def has_changes(self) -> bool:
         """True if something changed since the last ``take_changes()``."""
-        return self._identity_dirty or self._epoch_dirty or bool(self._dirty)
+        return bool(self._changed)
 
     @classmethod
     def restore(
@@ -388,16 +384,9 @@ class AgentState:
         for view in snapshot.tasks:
             terminal = view.state in TERMINAL
             if terminal and view.key not in state._queues:
-                state._dirty.add(view.key)  # drop its stale row at the next write
+                state._changed.task(view.key)  # drop its stale row at the next write
                 continue
-            state._tasks[view.key] = TrackedTask(
-                view.framework_id,
-                view.info,
-                view.resources,
-                view.state,
-                view.latest,
-                view.running_since,
-            )
+            state._tasks[view.key] = TrackedTask.from_view(view)
             if not terminal:
                 state._used = state._used + view.resources
         return state

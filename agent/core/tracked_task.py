@@ -3,7 +3,8 @@
 Pure like the rest of ``agent.core`` (plain values in, plain values out).
 
 Invariants:
-- ``TrackedTask.view()`` is a snapshot: later changes to the record do not show in it.
+- ``TrackedTask.view()`` is a snapshot: later changes to the record do not show in it;
+  ``TrackedTask.from_view`` rebuilds an equal record from one.
 - ``check_launch`` fills in the agent's id (when the agent has one) and answers a
   ``TaskProblem`` for a task of another agent, a task whose description has a problem, or one
   that does not fit the free resources; otherwise the task's ``LaunchSpec``. It changes nothing.
@@ -42,6 +43,18 @@ class TrackedTask:
             self.state,
             self.latest,
             self.running_since,
+        )
+
+    @classmethod
+    def from_view(cls, view: TaskView) -> TrackedTask:
+        """The record ``view`` was taken of (``view()``'s inverse: a restored task)."""
+        return cls(
+            view.framework_id,
+            view.info,
+            view.resources,
+            view.state,
+            view.latest,
+            view.running_since,
         )
 
 

@@ -65,7 +65,6 @@ from fairshare.sqlite_transaction import transaction
 from fairshare.work_dir_lock import WorkDirLock, WorkDirLocked
 from google.protobuf.message import DecodeError
 
-from agent.config import parse_attributes
 from agent.core.records import AgentSpec
 from agent.core.snapshot import AgentSnapshot, CheckpointChanges, TaskChange
 from agent.durability.checkpoint_rows import (
@@ -74,6 +73,7 @@ from agent.durability.checkpoint_rows import (
     update_columns,
     update_from_columns,
 )
+from agent.settings import parse_attributes
 
 __all__ = ["CHECKPOINT_FILE", "SCHEMA_VERSION", "CheckpointError", "CheckpointStore"]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from daemons import ROOT, daemon_env
 
-from master.commands.up import free_port_or_any
+from master.commands.local_cluster import free_port_or_any
 
 
 @pytest.fixture

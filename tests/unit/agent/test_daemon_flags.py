@@ -14,7 +14,9 @@ import pytest
 from fairshare.resources import ResourceVector
 from fairshare.settings import SettingsError, resource_vector
 
-from agent.config import host_resources, parse_attributes, resolve
+from agent.config import resolve
+from agent.host_resources import host_resources
+from agent.settings import parse_attributes
 
 ROOT = Path(__file__).resolve().parents[3]
 

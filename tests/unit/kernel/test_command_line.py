@@ -238,7 +238,7 @@ def test_bad_settings_of_any_command_exit_2_naming_the_flag(
 
 def client_settings(name: str) -> tuple[Setting, ...]:
     """The settings table of client command ``name``."""
-    from agent.config import AGENT_SETTINGS
+    from agent.settings import AGENT_SETTINGS
     from client_commands.logs import LOGS_SETTINGS
     from client_commands.operator import OPERATOR_SETTINGS
     from client_commands.run import RUN_SETTINGS

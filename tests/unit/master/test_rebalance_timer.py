@@ -21,7 +21,7 @@ from fairshare.task_states import TaskReason, TaskState
 from master.config import MASTER_SETTINGS, load_config
 from master.core import CoreConfig, KillTask, TaskLaunch
 from master.core.rebalance import RebalanceDecision
-from master.daemon import rebalance_settings
+from master.daemon.runtime_config import rebalance_settings
 from master.model import AgentSpec, DemandSpec, FrameworkSpec, OffersEvent, StatusUpdate
 from master.runtime import MasterRuntime, RuntimeConfig
 from master.runtime.rebalance_settings import RebalanceSettings

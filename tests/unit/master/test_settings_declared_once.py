@@ -14,12 +14,13 @@ import pytest
 from fairshare.setting_tables import SERVER_TLS_SETTINGS, built_from, table_defaults
 from fairshare.settings import ETCD_SECURITY_SETTINGS, add_setting_flags, etcd_security
 
-from agent.config import AGENT_SETTINGS, AgentSettings
+from agent.config import AgentSettings
+from agent.settings import AGENT_SETTINGS
 from client_commands.run_config import RUN_SETTINGS, RunConfig, run_config
 from master.commands.up import UP_SETTINGS
 from master.config import MASTER_SETTINGS, MasterConfig, load_config, master_config
 from master.core.config import CoreConfig
-from master.daemon import _runtime_config, rebalance_settings
+from master.daemon.runtime_config import rebalance_settings, runtime_config
 from master.runtime.authority import RuntimeLimits
 from master.runtime.rebalance_settings import RebalanceSettings
 from master.runtime.state import RuntimeConfig
@@ -115,7 +116,7 @@ def test_the_daemon_hands_every_setting_to_the_runtime_by_name() -> None:
     }
     env = {f"FAIRSHARE_MASTER_{name.upper()}": str(value) for name, value in values.items()}
     config = load_config(argparse.Namespace(), env)
-    runtime = _runtime_config(config, load_security(config))
+    runtime = runtime_config(config, load_security(config))
     for name in _field_names(RuntimeLimits):
         assert getattr(runtime.limits, name) == getattr(config, name) != MASTER_DEFAULTS[name]
     for name in _field_names(RuntimeConfig) - RUNTIME_ONLY:

@@ -43,34 +43,30 @@ The durable registry (``master.registry``: SQLite under the work dir, or etcd) i
 the runtime serves; a missing, corrupt or newer-schema registry stops the master (exit 1, one
 message saying why), it is never reset. The runtime then recovers from it
 (``Recovery.recover``).
+
+The package's parts: ``startup`` (the work dir's lock, the registry, the ports, the address
+file), ``http_port`` (the metrics port's routes over the leadership), ``runtime_config`` (the
+runtime's config built from the settings); this module assembles and runs them.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import logging
 import os
 import signal
-import ssl
 import sys
 import uuid
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import grpc
-from fairshare.cli import version as fairshare_version
 from fairshare.etcd import LeaderRecord, refused_at_start
 from fairshare.fd_watch import connection_cap, watch_fds
-from fairshare.health import NOT_SERVING, SERVING, HealthServicer
+from fairshare.health import NOT_SERVING, HealthServicer
 from fairshare.logs import configure_logging, log_event
 from fairshare.master_target import EtcdTarget
-from fairshare.metrics_server import HttpSecurity
-from fairshare.ports import port_problem
 from fairshare.rpc_guard import RpcGuard
-from fairshare.setting_tables import built_from
 from fairshare.settings import add_setting_flags
 from fairshare.transport import (
     SecurityError,
@@ -79,44 +75,36 @@ from fairshare.transport import (
     raise_fd_limit,
     server_options,
 )
-from fairshare.work_dir_lock import WorkDirLock, WorkDirLocked
+from fairshare.work_dir_lock import WorkDirLock
 
 from master.config import MASTER_SETTINGS, MasterConfig, load_config
-from master.core import CoreConfig
-from master.ha.leadership import Leadership
-from master.metrics import (
-    MasterCollector,
-    MasterSample,
-    MetricsServer,
-    build_registry,
-    on_loop,
-    sampler,
-    serve_http,
-    write_metrics_addr,
+from master.daemon.http_port import http_authority, mesos_api, start_http
+from master.daemon.runtime_config import runtime_config
+from master.daemon.startup import (
+    ADDR_FILE,
+    connect_host,
+    lock_work_dir,
+    open_registry,
+    ports_taken,
+    write_addr,
 )
-from master.registry import Registry, RegistryError, SqliteRegistry
-from master.runtime import RuntimeConfig
-from master.runtime.authority import Authority, RuntimeLimits
-from master.runtime.counters import RuntimeCounters
-from master.runtime.events import NO_EVENTS, EventSink
-from master.runtime.frameworks import FrameworkCalls
-from master.runtime.rebalance_settings import RebalanceSettings
+from master.ha.leadership import Leadership
+from master.metrics import write_metrics_addr
+from master.registry import Registry
 from master.security import MasterSecurity, exposure, load_security
 from master.service.rpc_metrics import RpcMetricsInterceptor
 from master.service.state_documents import WIRE_DOCUMENTS
 from master.service.task_log_reader import TaskLogReader
-from master.settings.allocation import CORE_RENAMES
 from master.web.completed import CompletedHistory, EventFanout
 from master.web.events import RecentEvents
 from master.web.history import ShareHistory
-from master.web.mesos_scheduler import OPEN_PATHS, SCHEDULER_PATHS, MesosSchedulerApi
+from master.web.mesos_scheduler import OPEN_PATHS, SCHEDULER_PATHS
 from master.web.routes import WebApi
 
 __all__ = ["ADDR_FILE", "add_arguments", "main", "serve"]
 
 log = logging.getLogger("fairshare.master")
 
-ADDR_FILE = "master.addr"
 SERVICES = (
     "fairshare.v1.SchedulerService",
     "fairshare.v1.AgentService",
@@ -126,206 +114,18 @@ EXIT_BAD_CONFIG = 2
 EXIT_FAILED = 1
 
 
-def _runtime_config(
-    config: MasterConfig, security: MasterSecurity, events: EventSink = NO_EVENTS
-) -> RuntimeConfig:
-    """The runtime's and the core's configs, built by field name from the resolved settings (a
-    new setting named like a field of theirs reaches them with no change here)."""
-    return built_from(
-        RuntimeConfig,
-        config,
-        core=built_from(CoreConfig, config, renames=CORE_RENAMES),
-        acl=security.acl,
-        authenticated=security.authenticator.required,
-        limits=built_from(RuntimeLimits, config),
-        rebalance=rebalance_settings(config),
-        events=events,
-    )
-
-
-def rebalance_settings(config: MasterConfig) -> RebalanceSettings | None:
-    """The rebalancer's knobs (the ``rebalance_*`` settings); None without ``--rebalance``."""
-    if not config.rebalance:
-        return None
-    return built_from(RebalanceSettings, config, prefix="rebalance_")
-
-
-def _connect_host(host: str) -> str:
-    if host in ("", "0.0.0.0", "::", "[::]"):
-        return "127.0.0.1"
-    return f"[{host}]" if ":" in host and not host.startswith("[") else host
-
-
-def write_addr(work_dir: Path, address: str) -> Path:
-    """Write ``address`` to ``work_dir/master.addr`` atomically."""
-    path = work_dir / ADDR_FILE
-    tmp = path.with_suffix(".addr.tmp")
-    tmp.write_text(f"{address}\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
-
-
-def _open_registry(config: MasterConfig) -> Registry | None:
-    """The durable registry under the work dir; None (after saying why) if it must not be used."""
-    work_dir = Path(config.work_dir)
-    try:
-        work_dir.mkdir(parents=True, exist_ok=True)
-        return SqliteRegistry.open(work_dir, config.registry_sync.upper())
-    except OSError as error:
-        message = f"cannot use work dir {work_dir}: {error}"
-    except RegistryError as error:
-        message = str(error)
-    log_event(log, "registry.failed", logging.ERROR, error=message)
-    print(f"fairshare master: {message}", file=sys.stderr)
-    return None
-
-
-def _http_security(security: MasterSecurity, advertise: str | None) -> HttpSecurity:
-    """The HTTP port: the same TLS and principals; ``view_state`` is checked by the web layer's
-    gate (``master.web.routes``), through ``_http_authority``; Mesos's ``/version`` and
-    ``/master/redirect`` are open, as in Mesos; the ``--advertise`` host is a name it answers."""
-    return HttpSecurity(
-        security.server,
-        security.authenticator,
-        open_paths=frozenset({"/health", *OPEN_PATHS}),
-        host_names=frozenset({advertise.rpartition(":")[0]} if advertise else ()),
-    )
-
-
-def _mesos_api(leadership: Leadership) -> MesosSchedulerApi:
-    """The Mesos v1 scheduler API over the leading runtime's framework calls (None while this
-    master may not act as leader: a follower, or a leader past its lease)."""
-
-    def frameworks() -> FrameworkCalls | None:
-        term = leadership.term
-        return term.runtime.frameworks if term is not None and leadership.valid() else None
-
-    return MesosSchedulerApi(frameworks, leadership.follower_view, fairshare_version())
-
-
-def _http_authority(leadership: Leadership) -> Callable[[], Authority]:
-    """The authority the HTTP port asks: the leading runtime's (its denials counted with the
-    gRPC ones), or while following one with the same ACL (a refused principal gets its 403
-    before the follower's 503)."""
-    config = leadership.config
-    standby = Authority(config.acl, config.authenticated, config.limits)
-
-    def authority() -> Authority:
-        term = leadership.term
-        return term.runtime.state.authority if term is not None else standby
-
-    return authority
-
-
-async def _start_http(
-    config: MasterConfig,
-    security: MasterSecurity,
-    leadership: Leadership,
-    rpc: RpcMetricsInterceptor,
-    health: HealthServicer,
-    web: WebApi,
-    mesos: MesosSchedulerApi,
-) -> MetricsServer | None:
-    """Serve /metrics, /health, the dashboard and /api/v1 on ``--metrics-port``; None (after
-    logging why) if it cannot bind."""
-
-    def sample() -> MasterSample:
-        term = leadership.term
-        if term is None:
-            return MasterSample(None, RuntimeCounters(), dict(rpc.counts), {}, leadership.sample())
-        taken = sampler(term.runtime.state, term.runtime.operator, rpc.counts)()
-        return dataclasses.replace(taken, leadership=leadership.sample())
-
-    take = on_loop(asyncio.get_running_loop(), sample)
-
-    def healthy() -> dict[str, Any]:
-        term = leadership.term
-        state = term.runtime.state if term is not None else None
-        return {
-            "status": "SERVING" if health.status("") == SERVING else "NOT_SERVING",
-            "daemon": "master",
-            "role": "leader" if term is not None else "follower",
-            "leader": term.info.address if term is not None else leadership.leader_address,
-            "master_id": state.master_id if state is not None else "",
-            "recovering": state.recovering if state is not None else False,
-            "draining": state.draining if state is not None else False,
-        }
-
-    def add_routes(app: Any) -> None:
-        web.add_routes(app)
-        mesos.add_routes(app)
-
-    try:
-        return await serve_http(
-            build_registry(MasterCollector(take), process=True),
-            config.host,
-            config.metrics_port,
-            healthy,
-            add_routes,
-            security=_http_security(security, config.advertise),
-        )
-    except (OSError, ssl.SSLError) as error:
-        log_event(
-            log,
-            "metrics.listen.failed",
-            logging.ERROR,
-            host=config.host,
-            port=config.metrics_port,
-            error=error,
-        )
-        return None
-
-
-PORT_HINTS = {
-    "--port": "another master? pick a free port, or 0 for any",
-    "--metrics-port": "9100 is also node_exporter's default; pick a free port, or 0 for any",
-}
-
-
-def _ports_taken(config: MasterConfig) -> bool:
-    """Say (log and stderr, naming the flag) if a port cannot be listened on."""
-    for flag, port in (("--port", config.port), ("--metrics-port", config.metrics_port)):
-        problem = port_problem(config.host, port)
-        if problem is not None:
-            log_event(log, "listen.failed", logging.ERROR, flag=flag, port=port, error=problem)
-            print(
-                f"fairshare master: {flag} {port}: {problem} ({PORT_HINTS[flag]})", file=sys.stderr
-            )
-            return True
-    return False
-
-
-def _lock_work_dir(config: MasterConfig) -> WorkDirLock | None:
-    """The work dir's lock; None (after one line on stderr saying who holds it) if another
-    master has it."""
-    try:
-        Path(config.work_dir).mkdir(parents=True, exist_ok=True)
-        return WorkDirLock.acquire(
-            Path(config.work_dir), "master", f"pid {os.getpid()}, fairshare master (starting)"
-        )
-    except WorkDirLocked as error:
-        message = str(error)
-    except OSError as error:
-        message = (
-            f"work dir {config.work_dir} cannot be written ({error.strerror}): the master keeps"
-            " its lock and registry there; give a writable --work-dir"
-        )
-    print(f"fairshare master: {message}", file=sys.stderr)
-    return None
-
-
 async def serve(
     config: MasterConfig, security: MasterSecurity | None = None, stop: asyncio.Event | None = None
 ) -> int:
     """Run the master until ``stop`` is set (or SIGTERM/SIGINT); returns the exit code."""
     security = security or load_security(config)
-    lock = _lock_work_dir(config)
+    lock = lock_work_dir(config)
     if lock is None:
         return EXIT_FAILED
     try:
         registry = None
         if config.registry == "sqlite":
-            registry = _open_registry(config)
+            registry = open_registry(config)
             if registry is None:
                 return EXIT_FAILED
         events = RecentEvents()  # the runtime tells it its noteworthy events
@@ -368,14 +168,14 @@ async def _serve(
 
     completed = CompletedHistory()  # this process's memory only: see master.web.completed
     sink = EventFanout((events, completed))
-    leadership = Leadership(_runtime_config(config, security, sink), on_fatal)
+    leadership = Leadership(runtime_config(config, security, sink), on_fatal)
     health = HealthServicer(SERVICES)
     rpc_metrics = RpcMetricsInterceptor()
     guard = RpcGuard(security.authenticator)
     server = _server(config, guard, rpc_metrics)
     leadership.gate.add_to_server(server)
     server.add_generic_rpc_handlers((health.handler(),))
-    if _ports_taken(config):
+    if ports_taken(config):
         return EXIT_FAILED
     try:
         port = add_port(server, f"{config.host}:{config.port}", security.server)
@@ -384,24 +184,24 @@ async def _serve(
             log, "listen.failed", logging.ERROR, host=config.host, port=config.port, error=error
         )
         return EXIT_FAILED
-    leadership.address = config.advertise or f"{_connect_host(config.host)}:{port}"
+    leadership.address = config.advertise or f"{connect_host(config.host)}:{port}"
     history = ShareHistory()
     web = WebApi(
         leadership.snapshot,
         events,
         history,
-        _http_authority(leadership),
+        http_authority(leadership),
         leadership.follower_view,
         ungated=(*SCHEDULER_PATHS, *OPEN_PATHS),
         completed=completed,
         operator=lambda: leadership.term.runtime.operator if leadership.term else None,
         read_logs=TaskLogReader.of_master(
-            config.tls_ca, config.tls_cert, config.tls_key, _connect_host(config.host)
+            config.tls_ca, config.tls_cert, config.tls_key, connect_host(config.host)
         ).read,
         documents=WIRE_DOCUMENTS,
     )
-    mesos = _mesos_api(leadership)
-    metrics = await _start_http(config, security, leadership, rpc_metrics, health, web, mesos)
+    mesos = mesos_api(leadership)
+    metrics = await start_http(config, security, leadership, rpc_metrics, health, web, mesos)
     if metrics is None:
         return EXIT_FAILED
     await server.start()

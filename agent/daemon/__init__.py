@@ -29,6 +29,10 @@ agent for good (INVALID_ARGUMENT) exits 1. A checkpoint that cannot be used (cor
 schema, other resources or attributes, held by another agent) exits 1 before anything is served
 or registered, with a message naming the file and how to start fresh; a checkpoint write that
 fails later exits 1 too, without draining. No traceback reaches the user for bad input.
+
+The package's parts: ``ports`` (binding the gRPC port, the HTTP port, the address files, the
+exposure line) and ``command_tasks`` (isolation, the task user, the executors, the sandbox
+collector); this module assembles and runs them.
 """
 
 from __future__ import annotations
@@ -39,61 +43,46 @@ import dataclasses
 import logging
 import os
 import signal
-import ssl
-import sys
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
 import grpc
 from fairshare.etcd import refused_at_start
 from fairshare.health import NOT_SERVING, SERVING, HealthServicer
 from fairshare.logs import configure_logging, log_event
 from fairshare.master_target import MasterTarget
-from fairshare.metrics_server import HttpSecurity
-from fairshare.ports import port_problem
 from fairshare.rpc_guard import OPEN_SERVICES, RpcGuard
 from fairshare.settings import SettingsError, add_setting_flags
-from fairshare.transport import (
-    SecurityError,
-    ServerLimits,
-    ServerSecurity,
-    add_port,
-    is_loopback,
-    raise_fd_limit,
-    server_options,
-)
+from fairshare.transport import ServerLimits, raise_fd_limit, server_options
 from fairshare.v1 import task_logs_pb2_grpc
 
 from agent.config import (
-    AGENT_SETTINGS,
     AgentSecurity,
     AgentSettings,
     check_reservations_fit,
-    host_resources,
     load_security,
     resolve,
 )
-from agent.core.records import AgentMetrics, AgentSpec
-from agent.durability.checkpoint import CHECKPOINT_FILE, CheckpointError, CheckpointStore
-from agent.metrics import (
-    AgentCollector,
-    MetricsServer,
-    build_registry,
-    on_loop,
-    serve_http,
-    write_metrics_addr,
+from agent.core.records import AgentSpec
+from agent.daemon.command_tasks import (
+    check_task_user,
+    choose_isolation,
+    collect_sandboxes,
+    log_isolation,
+    log_task_user,
+    task_executors,
 )
+from agent.daemon.ports import address_of, bind, log_exposure, start_metrics, write_address
+from agent.durability.checkpoint import CHECKPOINT_FILE, CheckpointError, CheckpointStore
+from agent.host_resources import host_resources
+from agent.metrics import write_metrics_addr
 from agent.runtime import AgentFatalError, AgentRuntime, RuntimeConfig
-from agent.tasks.executors.base import Report
-from agent.tasks.executors.command import CommandConfig, CommandExecutor
-from agent.tasks.executors.router import TaskExecutors
-from agent.tasks.isolation.modes import Isolation, IsolationError, choose
+from agent.settings import AGENT_SETTINGS
+from agent.tasks.isolation.modes import Isolation
 from agent.tasks.logs_service import SERVICE as LOG_SERVICE
 from agent.tasks.logs_service import TaskLogServicer
 from agent.tasks.sandbox import Sandboxes
-from agent.tasks.users import TaskUser, UserRefused, task_user, unreachable
 
 __all__ = ["ADDRESS_FILE", "add_arguments", "main", "serve"]
 
@@ -135,17 +124,6 @@ def _version() -> str:
         return "0.0.0"
 
 
-def _write_address(path: Path, address: str) -> None:
-    """Write ``address`` atomically: readers see the whole line or no file."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(address + "\n", encoding="ascii")
-    os.replace(tmp, path)
-
-
-def _address(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
 def _make_work_dir(work_dir: Path) -> bool:
     try:
         work_dir.mkdir(parents=True, exist_ok=True)
@@ -159,26 +137,6 @@ def _make_work_dir(work_dir: Path) -> bool:
         )
         return False
     return True
-
-
-def _bind(server: grpc.aio.Server, settings: AgentSettings, tls: ServerSecurity) -> int | None:
-    """Bind ``--host:--port`` (0 picks a free port) with the agent's TLS; the bound port, or None
-    after logging why."""
-    host, port = settings.host, settings.port
-    address = _address(host, port)
-    problem = port_problem(host, port)  # before gRPC tries: a clear line, not a core log line
-    if problem is not None:
-        log_event(_LOG, "listen.failed", logging.ERROR, address=address, error=problem)
-        print(
-            f"fairshare agent: --port {port}: {problem} (pick a free port, or 0)", file=sys.stderr
-        )
-        return None
-    try:
-        bound = add_port(server, address, tls)
-    except (RuntimeError, SecurityError) as error:
-        log_event(_LOG, "listen.failed", logging.ERROR, address=address, error=str(error))
-        return None
-    return bound
 
 
 async def serve(settings: AgentSettings, security: AgentSecurity | None = None) -> int:
@@ -195,7 +153,7 @@ async def serve(settings: AgentSettings, security: AgentSecurity | None = None) 
     spec = AgentSpec(
         settings.hostname, 0, resources, settings.attributes, _version(), settings.reserve
     )
-    chosen = _isolation(settings)
+    chosen = choose_isolation(settings)
     if chosen is None:
         return EXIT_FAILURE
     try:
@@ -207,84 +165,6 @@ async def serve(settings: AgentSettings, security: AgentSecurity | None = None) 
         return await _serve_with(settings, security, spec, checkpoint, chosen)
     finally:
         checkpoint.close()
-
-
-def _isolation(settings: AgentSettings) -> tuple[Isolation, str] | None:
-    """The isolation of command tasks and why (None after logging why it cannot be had)."""
-    try:
-        return choose(settings.isolation, settings.work_dir)
-    except IsolationError as error:
-        log_event(_LOG, "isolation.unavailable", logging.ERROR, error=str(error))
-        return None
-
-
-def _log_isolation(settings: AgentSettings, isolation: Isolation, why: str) -> None:
-    """Say once what confines command tasks (a warning when cgroups were wanted but absent)."""
-    degraded = settings.isolation is None and isolation.mode != "cgroups"
-    level = logging.WARNING if degraded else logging.INFO
-    detail = isolation.describe()
-    log_event(_LOG, "isolation.selected", level, mode=isolation.mode, detail=detail, why=why)
-
-
-def check_task_user(settings: AgentSettings) -> TaskUser | None:
-    """The user tasks naming none run as (None: the agent's own); ``SettingsError`` naming
-    ``--task-user`` when it does not exist or is root without ``--allow-root-tasks``."""
-    try:
-        return task_user("", settings.task_user, settings.allow_root_tasks)
-    except UserRefused as error:
-        raise SettingsError(
-            f"--task-user {settings.task_user}: {error}; name an unprivileged user (or add"
-            " --allow-root-tasks to run tasks as root)"
-        ) from None
-
-
-def _log_task_user(settings: AgentSettings) -> None:
-    """Say once who command tasks run as (a warning when that user cannot reach the
-    sandboxes: every command task would be refused)."""
-    try:
-        user = check_task_user(settings)
-    except SettingsError as error:
-        log_event(_LOG, "task_user.refused", logging.ERROR, error=str(error))
-        return
-    if user is None:
-        who = "root" if os.geteuid() == 0 else f"the agent's own user (uid {os.geteuid()})"
-        log_event(_LOG, "task_user.selected", user=who, allow_root=settings.allow_root_tasks)
-        return
-    log_event(
-        _LOG,
-        "task_user.selected",
-        user=user.name,
-        uid=user.uid,
-        allow_root=settings.allow_root_tasks,
-    )
-    blocked = unreachable(Sandboxes(settings.work_dir).root, user)
-    if blocked is not None:
-        log_event(
-            _LOG,
-            "task_user.unreachable",
-            logging.WARNING,
-            user=user.name,
-            directory=str(blocked[0]),
-            mode=f"{blocked[1]:o}",
-            hint="command tasks are refused until every task user may search the work dir",
-        )
-
-
-def _executors(settings: AgentSettings, isolation: Isolation) -> Callable[[Report], TaskExecutors]:
-    """The agent's task executors: placeholders, and command tasks under ``isolation``, run as
-    ``--task-user`` unless they name a user."""
-    config = CommandConfig(
-        settings.work_dir,
-        isolation,
-        settings.kill_grace_period,
-        task_user=settings.task_user,
-        allow_root_tasks=settings.allow_root_tasks,
-    )
-
-    def build(report: Report) -> TaskExecutors:
-        return TaskExecutors(report, CommandExecutor(report, config))
-
-    return build
 
 
 async def _serve_with(
@@ -304,7 +184,7 @@ async def _serve_with(
     guard = RpcGuard(security.authenticator, open_services=(*OPEN_SERVICES, LOG_SERVICE))
     server = grpc.aio.server(options=options, interceptors=[guard])
     server.add_generic_rpc_handlers((health.handler(),))
-    port = _bind(server, settings, security.server)
+    port = bind(server, settings, security.server)
     if port is None:
         return EXIT_FAILURE
     spec = dataclasses.replace(unbound, port=port)
@@ -314,7 +194,7 @@ async def _serve_with(
         status_retry_initial=settings.status_update_retry,
     )
     try:
-        executors = _executors(settings, isolation)
+        executors = task_executors(settings, isolation)
         runtime = AgentRuntime(config, spec, checkpoint=checkpoint, executors=executors)
     except CheckpointError as error:
         log_event(_LOG, "checkpoint.failed", logging.ERROR, error=str(error))
@@ -326,7 +206,7 @@ async def _serve_with(
     )
     task_logs_pb2_grpc.add_TaskLogServiceServicer_to_server(logs, server)
     await server.start()
-    metrics = await _start_metrics(settings, security, runtime, health)
+    metrics = await start_metrics(settings, security, runtime, health, _version())
     if metrics is None:
         await server.stop(grace=None)
         return EXIT_FAILURE
@@ -335,11 +215,11 @@ async def _serve_with(
         loop.add_signal_handler(signum, _stopper(runtime, signum))
     metrics_file = write_metrics_addr(settings.work_dir, metrics.address)
     address_file = settings.work_dir / ADDRESS_FILE  # last: readers may rely on metrics.addr
-    address = _address(settings.host, port)
-    _write_address(address_file, address)
+    address = address_of(settings.host, port)
+    write_address(address_file, address)
     log_event(_LOG, "listening", address=address)
     log_event(_LOG, "metrics.listening", address=metrics.address)
-    _log_exposure(settings, security, port, metrics.port)
+    log_exposure(settings, security, port, metrics.port)
     health.set_all(SERVING)
     log_event(
         _LOG,
@@ -348,9 +228,9 @@ async def _serve_with(
         resources=str(resources),
         attributes=";".join(f"{n}:{v}" for n, v in settings.attributes),
     )
-    _log_isolation(settings, isolation, why)
-    _log_task_user(settings)
-    collector = asyncio.ensure_future(_collect_sandboxes(settings, runtime))
+    log_isolation(settings, isolation, why)
+    log_task_user(settings)
+    collector = asyncio.ensure_future(collect_sandboxes(settings, runtime))
     try:
         await runtime.run()
     finally:
@@ -362,89 +242,6 @@ async def _serve_with(
         metrics_file.unlink(missing_ok=True)
     log_event(_LOG, "agent.stopped")
     return 0
-
-
-def _log_exposure(
-    settings: AgentSettings, security: AgentSecurity, port: int, http_port: int
-) -> None:
-    """One line: where the agent's ports listen, how they are protected, how it reaches the
-    master (WARNING when exposed beyond loopback without TLS and authentication)."""
-    server, authenticator = security.server, security.authenticator
-    exposed = not is_loopback(settings.host) and not (server.tls and authenticator.required)
-    log_event(
-        _LOG,
-        "security.exposure",
-        logging.WARNING if exposed else logging.INFO,
-        grpc=_address(settings.host, port),
-        http=_address(settings.host, http_port),
-        tls=server.mode,
-        authentication=authenticator.mode,
-        master_tls="on" if security.master.tls else "off",
-        identity=security.master.principal_hint,
-    )
-
-
-async def _collect_sandboxes(settings: AgentSettings, runtime: AgentRuntime) -> None:
-    """Remove finished tasks' sandboxes past ``--sandbox-gc-delay`` or over the disk budget,
-    every minute (sooner for a shorter delay); never one the agent still tracks or runs."""
-    sandboxes = Sandboxes(settings.work_dir)
-    budget = settings.sandbox_disk_budget << 20
-    interval = min(60.0, settings.sandbox_gc_delay)
-    while True:
-        keep = [task.key for task in runtime.state.tasks()] + runtime.executor.running()
-        delay = settings.sandbox_gc_delay
-        spare = min(5.0, delay)  # a run directory this young may be a launch under way
-        try:
-            removed = await asyncio.to_thread(sandboxes.collect, keep, delay, budget, spare)
-        except OSError as error:
-            log_event(_LOG, "sandboxes.collect.failed", logging.WARNING, error=str(error))
-        else:
-            if removed:
-                log_event(_LOG, "sandboxes.collected", removed=len(removed))
-        await asyncio.sleep(interval)
-
-
-async def _start_metrics(
-    settings: AgentSettings,
-    security: AgentSecurity,
-    runtime: AgentRuntime,
-    health: HealthServicer,
-) -> MetricsServer | None:
-    """Serve /metrics and /health on ``--metrics-port``; None (after logging why) if it cannot
-    bind."""
-
-    def snapshot() -> AgentMetrics:
-        command = runtime.executor.command
-        usage = None if command is None else command.usage()
-        return dataclasses.replace(runtime.metrics(), command=usage)
-
-    collector = AgentCollector(on_loop(asyncio.get_running_loop(), snapshot), _version())
-
-    def healthy() -> dict[str, Any]:
-        status = "SERVING" if health.status("") == SERVING else "NOT_SERVING"
-        return {"status": status, "daemon": "agent", "agent_id": runtime.state.agent_id or ""}
-
-    try:
-        return await serve_http(
-            build_registry(collector, process=True),
-            settings.host,
-            settings.metrics_port,
-            healthy,
-            security=HttpSecurity(
-                security.server,
-                security.authenticator,
-                host_names=frozenset({settings.hostname}),
-            ),
-        )
-    except (OSError, ssl.SSLError) as error:
-        log_event(
-            _LOG,
-            "metrics.listen.failed",
-            logging.ERROR,
-            address=_address(settings.host, settings.metrics_port),
-            error=str(error),
-        )
-        return None
 
 
 def _stopper(runtime: AgentRuntime, signum: int) -> Callable[[], None]:
