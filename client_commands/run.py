@@ -15,12 +15,12 @@ Invariants:
   logs one line per event (``fairshare.logs``: ``--log-format``, ``--log-level``), the SDK's
   own lines included.
 - ``run --detach`` returns once its ``--count`` tasks are RUNNING (or, if the cluster cannot run
-  them all, ``DETACH_WAIT`` seconds after the start with at least one running, saying how many
-  run; no more are launched then), without teardown: the master keeps the framework and its
-  tasks (ended tasks are not replaced) until ``fairshare stop NAME`` or its failover timeout,
-  ``DETACHED_FAILOVER_TIMEOUT`` (a week) unless ``--failover-timeout`` says otherwise; a
-  follower process (``client_commands.detached``) acknowledges their updates. Attached, the
-  failover timeout defaults to Mesos's 0.
+  them all, ``--detach-wait`` (``DETACH_WAIT``, 30 s) after the start with at least one running,
+  saying how many run; no more are launched then), without teardown: the master keeps the framework
+  and its tasks (ended tasks are not replaced) until ``fairshare stop NAME`` or its failover
+  timeout, ``DETACHED_FAILOVER_TIMEOUT`` (a week) unless ``--failover-timeout`` says otherwise; a
+  follower process (``client_commands.detached``) acknowledges their updates. Attached, the failover
+  timeout defaults to Mesos's 0.
 - ``run --command CMD`` runs CMD (with ``/bin/sh -c``) in ``--count`` command tasks once, like
   ``mesos-execute``: tasks that end are not replaced; when all have ended it prints one line per
   task (its id, final state and message) and exits 0 if every one FINISHED, else 1.

@@ -101,6 +101,14 @@ RUN_SETTINGS: Final = (
         "give up (exit 1) when no master has answered within this long",
         metavar="DURATION",
     ),
+    Setting(
+        "detach_wait",
+        positive_duration,
+        f"{DETACH_WAIT:g}s",
+        "with --detach: give up (exit 1, the framework torn down) when none of its tasks runs"
+        " within this long",
+        metavar="DURATION",
+    ),
 )
 """The settings of ``fairshare run`` (``--name`` and ``--task`` are its arguments)."""
 
@@ -121,7 +129,7 @@ class RunConfig:
     connect_timeout: float = _DEFAULT["connect_timeout"]
     detach: bool = False
     failover_timeout: float | None = _DEFAULT["failover_timeout"]
-    detach_wait: float = DETACH_WAIT
+    detach_wait: float = _DEFAULT["detach_wait"]
     security: ClientSecurity = INSECURE
     command: str | None = None  # a command task's shell line; None: placeholder tasks
     preemptible: bool = True  # its tasks' TaskInfo.preemptible

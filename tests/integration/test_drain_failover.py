@@ -18,7 +18,7 @@ from faults import FrameworkProcess, agent_states, cluster_state, registered, ru
 from ha import HAMasters
 
 SETTLE = 60.0
-GRACE = 40.0
+GRACE = 15.0  # outlasts the failover (a few seconds), so the new leader shows DRAINING
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -30,6 +30,8 @@ SHAPE = ResourceVector.parse("cpus:1;mem:1024")
         (["--duration", "0"], "--duration '0': '0' must be more than zero"),
         (["--master", "localhost"], "--master 'localhost': 'localhost' is not HOST:PORT"),
         (["--name", " "], "--name ' ': must not be empty"),
+        (["--detach-wait", "0"], "--detach-wait '0': "),
+        (["--detach-wait", "soon"], "--detach-wait 'soon': "),
     ],
 )
 def test_bad_flags_exit_2_naming_the_flag(
@@ -62,6 +64,14 @@ def test_placeholder_tasks_are_preemptible_unless_told_command_tasks_only_if_tol
     add_run_arguments(parser)
     args = parser.parse_args(["--name", "web", "--task", "cpus:1", *flags])
     assert run_config(args).preemptible is preemptible
+
+
+@pytest.mark.parametrize(("flags", "seconds"), [([], 30.0), (["--detach-wait", "2m"], 120.0)])
+def test_detach_wait_is_30s_unless_told(flags: list[str], seconds: float) -> None:
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser)
+    args = parser.parse_args(["--name", "web", "--task", "cpus:1", "--detach", *flags])
+    assert run_config(args).detach_wait == seconds
 
 
 def test_tasks_carry_the_preemptible_flag_to_the_master() -> None:
