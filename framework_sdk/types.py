@@ -11,18 +11,25 @@ Invariants:
   ``TaskReason``, ``UpdateSource`` and ``Capability`` mirror the enums of ``fairshare.v1`` member
   for member (without the ``REASON_`` / ``SOURCE_`` prefixes); ``framework_sdk.wire`` converts
   between them by name.
+- ``FrameworkInfo``, ``Demand`` and ``Capability`` are the kernel's (``fairshare.framework_info``:
+  one definition for the SDK and the master), re-exported here.
 """
 
 from __future__ import annotations
 
 import enum
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Final
 
 from fairshare.command import Command, ResourceUsage
+from fairshare.framework_info import (
+    DEFAULT_FAILOVER_TIMEOUT,
+    Capability,
+    Demand,
+    FrameworkInfo,
+    check_seconds,
+)
 from fairshare.resources import ResourceVector
 from fairshare.task_states import TaskReason, TaskState
 
@@ -43,11 +50,6 @@ __all__ = [
     "UpdateSource",
 ]
 
-DEFAULT_FAILOVER_TIMEOUT: Final = 0.0
-"""Mesos's default: a framework whose connection ends is removed at once, its tasks killed. A
-framework that must survive its scheduler's restarts sets ``FrameworkInfo.failover_timeout``
-(``fairshare run --detach`` sets a week: ``DETACHED_FAILOVER_TIMEOUT`` in its CLI)."""
-
 
 class UpdateSource(enum.Enum):
     """Which process generated a status update."""
@@ -57,63 +59,6 @@ class UpdateSource(enum.Enum):
     AGENT = "AGENT"
     SDK = "SDK"
     """Generated locally by the SDK (e.g. a launch on offers that were no longer valid)."""
-
-
-class Capability(enum.Enum):
-    """Optional features a framework understands (``FrameworkInfo.Capability``)."""
-
-    PARTITION_AWARE = "PARTITION_AWARE"
-    TASK_KILLING_STATE = "TASK_KILLING_STATE"
-    GPU_RESOURCES = "GPU_RESOURCES"
-
-
-def _check_seconds(name: str, value: float | None, *, allow_zero: bool = True) -> None:
-    if value is None:
-        return
-    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
-        raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
-
-
-@dataclass(frozen=True, slots=True)
-class FrameworkInfo:
-    """Who a framework is, sent when it subscribes.
-
-    ``framework_id`` empty: register afresh; set: resubscribe (scheduler failover) and keep the
-    tasks the master still has. ``failover_timeout`` (seconds) is how long the master keeps the
-    framework and its tasks after the connection ends; 0 (the default, as in Mesos) removes them
-    at once.
-    """
-
-    name: str
-    role: str = "*"
-    weight: float | None = None
-    failover_timeout: float = DEFAULT_FAILOVER_TIMEOUT
-    framework_id: str = ""
-    capabilities: frozenset[Capability] = frozenset()
-    principal: str = ""
-    user: str = ""
-    hostname: str = ""
-
-    def __post_init__(self) -> None:
-        if not self.name:
-            raise ValueError("FrameworkInfo.name must not be empty")
-        if self.weight is not None and (not math.isfinite(self.weight) or self.weight <= 0):
-            raise ValueError(f"FrameworkInfo.weight must be finite and > 0, got {self.weight!r}")
-        _check_seconds("FrameworkInfo.failover_timeout", self.failover_timeout)
-
-
-@dataclass(frozen=True, slots=True)
-class Demand:
-    """A declared task shape and how many non-terminal tasks are wanted (None: unlimited)."""
-
-    task_resources: ResourceVector
-    max_tasks: int | None = None
-
-    def __post_init__(self) -> None:
-        if not self.task_resources:
-            raise ValueError("Demand.task_resources must not be empty")
-        if self.max_tasks is not None and self.max_tasks < 0:
-            raise ValueError(f"Demand.max_tasks must be >= 0, got {self.max_tasks}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,8 +95,8 @@ class TaskSpec:
             raise ValueError("TaskSpec.task_id must not be empty")
         if not self.resources:
             raise ValueError(f"TaskSpec {self.task_id!r}: resources must not be empty")
-        _check_seconds(f"TaskSpec {self.task_id!r}: duration", self.duration)
-        _check_seconds(f"TaskSpec {self.task_id!r}: startup_delay", self.startup_delay)
+        check_seconds(f"TaskSpec {self.task_id!r}: duration", self.duration)
+        check_seconds(f"TaskSpec {self.task_id!r}: startup_delay", self.startup_delay)
         placeholder = (self.duration, self.exit_code, self.startup_delay, self.fail_on_start)
         if self.command is not None and placeholder != (None, 0, None, False):
             raise ValueError(

@@ -79,8 +79,8 @@ def framework_info_to_pb(info: FrameworkInfo) -> common_pb2.FrameworkInfo:
         user=info.user,
         hostname=info.hostname,
         capabilities=[
-            common_pb2.FrameworkInfo.Capability.Value(f"CAPABILITY_{capability.value}")
-            for capability in sorted(info.capabilities, key=lambda c: c.value)
+            common_pb2.FrameworkInfo.Capability.Value(f"CAPABILITY_{capability}")
+            for capability in sorted(info.capabilities)
         ],
     )
     if info.weight is not None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from fairshare.agent_spec import AgentSpec
 from fairshare.command import Command, ResourceUsage
-from fairshare.resources import ResourceVector
+from fairshare.framework_info import Demand, FrameworkInfo
 from fairshare.task_states import TaskReason, TaskState
 
 from master.core.messages import KillTask, LaunchTasks
@@ -35,11 +35,11 @@ __all__ = [
     "AgentCommand",
     "AgentSettings",
     "AgentSpec",
-    "DemandSpec",
+    "Demand",
     "ErrorEvent",
     "FailureEvent",
     "FrameworkEvent",
-    "FrameworkSpec",
+    "FrameworkInfo",
     "HeartbeatEvent",
     "LeaderInfo",
     "OffersEvent",
@@ -60,29 +60,6 @@ class LeaderInfo:
     address: str
     epoch: int
     elected_at: float
-
-
-@dataclass(frozen=True, slots=True)
-class FrameworkSpec:
-    """What a framework subscribes with (``FrameworkInfo``); ``framework_id`` empty when new."""
-
-    framework_id: str
-    name: str
-    role: str = "*"
-    weight: float | None = None
-    failover_timeout: float = 0.0
-    principal: str = ""
-    user: str = ""
-    hostname: str = ""
-    capabilities: frozenset[str] = frozenset()  # "PARTITION_AWARE", "TASK_KILLING_STATE", ...
-
-
-@dataclass(frozen=True, slots=True)
-class DemandSpec:
-    """A declared task shape and how many tasks the framework wants (``None``: unlimited)."""
-
-    task_resources: ResourceVector
-    max_tasks: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from fairshare.resources import ResourceVector
 
 from master.core.drain import DRAIN_STATES
 from master.core.quota import Quota
-from master.model import AgentSpec, FrameworkSpec
+from master.model import AgentSpec, FrameworkInfo
 
 __all__ = [
     "ADMITTED",
@@ -95,7 +95,7 @@ class FrameworkEntry:
     (``removed_at``, wall clock: the registry forgets removed frameworks by that age). Its
     owner is ``spec.principal``."""
 
-    spec: FrameworkSpec
+    spec: FrameworkInfo
     registered_at: float  # wall clock
     removed: bool = False
     removed_at: float = 0.0
@@ -146,16 +146,16 @@ def drain_from_json(text: str) -> AgentDrain:
     )
 
 
-def framework_spec_to_json(spec: FrameworkSpec) -> str:
+def framework_spec_to_json(spec: FrameworkInfo) -> str:
     fields = dataclasses.asdict(spec)
     fields["capabilities"] = sorted(spec.capabilities)
     return json.dumps(fields, sort_keys=True)
 
 
-def framework_spec_from_json(text: str) -> FrameworkSpec:
+def framework_spec_from_json(text: str) -> FrameworkInfo:
     raw = json.loads(text)
     raw["capabilities"] = frozenset(raw["capabilities"])
-    return FrameworkSpec(**raw)
+    return FrameworkInfo(**raw)
 
 
 def quota_to_json(quota: Quota) -> str:

@@ -37,7 +37,7 @@ from fairshare.resources import ResourceVector
 
 from master.core.drain import DRAINING
 from master.core.quota import Quota
-from master.model import FrameworkSpec
+from master.model import FrameworkInfo
 from master.registry.entries import (
     AGENT_STATES,
     AgentDrain,
@@ -248,7 +248,7 @@ class Registry:
         if entry.drain != drain or entry.active:
             self._write([dataclasses.replace(entry, active=False, drain=drain)])
 
-    def put_framework(self, spec: FrameworkSpec, registered_at: float) -> None:
+    def put_framework(self, spec: FrameworkInfo, registered_at: float) -> None:
         """Record a framework registered, or its spec changed on resubscription."""
         self._write([FrameworkEntry(spec, registered_at)])
 

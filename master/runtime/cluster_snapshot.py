@@ -19,7 +19,7 @@ from fairshare.task_states import TaskState
 
 from master.core import TaskLaunch
 from master.core.records import Offer
-from master.model import AgentSpec, DemandSpec, FrameworkSpec, LeaderInfo, StatusUpdate
+from master.model import AgentSpec, Demand, FrameworkInfo, LeaderInfo, StatusUpdate
 
 __all__ = [
     "EMPTY",
@@ -64,7 +64,7 @@ class AgentView:
 class FrameworkView:
     """One framework; ``state`` is ACTIVE, SUPPRESSED or DISCONNECTED."""
 
-    spec: FrameworkSpec
+    spec: FrameworkInfo
     state: str
     weight: float
     dominant_share: float
@@ -73,7 +73,7 @@ class FrameworkView:
     offered: ResourceVector
     used: ResourceVector
     task_counts: tuple[tuple[TaskState, int], ...]
-    demand: DemandSpec | None
+    demand: Demand | None
     registered_at: float
     failover_deadline: float | None
     preempted: int = 0  # its tasks the rebalancer (--rebalance) killed since the master started

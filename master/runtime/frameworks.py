@@ -38,10 +38,10 @@ from dataclasses import dataclass, field
 from master.core import AlreadyExists, InvalidArgument, PermissionDenied, TaskLaunch
 from master.core.checks import check_weight
 from master.model import (
-    DemandSpec,
+    Demand,
     ErrorEvent,
     FrameworkEvent,
-    FrameworkSpec,
+    FrameworkInfo,
     HeartbeatEvent,
     StreamEnd,
     TaskDetails,
@@ -96,8 +96,8 @@ class FrameworkCalls:
 
     def subscribe(
         self,
-        spec: FrameworkSpec,
-        demand: DemandSpec | None,
+        spec: FrameworkInfo,
+        demand: Demand | None,
         suppressed: bool,
         principal: str | None = None,
     ) -> SubscribeResult:
@@ -140,7 +140,7 @@ class FrameworkCalls:
             channel,
         )
 
-    def _register(self, spec: FrameworkSpec, principal: str | None, cap: float) -> FrameworkLink:
+    def _register(self, spec: FrameworkInfo, principal: str | None, cap: float) -> FrameworkLink:
         state, authority = self.state, self.state.authority
         framework_id = f"fw-{uuid.uuid4().hex}"
         role = spec.role or "*"
@@ -160,7 +160,7 @@ class FrameworkCalls:
         state.frameworks[framework_id] = link
         return link
 
-    def _resubscribe(self, spec: FrameworkSpec, principal: str | None, cap: float) -> FrameworkLink:
+    def _resubscribe(self, spec: FrameworkInfo, principal: str | None, cap: float) -> FrameworkLink:
         state = self.state
         link = self._mine(spec.framework_id, principal, connected=False)
         role = spec.role or "*"
@@ -262,7 +262,7 @@ class FrameworkCalls:
 
     # -- demand and offers ------------------------------------------------------------------------
 
-    def _set_demand(self, link: FrameworkLink, demand: DemandSpec | None, now: float) -> None:
+    def _set_demand(self, link: FrameworkLink, demand: Demand | None, now: float) -> None:
         core = self.state.core
         if demand is None:
             core.handle_update_demand(link.framework_id, None, 0, now)
@@ -272,7 +272,7 @@ class FrameworkCalls:
         link.demand = demand
 
     def update_demand(
-        self, framework_id: str, demand: DemandSpec | None, principal: str | None = None
+        self, framework_id: str, demand: Demand | None, principal: str | None = None
     ) -> None:
         """Declare, change or clear the framework's demand."""
         self._set_demand(self._mine(framework_id, principal), demand, self.state.now())

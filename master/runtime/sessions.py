@@ -27,10 +27,10 @@ from master.model import (
     AgentCommand,
     AgentSettings,
     AgentSpec,
-    DemandSpec,
+    Demand,
     ErrorEvent,
     FrameworkEvent,
-    FrameworkSpec,
+    FrameworkInfo,
     StreamEnd,
     UpdateEvent,
 )
@@ -98,9 +98,9 @@ class Channel(Generic[T]):
 class FrameworkLink:
     """A registered framework as the runtime sees it (the core holds its allocation)."""
 
-    spec: FrameworkSpec
+    spec: FrameworkInfo
     registered_at: float  # wall clock
-    demand: DemandSpec | None = None
+    demand: Demand | None = None
     channel: Channel[FrameworkEvent] | None = None
     failover_deadline: float | None = None  # wall clock, while disconnected
     failover_timer: asyncio.TimerHandle | None = None

@@ -29,7 +29,7 @@ from fairshare.roles import DEFAULT_ROLE, ancestors
 from fairshare.task_states import TaskReason, TaskState
 
 from master.core.records import AgentRecord
-from master.model import FrameworkSpec, StatusUpdate
+from master.model import FrameworkInfo, StatusUpdate
 from master.runtime.cluster_snapshot import (
     EMPTY,
     POOL_STATES,
@@ -297,7 +297,9 @@ def redact(snapshot: ClusterSnapshot, principal: str | None) -> ClusterSnapshot:
         if view.spec.framework_id in own
         else dataclasses.replace(
             view,
-            spec=FrameworkSpec("", REDACTED, view.spec.role, view.spec.weight),
+            spec=FrameworkInfo(
+                framework_id="", name=REDACTED, role=view.spec.role, weight=view.spec.weight
+            ),
             demand=None,
             failover_deadline=None,
         )

@@ -26,6 +26,7 @@ from fairshare.resources import ResourceVector
 from fairshare.v1 import common_pb2
 from fairshare.wire import resources_to_pb
 
+from master.core.checks import check_weight
 from master.core.errors import InvalidArgument
 from master.core.input_bounds import (
     check_agent_resources,
@@ -33,7 +34,7 @@ from master.core.input_bounds import (
     check_reservations,
 )
 from master.core.reservations import checked_reservation_role
-from master.model import AgentSpec, DemandSpec, FrameworkSpec
+from master.model import AgentSpec, Demand, FrameworkInfo
 from master.service.task_convert import (
     agent_updates,
     latest_state,
@@ -174,37 +175,39 @@ def agent_info(spec: AgentSpec) -> common_pb2.AgentInfo:
     )
 
 
-def framework_spec(info: common_pb2.FrameworkInfo) -> FrameworkSpec:
-    """``FrameworkInfo`` as a ``FrameworkSpec``; name non-empty, weight and timeout in range."""
+def framework_spec(info: common_pb2.FrameworkInfo) -> FrameworkInfo:
+    """The wire's ``FrameworkInfo`` as the kernel's; name non-empty, weight and timeout in range."""
     if not info.name.strip():
         raise InvalidArgument("framework_info.name is empty")
     for field in ("framework_id", "name", "principal", "user", "hostname"):
         text(getattr(info, field), f"framework_info.{field}")
-    weight = info.weight if info.HasField("weight") else None  # its range: the core's rule
+    weight = None
+    if info.HasField("weight"):  # the core's rule (the ACL's cap is checked at admission)
+        weight = check_weight(info.weight, "framework_info")
     failover = duration_seconds(info.failover_timeout, "framework_info.failover_timeout")
     capabilities = set()
     for value in info.capabilities:
         name = common_pb2.FrameworkInfo.Capability.Name(value) if value in _CAPABILITIES else ""
         if name:  # unknown numbers come from newer SDKs: ignore them
             capabilities.add(name.removeprefix("CAPABILITY_"))
-    return FrameworkSpec(
-        info.framework_id,
-        info.name,
-        check_role(info.role, "framework_info.role"),
-        weight,
-        failover,
-        info.principal,
-        info.user,
-        info.hostname,
-        frozenset(capabilities),
+    return FrameworkInfo(
+        framework_id=info.framework_id,
+        name=info.name,
+        role=check_role(info.role, "framework_info.role"),
+        weight=weight,
+        failover_timeout=failover,
+        principal=info.principal,
+        user=info.user,
+        hostname=info.hostname,
+        capabilities=frozenset(capabilities),
     )
 
 
 _CAPABILITIES = frozenset(common_pb2.FrameworkInfo.Capability.values()) - {0}
 
 
-def framework_info(spec: FrameworkSpec) -> common_pb2.FrameworkInfo:
-    """A ``FrameworkSpec`` as ``FrameworkInfo``."""
+def framework_info(spec: FrameworkInfo) -> common_pb2.FrameworkInfo:
+    """The kernel's ``FrameworkInfo`` as the wire's."""
     info = common_pb2.FrameworkInfo(
         framework_id=spec.framework_id,
         name=spec.name,
@@ -223,7 +226,7 @@ def framework_info(spec: FrameworkSpec) -> common_pb2.FrameworkInfo:
     return info
 
 
-def demand_spec(demand: common_pb2.Demand, present: bool) -> DemandSpec | None:
+def demand_spec(demand: common_pb2.Demand, present: bool) -> Demand | None:
     """A ``Demand`` (``None`` when absent); its shape must be non-empty, max_tasks >= 0."""
     if not present:
         return None
@@ -236,11 +239,11 @@ def demand_spec(demand: common_pb2.Demand, present: bool) -> DemandSpec | None:
         if demand.max_tasks < 0:
             raise InvalidArgument(f"demand.max_tasks must be >= 0, got {demand.max_tasks}")
         max_tasks = demand.max_tasks
-    return DemandSpec(shape, max_tasks)
+    return Demand(task_resources=shape, max_tasks=max_tasks)
 
 
-def demand_to_pb(demand: DemandSpec) -> common_pb2.Demand:
-    """A ``DemandSpec`` as ``Demand``."""
+def demand_to_pb(demand: Demand) -> common_pb2.Demand:
+    """The kernel's ``Demand`` as the wire's."""
     message = common_pb2.Demand(task_resources=resources_to_pb(demand.task_resources))
     if demand.max_tasks is not None:
         message.max_tasks = demand.max_tasks

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from master.model import FrameworkSpec
+from master.model import FrameworkInfo
 from master.web.mesos_tasks import MesosTask
 
 __all__ = [
@@ -31,7 +31,7 @@ __all__ = [
 class Subscribe:
     """Register or re-register (``spec.framework_id`` set), suppressed or not."""
 
-    spec: FrameworkSpec
+    spec: FrameworkInfo
     suppressed: bool
     capabilities: frozenset[str]  # every Mesos capability asked for (MULTI_ROLE included)
 

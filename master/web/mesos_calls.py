@@ -27,9 +27,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
+from fairshare.framework_info import Capability
 from fairshare.roles import RoleError, check_role
 
-from master.model import FrameworkSpec
+from master.model import FrameworkInfo
 from master.web.mesos_call_types import (
     Accept,
     Acknowledge,
@@ -114,9 +115,7 @@ CAPABILITIES: Final = (
     "REVOCABLE_RESOURCES", "TASK_KILLING_STATE", "GPU_RESOURCES", "SHARED_RESOURCES",
     "PARTITION_AWARE", "MULTI_ROLE", "RESERVATION_REFINEMENT", "REGION_AWARE",
 )  # fmt: skip
-FAIRSHARE_CAPABILITIES: Final = frozenset(
-    {"PARTITION_AWARE", "TASK_KILLING_STATE", "GPU_RESOURCES"}
-)
+FAIRSHARE_CAPABILITIES: Final = frozenset(Capability)
 """The capabilities that change what fairshare does; the others are accepted and change nothing
 (fairshare never offers revocable, shared, reserved or region-placed resources)."""
 OPERATION_TYPES: Final = (
@@ -190,16 +189,16 @@ def _subscribe(value: Any, path: str) -> Subscribe:
         raise BadCall(
             at(where, "offer_filters"), "per-role minimum allocatable resources are not supported"
         )
-    spec = FrameworkSpec(
-        id_value(info, "id", where),
-        string(info, "name", where, required=True),
-        role,
-        None,  # Mesos frameworks have no weight of their own: the operator's weights apply
-        failover,
-        string(info, "principal", where),
-        string(info, "user", where),
-        string(info, "hostname", where),
-        frozenset(capabilities & FAIRSHARE_CAPABILITIES),
+    spec = FrameworkInfo(
+        framework_id=id_value(info, "id", where),
+        name=string(info, "name", where, required=True),
+        role=role,
+        weight=None,  # Mesos frameworks have no weight of their own: the operator's weights apply
+        failover_timeout=failover,
+        principal=string(info, "principal", where),
+        user=string(info, "user", where),
+        hostname=string(info, "hostname", where),
+        capabilities=frozenset(capabilities & FAIRSHARE_CAPABILITIES),
     )
     return Subscribe(spec, bool(suppressed_roles), frozenset(capabilities))
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from fairshare.resources import ResourceVector
 
-from master.model import AgentSpec, FrameworkSpec
+from master.model import AgentSpec, FrameworkInfo
 from master.registry import AgentEntry, SqliteRegistry
 
 SPEC = AgentSpec("host", 5051, ResourceVector.parse("cpus:16;mem:65536"), (("rack", "r1"),))
@@ -38,7 +38,9 @@ def measure(sync: str, writes: int) -> None:
             if n % 2:
                 registry.admit_agent(AgentEntry(f"ag-{n}", SPEC, time.time()))
             else:
-                registry.put_framework(FrameworkSpec(f"fw-{n}", f"framework-{n}"), time.time())
+                registry.put_framework(
+                    FrameworkInfo(framework_id=f"fw-{n}", name=f"framework-{n}"), time.time()
+                )
             latencies.append(time.perf_counter() - started)
         registry.close()
         started = time.perf_counter()
@@ -96,7 +98,9 @@ def measure_etcd(writes: int) -> None:
                 if n % 2:
                     registry.admit_agent(AgentEntry(f"ag-{n}", SPEC, time.time()))
                 else:
-                    registry.put_framework(FrameworkSpec(f"fw-{n}", f"framework-{n}"), time.time())
+                    registry.put_framework(
+                        FrameworkInfo(framework_id=f"fw-{n}", name=f"framework-{n}"), time.time()
+                    )
                 latencies.append(time.perf_counter() - started)
             started = time.perf_counter()
             again = EtcdRegistry(target, etcd.client, etcd.run, epoch, 5.0)

@@ -14,7 +14,7 @@ import signal
 from pathlib import Path
 
 from agent.tasks.executors.supervisor import SUPERVISOR_FILE, TASK_FILE, read_json, record_alive
-from agent.tasks.isolation import cgroups
+from agent.tasks.isolation import cgroup_discovery, cgroups
 
 
 def reap(root: Path) -> list[str]:
@@ -29,12 +29,12 @@ def reap(root: Path) -> list[str]:
                     os.killpg(int(record["pid"]), signal.SIGKILL)
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(int(record["pid"]), signal.SIGKILL)
-    found = cgroups.detect()
+    found = cgroup_discovery.detect()
     if found is None:
         return leaks
     mounts = {m for m in (found.memory, found.cpu, found.cpuacct) if m}
     for work_dir in sorted(p for p in root.iterdir() if (p / "runs").is_dir()):
-        scope = cgroups.scope_name(work_dir)
+        scope = cgroup_discovery.scope_name(work_dir)
         for mount in sorted(mounts):
             directory = Path(mount) / cgroups.ROOT_NAME / scope
             for child in sorted(p for p in directory.glob("*") if p.is_dir()):

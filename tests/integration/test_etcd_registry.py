@@ -18,7 +18,7 @@ from fairshare.resources import ResourceVector
 
 from master.core.quota import Quota
 from master.ha.etcd_thread import EtcdThread
-from master.model import AgentSpec, FrameworkSpec
+from master.model import AgentSpec, FrameworkInfo
 from master.registry import (
     SCHEMA_VERSION,
     UNREACHABLE,
@@ -30,7 +30,9 @@ from master.registry.entries import AgentDrain
 from master.registry.etcd_store import EtcdRegistry, RegistryFenced
 
 SPEC = AgentSpec("host-1", 5051, ResourceVector.parse("cpus:4;mem:1024"), (("rack", "r1"),))
-FRAMEWORK = FrameworkSpec("fw-1", "batch", "analytics", 2.0, 30.0)
+FRAMEWORK = FrameworkInfo(
+    framework_id="fw-1", name="batch", role="analytics", weight=2.0, failover_timeout=30.0
+)
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from wire_fakes import FrameworkConn, get_state
 from wire_fakes import operator as operator_stub
 
 from master.ha.etcd_thread import EtcdThread
-from master.model import FrameworkSpec
+from master.model import FrameworkInfo
 from master.registry.etcd_store import EtcdRegistry
 
 ACL = """
@@ -150,7 +150,9 @@ def test_role_paths_round_trip_in_etcd(etcd_url: str, tmp_path: Path) -> None:
         first.set_weight("role", "eng", 1.0)
         first.set_weight("role", "eng/dev", 3.0)
         first.set_weight("role", "eng/dev/ci", 0.5)
-        first.put_framework(FrameworkSpec("fw-1", "ci", "eng/dev/ci", 1.0), 100.0)
+        first.put_framework(
+            FrameworkInfo(framework_id="fw-1", name="ci", role="eng/dev/ci", weight=1.0), 100.0
+        )
         first.set_weight("role", "eng", None)  # its own key only: the paths below stay
         second = _etcd_registry(etcd, _new_term(etcd, b"two"))
         second.load(_dir(tmp_path / "m2"))

@@ -3,7 +3,7 @@ a process into it, read what it used, end what is left in it, remove it.
 
 Finding the hierarchies and naming a task's cgroup in them is
 ``agent.tasks.isolation.cgroup_discovery`` (the agent's part only: the supervisor never loads
-it); its names are re-exported here, loaded on first use.
+it), which builds on this module; this module never imports it.
 
 Limits: memory is a hard limit at the task's ``mem`` (v1 ``memory.limit_in_bytes`` and, where
 swap is accounted, ``memory.memsw.limit_in_bytes`` at the same value so swapping cannot go past
@@ -37,45 +37,22 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs the supervisor's start time; annotations are not evaluated
     from typing import Any, Final
 
-    from agent.tasks.isolation.cgroup_discovery import (
-        Hierarchies,
-        detect,
-        scope_name,
-        task_cgroup,
-        task_name,
-    )
-
 __all__ = [
     "CPU_PERIOD_US",
     "ROOT_NAME",
-    "Hierarchies",
     "TaskCgroup",
     "create",
-    "detect",
     "join",
     "kill_all",
     "memory_now",
     "oom_killed",
     "procs",
     "remove",
-    "scope_name",
-    "task_cgroup",
-    "task_name",
     "usage",
 ]
 
 ROOT_NAME: Final = "fairshare"
 CPU_PERIOD_US: Final = 100_000
-_DISCOVERY: Final = frozenset({"Hierarchies", "detect", "scope_name", "task_cgroup", "task_name"})
-
-
-def __getattr__(name: str) -> Any:
-    """The names of ``cgroup_discovery``, imported on first use (never by the supervisor)."""
-    if name in _DISCOVERY:
-        from agent.tasks.isolation import cgroup_discovery
-
-        return getattr(cgroup_discovery, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Value:

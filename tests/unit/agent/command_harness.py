@@ -24,7 +24,7 @@ from agent.core.records import CommandTask, TaskKey
 from agent.tasks.executors.base import TaskEvent
 from agent.tasks.executors.command import CommandConfig, CommandExecutor
 from agent.tasks.executors.supervisor import SUPERVISOR_FILE, TASK_FILE, read_json, record_alive
-from agent.tasks.isolation import cgroups
+from agent.tasks.isolation import cgroup_discovery, cgroups
 from agent.tasks.isolation.modes import Isolation
 
 DEADLINE = 15.0
@@ -40,9 +40,9 @@ TERMINAL = {
 
 def cgroup_isolation(work_dir: Path) -> Isolation:
     """cgroups isolation on this host (the caller made sure cgroups are there)."""
-    found = cgroups.detect()
+    found = cgroup_discovery.detect()
     assert found is not None, "no writable cgroup memory and cpu controllers"
-    return Isolation("cgroups", found, cgroups.scope_name(work_dir))
+    return Isolation("cgroups", found, cgroup_discovery.scope_name(work_dir))
 
 
 def task(resources: str = "cpus:1;mem:128", **command: object) -> CommandTask:

@@ -32,21 +32,21 @@ def fake_v2(root: Path) -> str:
 
 def test_v2_is_chosen_when_it_has_memory_and_cpu(tmp_path: Path) -> None:
     mounts = fake_v2(tmp_path) + V1_MOUNTS
-    found = cgroups.detect(mounts)
-    assert found == cgroups.Hierarchies(2, str(tmp_path), str(tmp_path))
+    found = cgroup_discovery.detect(mounts)
+    assert found == cgroup_discovery.Hierarchies(2, str(tmp_path), str(tmp_path))
     assert (tmp_path / "fairshare").is_dir()
     assert (tmp_path / "cgroup.subtree_control").read_text() == "+memory +cpu"
 
 
 def test_v1_is_parsed_combined_or_apart() -> None:
     apart = cgroup_discovery._v1_mounts(cgroup_discovery._mounts(V1_MOUNTS))
-    assert apart == cgroups.Hierarchies(
+    assert apart == cgroup_discovery.Hierarchies(
         1, "/sys/fs/cgroup/memory", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpuacct"
     )
     combined = "cgroup /c cgroup rw,cpu,cpuacct 0 0\ncgroup /m cgroup rw,memory 0 0\n"
-    assert cgroup_discovery._v1_mounts(cgroup_discovery._mounts(combined)) == cgroups.Hierarchies(
-        1, "/m", "/c", "/c"
-    )
+    assert cgroup_discovery._v1_mounts(
+        cgroup_discovery._mounts(combined)
+    ) == cgroup_discovery.Hierarchies(1, "/m", "/c", "/c")
     assert (
         cgroup_discovery._v1_mounts(cgroup_discovery._mounts("cgroup /m cgroup rw,memory 0 0\n"))
         is None
@@ -55,16 +55,16 @@ def test_v1_is_parsed_combined_or_apart() -> None:
 
 def test_no_controllers_no_cgroups(tmp_path: Path) -> None:
     (tmp_path / "cgroup.controllers").write_text("hugetlb\n")
-    assert cgroups.detect(f"cgroup2 {tmp_path} cgroup2 rw 0 0\n") is None
+    assert cgroup_discovery.detect(f"cgroup2 {tmp_path} cgroup2 rw 0 0\n") is None
 
 
 def test_v2_task_cgroup_limits(tmp_path: Path) -> None:
-    hierarchies = cgroups.detect(fake_v2(tmp_path))
+    hierarchies = cgroup_discovery.detect(fake_v2(tmp_path))
     assert hierarchies is not None
-    name = cgroups.task_name("fw-1", "web/1")
+    name = cgroup_discovery.task_name("fw-1", "web/1")
     assert name.startswith("web_1-") and "/" not in name
-    assert name != cgroups.task_name("fw-2", "web/1")
-    cgroup = cgroups.task_cgroup(hierarchies, "agent-x", name)
+    assert name != cgroup_discovery.task_name("fw-2", "web/1")
+    cgroup = cgroup_discovery.task_cgroup(hierarchies, "agent-x", name)
     leaf = tmp_path / "fairshare" / "agent-x" / name
     assert cgroup == cgroups.TaskCgroup(2, str(leaf), str(leaf))
     assert cgroups.TaskCgroup.from_json(cgroup.to_json()) == cgroup
@@ -109,11 +109,11 @@ def test_choose_the_strongest_available(tmp_path: Path, monkeypatch: pytest.Monk
     with pytest.raises(IsolationError, match="--isolation cgroups"):
         choose("cgroups", tmp_path)
     assert choose("none", tmp_path)[0].mode == "none"
-    found = cgroups.Hierarchies(1, "/m", "/c", None)
+    found = cgroup_discovery.Hierarchies(1, "/m", "/c", None)
     monkeypatch.setattr(cgroup_discovery, "detect", lambda: found)
     chosen, why = choose(None, tmp_path)
     assert (chosen.mode, chosen.hierarchies, why) == ("cgroups", found, "the strongest available")
-    assert chosen.scope == cgroups.scope_name(tmp_path)
+    assert chosen.scope == cgroup_discovery.scope_name(tmp_path)
 
 
 def test_rlimits_limit_the_address_space_to_mem() -> None:

@@ -27,7 +27,7 @@ from fairshare.task_states import TaskReason, TaskState
 from fairshare.v1 import common_pb2
 
 from agent.tasks.executors.supervisor import EXIT_FILE, SUPERVISOR_FILE, read_json
-from agent.tasks.isolation import cgroups
+from agent.tasks.isolation import cgroup_discovery, cgroups
 from agent.tasks.isolation.modes import Isolation
 
 TS = common_pb2.TaskStatus
@@ -54,7 +54,7 @@ def work_dir() -> Iterator[Path]:
 
 @pytest.fixture
 def with_cgroups(work_dir: Path) -> Isolation:
-    if cgroups.detect() is None:
+    if cgroup_discovery.detect() is None:
         if os.geteuid() == 0:
             pytest.fail("no writable cgroup memory and cpu controllers: CI must run this test")
         pytest.skip("cgroups need root")
@@ -216,8 +216,8 @@ def test_a_cpu_hog_is_held_near_its_share(work_dir: Path, with_cgroups: Isolatio
         key = h.launch("spin", task("cpus:0.1;mem:64", shell=f"{spin} & {spin}; wait"))
         await h.wait(lambda: RUNNING in h.states(key), "RUNNING")
         assert with_cgroups.hierarchies is not None
-        name = cgroups.task_cgroup(
-            with_cgroups.hierarchies, with_cgroups.scope, cgroups.task_name(*key)
+        name = cgroup_discovery.task_cgroup(
+            with_cgroups.hierarchies, with_cgroups.scope, cgroup_discovery.task_name(*key)
         )
         assert name.cpuacct is not None
         acct = Path(name.cpuacct) / "cpuacct.usage"

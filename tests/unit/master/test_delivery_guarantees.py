@@ -8,7 +8,7 @@ import asyncio
 
 from fairshare.task_states import TaskReason, TaskState
 from test_runtime_cycle import (
-    FrameworkSpec,
+    FrameworkInfo,
     MasterRuntime,
     UpdateEvent,
     agent,
@@ -60,7 +60,7 @@ def test_updates_made_while_a_framework_is_away_reach_it_when_it_resubscribes() 
         runtime.frameworks.acknowledge(fw, agent_id, "t", running("t", agent_id).uuid)
         runtime.frameworks.unsubscribe(fw, events)  # the framework's process dies
         await asyncio.sleep(0.4)  # the agent is unheard: unreachable, its task LOST
-        info = FrameworkSpec(fw, "fw", failover_timeout=60.0)
+        info = FrameworkInfo(framework_id=fw, name="fw", failover_timeout=60.0)
         again = runtime.frameworks.subscribe(info, None, False)
         updates = [e.status for e in drain(again.channel) if isinstance(e, UpdateEvent)]
         first = updates[0]  # held while it was away, delivered before anything else

@@ -7,7 +7,7 @@ import asyncio
 
 from test_runtime_cycle import R, agent, drain, scenario
 
-from master.model import AgentSettings, AgentSpec, FailureEvent, FrameworkSpec, StreamEnd
+from master.model import AgentSettings, AgentSpec, FailureEvent, FrameworkInfo, StreamEnd
 from master.runtime import MasterRuntime
 from master.runtime.agent_loss import LIVENESS_BATCH
 from master.runtime.liveness import (
@@ -72,7 +72,7 @@ def test_a_closed_stream_is_due_after_agent_timeout_and_expire_is_due_now() -> N
 
 def test_many_late_agents_are_expired_in_batches_spread_over_loop_steps() -> None:
     async def test(runtime: MasterRuntime) -> None:
-        subscribed = runtime.frameworks.subscribe(FrameworkSpec("", "fw"), None, True)
+        subscribed = runtime.frameworks.subscribe(FrameworkInfo(name="fw"), None, True)
         agents = [agent(runtime, "cpus:1;mem:64") for _ in range(LIVENESS_BATCH * 2 + 10)]
         channels = [channel for _, channel in agents]
         drain(subscribed.channel)

@@ -15,7 +15,7 @@ from fairshare.resources import ResourceVector
 from master.acl import parse
 from master.core import TaskLaunch
 from master.core.errors import FailedPrecondition, NotFound, PermissionDenied
-from master.model import AgentSpec, FrameworkSpec, TaskDetails
+from master.model import AgentSpec, FrameworkInfo, TaskDetails
 from master.runtime import MasterRuntime, RuntimeConfig
 
 R = ResourceVector.parse
@@ -57,7 +57,7 @@ def test_grants_go_to_the_owner_view_logs_and_the_full_view_only() -> None:
         assert session.log_key == key  # what the agent gets at registration
         frameworks = {}
         for who in ("alice", "bob"):
-            spec = FrameworkSpec("", f"{who}-fw", principal=who)
+            spec = FrameworkInfo(name=f"{who}-fw", principal=who)
             frameworks[who] = runtime.frameworks.subscribe(spec, None, False, who).framework_id
         launch = TaskLaunch("t", "t", R("cpus:1"), agent_id)
         runtime.state.tasks.launch(frameworks["alice"], agent_id, launch)
@@ -97,7 +97,7 @@ def test_grants_go_to_the_owner_view_logs_and_the_full_view_only() -> None:
 def test_too_many_readable_frameworks_for_an_untracked_task_ask_for_the_framework() -> None:
     async def test(runtime: MasterRuntime) -> None:
         for index in range(65):
-            spec = FrameworkSpec("", f"fw-{index}", principal="alice")
+            spec = FrameworkInfo(name=f"fw-{index}", principal="alice")
             runtime.frameworks.subscribe(spec, None, False, "alice")
         with pytest.raises(FailedPrecondition, match="name the task's framework"):
             runtime.operator.log_grants.grant("gone", "", "alice")
@@ -107,7 +107,7 @@ def test_too_many_readable_frameworks_for_an_untracked_task_ask_for_the_framewor
 
 def test_run_tasks_is_checked_at_accept_before_anything_changes() -> None:
     async def test(runtime: MasterRuntime) -> None:
-        spec = FrameworkSpec("", "alice-fw", principal="alice")
+        spec = FrameworkInfo(name="alice-fw", principal="alice")
         framework_id = runtime.frameworks.subscribe(spec, None, False, "alice").framework_id
 
         def launch(user: str) -> TaskLaunch:

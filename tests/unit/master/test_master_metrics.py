@@ -24,7 +24,7 @@ from prometheus_client.samples import Sample
 
 from master.core import CoreConfig, TaskLaunch
 from master.metrics import MasterCollector, build_registry, on_loop, sampler
-from master.model import AgentSpec, FrameworkSpec, OffersEvent, StatusUpdate
+from master.model import AgentSpec, FrameworkInfo, OffersEvent, StatusUpdate
 from master.runtime import MasterRuntime, RuntimeConfig
 from master.runtime.counters import BUCKETS, DurationHistogram
 from master.service.rpc_metrics import RpcMetricsInterceptor, method_label
@@ -140,8 +140,8 @@ async def busy_cluster(runtime: MasterRuntime) -> dict[str, str]:
     for name, resources in (("a1", "cpus:4;mem:8192"), ("a2", "cpus:2;mem:1024;gpus:1")):
         session = runtime.agents.register(AgentSpec(name, 0, R(resources)))
         ids[name], channels[name] = session.agent_id, session.channel
-    web = runtime.frameworks.subscribe(FrameworkSpec("", "web"), None, False)
-    runtime.frameworks.subscribe(FrameworkSpec("", "batch"), None, True)
+    web = runtime.frameworks.subscribe(FrameworkInfo(name="web"), None, False)
+    runtime.frameworks.subscribe(FrameworkInfo(name="batch"), None, True)
     await settle()
     offers = [o for e in web.channel.drain() if isinstance(e, OffersEvent) for o in e.offers]
     on_a1 = next(o for o in offers if o.agent_id == ids["a1"])
@@ -153,7 +153,7 @@ async def busy_cluster(runtime: MasterRuntime) -> dict[str, str]:
     runtime.agents.update_statuses(ids["a1"], channels["a1"], reported)  # the agent retried
     runtime.frameworks.acknowledge(web.framework_id, ids["a1"], "t1", b"u" * 16)
     runtime.frameworks.subscribe(
-        FrameworkSpec("", "web"), None, False
+        FrameworkInfo(name="web"), None, False
     )  # a second framework named web
     await settle()
     return {"web": web.framework_id, **ids}
@@ -418,7 +418,7 @@ def test_per_framework_series_are_bounded() -> None:
 
     async def test(runtime: MasterRuntime) -> None:
         for n in range(MAX_FRAMEWORK_SERIES + 5):
-            runtime.frameworks.subscribe(FrameworkSpec("", f"fw{n}"), None, False)
+            runtime.frameworks.subscribe(FrameworkInfo(name=f"fw{n}"), None, False)
         samples = scrape(runtime)
         for name in ("fairshare_framework_info", "fairshare_framework_dominant_share"):
             assert len(values(samples, name)) == MAX_FRAMEWORK_SERIES, name

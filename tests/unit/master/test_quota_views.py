@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from master.core import CoreConfig
 from master.metrics import MasterCollector, build_registry, sampler
-from master.model import AgentSpec, DemandSpec, FrameworkSpec
+from master.model import AgentSpec, Demand, FrameworkInfo
 from master.runtime import MasterRuntime, RuntimeConfig
 
 R = ResourceVector.parse
@@ -34,8 +34,10 @@ def test_quota_roles_in_the_snapshot_and_the_metrics() -> None:
             core = runtime.state.core
             core.handle_set_quota("eng", R("cpus:8"), R("cpus:10"), 0.0)  # more than the pool
             core.handle_set_quota("ml", R("cpus:1"), None, 0.0)  # nobody in it yet
-            spec = FrameworkSpec("", "ci", role="eng/dev")
-            runtime.frameworks.subscribe(spec, DemandSpec(R("cpus:1;mem:64"), 10), False)
+            spec = FrameworkInfo(name="ci", role="eng/dev")
+            runtime.frameworks.subscribe(
+                spec, Demand(task_resources=R("cpus:1;mem:64"), max_tasks=10), False
+            )
             for _ in range(3):
                 await asyncio.sleep(0)
             registry = build_registry(MasterCollector(sampler(runtime.state, runtime.operator, {})))
@@ -122,8 +124,10 @@ def test_quota_columns_in_fairshare_roles_and_status() -> None:
         try:
             runtime.agents.register(AgentSpec("h1", 0, R("cpus:4;mem:4096")))
             runtime.state.core.handle_set_quota("eng", R("cpus:8"), R("cpus:10"), 0.0)
-            spec = FrameworkSpec("", "ci", role="eng")
-            runtime.frameworks.subscribe(spec, DemandSpec(R("cpus:1;mem:64"), 10), False)
+            spec = FrameworkInfo(name="ci", role="eng")
+            runtime.frameworks.subscribe(
+                spec, Demand(task_resources=R("cpus:1;mem:64"), max_tasks=10), False
+            )
             for _ in range(3):
                 await asyncio.sleep(0)
             return state_to_pb(runtime.operator.snapshot())

@@ -22,7 +22,7 @@ from master.config import MASTER_SETTINGS, load_config
 from master.core import CoreConfig, KillTask, TaskLaunch
 from master.core.rebalance import RebalanceDecision
 from master.daemon.runtime_config import rebalance_settings
-from master.model import AgentSpec, DemandSpec, FrameworkSpec, OffersEvent, StatusUpdate
+from master.model import AgentSpec, Demand, FrameworkInfo, OffersEvent, StatusUpdate
 from master.runtime import MasterRuntime, RuntimeConfig
 from master.runtime.rebalance_settings import RebalanceSettings
 from master.runtime.rebalancing import RebalanceTimer
@@ -45,8 +45,8 @@ class Cluster:
         self.launched = 0
 
     def subscribe(self, name: str) -> None:
-        demand = DemandSpec(SHAPES[name], 30)
-        result = self.runtime.frameworks.subscribe(FrameworkSpec("", name), demand, False)
+        demand = Demand(task_resources=SHAPES[name], max_tasks=30)
+        result = self.runtime.frameworks.subscribe(FrameworkInfo(name=name), demand, False)
         self.fw[name] = (result.framework_id, result.channel)
 
     def join(self, host: str) -> None:

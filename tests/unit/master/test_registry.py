@@ -10,7 +10,7 @@ import pytest
 from fairshare.resources import ResourceVector
 
 from master.core.quota import Quota
-from master.model import AgentSpec, FrameworkSpec
+from master.model import AgentSpec, FrameworkInfo
 from master.registry import (
     MARKER_FILE,
     REGISTRY_FILE,
@@ -23,8 +23,13 @@ from master.registry import (
 )
 
 SPEC = AgentSpec("host-1", 5051, ResourceVector.parse("cpus:4;mem:1024;gpus:1"), (("rack", "r1"),))
-FRAMEWORK = FrameworkSpec(
-    "fw-1", "batch", "analytics", 2.0, 30.0, capabilities=frozenset({"PARTITION_AWARE"})
+FRAMEWORK = FrameworkInfo(
+    framework_id="fw-1",
+    name="batch",
+    role="analytics",
+    weight=2.0,
+    failover_timeout=30.0,
+    capabilities=frozenset({"PARTITION_AWARE"}),
 )
 
 
@@ -35,7 +40,7 @@ def filled(work_dir: Path) -> SqliteRegistry:
     registry.set_agent_state("ag-2", UNREACHABLE)
     registry.set_agents_active(["ag-1"], False)
     registry.put_framework(FRAMEWORK, 102.0)
-    registry.put_framework(FrameworkSpec("fw-2", "gone"), 103.0)
+    registry.put_framework(FrameworkInfo(framework_id="fw-2", name="gone"), 103.0)
     registry.set_weight("role", "analytics", 3.0)
     registry.set_weight("framework", "fw-1", 4.0)
     registry.set_weight("framework", "fw-2", 5.0)
@@ -117,7 +122,7 @@ def test_a_failed_write_changes_nothing(tmp_path: Path) -> None:
     before = dict(registry.frameworks)
     registry._db.execute("PRAGMA query_only = ON")  # every write now fails
     with pytest.raises(RegistryWriteError):
-        registry.put_framework(FrameworkSpec("fw-3", "new"), 104.0)
+        registry.put_framework(FrameworkInfo(framework_id="fw-3", name="new"), 104.0)
     with pytest.raises(RegistryWriteError):
         registry.remove_framework("fw-1")
     assert registry.frameworks == before

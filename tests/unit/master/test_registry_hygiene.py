@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from fairshare.resources import ResourceVector
 
-from master.model import AgentSpec, FrameworkSpec
+from master.model import AgentSpec, FrameworkInfo
 from master.registry import (
     MARKER_FILE,
     REGISTRY_FILE,
@@ -29,14 +29,14 @@ def _left(registry: SqliteRegistry, count: int, at: float) -> None:
         registry.admit_agent(AgentEntry(f"ag-{at}-{index}", SPEC, at))
         registry.clock = lambda: at
         registry.set_agent_state(f"ag-{at}-{index}", UNREACHABLE)
-        registry.put_framework(FrameworkSpec(f"fw-{at}-{index}", "x"), at)
+        registry.put_framework(FrameworkInfo(framework_id=f"fw-{at}-{index}", name="x"), at)
         registry.remove_framework(f"fw-{at}-{index}")
 
 
 def test_garbage_collection_forgets_by_age_then_by_count_oldest_first(tmp_path: Path) -> None:
     registry = SqliteRegistry.open(tmp_path)
     registry.admit_agent(AgentEntry("ag-live", SPEC, 0.0))
-    registry.put_framework(FrameworkSpec("fw-live", "live"), 0.0)
+    registry.put_framework(FrameworkInfo(framework_id="fw-live", name="live"), 0.0)
     _left(registry, 3, 1 * DAY)
     _left(registry, 3, 10 * DAY)
     agents, frameworks = registry.collect_garbage(12 * DAY, 5 * DAY, 2, 5 * DAY, 2)

@@ -17,7 +17,7 @@ from framework_sdk._fake_cluster import Refusal
 from framework_sdk.testing import FakeMaster
 from master.acl import Acl, AclError, parse
 from master.core.errors import InvalidArgument
-from master.model import FrameworkSpec
+from master.model import FrameworkInfo
 from master.registry import SqliteRegistry
 from master.service import convert
 
@@ -217,7 +217,9 @@ def test_role_paths_round_trip_in_the_sqlite_registry(tmp_path: Path) -> None:
     registry.set_weight("role", "batch", 2.0)  # a flat role, as every older registry holds
     registry.set_weight("role", "eng/dev", 3.0)
     registry.set_weight("role", "eng/dev/ci", 0.5)
-    registry.put_framework(FrameworkSpec("fw-1", "ci", "eng/dev/ci", 1.0), 100.0)
+    registry.put_framework(
+        FrameworkInfo(framework_id="fw-1", name="ci", role="eng/dev/ci", weight=1.0), 100.0
+    )
     registry.close()
     reopened = SqliteRegistry.open(tmp_path)
     assert reopened.role_weights == {"batch": 2.0, "eng/dev": 3.0, "eng/dev/ci": 0.5}

@@ -26,7 +26,7 @@ from client_commands.status_document import render_table, state_to_dict
 from master.acl import parse
 from master.core import CoreConfig, TaskLaunch
 from master.metrics import MAX_FRAMEWORK_SERIES, MasterCollector, build_registry, sampler
-from master.model import AgentSpec, DemandSpec, FrameworkSpec, OffersEvent, StatusUpdate
+from master.model import AgentSpec, Demand, FrameworkInfo, OffersEvent, StatusUpdate
 from master.runtime import MasterRuntime, RuntimeConfig
 from master.runtime.authority import Authority
 from master.runtime.views import ClusterSnapshot, redact
@@ -67,8 +67,10 @@ async def tenants(runtime: MasterRuntime) -> None:
     runtime.operator.set_weight("eng", None, 2.0, False)
     subscribed = []
     for name, role, task, count in TENANTS:
-        spec = FrameworkSpec("", name, role=role)
-        result = runtime.frameworks.subscribe(spec, DemandSpec(R(task), count), False)
+        spec = FrameworkInfo(name=name, role=role)
+        result = runtime.frameworks.subscribe(
+            spec, Demand(task_resources=R(task), max_tasks=count), False
+        )
         subscribed.append((result, task, count))
     await settle()
     for result, task, count in subscribed:
@@ -353,7 +355,7 @@ def test_role_series_are_bounded() -> None:
         await runtime.start()
         try:
             for n in range(MAX_FRAMEWORK_SERIES + 5):
-                runtime.frameworks.subscribe(FrameworkSpec("", f"fw{n}", role=f"r{n}"), None, True)
+                runtime.frameworks.subscribe(FrameworkInfo(name=f"fw{n}", role=f"r{n}"), None, True)
             registry = build_registry(MasterCollector(sampler(runtime.state, runtime.operator, {})))
             text = generate_latest(registry).decode()
             families = {f.name: f for f in text_string_to_metric_families(text)}

@@ -20,10 +20,10 @@ from master.core.errors import FailedPrecondition, InvalidArgument, NotFound
 from master.model import (
     AckCommand,
     AgentSpec,
-    DemandSpec,
+    Demand,
     ErrorEvent,
     FailureEvent,
-    FrameworkSpec,
+    FrameworkInfo,
     HeartbeatEvent,
     OffersEvent,
     RescindEvent,
@@ -92,7 +92,7 @@ def report(
 
 def framework(runtime: MasterRuntime, name: str = "fw", **kw: Any) -> tuple[str, Channel[Any]]:
     demand = kw.pop("demand", None)
-    result = runtime.frameworks.subscribe(FrameworkSpec("", name, **kw), demand, False)
+    result = runtime.frameworks.subscribe(FrameworkInfo(name=name, **kw), demand, False)
     return result.framework_id, result.channel
 
 
@@ -137,8 +137,12 @@ def test_a_batch_window_merges_triggers_spread_over_time() -> None:
 
 def test_drf_offers_accept_launch_update_and_ack() -> None:
     async def test(runtime: MasterRuntime) -> None:
-        a, a_events = framework(runtime, "A", demand=DemandSpec(R("cpus:1;mem:4096"), 20))
-        _, b_events = framework(runtime, "B", demand=DemandSpec(R("cpus:3;mem:1024"), 20))
+        a, a_events = framework(
+            runtime, "A", demand=Demand(task_resources=R("cpus:1;mem:4096"), max_tasks=20)
+        )
+        _, b_events = framework(
+            runtime, "B", demand=Demand(task_resources=R("cpus:3;mem:1024"), max_tasks=20)
+        )
         agent_id, commands = agent(runtime, "cpus:9;mem:18432")
         await settle()
         [offer_a] = offers_of(a_events)
@@ -246,7 +250,7 @@ def test_failover_keeps_the_framework_until_its_timeout() -> None:
         assert runtime.operator.snapshot().frameworks[0].state == "DISCONNECTED"
         assert not runtime.state.core.offers  # its offer was rescinded
         back = runtime.frameworks.subscribe(
-            FrameworkSpec(fw, "fw", failover_timeout=0.05), None, False
+            FrameworkInfo(framework_id=fw, name="fw", failover_timeout=0.05), None, False
         )
         assert back.resubscribed
         runtime.frameworks.unsubscribe(fw, back.channel)
@@ -261,11 +265,13 @@ def test_resubscribe_checks_before_changing_anything() -> None:
     async def test(runtime: MasterRuntime) -> None:
         fw, events = framework(runtime, "web")
         with pytest.raises(InvalidArgument, match="cannot change"):
-            runtime.frameworks.subscribe(FrameworkSpec(fw, "other"), None, False)
+            runtime.frameworks.subscribe(FrameworkInfo(framework_id=fw, name="other"), None, False)
         assert not events.closed  # the open stream was not replaced
         with pytest.raises(NotFound):
-            runtime.frameworks.subscribe(FrameworkSpec("fw-unknown", "web"), None, False)
-        newer = runtime.frameworks.subscribe(FrameworkSpec(fw, "web"), None, True)
+            runtime.frameworks.subscribe(
+                FrameworkInfo(framework_id="fw-unknown", name="web"), None, False
+            )
+        newer = runtime.frameworks.subscribe(FrameworkInfo(framework_id=fw, name="web"), None, True)
         assert events.closed and isinstance(drain(events)[-1], ErrorEvent)
         assert runtime.operator.snapshot().frameworks[0].state == "SUPPRESSED"
         del newer

@@ -11,7 +11,7 @@ import pytest
 from fairshare.task_states import TaskState
 from test_runtime_cycle import (
     AgentSpec,
-    FrameworkSpec,
+    FrameworkInfo,
     MasterRuntime,
     OffersEvent,
     R,
@@ -26,7 +26,7 @@ from test_runtime_cycle import (
 
 from master.core import CoreConfig
 from master.core.errors import NotFound
-from master.model import DemandSpec
+from master.model import Demand
 from master.registry import SqliteRegistry
 from master.runtime.sessions import Channel
 
@@ -45,9 +45,9 @@ async def first_life(work_dir: Path) -> dict[str, str]:
     runtime = MasterRuntime(CONFIG, registry=SqliteRegistry.open(work_dir))
     await runtime.start()
     ids: dict[str, str] = {}
-    demand = DemandSpec(SMALL, 2)
-    a = runtime.frameworks.subscribe(FrameworkSpec("", "A", failover_timeout=60.0), demand, False)
-    b = runtime.frameworks.subscribe(FrameworkSpec("", "B", failover_timeout=60.0), None, True)
+    demand = Demand(task_resources=SMALL, max_tasks=2)
+    a = runtime.frameworks.subscribe(FrameworkInfo(name="A", failover_timeout=60.0), demand, False)
+    b = runtime.frameworks.subscribe(FrameworkInfo(name="B", failover_timeout=60.0), None, True)
     ids["A"], ids["B"] = a.framework_id, b.framework_id
     busy_session = runtime.agents.register(AgentSpec("busy", 1, R("cpus:3;mem:1024")))
     busy = busy_session.agent_id
@@ -86,10 +86,14 @@ def test_restart_recovers_and_offers_in_drf_order_only_once_agents_are_back(
             view = runtime.operator.snapshot()
             assert sorted(a.state for a in view.agents) == ["RECOVERING", "RECOVERING"]
             a = runtime.frameworks.subscribe(
-                FrameworkSpec(ids["A"], "A", failover_timeout=60.0), DemandSpec(SMALL, 5), False
+                FrameworkInfo(framework_id=ids["A"], name="A", failover_timeout=60.0),
+                Demand(task_resources=SMALL, max_tasks=5),
+                False,
             )
             b = runtime.frameworks.subscribe(
-                FrameworkSpec(ids["B"], "B", failover_timeout=60.0), DemandSpec(SMALL, 5), False
+                FrameworkInfo(framework_id=ids["B"], name="B", failover_timeout=60.0),
+                Demand(task_resources=SMALL, max_tasks=5),
+                False,
             )
             assert a.resubscribed and b.resubscribed
             with pytest.raises(NotFound):  # a recovering agent must reregister first
@@ -134,7 +138,9 @@ def test_operator_weights_are_durable_and_follow_their_precedence(tmp_path: Path
     async def main() -> None:
         runtime = MasterRuntime(CONFIG, registry=SqliteRegistry.open(tmp_path))
         await runtime.start()
-        spec_a = FrameworkSpec("", "A", role="batch", weight=2.0, failover_timeout=60.0)
+        spec_a = FrameworkInfo(
+            framework_id="", name="A", role="batch", weight=2.0, failover_timeout=60.0
+        )
         a = runtime.frameworks.subscribe(spec_a, None, True).framework_id
         assert runtime.operator.set_weight("batch", None, 3.0, False) == ("role", "batch", 3.0)
         assert runtime.operator.set_weight(None, a, 5.0, False) == ("framework", a, 5.0)

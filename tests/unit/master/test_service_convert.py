@@ -22,10 +22,10 @@ from master.model import (
     AckCommand,
     AgentSettings,
     AgentSpec,
-    DemandSpec,
+    Demand,
     ErrorEvent,
     FailureEvent,
-    FrameworkSpec,
+    FrameworkInfo,
     HeartbeatEvent,
     OffersEvent,
     RescindEvent,
@@ -132,8 +132,16 @@ def test_framework_spec_round_trip() -> None:
         capabilities=[C.FrameworkInfo.CAPABILITY_PARTITION_AWARE, 99],  # 99: from a newer SDK
     )
     spec = convert.framework_spec(info)
-    assert spec == FrameworkSpec(
-        "fw-1", "web", "*", 2.0, 30.0, "p", "u", "h", frozenset({"PARTITION_AWARE"})
+    assert spec == FrameworkInfo(
+        framework_id="fw-1",
+        name="web",
+        role="*",
+        weight=2.0,
+        failover_timeout=30.0,
+        principal="p",
+        user="u",
+        hostname="h",
+        capabilities=frozenset({"PARTITION_AWARE"}),
     )
     back = convert.framework_info(spec)
     assert back.weight == 2.0 and back.role == "*"
@@ -161,13 +169,13 @@ def test_bad_framework_info(info: common_pb2.FrameworkInfo) -> None:
 def test_demand() -> None:
     assert convert.demand_spec(C.Demand(), present=False) is None
     shape = convert.resources_to_pb(R("cpus:1;mem:4096"))
-    assert convert.demand_spec(C.Demand(task_resources=shape), True) == DemandSpec(
-        R("cpus:1;mem:4096"), None
+    assert convert.demand_spec(C.Demand(task_resources=shape), True) == Demand(
+        task_resources=R("cpus:1;mem:4096"), max_tasks=None
     )
     limited = convert.demand_spec(C.Demand(task_resources=shape, max_tasks=0), True)
-    assert limited == DemandSpec(R("cpus:1;mem:4096"), 0)
+    assert limited == Demand(task_resources=R("cpus:1;mem:4096"), max_tasks=0)
     assert convert.demand_to_pb(limited).max_tasks == 0
-    assert not convert.demand_to_pb(DemandSpec(R("cpus:1"))).HasField("max_tasks")
+    assert not convert.demand_to_pb(Demand(task_resources=R("cpus:1"))).HasField("max_tasks")
     with pytest.raises(InvalidArgument, match="empty"):
         convert.demand_spec(C.Demand(max_tasks=3), True)
     with pytest.raises(InvalidArgument, match="max_tasks"):

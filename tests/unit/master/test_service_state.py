@@ -10,7 +10,7 @@ from fairshare.task_states import TaskState
 from fairshare.v1 import common_pb2, operator_pb2
 
 from master.core import CoreConfig, TaskLaunch
-from master.model import AgentSpec, DemandSpec, FrameworkSpec, StatusUpdate
+from master.model import AgentSpec, Demand, FrameworkInfo, StatusUpdate
 from master.runtime import MasterRuntime, RuntimeConfig
 from master.service.convert import resources
 from master.service.state import state_to_pb
@@ -34,9 +34,11 @@ def build_state() -> operator_pb2.GetStateResponse:
             AgentSpec("h1", 7000, R("cpus:4;mem:4096"), (("rack", "r1"),))
         )
         agent_id = session.agent_id
-        shape = DemandSpec(R("cpus:1;mem:1024"), 3)
+        shape = Demand(task_resources=R("cpus:1;mem:1024"), max_tasks=3)
         web = runtime.frameworks.subscribe(
-            FrameworkSpec("", "web", weight=2.0, failover_timeout=60), shape, False
+            FrameworkInfo(name="web", weight=2.0, failover_timeout=60),
+            shape,
+            False,
         )
         await asyncio.sleep(0)
         [offers] = web.channel.drain()
@@ -59,7 +61,7 @@ def build_state() -> operator_pb2.GetStateResponse:
             web.framework_id, web.channel
         )  # disconnected, within failover
         batch = runtime.frameworks.subscribe(
-            FrameworkSpec("", "batch", role="analytics"), None, True
+            FrameworkInfo(name="batch", role="analytics"), None, True
         )
         await asyncio.sleep(0)
         runtime.state.counters.tasks_preempted[web.framework_id] = 2  # as the rebalancer counts

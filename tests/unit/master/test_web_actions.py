@@ -22,7 +22,7 @@ from test_runtime_cycle import offers_of, report, running, settle, spec
 from master.acl import parse
 from master.core import CoreConfig
 from master.metrics import MasterCollector, sampler
-from master.model import AgentSpec, FrameworkSpec
+from master.model import AgentSpec, FrameworkInfo
 from master.runtime import MasterRuntime, RuntimeConfig
 from master.runtime.log_grants import LogGrant
 from master.service.state_documents import WIRE_DOCUMENTS
@@ -117,7 +117,7 @@ async def cluster() -> AsyncIterator[tuple[MasterRuntime, CompletedHistory, list
 
 def batch_framework(runtime: MasterRuntime) -> tuple[str, Any]:
     """A framework registered by principal ``batch``: (its id, its event channel)."""
-    spec = FrameworkSpec("", "batch", principal="batch")
+    spec = FrameworkInfo(name="batch", principal="batch")
     result = runtime.frameworks.subscribe(spec, None, False, "batch")
     return result.framework_id, result.channel
 
