@@ -40,6 +40,9 @@ import grpc
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 20.0
+DAEMON_START_TIMEOUT = 60.0
+"""A daemon that has not exited serves within this (about 1 s when the machine is idle; a
+daemon that exits fails the wait at once, so only a loaded machine ever waits long)."""
 POLL_STEP = 0.02
 DEFAULT_MASTER_FLAGS = ("--allocation-interval", "200ms", "--validate", "--shutdown-grace", "2s")
 
@@ -107,7 +110,7 @@ class Daemon:
         STARTED.append(self)
         self.address = ""
 
-    def wait_ready(self, timeout: float = START_TIMEOUT) -> str:
+    def wait_ready(self, timeout: float = DAEMON_START_TIMEOUT) -> str:
         """Wait for the address file; returns ``HOST:PORT``."""
 
         def ready() -> str:

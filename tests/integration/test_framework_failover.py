@@ -121,6 +121,7 @@ class Fw:
                 subscribe_timeout=OPTIONS.subscribe_timeout,
             )
         self.client = SchedulerClient(master.address, info, options=options)
+        self.tearing_down = False  # set by teardown(): a call racing it may find no framework
         self.wanted = wanted
         self.ack_delay = ack_delay
         self.duration = duration
@@ -156,7 +157,11 @@ class Fw:
             elif isinstance(event, OffersReceived):
                 for offer in event.offers:
                     self.offers.append(offer)
-                    await self._use(offer)
+                    try:
+                        await self._use(offer)
+                    except NotFoundError:
+                        if not self.tearing_down:
+                            raise  # only our own teardown may remove the framework
             elif isinstance(event, StatusUpdate):
                 self.updates.append(event)
                 if self.ack_delay is not None and event.uuid:
@@ -191,6 +196,7 @@ class Fw:
             await self._pump
 
     async def teardown(self) -> None:
+        self.tearing_down = True
         await self.client.teardown()
         if self._pump is not None:
             await self._pump
