@@ -192,6 +192,7 @@ async def _serve(
         else:
             workers.add_to_server(server)
             port = workers.reserve_port()
+            workers.spawn()
     except (RuntimeError, SecurityError, OSError) as error:
         log_event(
             log, "listen.failed", logging.ERROR, host=config.host, port=config.port, error=error
@@ -218,20 +219,22 @@ async def _serve(
     if metrics is None:
         return EXIT_FAILED
     await server.start()
-    if workers is not None and not await workers.start():
-        log_event(log, "io_workers.failed", logging.ERROR, workers=config.io_workers)
-        await workers.stop(0)
-        await server.stop(0)
-        await metrics.close()
-        return EXIT_FAILED
     if registry is not None:
-        await leadership.lead_alone(registry)
+        await leadership.lead_alone(registry)  # I/O workers start meanwhile, in their processes
     else:
         me = LeaderRecord(leadership.address, metrics.address, uuid.uuid4().hex, 0.0)
         target = EtcdTarget.parse(config.registry)
         leadership.campaign(
             target, me, config.election_ttl, work_dir, config.etcd, security.registry_key
         )
+    if workers is not None and not await workers.serving():
+        log_event(log, "io_workers.failed", logging.ERROR, workers=config.io_workers)
+        leadership.drain()
+        await leadership.stop()
+        await workers.stop(0)
+        await server.stop(0)
+        await metrics.close()
+        return EXIT_FAILED
     limit = raise_fd_limit()
     background = [
         asyncio.create_task(history.run(leadership.snapshot_or_none)),

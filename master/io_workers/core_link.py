@@ -37,6 +37,7 @@ from master.io_workers.protocol import (
     COMMANDS,
     END,
     HEARD,
+    HELLO,
     MAX_BATCH,
     OPEN,
     OPENED,
@@ -75,8 +76,10 @@ class _Session:
 class _Link:
     """One worker's link: its sessions and the operations waiting to go to it."""
 
-    def __init__(self, gate: LeaderGate, worker: str) -> None:
+    def __init__(self, gate: LeaderGate, worker: str, on_ready: asyncio.Event) -> None:
         self.gate = gate
+        self.on_ready = on_ready
+        self.ready = False  # the worker serves the public port
         self.worker = worker
         self.sessions: dict[int, _Session] = {}
         self.out: list[Operation] = []
@@ -107,6 +110,10 @@ class _Link:
 
     def apply(self, operation: Operation) -> None:
         kind, sid = operation[0], operation[1]
+        if kind == HELLO:
+            self.ready = True
+            self.on_ready.set()
+            return
         if kind == OPEN:
             self.open(sid, *operation[2:])
             return
@@ -188,7 +195,9 @@ class _Link:
             session.calls.disconnect(session.agent_id, channel)
 
     async def batches(self) -> AsyncIterator[bytes]:
-        """What goes to the worker: everything queued at once, as one batch."""
+        """What goes to the worker: an empty batch (the link is up), then everything queued at
+        once, as one batch."""
+        yield encode([])
         while True:
             await self.wake.wait()
             self.wake.clear()
@@ -231,20 +240,21 @@ class CoreLink:
     def __init__(self, gate: LeaderGate) -> None:
         self.gate = gate
         self.links: dict[str, _Link] = {}
-        self.connected = asyncio.Condition()
+        self.ready_changed = asyncio.Event()
 
     def depths(self) -> dict[str, tuple[int, int]]:
         """Per worker: operations it had queued for the core, and queued here for it."""
         return {name: (link.depth, len(link.out)) for name, link in self.links.items()}
 
     async def wait_for(self, count: int, timeout: float) -> bool:
-        """Wait until ``count`` links are connected (False after ``timeout`` seconds)."""
-        async with self.connected:
-            try:
-                async with asyncio.timeout(timeout):
-                    await self.connected.wait_for(lambda: len(self.links) >= count)
-            except TimeoutError:
-                return False
+        """Wait until ``count`` linked workers serve (False after ``timeout`` seconds)."""
+        try:
+            async with asyncio.timeout(timeout):
+                while sum(link.ready for link in self.links.values()) < count:
+                    self.ready_changed.clear()
+                    await self.ready_changed.wait()
+        except TimeoutError:
+            return False
         return True
 
     async def serve(self, requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
@@ -253,13 +263,11 @@ class CoreLink:
         for key, value in context.invocation_metadata() or ():
             if key == WORKER_METADATA:
                 worker = str(value)
-        link = _Link(self.gate, worker)
+        link = _Link(self.gate, worker, self.ready_changed)
         old = self.links.get(worker)
         if old is not None:
             old.end_all()
         self.links[worker] = link
-        async with self.connected:
-            self.connected.notify_all()
         log_event(log, "io_worker.linked", worker=worker)
         reader = asyncio.ensure_future(link.read(requests))
         try:

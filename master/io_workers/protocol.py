@@ -7,10 +7,11 @@ item names it; a worker's batch is ``(depth, operations)``, ``depth`` being how 
 were queued when the batch left (the core shows it as a metric).
 
 Worker to core (``sid``: the worker's number for one agent stream, never reused by it):
+  ``(HELLO, 0)``: the worker serves the public port now (its first operation);
   ``(OPEN, sid, principal, agent_id | None, spec, tasks)``: register (``agent_id`` None) or
   reregister; ``(UPDATES, sid, updates)``; ``(HEARD, sid)``; ``(CLOSE, sid, end | None)``: the
   agent's stream ended (``end``: the refusal that ended it).
-Core to worker:
+Core to worker (the first batch is empty: the link is up, the worker may serve):
   ``(OPENED, sid, agent_id, master_id, heartbeat_interval, reconnect_jitter, epoch, log_key)``;
   ``(REFUSED, sid, code, message)``; ``(COMMANDS, sid, items)``: what the session's channel gave,
   in order; ``(END, sid, end)``: the session's channel closed with ``end`` (its last item).
@@ -37,6 +38,7 @@ __all__ = [
     "END",
     "FORWARDED_PRINCIPAL",
     "HEARD",
+    "HELLO",
     "LINK_METHOD",
     "LINK_OPTIONS",
     "MAX_BATCH",
@@ -57,6 +59,7 @@ WORKER_METADATA: Final = "fairshare-io-worker"
 FORWARDED_PRINCIPAL: Final = "fairshare-forwarded-principal"
 """The principal a worker authenticated, in the metadata of a call it forwards to the core."""
 
+HELLO: Final = 0
 OPEN: Final = 1
 UPDATES: Final = 2
 HEARD: Final = 3

@@ -27,6 +27,7 @@ from master.io_workers.protocol import (
     COMMANDS,
     END,
     HEARD,
+    HELLO,
     MAX_BATCH,
     OPEN,
     OPENED,
@@ -101,6 +102,10 @@ class RemoteAgents:
         self._opening[operation[1]] = future
         self._push(operation)
         return future
+
+    def hello(self) -> None:
+        """Tell the core this worker serves the public port now."""
+        self._push((HELLO, 0))
 
     def register(self, spec: AgentSpec, principal: str | None = None) -> Awaitable[AgentSession]:
         """Ask the core to admit a new agent."""

@@ -8,7 +8,7 @@ socket that only is bound takes none). The core serves its own gRPC server on a 
 directory of mode 0700 (the socket itself 0600): the workers' links (``CoreLink``) and the calls
 they forward, which its ``RpcGuard`` trusts (``forwarded_principal``).
 
-Invariants: ``start`` returns once every worker has linked (its server is up), or False after
+Invariants: ``serving`` returns once every worker has linked and serves, or False after
 ``timeout``; a worker that exits while the master runs is started again (after 0.2 s, doubling
 to 5 s while it keeps dying within 10 s of its start), and the core ends its sessions when its
 link ends (``CoreLink``); ``stop`` sends SIGTERM, then SIGKILL after the grace, and waits for
@@ -69,6 +69,8 @@ class IoWorkers:
             (grpc.method_handlers_generic_handler(service, {method: handler}),)
         )
         server.add_insecure_port(f"unix:{self.socket}")
+        if self.socket.exists():
+            os.chmod(self.socket, 0o600)
 
     def reserve_port(self) -> int:
         """Bind the public port (without listening) so the workers can share it; its number."""
@@ -92,10 +94,14 @@ class IoWorkers:
             self.config, index, self.port, f"unix:{self.socket}", os.getpid(), share
         )
 
-    async def start(self, timeout: float = 30.0) -> bool:
-        """Start the workers; True once each has linked."""
-        os.chmod(self.socket, 0o600)
+    def spawn(self) -> None:
+        """Start the workers (as soon as the port is held: their start overlaps the core's)."""
         self._keepers = [asyncio.create_task(self._keep(i)) for i in range(self.count)]
+
+    async def serving(self, timeout: float = 30.0) -> bool:
+        """True once every worker has linked and serves the public port."""
+        if self.socket.exists():
+            os.chmod(self.socket, 0o600)
         return await self.link.wait_for(self.count, timeout)
 
     async def _keep(self, index: int) -> None:

@@ -6,8 +6,10 @@ spreads new connections over them), with the master's TLS, ``RpcGuard`` (authent
 server limits: the Agent API by the master's own ``AgentServicer`` over ``RemoteAgents`` (its
 calls batched on the link to the core), every other call forwarded to the core (``Forwarder``).
 
-Invariants: the public port is served only while the link is up: the worker opens its link
-after its server starts and exits when the link ends (the core died or dropped it), and it dies
+Invariants: the public port is served only while the link is up: the worker, started as soon
+as the core holds the port (so its imports overlap the core's start), opens its link (waiting for
+the core's socket), starts its server when the core's first batch says the link is up, tells the
+core so (``HELLO``), and exits when the link ends (the core died or dropped it), and it dies
 with the core process (``PR_SET_PDEATHSIG``, and a check that its parent is still the one that
 started it); SIGINT is ignored (a terminal's ^C reaches the core, which stops its workers), SIGTERM
 stops the server with the master's ``shutdown_grace``.
@@ -44,6 +46,8 @@ log = logging.getLogger("fairshare.master.io")
 
 AGENT_SERVICE = "fairshare.v1.AgentService"
 PR_SET_PDEATHSIG = 1
+RECONNECT = (("grpc.initial_reconnect_backoff_ms", 20), ("grpc.max_reconnect_backoff_ms", 200))
+"""The core's socket appears soon after the worker starts: try it often."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,19 +90,25 @@ async def serve(params: WorkerParams) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
-    core = grpc.aio.insecure_channel(params.core_socket, options=list(LINK_OPTIONS))
+    core = grpc.aio.insecure_channel(params.core_socket, options=[*LINK_OPTIONS, *RECONNECT])
     agents = RemoteAgents()
     server = _server(params, RpcGuard(security.authenticator))
     add_agent_service(AgentServicer(agents), server)
     server.add_generic_rpc_handlers((Forwarder(core, frozenset({AGENT_SERVICE})),))
     add_port(server, f"{config.host}:{params.port}", security.server)
-    await server.start()
     open_link = core.stream_stream(LINK_METHOD, request_serializer=None, response_deserializer=None)
-    link = open_link(agents.batches(), metadata=((WORKER_METADATA, str(params.index)),))
+    link = open_link(
+        agents.batches(), metadata=((WORKER_METADATA, str(params.index)),), wait_for_ready=True
+    )
 
     async def read_link() -> None:
         try:
-            async for data in link:
+            while isinstance(data := await link.read(), bytes):  # not grpc.aio.EOF
+                if not agents.ended and not serving.done():  # the core's first, empty batch
+                    await server.start()
+                    agents.hello()
+                    serving.set_result(None)
+                    log_event(log, "io_worker.serving", worker=params.index, port=params.port)
                 agents.deliver(data)
         except grpc.aio.AioRpcError as error:
             log_event(log, "io_worker.link_lost", worker=params.index, code=error.code().name)
@@ -106,8 +116,8 @@ async def serve(params: WorkerParams) -> int:
             agents.link_ended()
             stop.set()
 
+    serving: asyncio.Future[None] = loop.create_future()
     reader = asyncio.ensure_future(read_link())
-    log_event(log, "io_worker.serving", worker=params.index, port=params.port)
     await stop.wait()
     graceful = not agents.ended
     await server.stop(config.shutdown_grace if graceful else 0.5)

@@ -182,11 +182,12 @@ def measure_window(bench: Bench, groups: Groups, seconds: float) -> Window:
     load.update({w.pid: w for w in bench.agents})
     pids = list(load)
     before = {name: [w.request("stats") for w in ws] for name, (ws, _) in groups.items()}
-    master0, load0, wall0 = cpu_seconds(bench.master.pid), cpu_seconds(*pids), time.monotonic()
+    masters = bench.master.pids()  # with --io-workers, the workers' CPU is the master's too
+    master0, load0, wall0 = cpu_seconds(*masters), cpu_seconds(*pids), time.monotonic()
     time.sleep(seconds)
     after = {name: [w.request("stats") for w in ws] for name, (ws, _) in groups.items()}
     wall = time.monotonic() - wall0
-    master_cpu = (cpu_seconds(bench.master.pid) - master0) / wall
+    master_cpu = (cpu_seconds(*masters) - master0) / wall
     load_cpu = (cpu_seconds(*pids) - load0) / wall
     rates = {
         name: rate_of(before[name], after[name], counter) for name, (_, counter) in groups.items()
@@ -563,9 +564,8 @@ def run(args: argparse.Namespace, log_dir: Path, command: str) -> Results:
     profile_prefix = str(log_dir / "master-profile") if args.profile else None
     work_dir = log_dir / "master"
     level = args.master_log_level
-    with Master(
-        work_dir, args.allocation_interval, level, profile_prefix, extra=FLEET_REGISTRATION
-    ) as master:
+    extra = (*FLEET_REGISTRATION, "--io-workers", str(args.io_workers))
+    with Master(work_dir, args.allocation_interval, level, profile_prefix, extra=extra) as master:
         bench = Bench(args, master, log_dir, results)
         try:
             steps: list[tuple[str, Callable[[], None]]] = [
@@ -648,6 +648,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add("--task-seconds", type=float, default=0.05, help="lifecycle: task run time")
     add("--ack-calls", type=int, help="lifecycle: Acknowledge calls in flight (default: SDK's)")
     add("--allocation-interval", default="1s", help="the master's --allocation-interval")
+    add("--io-workers", type=int, default=0, help="the master's --io-workers (I/O processes)")
     add("--master-log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     add("--metrics-cost", action="store_true", help="also: offers/s with /metrics scraped vs not")
     add("--profile", action="store_true", help="profile the master (cProfile) per phase")

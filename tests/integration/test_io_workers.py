@@ -59,9 +59,11 @@ def active_agents(address: str) -> int:
 
 
 def start_run(clients: Callable[..., Client], address: str, count: int) -> Client:
+    """``fairshare run`` keeping ``count`` tasks; its failover timeout lets it resubscribe after
+    a broken connection (without one, its tasks end with its stream, workers or not)."""
     return clients(
         "-m", "fairshare.cli", "run", "--master", address, "--name", "web",
-        "--task", "cpus:0.5;mem:64", "--count", str(count),
+        "--task", "cpus:0.5;mem:64", "--count", str(count), "--failover-timeout", "60s",
     )  # fmt: skip
 
 
