@@ -215,7 +215,10 @@ async def _serve(
         documents=WIRE_DOCUMENTS,
     )
     mesos = mesos_api(leadership)
-    metrics = await start_http(config, security, leadership, rpc_metrics, health, web, mesos)
+    queues = workers.link.depths if workers is not None else dict
+    metrics = await start_http(
+        config, security, leadership, rpc_metrics, health, web, mesos, queues
+    )
     if metrics is None:
         return EXIT_FAILED
     await server.start()

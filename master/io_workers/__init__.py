@@ -1,4 +1,4 @@
-"""I/O worker processes: ``fairshare master --io-workers N`` (docs/architecture.md §10).
+"""I/O worker processes: ``fairshare master --io-workers N`` (docs/architecture.md §13).
 
 The master's core is one process, and its ceiling is one core's worth of grpc.aio and asyncio
 per message. With ``--io-workers N`` (N >= 1) the core serves no public socket: N worker

@@ -1,4 +1,4 @@
-"""``CoreLink``: the core's end of the I/O workers' links (docs/architecture.md §10).
+"""``CoreLink``: the core's end of the I/O workers' links (docs/architecture.md §13).
 
 Each worker opens one ``LINK_METHOD`` stream on the core's Unix socket. The core applies each
 batch it receives, operation by operation in order, to the ``AgentCalls`` of the leadership term

@@ -1,5 +1,5 @@
 """``Forwarder``: in an I/O worker, every call but the Agent API's, passed to the core as it
-came (docs/architecture.md §10).
+came (docs/architecture.md §13).
 
 A generic handler that serves any method (but ``skip``'s services) as a raw-bytes stream in
 both directions, so unary and streaming calls alike reach the core's own servicers (Scheduler,

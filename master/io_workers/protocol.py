@@ -1,5 +1,5 @@
 """The link between an I/O worker and the core: its address, its method, and what one batch
-carries (docs/architecture.md §10).
+carries (docs/architecture.md §13).
 
 One link per worker: a gRPC bidirectional stream (``LINK_METHOD``) over the core's Unix socket,
 whose messages are batches. A batch is a pickled list of operations, each a tuple whose first

@@ -1,5 +1,5 @@
 """``RemoteAgents``: ``AgentCalls``' shape in an I/O worker, each call an operation on the
-worker's link to the core (docs/architecture.md §10).
+worker's link to the core (docs/architecture.md §13).
 
 The worker's ``AgentServicer`` (the one-process servicer, unchanged) calls it as it calls
 ``AgentCalls``: ``register`` and ``reregister`` return a future the core's ``OPENED`` or

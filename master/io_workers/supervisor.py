@@ -1,5 +1,5 @@
 """``IoWorkers``: the core's side of ``--io-workers N``: the public port held, the core's Unix
-socket, and the worker processes, restarted when they die (docs/architecture.md §10).
+socket, and the worker processes, restarted when they die (docs/architecture.md §13).
 
 The core binds the public port without listening on it (``SO_REUSEPORT``), so it holds the port
 (and learns it, for ``--port 0``) while the workers, which listen on it with ``SO_REUSEPORT``

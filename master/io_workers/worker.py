@@ -1,4 +1,4 @@
-"""An I/O worker process: ``python -m master.io_workers.worker`` (docs/architecture.md §10).
+"""An I/O worker process: ``python -m master.io_workers`` (docs/architecture.md §13).
 
 Started by the master's ``IoWorkers`` with its ``WorkerParams`` (pickled, on standard input).
 It serves the master's public port beside the other workers (``SO_REUSEPORT``: the kernel

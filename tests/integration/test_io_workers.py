@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -83,6 +84,14 @@ def test_agents_run_and_status_through_two_workers(
     frameworks = document["frameworks"]
     assert [f["tasks"].get("RUNNING") for f in frameworks] == [4]
     assert {a.log().count("master.connected") for a in agents} == {1}  # nothing reconnected
+    url = f"http://{master.metrics_address}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        metrics = response.read().decode()
+    series = re.findall(r"^fairshare_io_worker_queue_depth\{(.*)\} ", metrics, re.MULTILINE)
+    labels = sorted(tuple(sorted(re.findall(r'(\w+)="(\w+)"', s))) for s in series)
+    assert labels == [
+        (("direction", d), ("worker", w)) for d in ("to_core", "to_worker") for w in "01"
+    ]
 
 
 def test_a_worker_killed_costs_only_reconnections(
