@@ -222,22 +222,20 @@ async def _serve(
     if metrics is None:
         return EXIT_FAILED
     await server.start()
-    if registry is not None:
-        await leadership.lead_alone(registry)  # I/O workers start meanwhile, in their processes
+    if workers is not None and not await workers.serving():
+        log_event(log, "io_workers.failed", logging.ERROR, workers=config.io_workers)
+        await workers.stop(0)
+        await server.stop(0)
+        await metrics.close()
+        return EXIT_FAILED
+    if registry is not None:  # after the workers serve: the reregistration window starts here
+        await leadership.lead_alone(registry)
     else:
         me = LeaderRecord(leadership.address, metrics.address, uuid.uuid4().hex, 0.0)
         target = EtcdTarget.parse(config.registry)
         leadership.campaign(
             target, me, config.election_ttl, work_dir, config.etcd, security.registry_key
         )
-    if workers is not None and not await workers.serving():
-        log_event(log, "io_workers.failed", logging.ERROR, workers=config.io_workers)
-        leadership.drain()
-        await leadership.stop()
-        await workers.stop(0)
-        await server.stop(0)
-        await metrics.close()
-        return EXIT_FAILED
     limit = raise_fd_limit()
     background = [
         asyncio.create_task(history.run(leadership.snapshot_or_none)),

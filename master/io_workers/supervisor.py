@@ -95,7 +95,7 @@ class IoWorkers:
         )
 
     def spawn(self) -> None:
-        """Start the workers (as soon as the port is held: their start overlaps the core's)."""
+        """Start the workers (as soon as the port is held: their start overlaps the core's own)."""
         self._keepers = [asyncio.create_task(self._keep(i)) for i in range(self.count)]
 
     async def serving(self, timeout: float = 30.0) -> bool:
