@@ -222,13 +222,13 @@ async def _serve(
     if metrics is None:
         return EXIT_FAILED
     await server.start()
-    if workers is not None and not await workers.serving():
+    if workers is not None and not await workers.linked():
         log_event(log, "io_workers.failed", logging.ERROR, workers=config.io_workers)
         await workers.stop(0)
         await server.stop(0)
         await metrics.close()
         return EXIT_FAILED
-    if registry is not None:  # after the workers serve: the reregistration window starts here
+    if registry is not None:
         await leadership.lead_alone(registry)
     else:
         me = LeaderRecord(leadership.address, metrics.address, uuid.uuid4().hex, 0.0)
@@ -236,6 +236,14 @@ async def _serve(
         leadership.campaign(
             target, me, config.election_ttl, work_dir, config.etcd, security.registry_key
         )
+    if workers is not None and not await workers.serving():  # they serve from now on
+        log_event(log, "io_workers.failed", logging.ERROR, workers=config.io_workers)
+        leadership.drain()
+        await leadership.stop()
+        await workers.stop(0)
+        await server.stop(0)
+        await metrics.close()
+        return EXIT_FAILED
     limit = raise_fd_limit()
     background = [
         asyncio.create_task(history.run(leadership.snapshot_or_none)),

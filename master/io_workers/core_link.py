@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Final
 
 from fairshare.logs import log_event
@@ -76,9 +76,12 @@ class _Session:
 class _Link:
     """One worker's link: its sessions and the operations waiting to go to it."""
 
-    def __init__(self, gate: LeaderGate, worker: str, on_ready: asyncio.Event) -> None:
+    def __init__(
+        self, gate: LeaderGate, worker: str, on_ready: asyncio.Event, opened: asyncio.Event
+    ) -> None:
         self.gate = gate
         self.on_ready = on_ready
+        self.opened = opened
         self.ready = False  # the worker serves the public port
         self.worker = worker
         self.sessions: dict[int, _Session] = {}
@@ -195,8 +198,9 @@ class _Link:
             session.calls.disconnect(session.agent_id, channel)
 
     async def batches(self) -> AsyncIterator[bytes]:
-        """What goes to the worker: an empty batch (the link is up), then everything queued at
-        once, as one batch."""
+        """What goes to the worker: once the core serves (``CoreLink.open``), an empty batch (the
+        worker may serve), then everything queued at once, as one batch."""
+        await self.opened.wait()
         yield encode([])
         while True:
             await self.wake.wait()
@@ -240,19 +244,33 @@ class CoreLink:
     def __init__(self, gate: LeaderGate) -> None:
         self.gate = gate
         self.links: dict[str, _Link] = {}
-        self.ready_changed = asyncio.Event()
+        self.changed = asyncio.Event()
+        self.opened = asyncio.Event()
 
     def depths(self) -> dict[str, tuple[int, int]]:
         """Per worker: operations it had queued for the core, and queued here for it."""
         return {name: (link.depth, len(link.out)) for name, link in self.links.items()}
 
-    async def wait_for(self, count: int, timeout: float) -> bool:
+    def open(self) -> None:
+        """Let the workers serve the public port (now, and at once after a restart)."""
+        self.opened.set()
+
+    async def linked(self, count: int, timeout: float) -> bool:
+        """Wait until ``count`` workers have linked (False after ``timeout`` seconds)."""
+        return await self._until(lambda: len(self.links) >= count, timeout)
+
+    async def serving(self, count: int, timeout: float) -> bool:
         """Wait until ``count`` linked workers serve (False after ``timeout`` seconds)."""
+        return await self._until(
+            lambda: sum(x.ready for x in self.links.values()) >= count, timeout
+        )
+
+    async def _until(self, condition: Callable[[], bool], timeout: float) -> bool:
         try:
             async with asyncio.timeout(timeout):
-                while sum(link.ready for link in self.links.values()) < count:
-                    self.ready_changed.clear()
-                    await self.ready_changed.wait()
+                while not condition():
+                    self.changed.clear()
+                    await self.changed.wait()
         except TimeoutError:
             return False
         return True
@@ -263,11 +281,12 @@ class CoreLink:
         for key, value in context.invocation_metadata() or ():
             if key == WORKER_METADATA:
                 worker = str(value)
-        link = _Link(self.gate, worker, self.ready_changed)
+        link = _Link(self.gate, worker, self.changed, self.opened)
         old = self.links.get(worker)
         if old is not None:
             old.end_all()
         self.links[worker] = link
+        self.changed.set()
         log_event(log, "io_worker.linked", worker=worker)
         reader = asyncio.ensure_future(link.read(requests))
         try:

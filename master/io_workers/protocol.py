@@ -11,7 +11,7 @@ Worker to core (``sid``: the worker's number for one agent stream, never reused 
   ``(OPEN, sid, principal, agent_id | None, spec, tasks)``: register (``agent_id`` None) or
   reregister; ``(UPDATES, sid, updates)``; ``(HEARD, sid)``; ``(CLOSE, sid, end | None)``: the
   agent's stream ended (``end``: the refusal that ended it).
-Core to worker (the first batch is empty: the link is up, the worker may serve):
+Core to worker (the first batch is empty: the core is ready, the worker may serve):
   ``(OPENED, sid, agent_id, master_id, heartbeat_interval, reconnect_jitter, epoch, log_key)``;
   ``(REFUSED, sid, code, message)``; ``(COMMANDS, sid, items)``: what the session's channel gave,
   in order; ``(END, sid, end)``: the session's channel closed with ``end`` (its last item).

@@ -8,8 +8,10 @@ socket that only is bound takes none). The core serves its own gRPC server on a 
 directory of mode 0700 (the socket itself 0600): the workers' links (``CoreLink``) and the calls
 they forward, which its ``RpcGuard`` trusts (``forwarded_principal``).
 
-Invariants: ``serving`` returns once every worker has linked and serves, or False after
-``timeout``; a worker that exits while the master runs is started again (after 0.2 s, doubling
+Invariants: the workers serve the public port only once the core is ready to answer (``linked``
+waits for their links, the core then recovers or campaigns, ``serving`` lets them serve and waits
+until each does, or returns False after ``timeout``), so no agent is refused for a core that is
+still starting; a worker that exits while the master runs is started again (after 0.2 s, doubling
 to 5 s while it keeps dying within 10 s of its start), and the core ends its sessions when its
 link ends (``CoreLink``); ``stop`` sends SIGTERM, then SIGKILL after the grace, and waits for
 every worker.
@@ -98,11 +100,16 @@ class IoWorkers:
         """Start the workers (as soon as the port is held: their start overlaps the core's own)."""
         self._keepers = [asyncio.create_task(self._keep(i)) for i in range(self.count)]
 
-    async def serving(self, timeout: float = 30.0) -> bool:
-        """True once every worker has linked and serves the public port."""
+    async def linked(self, timeout: float = 30.0) -> bool:
+        """True once every worker has linked (it does not serve the public port yet)."""
         if self.socket.exists():
             os.chmod(self.socket, 0o600)
-        return await self.link.wait_for(self.count, timeout)
+        return await self.link.linked(self.count, timeout)
+
+    async def serving(self, timeout: float = 30.0) -> bool:
+        """Let the workers serve the public port; True once every one does."""
+        self.link.open()
+        return await self.link.serving(self.count, timeout)
 
     async def _keep(self, index: int) -> None:
         loop = asyncio.get_running_loop()

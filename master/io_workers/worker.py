@@ -7,12 +7,12 @@ server limits: the Agent API by the master's own ``AgentServicer`` over ``Remote
 calls batched on the link to the core), every other call forwarded to the core (``Forwarder``).
 
 Invariants: the public port is served only while the link is up: the worker, started as soon
-as the core holds the port (so its imports overlap the core's start), opens its link (waiting for
-the core's socket), starts its server when the core's first batch says the link is up, tells the
-core so (``HELLO``), and exits when the link ends (the core died or dropped it), and it dies
-with the core process (``PR_SET_PDEATHSIG``, and a check that its parent is still the one that
-started it); SIGINT is ignored (a terminal's ^C reaches the core, which stops its workers), SIGTERM
-stops the server with the master's ``shutdown_grace``.
+as the core holds the port (so its imports overlap the core's start), opens its link (waiting
+for the core's socket), starts its server when the core's first batch says the core is ready to
+answer, tells the core so (``HELLO``), and exits when the link ends (the core died or dropped
+it); it dies with the core process (``PR_SET_PDEATHSIG``, and a check that its parent is still
+the one that started it); SIGINT is ignored (a terminal's ^C reaches the core, which stops its
+workers), SIGTERM stops the server with the master's ``shutdown_grace``.
 """
 
 from __future__ import annotations
