@@ -116,17 +116,11 @@ class IoWorkers:
         backoff = FIRST_BACKOFF
         while not self._stopping:
             started = loop.time()
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "master.io_workers", stdin=asyncio.subprocess.PIPE
-            )
-            self._procs[index] = proc
-            assert proc.stdin is not None
-            proc.stdin.write(encode(self._params(index)))
-            with contextlib.suppress(ConnectionError):
-                await proc.stdin.drain()
-            proc.stdin.close()
-            log_event(log, "io_worker.started", worker=index, pid=proc.pid)
-            code = await proc.wait()
+            try:
+                code = await self._run_once(index)
+            except OSError as error:  # the interpreter could not be started: try again later
+                log_event(log, "io_worker.start_failed", logging.ERROR, worker=index, error=error)
+                code = None
             if self._stopping:
                 return
             self.restarts += 1
@@ -134,6 +128,20 @@ class IoWorkers:
             backoff = FIRST_BACKOFF if loop.time() - started > STABLE_AFTER else backoff
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, MAX_BACKOFF)
+
+    async def _run_once(self, index: int) -> int:
+        """Start worker ``index`` and wait for it to exit; its exit code."""
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "master.io_workers", stdin=asyncio.subprocess.PIPE
+        )
+        self._procs[index] = proc
+        assert proc.stdin is not None
+        proc.stdin.write(encode(self._params(index)))
+        with contextlib.suppress(ConnectionError):
+            await proc.stdin.drain()
+        proc.stdin.close()
+        log_event(log, "io_worker.started", worker=index, pid=proc.pid)
+        return await proc.wait()
 
     def pids(self) -> list[int]:
         """The workers' process ids (those running now)."""
