@@ -34,11 +34,12 @@ from fairshare.rpc_guard import RpcGuard
 from fairshare.transport import ServerLimits, add_port, raise_fd_limit, server_options
 
 from master.config import MasterConfig
-from master.io_workers.forwarding import Forwarder
+from master.io_workers.forwarding import HEALTH_SHAPES, Forwarder
 from master.io_workers.protocol import LINK_METHOD, LINK_OPTIONS, WORKER_METADATA
 from master.io_workers.remote_agents import RemoteAgents
 from master.security import load_security
 from master.service.agent import AgentServicer, add_agent_service
+from master.service.leader_gate import method_shapes
 
 __all__ = ["WorkerParams", "main", "serve"]
 
@@ -94,7 +95,8 @@ async def serve(params: WorkerParams) -> int:
     agents = RemoteAgents()
     server = _server(params, RpcGuard(security.authenticator))
     add_agent_service(AgentServicer(agents), server)
-    server.add_generic_rpc_handlers((Forwarder(core, frozenset({AGENT_SERVICE})),))
+    shapes = {**HEALTH_SHAPES, **method_shapes()}
+    server.add_generic_rpc_handlers((Forwarder(core, frozenset({AGENT_SERVICE}), shapes),))
     add_port(server, f"{config.host}:{params.port}", security.server)
     open_link = core.stream_stream(LINK_METHOD, request_serializer=None, response_deserializer=None)
     link = open_link(

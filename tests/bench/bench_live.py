@@ -167,6 +167,7 @@ class Window:
     rates: dict[str, float]
     master_cpu: float
     load_cpu: float
+    core_cpu: float = 0.0  # of the master's own process (with --io-workers, not the workers')
 
 
 def rate_of(before: list[dict[str, Any]], after: list[dict[str, Any]], counter: str) -> float:
@@ -186,15 +187,17 @@ def measure_window(bench: Bench, groups: Groups, seconds: float) -> Window:
     before = {name: [w.request("stats") for w in ws] for name, (ws, _) in groups.items()}
     masters = bench.master.pids()  # with --io-workers, the workers' CPU is the master's too
     master0, load0, wall0 = cpu_seconds(*masters), cpu_seconds(*pids), time.monotonic()
+    core0 = cpu_seconds(bench.master.pid)
     time.sleep(seconds)
     after = {name: [w.request("stats") for w in ws] for name, (ws, _) in groups.items()}
     wall = time.monotonic() - wall0
     master_cpu = (cpu_seconds(*masters) - master0) / wall
     load_cpu = (cpu_seconds(*pids) - load0) / wall
+    core_cpu = (cpu_seconds(bench.master.pid) - core0) / wall
     rates = {
         name: rate_of(before[name], after[name], counter) for name, (_, counter) in groups.items()
     }
-    return Window(rates, master_cpu, load_cpu)
+    return Window(rates, master_cpu, load_cpu, core_cpu)
 
 
 def windows(bench: Bench, groups: Groups, label: str) -> list[Window]:
@@ -204,9 +207,13 @@ def windows(bench: Bench, groups: Groups, label: str) -> list[Window]:
     for index in range(bench.args.repeats):
         window = measure_window(bench, groups, bench.args.window)
         shown = ", ".join(f"{name} {rate:,.0f}/s" for name, rate in window.rates.items())
+        split = ""
+        if bench.args.io_workers:
+            workers = window.master_cpu - window.core_cpu
+            split = f" (core {window.core_cpu:.0%}, I/O workers {workers:.0%})"
         bench.results.note(
-            f"{label} window {index + 1}: {shown}; master CPU {window.master_cpu:.0%} of a core,"
-            f" load processes {window.load_cpu:.0%}"
+            f"{label} window {index + 1}: {shown}; master CPU {window.master_cpu:.0%} of a core"
+            f"{split}, load processes {window.load_cpu:.0%}"
         )
         measured.append(window)
     return measured
