@@ -204,6 +204,7 @@ class _Link:
         yield encode([])
         while True:
             await self.wake.wait()
+            await asyncio.sleep(0)  # what this loop iteration queues joins the batch
             self.wake.clear()
             operations, self.out = self.out[:MAX_BATCH], self.out[MAX_BATCH:]
             if self.out:

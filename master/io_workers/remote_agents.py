@@ -152,6 +152,7 @@ class RemoteAgents:
         """What goes to the core: everything queued at once, as one batch."""
         while not self.ended:
             await self._wake.wait()
+            await asyncio.sleep(0)  # what this loop iteration queues joins the batch
             self._wake.clear()
             operations, self._out = self._out[:MAX_BATCH], self._out[MAX_BATCH:]
             if self._out:
