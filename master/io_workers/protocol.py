@@ -13,8 +13,9 @@ Worker to core (``sid``: the worker's number for one agent stream, never reused 
   agent's stream ended (``end``: the refusal that ended it).
 Core to worker (the first batch is empty: the core is ready, the worker may serve):
   ``(OPENED, sid, agent_id, master_id, heartbeat_interval, reconnect_jitter, epoch, log_key)``;
-  ``(REFUSED, sid, code, message)``; ``(COMMANDS, sid, items)``: what the session's channel gave,
-  in order; ``(END, sid, end)``: the session's channel closed with ``end`` (its last item).
+  ``(REFUSED, sid, code, message[, trailing metadata])`` (a follower's names the leader);
+  ``(COMMANDS, sid, items)``: what the session's channel gave, in order; ``(END, sid, end)``:
+  the session's channel closed with ``end`` (its last item).
 
 Invariants: operations of one link are applied in the order they were queued, so one agent's
 messages (all on one worker) reach ``AgentCalls`` in the order the agent sent them, and its

@@ -49,11 +49,15 @@ LINK_ENDED: Final = StreamEnd("UNAVAILABLE", "the master's I/O worker lost the m
 
 
 class RemoteRefusal(CoreError):
-    """The core refused a register or reregister (``code`` is the core's)."""
+    """The core refused a register or reregister (``code`` is the core's; ``trailing_metadata``:
+    what the stream ends with, a follower's ``fairshare-leader``)."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(
+        self, code: str, message: str, trailing_metadata: tuple[tuple[str, str], ...] = ()
+    ) -> None:
         super().__init__(message)
         self.code = code
+        self.trailing_metadata = trailing_metadata
 
 
 class _SessionChannel(Channel[AgentCommand]):
@@ -180,7 +184,8 @@ class RemoteAgents:
             elif kind == REFUSED:
                 future = self._opening.pop(sid, None)
                 if future is not None and not future.done():
-                    future.set_exception(RemoteRefusal(operation[2], operation[3]))
+                    hint = operation[4] if len(operation) > 4 else ()
+                    future.set_exception(RemoteRefusal(operation[2], operation[3], hint))
 
     def _opened(self, sid: int, operation: Operation) -> None:
         future = self._opening.pop(sid, None)

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
+from fairshare.masters import LEADER_METADATA
 from fairshare.resources import ResourceVector
 from fairshare.task_states import TaskState
 
@@ -101,6 +102,17 @@ def test_an_unknown_agent_is_refused_and_the_worker_hears_the_code() -> None:
         with pytest.raises(RemoteRefusal) as refused:
             await _session(remote.reregister("ag-nobody", SPEC, []))
         assert refused.value.code == "FAILED_PRECONDITION"
+
+    _with_link(body)
+
+
+def test_a_follower_refuses_naming_the_leader_in_the_trailing_metadata() -> None:
+    async def body(runtime: MasterRuntime, remote: RemoteAgents, core: CoreLink) -> None:
+        core.gate.follow("10.0.0.2:5050")
+        with pytest.raises(RemoteRefusal) as refused:
+            await _session(remote.register(SPEC))
+        assert refused.value.code == "UNAVAILABLE"
+        assert refused.value.trailing_metadata == ((LEADER_METADATA, "10.0.0.2:5050"),)
 
     _with_link(body)
 
