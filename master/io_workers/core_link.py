@@ -86,6 +86,7 @@ class _Link:
         self.ready = False  # the worker serves the public port
         self.worker = worker
         self.sessions: dict[int, _Session] = {}
+        self.pending: set[asyncio.Future[None]] = set()  # opens waiting for an election
         self.out: list[Operation] = []
         self.wake = asyncio.Event()
         self.room = asyncio.Event()
@@ -140,9 +141,22 @@ class _Link:
             calls.disconnect(agent_id, channel, StreamEnd("INTERNAL", f"internal error: {error}"))
 
     def open(
-        self, sid: int, principal: str | None, agent_id: str | None, spec: Any, tasks: Any
+        self,
+        sid: int,
+        principal: str | None,
+        agent_id: str | None,
+        spec: Any,
+        tasks: Any,
+        held: bool = False,
     ) -> None:
         servicer = self.gate.servicer("agent")
+        if servicer is None and not held and self.gate.hold > 0 and self.gate.leader is None:
+            # An election is on: the open waits for its outcome, as the gate holds a call (the
+            # agent's later messages wait for its answer, so nothing of it overtakes this).
+            waiting = asyncio.ensure_future(self.held_open(sid, principal, agent_id, spec, tasks))
+            self.pending.add(waiting)
+            waiting.add_done_callback(self.pending.discard)
+            return
         if servicer is None:
             leader = self.gate.leader  # named as the gate names it (fairshare.masters)
             if leader:
@@ -178,9 +192,17 @@ class _Link:
                 session.log_key,
             )
         )
-        held = _Session(session.agent_id, calls, session.channel)
-        self.sessions[sid] = held
-        held.task = asyncio.ensure_future(self.drain(sid, held))
+        attached = _Session(session.agent_id, calls, session.channel)
+        self.sessions[sid] = attached
+        attached.task = asyncio.ensure_future(self.drain(sid, attached))
+
+    async def held_open(
+        self, sid: int, principal: str | None, agent_id: str | None, spec: Any, tasks: Any
+    ) -> None:
+        """``open`` once the election has an outcome (or ``hold`` seconds passed)."""
+        await self.gate.await_leader(None)
+        if not self.ended:
+            self.open(sid, principal, agent_id, spec, tasks, held=True)
 
     async def drain(self, sid: int, session: _Session) -> None:
         """Queue what the session's channel gives, until it closes."""
@@ -223,6 +245,8 @@ class _Link:
     def end_all(self) -> None:
         """The link ended: every session of it ends as a broken stream does."""
         self.ended = True
+        for waiting in list(self.pending):
+            waiting.cancel()
         sessions, self.sessions = self.sessions, {}
         for session in sessions.values():
             session.calls.disconnect(session.agent_id, session.channel, LINK_LOST)

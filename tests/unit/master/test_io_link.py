@@ -117,6 +117,21 @@ def test_a_follower_refuses_naming_the_leader_in_the_trailing_metadata() -> None
     _with_link(body)
 
 
+def test_an_open_during_an_election_waits_for_its_outcome() -> None:
+    async def body(runtime: MasterRuntime, remote: RemoteAgents, core: CoreLink) -> None:
+        servicers = Servicers(None, AgentServicer(runtime.agents), None)
+        core.gate.follow(None)  # an election is on
+        core.gate.hold = 5.0
+        opened = asyncio.ensure_future(remote.register(SPEC))
+        await asyncio.sleep(0.05)
+        assert not opened.done()  # held, not refused
+        core.gate.lead(servicers)  # this master won
+        session = await _session(opened)
+        assert session.agent_id in runtime.state.agents
+
+    _with_link(body)
+
+
 def test_the_end_of_the_link_ends_its_sessions_as_broken_streams() -> None:
     async def body(runtime: MasterRuntime, remote: RemoteAgents, core: CoreLink) -> None:
         session = await _session(remote.register(SPEC))
