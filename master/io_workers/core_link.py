@@ -17,8 +17,10 @@ Invariants:
 - backpressure: while more than ``MAX_OUTGOING`` operations wait to go to a worker, the core
   reads no more of that worker's batches and its sessions' tasks wait, so gRPC's flow control
   holds the worker back, and the worker, its agents' streams;
-- fencing: a batch leaves only while the gate says the lease is current (``still_valid``); a
-  deposed leader's batch keeps only the ends (commands are dropped, sessions opened are refused
+- the gate decides as for one process: while this master does not lead, an open is refused
+  UNAVAILABLE with the gate's trailing metadata (the leader), or held while an election is on
+  (``hold``); a batch leaves only while the lease is current (``still_valid``): a deposed
+  leader's batch keeps only the ends (commands are dropped, sessions opened are refused
   UNAVAILABLE), as the gate refuses the streams of one process.
 """
 
