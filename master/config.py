@@ -70,6 +70,7 @@ class MasterConfig:
     port: int = _DEFAULT["port"]
     metrics_port: int = _DEFAULT["metrics_port"]
     work_dir: str = _DEFAULT["work_dir"]
+    io_workers: int = _DEFAULT["io_workers"]
     policy: str = _DEFAULT["policy"]
     hierarchy: str = _DEFAULT["hierarchy"]
     fair_sharing_excluded_resources: frozenset[str] = _DEFAULT["fair_sharing_excluded_resources"]

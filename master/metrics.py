@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import platform
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fairshare.metrics_server import (
     METRICS_ADDR_FILE,
@@ -108,6 +108,9 @@ class MasterSample:
     rpc_counts: dict[tuple[str, str], int]
     tasks_ended: dict[TaskState, int]
     leadership: LeadershipSample | None = None
+    io_queues: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Per I/O worker (``--io-workers``): operations it had queued for the core when it last
+    sent, and operations the core has queued for it."""
 
 
 class MasterCollector(Collector):
@@ -157,6 +160,17 @@ class MasterCollector(Collector):
         for (method, code), n in sorted(sample.rpc_counts.items()):
             rpc.add_metric([method, code], n)
         yield rpc
+        if sample.io_queues:
+            depth = GaugeMetricFamily(
+                "fairshare_io_worker_queue_depth",
+                "Operations queued on an I/O worker's link to the core (--io-workers): to_core"
+                " as the worker last said, to_worker waiting in the core.",
+                labels=["worker", "direction"],
+            )
+            for worker, (to_core, to_worker) in sorted(sample.io_queues.items()):
+                depth.add_metric([worker, "to_core"], to_core)
+                depth.add_metric([worker, "to_worker"], to_worker)
+            yield depth
 
 
 def sampler(

@@ -89,6 +89,7 @@ from master.daemon.startup import (
     write_addr,
 )
 from master.ha.leadership import Leadership
+from master.io_workers import FORWARDED_PRINCIPAL, LINK_OPTIONS, CoreLink, IoWorkers
 from master.metrics import write_metrics_addr
 from master.registry import Registry
 from master.security import MasterSecurity, exposure, load_security
@@ -135,14 +136,18 @@ async def serve(
 
 
 def _server(config: MasterConfig, guard: RpcGuard, rpc: RpcMetricsInterceptor) -> grpc.aio.Server:
-    """The gRPC server with its limits; interceptors: metrics outside, the guard inside."""
+    """The gRPC server with its limits; interceptors: metrics outside, the guard inside. With
+    I/O workers it serves their Unix socket only: the public limits are theirs to enforce."""
     limit = raise_fd_limit()
     limits = ServerLimits(
         max_connections=config.max_connections or connection_cap(limit),
         streams_per_connection=config.max_streams_per_connection,
         idle_timeout=config.idle_timeout,
     )
-    return grpc.aio.server(options=server_options(limits), interceptors=[rpc, guard])
+    options = server_options(limits)
+    if config.io_workers:
+        options = list({**dict(options), **dict(LINK_OPTIONS)}.items())
+    return grpc.aio.server(options=options, interceptors=[rpc, guard])
 
 
 async def _serve(
@@ -172,14 +177,23 @@ async def _serve(
     health = HealthServicer(SERVICES)
     rpc_metrics = RpcMetricsInterceptor()
     guard = RpcGuard(security.authenticator)
+    workers: IoWorkers | None = None
+    if config.io_workers:  # the workers authenticate; the core trusts what they forward
+        workers = IoWorkers(config, config.io_workers, CoreLink(leadership.gate))
+        guard = RpcGuard(security.authenticator, forwarded_principal=FORWARDED_PRINCIPAL)
     server = _server(config, guard, rpc_metrics)
     leadership.gate.add_to_server(server)
     server.add_generic_rpc_handlers((health.handler(),))
     if ports_taken(config):
         return EXIT_FAILED
     try:
-        port = add_port(server, f"{config.host}:{config.port}", security.server)
-    except (RuntimeError, SecurityError) as error:
+        if workers is None:
+            port = add_port(server, f"{config.host}:{config.port}", security.server)
+        else:
+            workers.add_to_server(server)
+            port = workers.reserve_port()
+            workers.spawn()
+    except (RuntimeError, SecurityError, OSError) as error:
         log_event(
             log, "listen.failed", logging.ERROR, host=config.host, port=config.port, error=error
         )
@@ -201,10 +215,19 @@ async def _serve(
         documents=WIRE_DOCUMENTS,
     )
     mesos = mesos_api(leadership)
-    metrics = await start_http(config, security, leadership, rpc_metrics, health, web, mesos)
+    queues = workers.link.depths if workers is not None else dict
+    metrics = await start_http(
+        config, security, leadership, rpc_metrics, health, web, mesos, queues
+    )
     if metrics is None:
         return EXIT_FAILED
     await server.start()
+    if workers is not None and not await workers.linked():
+        log_event(log, "io_workers.failed", logging.ERROR, workers=config.io_workers)
+        await workers.stop(0)
+        await server.stop(0)
+        await metrics.close()
+        return EXIT_FAILED
     if registry is not None:
         await leadership.lead_alone(registry)
     else:
@@ -213,6 +236,14 @@ async def _serve(
         leadership.campaign(
             target, me, config.election_ttl, work_dir, config.etcd, security.registry_key
         )
+    if workers is not None and not await workers.serving():  # they serve from now on
+        log_event(log, "io_workers.failed", logging.ERROR, workers=config.io_workers)
+        leadership.drain()
+        await leadership.stop()
+        await workers.stop(0)
+        await server.stop(0)
+        await metrics.close()
+        return EXIT_FAILED
     limit = raise_fd_limit()
     background = [
         asyncio.create_task(history.run(leadership.snapshot_or_none)),
@@ -233,6 +264,8 @@ async def _serve(
     leadership.drain()
     health.close()
     await leadership.stop()  # an HA leader gives up its lease now: another takes over at once
+    if workers is not None:
+        await workers.stop(config.shutdown_grace)
     await server.stop(config.shutdown_grace)
     for task in background:
         task.cancel()

@@ -95,16 +95,19 @@ async def start_http(
     health: HealthServicer,
     web: WebApi,
     mesos: MesosSchedulerApi,
+    io_queues: Callable[[], dict[str, tuple[int, int]]] = dict,
 ) -> MetricsServer | None:
     """Serve /metrics, /health, the dashboard and /api/v1 on ``--metrics-port``; None (after
-    logging why) if it cannot bind."""
+    logging why) if it cannot bind. ``io_queues``: the I/O workers' link depths, if any."""
 
     def sample() -> MasterSample:
         term = leadership.term
+        queues = io_queues()
         if term is None:
-            return MasterSample(None, RuntimeCounters(), dict(rpc.counts), {}, leadership.sample())
+            counts = dict(rpc.counts)
+            return MasterSample(None, RuntimeCounters(), counts, {}, leadership.sample(), queues)
         taken = sampler(term.runtime.state, term.runtime.operator, rpc.counts)()
-        return dataclasses.replace(taken, leadership=leadership.sample())
+        return dataclasses.replace(taken, leadership=leadership.sample(), io_queues=queues)
 
     take = on_loop(asyncio.get_running_loop(), sample)
 

@@ -12,13 +12,20 @@ the ``StreamEnd`` that closed the channel: a refused message ends it with its er
 nothing of that message was applied (an undecodable one: INVALID_ARGUMENT). The session belongs
 to the principal that opened it (``caller()``): register and reregister name it to the runtime,
 which binds the agent to it (the node restriction).
+
+The servicer needs only ``AgentCalls``' shape (``AgentPort``): in the master's I/O workers
+(``master.io_workers``) the same servicer runs over an adapter whose register and reregister
+answer later (an awaitable: the core's answer comes back over the worker's link) and whose
+message calls may ask the reader to wait (an awaitable: the link's queue is full, so the agent's
+stream is read no further until there is room). ``AgentCalls`` itself answers at once (None).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from typing import Any, Protocol
 
 from fairshare.logs import log_event
 from fairshare.rpc_guard import UndecodableRequest, caller
@@ -27,13 +34,19 @@ from fairshare.v1 import agent_pb2_grpc
 from grpc import aio
 
 from master.core import CoreError, InvalidArgument
-from master.model import AgentCommand, StreamEnd
-from master.runtime.agents import AgentCalls, AgentSession
+from master.model import AgentCommand, AgentSpec, StreamEnd
+from master.runtime.agents import AgentSession, ReportedTask, ReportedUpdate
 from master.runtime.sessions import Channel
 from master.service import convert, streams
 from master.service.errors import Context, abort_with, grpc_code
 
-__all__ = ["FIRST_MESSAGE_TIMEOUT", "MAX_COMMANDS_PER_MESSAGE", "AgentServicer"]
+__all__ = [
+    "FIRST_MESSAGE_TIMEOUT",
+    "MAX_COMMANDS_PER_MESSAGE",
+    "AgentPort",
+    "AgentServicer",
+    "add_agent_service",
+]
 
 log = logging.getLogger("fairshare.master.rpc")
 
@@ -43,10 +56,42 @@ MAX_COMMANDS_PER_MESSAGE = 1000
 """Commands batched into one ``commands`` message at most."""
 
 
+class AgentPort(Protocol):
+    """What the servicer calls: ``AgentCalls`` (master.runtime.agents), or an adapter of its
+    shape whose answers may come later (awaitables)."""
+
+    def register(
+        self, spec: AgentSpec, principal: str | None = None
+    ) -> AgentSession | Awaitable[AgentSession]: ...
+
+    def reregister(
+        self,
+        agent_id: str,
+        spec: AgentSpec,
+        tasks: Sequence[ReportedTask],
+        principal: str | None = None,
+    ) -> AgentSession | Awaitable[AgentSession]: ...
+
+    def heard(self, agent_id: str, channel: Channel[AgentCommand]) -> Awaitable[None] | None: ...
+
+    def update_statuses(
+        self, agent_id: str, channel: Channel[AgentCommand], updates: Sequence[ReportedUpdate]
+    ) -> Awaitable[None] | None: ...
+
+    def disconnect(
+        self, agent_id: str, channel: Channel[AgentCommand], end: StreamEnd | None = None
+    ) -> None: ...
+
+
+def add_agent_service(servicer: AgentServicer, server: Any) -> None:
+    """Register ``servicer`` as the Agent API of ``server`` (a grpc.aio server)."""
+    agent_pb2_grpc.add_AgentServiceServicer_to_server(servicer, server)
+
+
 class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     """Agents' sessions, forwarded to the runtime."""
 
-    def __init__(self, agents: AgentCalls) -> None:
+    def __init__(self, agents: AgentPort) -> None:
         self.agents = agents
 
     async def Connect(
@@ -59,7 +104,8 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                 first = await anext(requests, None)
             if first is None:
                 return  # the agent went away before saying who it is
-            session = self._open(first)
+            opened = self._open(first)
+            session = opened if isinstance(opened, AgentSession) else await opened
         except Exception as error:
             await abort_with(context, _refusal(error), "Connect")
         agent_id, channel = session.agent_id, session.channel
@@ -78,7 +124,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             reader.cancel()
             self.agents.disconnect(agent_id, channel)
 
-    def _open(self, first: pb.ConnectRequest) -> AgentSession:
+    def _open(self, first: pb.ConnectRequest) -> AgentSession | Awaitable[AgentSession]:
         kind = first.WhichOneof("message")
         if kind == "register":
             return self.agents.register(convert.agent_spec(first.register.agent_info), caller())
@@ -104,13 +150,15 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                 kind = message.WhichOneof("message")
                 if kind == "updates":
                     updates = convert.agent_updates(message.updates.updates)
-                    self.agents.update_statuses(agent_id, channel, updates)
+                    room = self.agents.update_statuses(agent_id, channel, updates)
                 elif kind == "heartbeat":
-                    self.agents.heard(agent_id, channel)
+                    room = self.agents.heard(agent_id, channel)
                 else:
                     raise InvalidArgument(
                         f"{kind or 'an empty message'} is not allowed after the first message"
                     )
+                if room is not None:
+                    await room  # the worker's link is full: read no further until it drains
         except (CoreError, UndecodableRequest) as error:
             log_event(log, "rpc.refused", logging.DEBUG, method="Connect", code=error.code)
             end = StreamEnd(error.code, error.message)

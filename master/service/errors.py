@@ -3,11 +3,12 @@
 Invariant: a ``CoreError`` raised by conversion or by the runtime (which then changed nothing)
 ends the call with the status code its class names and its message (logged at DEBUG, a few
 lines a second at most: ``LogLimiter``), and so does an undecodable request stream message
-(INVALID_ARGUMENT); any other exception is a bug: it is logged with its traceback and the call
-ends with INTERNAL, and the daemon keeps serving. A unary answer larger than the message limit
-(``fairshare.transport.MAX_MESSAGE_BYTES``; GetState is trimmed below it, so none should be)
-ends the call with RESOURCE_EXHAUSTED saying its size, logged once per method and minute at
-most, instead of gRPC's traceback per call.
+(INVALID_ARGUMENT); an error with ``trailing_metadata`` ends it with that metadata too (an I/O
+worker's refusal relays the core's leader hint); any other exception is a bug: it is logged
+with its traceback and the call ends with INTERNAL, and the daemon keeps serving. A unary answer
+larger than the message limit (``fairshare.transport.MAX_MESSAGE_BYTES``; GetState is trimmed
+below it, so none should be) ends the call with RESOURCE_EXHAUSTED saying its size, logged once
+per method and minute at most, instead of gRPC's traceback per call.
 """
 
 from __future__ import annotations
@@ -59,6 +60,9 @@ async def abort_with(context: Context, error: BaseException, method: str) -> NoR
                     error=error,
                     suppressed=held,
                 )
+        trailing = getattr(error, "trailing_metadata", ())
+        if trailing:
+            context.set_trailing_metadata(trailing)
         await context.abort(grpc_code(error.code), error.message)
     log_event(log, "rpc.failed", logging.ERROR, exc_info=error, method=method)
     await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method}: {error}")

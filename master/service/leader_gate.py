@@ -53,7 +53,7 @@ from fairshare.v1 import (
 
 from master.service.errors import Context
 
-__all__ = ["LeaderGate", "Servicers"]
+__all__ = ["LeaderGate", "Servicers", "method_shapes"]
 
 
 class Servicers(NamedTuple):
@@ -83,6 +83,17 @@ _SERVICES: tuple[tuple[str, Any, str, Callable[[Any, Any], None]], ...] = (
 
 class _Forwarder:
     """An object with one forwarding function per method of a service."""
+
+
+def method_shapes() -> dict[str, tuple[bool, bool]]:
+    """``/package.Service/Method`` of every gated method: (client streams, server streams)."""
+    shapes: dict[str, tuple[bool, bool]] = {}
+    for _, module, service, _ in _SERVICES:
+        descriptor = module.DESCRIPTOR.services_by_name[service]
+        for method in descriptor.methods:
+            path = f"/{descriptor.full_name}/{method.name}"
+            shapes[path] = (method.client_streaming, method.server_streaming)
+    return shapes
 
 
 class LeaderGate:

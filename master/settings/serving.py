@@ -25,15 +25,18 @@ from fairshare.settings import (
 from master.core.config import CoreConfig
 
 __all__ = [
+    "MAX_IO_WORKERS",
     "REGISTRY_SYNC",
     "SERVING_SETTINGS",
     "SESSION_SETTINGS",
     "election_ttl",
+    "io_workers",
     "optional_address",
     "registry",
 ]
 
 REGISTRY_SYNC: Final = ("full", "normal")
+MAX_IO_WORKERS: Final = 64
 _CORE: Final = CoreConfig()
 
 
@@ -53,6 +56,14 @@ def election_ttl(raw: object) -> float:
     if seconds < 2 or not float(seconds).is_integer():
         raise ValueError(f"{raw!r} must be whole seconds, at least 2")
     return seconds
+
+
+def io_workers(raw: object) -> int:
+    """A whole number from 0 (one process) to ``MAX_IO_WORKERS``."""
+    value = int(raw) if isinstance(raw, str) and raw.strip().isdigit() else raw
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_IO_WORKERS:
+        raise ValueError(f"{raw!r} is not a whole number from 0 to {MAX_IO_WORKERS}")
+    return value
 
 
 def optional_address(raw: object) -> str | None:
@@ -77,8 +88,16 @@ SERVING_SETTINGS: Final = (
         "state directory: the durable registry (registry.sqlite), the lock, master.addr",
         metavar="DIR",
     ),
+    Setting(
+        "io_workers",
+        io_workers,
+        0,
+        "I/O worker processes that serve the gRPC port for the master's core (agents' streams"
+        " batched to it, other calls forwarded); 0: the master is one process",
+        metavar="N",
+    ),
 )
-"""The ports and the work dir."""
+"""The ports, the work dir, and the I/O workers serving the gRPC port."""
 
 SESSION_SETTINGS: Final = (
     Setting(

@@ -19,6 +19,11 @@ reused: a call costs one dictionary lookup) so that, before the servicer sees a 
 - **each refusal is logged at most a few times a second** per kind (``LogLimiter``), with
   the method and the claimed principal, never a secret.
 
+A guard built with ``forwarded_principal=KEY`` trusts its callers instead: it serves only a
+socket that the daemon's own front processes can open (the master's I/O workers on a Unix socket
+of mode 0600, ``master.io_workers``), which authenticated the call themselves and name its
+principal in the metadata ``KEY`` (absent: anonymous); nothing is checked again.
+
 Invariants: with authentication off every caller is ``None`` (anonymous) and nothing is
 refused but undecodable requests; a token is verified with one scrypt the first time it is seen
 (in a worker thread, at most ``VERIFY_CONCURRENCY`` at once, off the event loop), after that from
@@ -170,6 +175,14 @@ def bearer_token(metadata: Iterable[tuple[str, Any]] | None) -> str | None:
     return None
 
 
+def _metadata_value(metadata: Iterable[tuple[str, Any]] | None, key: str) -> str | None:
+    """The value of the metadata ``key``, if present."""
+    for name, value in metadata or ():
+        if name == key:
+            return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+    return None
+
+
 def certificate_name(auth_context: Mapping[str, Iterable[bytes]]) -> str | None:
     """The common name of the peer's verified client certificate, if it sent one."""
     names = auth_context.get("x509_common_name") or ()
@@ -200,8 +213,10 @@ class RpcGuard(aio.ServerInterceptor):  # type: ignore[type-arg]
         authenticator: Authenticator | None = None,
         open_services: Sequence[str] = OPEN_SERVICES,
         limiter: LogLimiter | None = None,
+        forwarded_principal: str | None = None,
     ) -> None:
         self.authenticator = authenticator or Authenticator()
+        self.forwarded_principal = forwarded_principal
         self.open_services = tuple(open_services)
         self.limiter = limiter or LogLimiter()
         self.refused: dict[str, int] = {}
@@ -234,6 +249,9 @@ class RpcGuard(aio.ServerInterceptor):  # type: ignore[type-arg]
             log_event(log, kind, logging.WARNING, method=method, suppressed=held, **fields)
 
     async def _identify(self, context: Context, method: str, authenticate: bool) -> None:
+        if self.forwarded_principal is not None:  # a trusted front authenticated the caller
+            _CALLER.set(_metadata_value(context.invocation_metadata(), self.forwarded_principal))
+            return
         if not authenticate or not self.authenticator.required:
             return
         token = bearer_token(context.invocation_metadata())

@@ -42,6 +42,8 @@ What is measured, phase by phase:
    latency and the update-to-acknowledgement time are printed as details. The demand bounds
    the tasks in flight (a closed loop), so an overloaded master shows as a lower rate and a
    longer latency instead of an ever-growing backlog of status-update retries.
+``--io-workers N`` runs the master with that many I/O worker processes (issue 26); "master CPU"
+   then adds up the master's process and its workers'.
 ``--metrics-cost`` adds, after phase 1, the cost of metrics (issue 4): new declining frameworks
    saturate the master again and windows alternate between /metrics not scraped and scraped
    every second by a thread of the driver (``metrics_scraper.py``, as Prometheus would); the
@@ -165,6 +167,7 @@ class Window:
     rates: dict[str, float]
     master_cpu: float
     load_cpu: float
+    core_cpu: float = 0.0  # of the master's own process (with --io-workers, not the workers')
 
 
 def rate_of(before: list[dict[str, Any]], after: list[dict[str, Any]], counter: str) -> float:
@@ -182,16 +185,19 @@ def measure_window(bench: Bench, groups: Groups, seconds: float) -> Window:
     load.update({w.pid: w for w in bench.agents})
     pids = list(load)
     before = {name: [w.request("stats") for w in ws] for name, (ws, _) in groups.items()}
-    master0, load0, wall0 = cpu_seconds(bench.master.pid), cpu_seconds(*pids), time.monotonic()
+    masters = bench.master.pids()  # with --io-workers, the workers' CPU is the master's too
+    master0, load0, wall0 = cpu_seconds(*masters), cpu_seconds(*pids), time.monotonic()
+    core0 = cpu_seconds(bench.master.pid)
     time.sleep(seconds)
     after = {name: [w.request("stats") for w in ws] for name, (ws, _) in groups.items()}
     wall = time.monotonic() - wall0
-    master_cpu = (cpu_seconds(bench.master.pid) - master0) / wall
+    master_cpu = (cpu_seconds(*masters) - master0) / wall
     load_cpu = (cpu_seconds(*pids) - load0) / wall
+    core_cpu = (cpu_seconds(bench.master.pid) - core0) / wall
     rates = {
         name: rate_of(before[name], after[name], counter) for name, (_, counter) in groups.items()
     }
-    return Window(rates, master_cpu, load_cpu)
+    return Window(rates, master_cpu, load_cpu, core_cpu)
 
 
 def windows(bench: Bench, groups: Groups, label: str) -> list[Window]:
@@ -201,9 +207,13 @@ def windows(bench: Bench, groups: Groups, label: str) -> list[Window]:
     for index in range(bench.args.repeats):
         window = measure_window(bench, groups, bench.args.window)
         shown = ", ".join(f"{name} {rate:,.0f}/s" for name, rate in window.rates.items())
+        split = ""
+        if bench.args.io_workers:
+            workers = window.master_cpu - window.core_cpu
+            split = f" (core {window.core_cpu:.0%}, I/O workers {workers:.0%})"
         bench.results.note(
-            f"{label} window {index + 1}: {shown}; master CPU {window.master_cpu:.0%} of a core,"
-            f" load processes {window.load_cpu:.0%}"
+            f"{label} window {index + 1}: {shown}; master CPU {window.master_cpu:.0%} of a core"
+            f"{split}, load processes {window.load_cpu:.0%}"
         )
         measured.append(window)
     return measured
@@ -563,9 +573,8 @@ def run(args: argparse.Namespace, log_dir: Path, command: str) -> Results:
     profile_prefix = str(log_dir / "master-profile") if args.profile else None
     work_dir = log_dir / "master"
     level = args.master_log_level
-    with Master(
-        work_dir, args.allocation_interval, level, profile_prefix, extra=FLEET_REGISTRATION
-    ) as master:
+    extra = (*FLEET_REGISTRATION, "--io-workers", str(args.io_workers))
+    with Master(work_dir, args.allocation_interval, level, profile_prefix, extra=extra) as master:
         bench = Bench(args, master, log_dir, results)
         try:
             steps: list[tuple[str, Callable[[], None]]] = [
@@ -648,6 +657,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add("--task-seconds", type=float, default=0.05, help="lifecycle: task run time")
     add("--ack-calls", type=int, help="lifecycle: Acknowledge calls in flight (default: SDK's)")
     add("--allocation-interval", default="1s", help="the master's --allocation-interval")
+    add("--io-workers", type=int, default=0, help="the master's --io-workers (I/O processes)")
     add("--master-log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     add("--metrics-cost", action="store_true", help="also: offers/s with /metrics scraped vs not")
     add("--profile", action="store_true", help="profile the master (cProfile) per phase")

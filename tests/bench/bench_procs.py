@@ -168,6 +168,19 @@ class Master:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def worker_pids(self) -> list[int]:
+        """The master's child processes now (its I/O workers, with ``--io-workers N``)."""
+        pids: list[int] = []
+        with suppress(OSError):
+            for task in Path(f"/proc/{self.pid}/task").iterdir():
+                with suppress(OSError):
+                    pids += [int(p) for p in (task / "children").read_text().split()]
+        return pids
+
+    def pids(self) -> list[int]:
+        """The master's process and its I/O workers' (what its CPU figures add up)."""
+        return [self.pid, *self.worker_pids()]
+
     def rss_kib(self) -> int:
         """``VmRSS`` of the master, in KiB."""
         for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():

@@ -11,7 +11,9 @@ duplicates), three agents, framework A keeping 4 long tasks and framework B keep
 2 s (each replaced by a new one when it ends). The faults, in order, each followed by a wait
 until the workload is whole again: kill -9 of an agent and its restart on the same work dir;
 SIGSTOP of an agent past the agent timeout, then SIGCONT; kill -9 of the master and its restart
-on the same work dir; kill -9 of framework B and its restart with its framework id.
+on the same work dir; kill -9 of framework B and its restart with its framework id. With I/O
+workers (``Scenario(..., io_workers=2)``, the master's ``--io-workers``), kill -9 of one worker
+too, after the master's restart: its clients reconnect through the others.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from faults import (
     Tally,
     agent_states,
     cluster_state,
+    kill_io_worker,
     pause,
     restart_agent,
     restart_master,
@@ -45,10 +48,12 @@ AGENT_RESOURCES = "cpus:4;mem:2048"
 class Scenario:
     """The cluster of the scenario and the faults injected so far."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, io_workers: int = 0) -> None:
         self.directory = directory
         self.faults: Counter[str] = Counter()
-        self.master = start_master(directory / "master", *MASTER_FLAGS, env=MASTER_ENV)
+        self.flags = (*MASTER_FLAGS, "--io-workers", str(io_workers))
+        self.io_workers = io_workers
+        self.master = start_master(directory / "master", *self.flags, env=MASTER_ENV)
         self.a = FrameworkProcess(self.master.address, "A", "cpus:1;mem:256", 4, directory)
         self.b = FrameworkProcess(self.master.address, "B", "cpus:1;mem:128", 3, directory, 2.0)
         self.agents = [
@@ -103,9 +108,13 @@ class Scenario:
             resume(self.agents[1])
         self.settle("the workload whole after an agent hang")
         # 3. kill -9 of the master, restarted on the same work dir.
-        self.master = restart_master(self.master, *MASTER_FLAGS, env=MASTER_ENV)
+        self.master = restart_master(self.master, *self.flags, env=MASTER_ENV)
         self.faults["master kill -9"] += 1
         self.settle("the workload whole after a master crash")
+        if self.io_workers:  # 3b. kill -9 of one I/O worker: its clients reconnect
+            kill_io_worker(self.master)
+            self.faults["I/O worker kill -9"] += 1
+            self.settle("the workload whole after an I/O worker crash")
         # 4. kill -9 of framework B, restarted with its framework id.
         self.b.kill()
         self.b.start(resume=True)

@@ -8,6 +8,7 @@ received); tasks lost without a report (neither) - the number that must be 0.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -126,6 +127,18 @@ def restart_master(old: Daemon, *flags: str, env: dict[str, str] | None = None) 
     port = old.address.rsplit(":", 1)[1]
     _keep_log(old)
     return start_master(old.work_dir, "--port", port, *flags, env=env)
+
+
+def kill_io_worker(master: Daemon) -> int:
+    """kill -9 one of the master's I/O workers (``--io-workers``); its pid."""
+    children: list[int] = []
+    for task in Path(f"/proc/{master.proc.pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            children += [int(p) for p in (task / "children").read_text().split()]
+    if not children:
+        raise AssertionError("the master has no I/O worker to kill")
+    os.kill(children[0], signal.SIGKILL)
+    return children[0]
 
 
 def restart_agent(old: Daemon, master_address: str, resources: str, *flags: str) -> Daemon:

@@ -15,7 +15,8 @@ write the cluster promised to keep).
 
 Each round injects, with a wait until the workload is whole again after each: kill -9 of the
 leader (restarted as a follower), SIGSTOP of the leader (SIGCONT once another leads), the
-leader's etcd connection held (a partition; healed once another leads).
+leader's etcd connection held (a partition; healed once another leads). ``HaScenario(...,
+io_workers=2)`` runs the masters with I/O worker processes (``--io-workers``).
 
 A watcher polls every master's ``/health`` every 50 ms: leader changes, and the time without a
 leader (a paused or cut-off master that still thinks it leads is not counted as leading once it
@@ -107,8 +108,9 @@ class HaTally:
 class HaScenario:
     """The cluster, the watcher and the operator's writes."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, io_workers: int = 0) -> None:
         self.directory = directory
+        self.io_workers = io_workers  # the masters' --io-workers
         self.faults: Counter[str] = Counter()
         self.etcd: list[EtcdMember] = start_cluster(directory / "etcd", ["127.0.0.1"])
         self.proxies: list[TcpProxy] = []
@@ -143,7 +145,8 @@ class HaScenario:
         work_dir = self.directory / f"master{index}"
         for stale in ("master.addr", "metrics.addr"):
             (work_dir / stale).unlink(missing_ok=True)
-        return start_master(work_dir, "--registry", url, *HA_FLAGS, *extra)
+        workers = ("--io-workers", str(self.io_workers))
+        return start_master(work_dir, "--registry", url, *HA_FLAGS, *workers, *extra)
 
     # -- observation --------------------------------------------------------------------------
 

@@ -106,7 +106,9 @@ class Secured:
 
 
 @pytest.fixture
-def secured(tmp_path: Path) -> Iterator[Secured]:
+def secured(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Secured]:
+    """The cluster; ``indirect`` parameters are more master flags (``--io-workers 2``)."""
+    extra: tuple[str, ...] = getattr(request, "param", ())
     pki = Pki(tmp_path / "pki")
     tokens = {p: f"{p}:{new_secret()}" for p in PRINCIPALS}
     credentials = tmp_path / "credentials.toml"
@@ -115,7 +117,7 @@ def secured(tmp_path: Path) -> Iterator[Secured]:
     )
     acls = tmp_path / "acls.toml"
     acls.write_text(ACL)
-    flags = ("--credentials", str(credentials), "--acls", str(acls))
+    flags = ("--credentials", str(credentials), "--acls", str(acls), *extra)
     master = start_secure_master(tmp_path / "master", pki, *flags, mutual=False)
     cluster = Secured(master, pki, tokens, None, None, [])  # type: ignore[arg-type]
     cluster.agent = FakeAgent(cluster.channel("agent-1"), "cpus:4;mem:4096", hostname="a1")
@@ -216,6 +218,9 @@ def _requests(cluster: Secured) -> dict[str, Message]:
     }
 
 
+@pytest.mark.parametrize(
+    "secured", [(), ("--io-workers", "2")], ids=["one-process", "io-workers"], indirect=True
+)
 def test_every_rpc_without_credentials_with_wrong_ones_and_without_permission(
     secured: Secured,
 ) -> None:
@@ -256,6 +261,9 @@ def test_every_rpc_without_credentials_with_wrong_ones_and_without_permission(
     assert "auth.refused" in secured.master.log()
 
 
+@pytest.mark.parametrize(
+    "secured", [(), ("--io-workers", "2")], ids=["one-process", "io-workers"], indirect=True
+)
 def test_each_impersonation_is_refused_and_changes_nothing(secured: Secured) -> None:
     before = _summary(secured.state())
     fw, agent_id = secured.alice.id, secured.agent.agent_id

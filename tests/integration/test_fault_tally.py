@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from fault_scenario import Scenario
 
 
-def test_fault_tally_loses_no_task(tmp_path: Path) -> None:
-    scenario = Scenario(tmp_path)
+@pytest.mark.parametrize("io_workers", [0, 2], ids=["one-process", "io-workers"])
+def test_fault_tally_loses_no_task(tmp_path: Path, io_workers: int) -> None:
+    scenario = Scenario(tmp_path, io_workers)
     try:
         result = scenario.run()
     finally:

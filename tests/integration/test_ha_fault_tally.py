@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from ha_fault_scenario import HaScenario
 
 
-def test_ha_fault_tally_loses_nothing(tmp_path: Path) -> None:
-    scenario = HaScenario(tmp_path)
+@pytest.mark.parametrize("io_workers", [0, 2], ids=["one-process", "io-workers"])
+def test_ha_fault_tally_loses_nothing(tmp_path: Path, io_workers: int) -> None:
+    scenario = HaScenario(tmp_path, io_workers)
     try:
         result = scenario.run(rounds=1)
     finally:

@@ -25,6 +25,7 @@ import urllib.request
 from pathlib import Path
 
 import grpc
+import pytest
 from daemons import ROOT, Daemon, daemon_env, start_agent, wait_for
 from etcd_server import SecuredEtcd
 from fairshare.masters import LEADER_METADATA
@@ -132,10 +133,12 @@ def test_one_leader_followers_redirect_and_status_names_the_leader(
         assert master.stop() == 0
 
 
+@pytest.mark.parametrize("workers", ["0", "2"], ids=["one-process", "io-workers"])
 def test_kill_9_of_the_leader_another_takes_over_and_keeps_every_task(
-    secured_etcd: SecuredEtcd, tmp_path: Path
+    secured_etcd: SecuredEtcd, tmp_path: Path, workers: str
 ) -> None:
-    ha = HAMasters(tmp_path, secured_etcd.url(), flags=secured_flags(secured_etcd, tmp_path))
+    flags = (*secured_flags(secured_etcd, tmp_path), "--io-workers", workers)
+    ha = HAMasters(tmp_path, secured_etcd.url(), flags=flags)
     _, frameworks, before = workload(ha, tmp_path)
     old = ha.leader()
     old_state = cluster_state(old.address)
@@ -163,10 +166,12 @@ def test_kill_9_of_the_leader_another_takes_over_and_keeps_every_task(
     wait_for(lambda: role(back) == "follower", 15, "the old leader back as a follower")
 
 
+@pytest.mark.parametrize("workers", ["0", "2"], ids=["one-process", "io-workers"])
 def test_paused_leader_stops_leading_before_another_starts(
-    secured_etcd: SecuredEtcd, tmp_path: Path
+    secured_etcd: SecuredEtcd, tmp_path: Path, workers: str
 ) -> None:
-    ha = HAMasters(tmp_path, secured_etcd.url(), flags=secured_flags(secured_etcd, tmp_path))
+    flags = (*secured_flags(secured_etcd, tmp_path), "--io-workers", workers)
+    ha = HAMasters(tmp_path, secured_etcd.url(), flags=flags)
     agents, frameworks, before = workload(ha, tmp_path)
     old = ha.leader()
     pause(old)

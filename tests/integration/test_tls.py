@@ -35,8 +35,9 @@ def _status(address: str, pki: Pki) -> dict[str, object]:
     return document
 
 
-def test_master_agent_and_run_over_mutual_tls(tmp_path: Path, pki: Pki) -> None:
-    master = start_secure_master(tmp_path / "master", pki)
+@pytest.mark.parametrize("workers", ["0", "2"], ids=["one-process", "io-workers"])
+def test_master_agent_and_run_over_mutual_tls(tmp_path: Path, pki: Pki, workers: str) -> None:
+    master = start_secure_master(tmp_path / "master", pki, "--io-workers", workers)
     argv = ["--master", master.address, "--resources", "cpus:4;mem:8192", "--port", "0"]
     argv += ["--metrics-port", "0", "--work-dir", str(tmp_path / "agent"), *pki.flags("agent-1")]
     agent = Daemon("agent", argv, tmp_path / "agent", "agent.addr")
@@ -68,10 +69,11 @@ def test_master_agent_and_run_over_mutual_tls(tmp_path: Path, pki: Pki) -> None:
     assert master.stop() == 0
 
 
+@pytest.mark.parametrize("workers", ["0", "2"], ids=["one-process", "io-workers"])
 def test_wrong_ca_no_certificate_and_plaintext_refused_at_handshake(
-    tmp_path: Path, pki: Pki
+    tmp_path: Path, pki: Pki, workers: str
 ) -> None:
-    master = start_secure_master(tmp_path / "master", pki)
+    master = start_secure_master(tmp_path / "master", pki, "--io-workers", workers)
     other = Pki(tmp_path / "other-pki")  # another CA, with certificates of the very same names
     refused = {
         "client trusts another CA": other.security("operator"),

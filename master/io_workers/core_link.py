@@ -1,0 +1,330 @@
+"""``CoreLink``: the core's end of the I/O workers' links (docs/architecture.md §13).
+
+Each worker opens one ``LINK_METHOD`` stream on the core's Unix socket. The core applies each
+batch it receives, operation by operation in order, to the ``AgentCalls`` of the leadership term
+that leads now (one synchronous step per operation, as the one-process servicer makes them), and
+sends back, batched, the sessions' outcomes and what their channels give: one task per session
+awaits its channel (``get_batch``, as the servicer's stream handler does) and queues the items
+for the link's next batch.
+
+Invariants:
+- a session opened over a link belongs to it: when the link ends (the worker exited or was
+  killed), every one of its sessions is disconnected UNAVAILABLE, as a broken agent stream is in
+  one process (the agent reconnects, to another worker or the restarted one, and reregisters);
+  nothing of a session is applied after its link ended;
+- an operation for a session the core already ended is ignored (the worker learns of the end by
+  its ``END``); a refused message ends its session with the refusal's code, as in one process;
+- backpressure: while more than ``MAX_OUTGOING`` operations wait to go to a worker, the core
+  reads no more of that worker's batches and its sessions' tasks wait, so gRPC's flow control
+  holds the worker back, and the worker, its agents' streams;
+- the gate decides as for one process: while this master does not lead, an open is refused
+  UNAVAILABLE with the gate's trailing metadata (the leader), or held while an election is on
+  (``hold``); a batch leaves only while the lease is current (``still_valid``): a deposed
+  leader's batch keeps only the ends (commands are dropped, sessions opened are refused
+  UNAVAILABLE), as the gate refuses the streams of one process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Final
+
+from fairshare.logs import log_event
+from fairshare.masters import ELECTION_METADATA, LEADER_METADATA
+
+from master.core import CoreError
+from master.io_workers.protocol import (
+    CLOSE,
+    COMMANDS,
+    END,
+    HEARD,
+    HELLO,
+    MAX_BATCH,
+    OPEN,
+    OPENED,
+    REFUSED,
+    UPDATES,
+    WORKER_METADATA,
+    Operation,
+    decode,
+    encode,
+)
+from master.model import AgentCommand, StreamEnd
+from master.runtime.agents import AgentCalls
+from master.runtime.sessions import Channel
+from master.service.agent import MAX_COMMANDS_PER_MESSAGE
+from master.service.leader_gate import LeaderGate
+
+__all__ = ["MAX_OUTGOING", "CoreLink"]
+
+log = logging.getLogger("fairshare.master.io")
+
+MAX_OUTGOING: Final = 20_000
+"""Operations queued for one worker at most before the core waits for the link to drain."""
+LINK_LOST: Final = StreamEnd("UNAVAILABLE", "the master's I/O worker serving this stream ended")
+
+
+class _Session:
+    __slots__ = ("agent_id", "calls", "channel", "task")
+
+    def __init__(self, agent_id: str, calls: AgentCalls, channel: Channel[AgentCommand]) -> None:
+        self.agent_id = agent_id
+        self.calls = calls
+        self.channel = channel
+        self.task: asyncio.Task[None] | None = None
+
+
+class _Link:
+    """One worker's link: its sessions and the operations waiting to go to it."""
+
+    def __init__(
+        self, gate: LeaderGate, worker: str, on_ready: asyncio.Event, opened: asyncio.Event
+    ) -> None:
+        self.gate = gate
+        self.on_ready = on_ready
+        self.opened = opened
+        self.ready = False  # the worker serves the public port
+        self.worker = worker
+        self.sessions: dict[int, _Session] = {}
+        self.pending: set[asyncio.Future[None]] = set()  # opens waiting for an election
+        self.out: list[Operation] = []
+        self.wake = asyncio.Event()
+        self.room = asyncio.Event()
+        self.room.set()
+        self.ended = False
+        self.depth = 0  # what the worker said it had queued, with its last batch
+
+    def push(self, operation: Operation) -> None:
+        self.out.append(operation)
+        self.wake.set()
+        if len(self.out) >= MAX_OUTGOING:
+            self.room.clear()
+
+    async def read(self, requests: AsyncIterator[bytes]) -> None:
+        """Apply every batch the worker sends, in order, until its stream ends."""
+        try:
+            async for data in requests:
+                depth, operations = decode(data)
+                self.depth = depth
+                for operation in operations:
+                    self.apply(operation)
+                await self.room.wait()
+        finally:
+            self.ended = True
+            self.wake.set()
+
+    def apply(self, operation: Operation) -> None:
+        kind, sid = operation[0], operation[1]
+        if kind == HELLO:
+            self.ready = True
+            self.on_ready.set()
+            return
+        if kind == OPEN:
+            self.open(sid, *operation[2:])
+            return
+        session = self.sessions.get(sid)
+        if session is None:
+            return  # ended already: the worker hears of it by its END
+        calls, agent_id, channel = session.calls, session.agent_id, session.channel
+        if kind == CLOSE:
+            calls.disconnect(agent_id, channel, operation[2])
+            return
+        try:
+            if kind == UPDATES:
+                calls.update_statuses(agent_id, channel, operation[2])
+            elif kind == HEARD:
+                calls.heard(agent_id, channel)
+        except CoreError as error:
+            calls.disconnect(agent_id, channel, StreamEnd(error.code, error.message))
+        except Exception as error:  # a bug: the session ends, the daemon goes on
+            log.error("rpc.failed method=Connect", exc_info=error)
+            calls.disconnect(agent_id, channel, StreamEnd("INTERNAL", f"internal error: {error}"))
+
+    def open(
+        self,
+        sid: int,
+        principal: str | None,
+        agent_id: str | None,
+        spec: Any,
+        tasks: Any,
+        held: bool = False,
+    ) -> None:
+        servicer = self.gate.servicer("agent")
+        if servicer is None and not held and self.gate.hold > 0 and self.gate.leader is None:
+            # An election is on: the open waits for its outcome, as the gate holds a call (the
+            # agent's later messages wait for its answer, so nothing of it overtakes this).
+            waiting = asyncio.ensure_future(self.held_open(sid, principal, agent_id, spec, tasks))
+            self.pending.add(waiting)
+            waiting.add_done_callback(self.pending.discard)
+            return
+        if servicer is None:
+            leader = self.gate.leader  # named as the gate names it (fairshare.masters)
+            if leader:
+                message = f"this master is a follower; the leader is {leader}"
+                hint = ((LEADER_METADATA, leader),)
+            else:
+                message = "this master does not lead and knows no leader now (an election is on)"
+                hint = ((ELECTION_METADATA, "1"),)
+            self.push((REFUSED, sid, "UNAVAILABLE", message, hint))
+            return
+        calls: AgentCalls = servicer.agents
+        try:
+            if agent_id is None:
+                session = calls.register(spec, principal)
+            else:
+                session = calls.reregister(agent_id, spec, tasks, principal)
+        except CoreError as error:
+            self.push((REFUSED, sid, error.code, error.message))
+            return
+        except Exception as error:  # a bug: this session is refused, the daemon goes on
+            log.error("rpc.failed method=Connect", exc_info=error)
+            self.push((REFUSED, sid, "INTERNAL", f"internal error in Connect: {error}"))
+            return
+        self.push(
+            (
+                OPENED,
+                sid,
+                session.agent_id,
+                session.master_id,
+                session.heartbeat_interval,
+                session.reconnect_jitter,
+                session.epoch,
+                session.log_key,
+            )
+        )
+        attached = _Session(session.agent_id, calls, session.channel)
+        self.sessions[sid] = attached
+        attached.task = asyncio.ensure_future(self.drain(sid, attached))
+
+    async def held_open(
+        self, sid: int, principal: str | None, agent_id: str | None, spec: Any, tasks: Any
+    ) -> None:
+        """``open`` once the election has an outcome (or ``hold`` seconds passed)."""
+        await self.gate.await_leader(None)
+        if not self.ended:
+            self.open(sid, principal, agent_id, spec, tasks, held=True)
+
+    async def drain(self, sid: int, session: _Session) -> None:
+        """Queue what the session's channel gives, until it closes."""
+        channel = session.channel
+        try:
+            while True:
+                items, end = await channel.get_batch(MAX_COMMANDS_PER_MESSAGE)
+                if items:
+                    self.push((COMMANDS, sid, items))
+                if end is not None:
+                    self.push((END, sid, end))
+                    return
+                await self.room.wait()
+        finally:
+            if self.sessions.get(sid) is session:
+                del self.sessions[sid]
+            session.calls.disconnect(session.agent_id, channel)
+
+    async def batches(self) -> AsyncIterator[bytes]:
+        """What goes to the worker: once the core serves (``CoreLink.open``), an empty batch (the
+        worker may serve), then everything queued at once, as one batch."""
+        await self.opened.wait()
+        yield encode([])
+        while True:
+            await self.wake.wait()
+            await asyncio.sleep(0)  # what this loop iteration queues joins the batch
+            self.wake.clear()
+            operations, self.out = self.out[:MAX_BATCH], self.out[MAX_BATCH:]
+            if self.out:
+                self.wake.set()
+            if len(self.out) < MAX_OUTGOING:
+                self.room.set()
+            if operations:
+                if not self.gate.still_valid():
+                    operations = _fenced(operations)
+                yield encode(operations)
+            if self.ended:
+                return
+
+    def end_all(self) -> None:
+        """The link ended: every session of it ends as a broken stream does."""
+        self.ended = True
+        for waiting in list(self.pending):
+            waiting.cancel()
+        sessions, self.sessions = self.sessions, {}
+        for session in sessions.values():
+            session.calls.disconnect(session.agent_id, session.channel, LINK_LOST)
+            if session.task is not None:
+                session.task.cancel()
+
+
+def _fenced(operations: list[Operation]) -> list[Operation]:
+    """A deposed leader's batch: ends only (commands dropped, sessions refused)."""
+    kept: list[Operation] = []
+    for operation in operations:
+        if operation[0] == OPENED:
+            kept.append((REFUSED, operation[1], "UNAVAILABLE", "this master no longer leads"))
+        elif operation[0] != COMMANDS:
+            kept.append(operation)
+    return kept
+
+
+class CoreLink:
+    """The core's end of every worker's link (the link method's servicer)."""
+
+    def __init__(self, gate: LeaderGate) -> None:
+        self.gate = gate
+        self.links: dict[str, _Link] = {}
+        self.changed = asyncio.Event()
+        self.opened = asyncio.Event()
+
+    def depths(self) -> dict[str, tuple[int, int]]:
+        """Per worker: operations it had queued for the core, and queued here for it."""
+        return {name: (link.depth, len(link.out)) for name, link in self.links.items()}
+
+    def open(self) -> None:
+        """Let the workers serve the public port (now, and at once after a restart)."""
+        self.opened.set()
+
+    async def linked(self, count: int, timeout: float) -> bool:
+        """Wait until ``count`` workers have linked (False after ``timeout`` seconds)."""
+        return await self._until(lambda: len(self.links) >= count, timeout)
+
+    async def serving(self, count: int, timeout: float) -> bool:
+        """Wait until ``count`` linked workers serve (False after ``timeout`` seconds)."""
+        return await self._until(
+            lambda: sum(x.ready for x in self.links.values()) >= count, timeout
+        )
+
+    async def _until(self, condition: Callable[[], bool], timeout: float) -> bool:
+        try:
+            async with asyncio.timeout(timeout):
+                while not condition():
+                    self.changed.clear()
+                    await self.changed.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    async def serve(self, requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
+        """One worker's link, until it ends."""
+        worker = "?"
+        for key, value in context.invocation_metadata() or ():
+            if key == WORKER_METADATA:
+                worker = str(value)
+        link = _Link(self.gate, worker, self.changed, self.opened)
+        old = self.links.get(worker)
+        if old is not None:
+            old.end_all()
+        self.links[worker] = link
+        self.changed.set()
+        log_event(log, "io_worker.linked", worker=worker)
+        reader = asyncio.ensure_future(link.read(requests))
+        try:
+            async for batch in link.batches():
+                yield batch
+        finally:
+            reader.cancel()
+            sessions = len(link.sessions)
+            link.end_all()
+            if self.links.get(worker) is link:
+                del self.links[worker]
+            log_event(log, "io_worker.unlinked", worker=worker, sessions_ended=sessions)

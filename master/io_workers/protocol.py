@@ -1,0 +1,108 @@
+"""The link between an I/O worker and the core: its address, its method, and what one batch
+carries (docs/architecture.md §13).
+
+One link per worker: a gRPC bidirectional stream (``LINK_METHOD``) over the core's Unix socket,
+whose messages are batches. A batch is a pickled list of operations, each a tuple whose first
+item names it; a worker's batch is ``(depth, operations)``, ``depth`` being how many operations
+were queued when the batch left (the core shows it as a metric).
+
+Worker to core (``sid``: the worker's number for one agent stream, never reused by it):
+  ``(HELLO, 0)``: the worker serves the public port now (its first operation);
+  ``(OPEN, sid, principal, agent_id | None, spec, tasks)``: register (``agent_id`` None) or
+  reregister; ``(UPDATES, sid, updates)``; ``(HEARD, sid)``; ``(CLOSE, sid, end | None)``: the
+  agent's stream ended (``end``: the refusal that ended it).
+Core to worker (the first batch is empty: the core is ready, the worker may serve):
+  ``(OPENED, sid, agent_id, master_id, heartbeat_interval, reconnect_jitter, epoch, log_key)``;
+  ``(REFUSED, sid, code, message[, trailing metadata])`` (a follower's names the leader);
+  ``(COMMANDS, sid, items)``: what the session's channel gave, in order; ``(END, sid, end)``:
+  the session's channel closed with ``end`` (its last item).
+
+Invariants: operations of one link are applied in the order they were queued, so one agent's
+messages (all on one worker) reach ``AgentCalls`` in the order the agent sent them, and its
+commands reach its stream in the order the core queued them; the values are the runtime's own
+(``master.model``), so nothing is converted twice. Pickle is safe here because only processes of
+the master's own user can open the socket (mode 0600, in a directory of mode 0700): the link
+never carries anything from a process that the master's user did not start.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import tempfile
+from pathlib import Path
+from typing import Any, Final
+
+__all__ = [
+    "CLOSE",
+    "COMMANDS",
+    "END",
+    "FORWARDED_PRINCIPAL",
+    "HEARD",
+    "HELLO",
+    "LINK_METHOD",
+    "LINK_OPTIONS",
+    "MAX_BATCH",
+    "OPEN",
+    "OPENED",
+    "REFUSED",
+    "UPDATES",
+    "WORKER_METADATA",
+    "Operation",
+    "decode",
+    "encode",
+    "socket_dir",
+]
+
+LINK_METHOD: Final = "/fairshare.internal.IoLink/Link"
+WORKER_METADATA: Final = "fairshare-io-worker"
+"""The worker's index, in the link call's metadata."""
+FORWARDED_PRINCIPAL: Final = "fairshare-forwarded-principal"
+"""The principal a worker authenticated, in the metadata of a call it forwards to the core."""
+
+HELLO: Final = 0
+OPEN: Final = 1
+UPDATES: Final = 2
+HEARD: Final = 3
+CLOSE: Final = 4
+OPENED: Final = 5
+REFUSED: Final = 6
+COMMANDS: Final = 7
+END: Final = 8
+
+MAX_BATCH: Final = 2048
+"""Operations in one batch at most (what is queued beyond goes in the next)."""
+LINK_OPTIONS: Final[tuple[tuple[str, Any], ...]] = (
+    ("grpc.max_receive_message_length", 256 * 1024 * 1024),
+    ("grpc.max_send_message_length", 256 * 1024 * 1024),
+    ("grpc.max_concurrent_streams", 1_000_000),  # every forwarded call of a worker's clients
+    ("grpc.max_connection_idle_ms", 2**31 - 1),
+)
+"""Options of the core's Unix socket server and of the workers' channels to it, overriding the
+public ones: one connection per worker carries every call of its clients (and a batch may be
+larger than a public message: the public limit is the workers' to enforce)."""
+
+Operation = tuple[Any, ...]
+_UNIX_PATH_MAX: Final = 100  # sun_path is 108 bytes; leave room
+
+
+def encode(value: Any) -> bytes:
+    """One batch, for the link."""
+    return pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
+
+
+def decode(data: bytes) -> Any:
+    """One batch from the link (only ever from a process of the master's own user)."""
+    return pickle.loads(data)
+
+
+def socket_dir(work_dir: Path) -> Path:
+    """A fresh directory of mode 0700 for the core's socket: ``<work-dir>/io`` when its path is
+    short enough for a Unix socket, else a new one under the temporary directory."""
+    candidate = work_dir.resolve() / "io"
+    if len(str(candidate / "core.sock")) <= _UNIX_PATH_MAX:
+        candidate.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(candidate, 0o700)
+        (candidate / "core.sock").unlink(missing_ok=True)
+        return candidate
+    return Path(tempfile.mkdtemp(prefix="fairshare-io-"))

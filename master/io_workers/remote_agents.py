@@ -1,0 +1,212 @@
+"""``RemoteAgents``: ``AgentCalls``' shape in an I/O worker, each call an operation on the
+worker's link to the core (docs/architecture.md §13).
+
+The worker's ``AgentServicer`` (the one-process servicer, unchanged) calls it as it calls
+``AgentCalls``: ``register`` and ``reregister`` return a future the core's ``OPENED`` or
+``REFUSED`` resolves; ``heard``, ``update_statuses`` and ``disconnect`` queue their operation and
+return at once, or, while ``limit`` operations already wait, an awaitable the reader waits on
+(backpressure: the agent's stream is read no further until the link drains). Each session's
+channel is a ``Channel`` here too, fed by the core's ``COMMANDS`` and closed by its ``END``.
+
+Invariants: operations leave in the order they were queued, so one agent's messages stay in
+order; a session's ``CLOSE`` is sent once, by whichever side ends it first here; when the link
+ends, every waiting open fails UNAVAILABLE and every channel closes UNAVAILABLE (the worker then
+exits, and its agents reconnect).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from typing import Final
+
+from master.core import CoreError
+from master.io_workers.protocol import (
+    CLOSE,
+    COMMANDS,
+    END,
+    HEARD,
+    HELLO,
+    MAX_BATCH,
+    OPEN,
+    OPENED,
+    REFUSED,
+    UPDATES,
+    Operation,
+    decode,
+    encode,
+)
+from master.model import AgentCommand, AgentSpec, StreamEnd
+from master.runtime.agents import AgentSession, ReportedTask, ReportedUpdate
+from master.runtime.sessions import Channel
+
+__all__ = ["QUEUE_LIMIT", "RemoteAgents", "RemoteRefusal"]
+
+QUEUE_LIMIT: Final = 10_000
+"""Operations a worker queues for the core at most before its agents' readers wait."""
+LINK_ENDED: Final = StreamEnd("UNAVAILABLE", "the master's I/O worker lost the master")
+
+
+class RemoteRefusal(CoreError):
+    """The core refused a register or reregister (``code`` is the core's; ``trailing_metadata``:
+    what the stream ends with, a follower's ``fairshare-leader``)."""
+
+    def __init__(
+        self, code: str, message: str, trailing_metadata: tuple[tuple[str, str], ...] = ()
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.trailing_metadata = trailing_metadata
+
+
+class _SessionChannel(Channel[AgentCommand]):
+    __slots__ = ("sid",)
+
+    def __init__(self, sid: int) -> None:
+        super().__init__()
+        self.sid = sid
+
+
+class RemoteAgents:
+    """register, reregister, heard, update_statuses, disconnect: over the link."""
+
+    def __init__(self, limit: int = QUEUE_LIMIT) -> None:
+        self.limit = limit
+        self._sids = itertools.count(1)
+        self._out: list[Operation] = []
+        self._wake = asyncio.Event()
+        self._room = asyncio.Event()
+        self._room.set()
+        self._opening: dict[int, asyncio.Future[AgentSession]] = {}
+        self._channels: dict[int, _SessionChannel] = {}
+        self.ended = False
+
+    @property
+    def depth(self) -> int:
+        """Operations waiting to go to the core."""
+        return len(self._out)
+
+    def _push(self, operation: Operation) -> Awaitable[None] | None:
+        self._out.append(operation)
+        self._wake.set()
+        if len(self._out) < self.limit:
+            return None
+        self._room.clear()
+        return self._wait_room()
+
+    async def _wait_room(self) -> None:
+        await self._room.wait()
+
+    def _open(self, operation: Operation) -> Awaitable[AgentSession]:
+        future: asyncio.Future[AgentSession] = asyncio.get_running_loop().create_future()
+        if self.ended:
+            future.set_exception(RemoteRefusal(LINK_ENDED.code, LINK_ENDED.message))
+            return future
+        self._opening[operation[1]] = future
+        self._push(operation)
+        return future
+
+    def hello(self) -> None:
+        """Tell the core this worker serves the public port now."""
+        self._push((HELLO, 0))
+
+    def register(self, spec: AgentSpec, principal: str | None = None) -> Awaitable[AgentSession]:
+        """Ask the core to admit a new agent."""
+        return self._open((OPEN, next(self._sids), principal, None, spec, ()))
+
+    def reregister(
+        self,
+        agent_id: str,
+        spec: AgentSpec,
+        tasks: Sequence[ReportedTask],
+        principal: str | None = None,
+    ) -> Awaitable[AgentSession]:
+        """Ask the core to re-admit an agent with its tasks."""
+        return self._open((OPEN, next(self._sids), principal, agent_id, spec, list(tasks)))
+
+    def heard(self, agent_id: str, channel: Channel[AgentCommand]) -> Awaitable[None] | None:
+        """The agent's stream carried a heartbeat."""
+        if not isinstance(channel, _SessionChannel) or channel.sid not in self._channels:
+            return None
+        return self._push((HEARD, channel.sid))
+
+    def update_statuses(
+        self, agent_id: str, channel: Channel[AgentCommand], updates: Sequence[ReportedUpdate]
+    ) -> Awaitable[None] | None:
+        """The agent's stream carried status updates."""
+        if not isinstance(channel, _SessionChannel) or channel.sid not in self._channels:
+            return None
+        return self._push((UPDATES, channel.sid, list(updates)))
+
+    def disconnect(
+        self, agent_id: str, channel: Channel[AgentCommand], end: StreamEnd | None = None
+    ) -> None:
+        """The agent's stream ended (``end``: the refusal that ended it)."""
+        if (
+            isinstance(channel, _SessionChannel)
+            and self._channels.pop(channel.sid, None) is not None
+        ):
+            self._push((CLOSE, channel.sid, end))
+        channel.close(end or StreamEnd())
+
+    # -- the link ---------------------------------------------------------------------------------
+
+    async def batches(self) -> AsyncIterator[bytes]:
+        """What goes to the core: everything queued at once, as one batch."""
+        while not self.ended:
+            await self._wake.wait()
+            await asyncio.sleep(0)  # what this loop iteration queues joins the batch
+            self._wake.clear()
+            operations, self._out = self._out[:MAX_BATCH], self._out[MAX_BATCH:]
+            if self._out:
+                self._wake.set()
+            if len(self._out) < self.limit:
+                self._room.set()
+            if operations:
+                yield encode((len(operations) + len(self._out), operations))
+
+    def deliver(self, data: bytes) -> None:
+        """Apply one batch from the core."""
+        for operation in decode(data):
+            kind, sid = operation[0], operation[1]
+            if kind == COMMANDS:
+                channel = self._channels.get(sid)
+                if channel is not None:
+                    for item in operation[2]:
+                        channel.put(item)
+            elif kind == END:
+                channel = self._channels.pop(sid, None)
+                if channel is not None:
+                    channel.close(operation[2])
+            elif kind == OPENED:
+                self._opened(sid, operation)
+            elif kind == REFUSED:
+                future = self._opening.pop(sid, None)
+                if future is not None and not future.done():
+                    hint = operation[4] if len(operation) > 4 else ()
+                    future.set_exception(RemoteRefusal(operation[2], operation[3], hint))
+
+    def _opened(self, sid: int, operation: Operation) -> None:
+        future = self._opening.pop(sid, None)
+        if future is None or future.done():  # the agent went away meanwhile
+            self._push((CLOSE, sid, None))
+            return
+        channel = _SessionChannel(sid)
+        self._channels[sid] = channel
+        agent_id, master_id, interval, jitter, epoch, log_key = operation[2:8]
+        future.set_result(
+            AgentSession(agent_id, master_id, interval, jitter, channel, epoch, log_key)
+        )
+
+    def link_ended(self) -> None:
+        """The core is gone: every open fails and every session ends UNAVAILABLE."""
+        self.ended = True
+        self._wake.set()
+        opening, self._opening = self._opening, {}
+        for future in opening.values():
+            if not future.done():
+                future.set_exception(RemoteRefusal(LINK_ENDED.code, LINK_ENDED.message))
+        channels, self._channels = self._channels, {}
+        for channel in channels.values():
+            channel.close(LINK_ENDED)

@@ -1,0 +1,142 @@
+"""An I/O worker process: ``python -m master.io_workers`` (docs/architecture.md §13).
+
+Started by the master's ``IoWorkers`` with its ``WorkerParams`` (pickled, on standard input).
+It serves the master's public port beside the other workers (``SO_REUSEPORT``: the kernel
+spreads new connections over them), with the master's TLS, ``RpcGuard`` (authentication) and
+server limits: the Agent API by the master's own ``AgentServicer`` over ``RemoteAgents`` (its
+calls batched on the link to the core), every other call forwarded to the core (``Forwarder``).
+
+Invariants: the public port is served only while the link is up: the worker, started as soon
+as the core holds the port (so its imports overlap the core's start), opens its link (waiting
+for the core's socket), starts its server when the core's first batch says the core is ready to
+answer, tells the core so (``HELLO``), and exits when the link ends (the core died or dropped
+it); it dies with the core process (``PR_SET_PDEATHSIG``, and a check that its parent is still
+the one that started it); SIGINT is ignored (a terminal's ^C reaches the core, which stops its
+workers), SIGTERM stops the server with the master's ``shutdown_grace``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import logging
+import os
+import pickle
+import signal
+import sys
+from dataclasses import dataclass
+
+import grpc
+from fairshare.fd_watch import connection_cap
+from fairshare.logs import configure_logging, log_event
+from fairshare.rpc_guard import RpcGuard
+from fairshare.transport import ServerLimits, add_port, raise_fd_limit, server_options
+
+from master.config import MasterConfig
+from master.io_workers.forwarding import HEALTH_SHAPES, Forwarder
+from master.io_workers.protocol import LINK_METHOD, LINK_OPTIONS, WORKER_METADATA
+from master.io_workers.remote_agents import RemoteAgents
+from master.security import load_security
+from master.service.agent import AgentServicer, add_agent_service
+from master.service.leader_gate import method_shapes
+
+__all__ = ["WorkerParams", "main", "serve"]
+
+log = logging.getLogger("fairshare.master.io")
+
+AGENT_SERVICE = "fairshare.v1.AgentService"
+PR_SET_PDEATHSIG = 1
+RECONNECT = (("grpc.initial_reconnect_backoff_ms", 20), ("grpc.max_reconnect_backoff_ms", 200))
+"""The core's socket appears soon after the worker starts: try it often."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerParams:
+    """What a worker is told at start."""
+
+    config: MasterConfig
+    index: int
+    port: int  # the public port, bound (not listened on) by the core
+    core_socket: str  # ``unix:PATH`` of the core's socket
+    parent: int  # the core's pid
+    max_connections: int | None  # this worker's share of --max-connections
+
+
+def _die_with_parent(parent: int) -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the core died before the signal was armed
+        os._exit(1)
+
+
+def _server(params: WorkerParams, guard: RpcGuard) -> grpc.aio.Server:
+    config = params.config
+    limit = raise_fd_limit()
+    limits = ServerLimits(
+        max_connections=params.max_connections or connection_cap(limit),
+        streams_per_connection=config.max_streams_per_connection,
+        idle_timeout=config.idle_timeout,
+    )
+    options = [o for o in server_options(limits) if o[0] != "grpc.so_reuseport"]
+    options.append(("grpc.so_reuseport", 1))  # beside the other workers, on the core's port
+    return grpc.aio.server(options=options, interceptors=[guard])
+
+
+async def serve(params: WorkerParams) -> int:
+    """Serve the public port until the link ends or SIGTERM; the exit code."""
+    config = params.config
+    security = load_security(config)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    core = grpc.aio.insecure_channel(params.core_socket, options=[*LINK_OPTIONS, *RECONNECT])
+    agents = RemoteAgents()
+    server = _server(params, RpcGuard(security.authenticator))
+    add_agent_service(AgentServicer(agents), server)
+    shapes = {**HEALTH_SHAPES, **method_shapes()}
+    server.add_generic_rpc_handlers((Forwarder(core, frozenset({AGENT_SERVICE}), shapes),))
+    add_port(server, f"{config.host}:{params.port}", security.server)
+    open_link = core.stream_stream(LINK_METHOD, request_serializer=None, response_deserializer=None)
+    link = open_link(
+        agents.batches(), metadata=((WORKER_METADATA, str(params.index)),), wait_for_ready=True
+    )
+
+    async def read_link() -> None:
+        try:
+            while isinstance(data := await link.read(), bytes):  # not grpc.aio.EOF
+                if not agents.ended and not serving.done():  # the core's first, empty batch
+                    await server.start()
+                    agents.hello()
+                    serving.set_result(None)
+                    log_event(log, "io_worker.serving", worker=params.index, port=params.port)
+                agents.deliver(data)
+        except grpc.aio.AioRpcError as error:
+            log_event(log, "io_worker.link_lost", worker=params.index, code=error.code().name)
+        finally:
+            agents.link_ended()
+            stop.set()
+
+    serving: asyncio.Future[None] = loop.create_future()
+    reader = asyncio.ensure_future(read_link())
+    await stop.wait()
+    graceful = not agents.ended
+    await server.stop(config.shutdown_grace if graceful else 0.5)
+    reader.cancel()
+    link.cancel()
+    await core.close(None)
+    return 0 if graceful else 1
+
+
+def main() -> int:
+    """The worker's entry point: its parameters come on standard input."""
+    params: WorkerParams = pickle.load(sys.stdin.buffer)
+    _die_with_parent(params.parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    configure_logging(params.config.log_format, params.config.log_level)
+    return asyncio.run(serve(params))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
