@@ -57,6 +57,18 @@ def test_no_text_file_points_outside_the_repository() -> None:
     assert offenders == []
 
 
+def test_no_file_of_the_repository_is_a_link_leading_out_of_it() -> None:
+    """A symlink committed by mistake (a venv linked from another clone, as cafc8ce had) makes
+    a clean clone different from the tree it came from: CI's own venv cannot be created."""
+    outside = []
+    for path in repository_files():
+        if path.is_symlink():
+            target = path.resolve()
+            if not target.is_relative_to(ROOT.resolve()):
+                outside.append(f"{path.relative_to(ROOT)} -> {target}")
+    assert outside == []
+
+
 def repository_paths(markdown: str) -> list[str]:
     """Paths into the repository written in backquotes: a backquoted word (up to its first
     space) shaped like a path that starts at one of the repository's top-level entries, or any
