@@ -32,7 +32,6 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, Final
 
 from fairshare.logs import log_event
-from fairshare.masters import ELECTION_METADATA, LEADER_METADATA
 
 from master.core import CoreError
 from master.io_workers.protocol import (
@@ -160,13 +159,7 @@ class _Link:
             waiting.add_done_callback(self.pending.discard)
             return
         if servicer is None:
-            leader = self.gate.leader  # named as the gate names it (fairshare.masters)
-            if leader:
-                message = f"this master is a follower; the leader is {leader}"
-                hint = ((LEADER_METADATA, leader),)
-            else:
-                message = "this master does not lead and knows no leader now (an election is on)"
-                hint = ((ELECTION_METADATA, "1"),)
+            message, hint = self.gate.refusal()  # as the gate refuses a call
             self.push((REFUSED, sid, "UNAVAILABLE", message, hint))
             return
         calls: AgentCalls = servicer.agents

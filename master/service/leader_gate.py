@@ -179,15 +179,20 @@ class LeaderGate:
         self._expired()
         return False
 
-    async def refuse(self, context: Context) -> None:
-        """End the call UNAVAILABLE, naming the leader if known."""
+    def refusal(self) -> tuple[str, tuple[tuple[str, str], ...]]:
+        """Why a call is refused UNAVAILABLE here, and the trailing metadata naming the leader
+        (or saying an election is on): the one wording of the gate and the I/O workers' link."""
         leader = self.leader
         if leader:
-            context.set_trailing_metadata(((LEADER_METADATA, leader),))
             message = f"this master is a follower; the leader is {leader}"
-        else:
-            context.set_trailing_metadata(((ELECTION_METADATA, "1"),))
-            message = "this master does not lead and knows no leader now (an election is on)"
+            return message, ((LEADER_METADATA, leader),)
+        message = "this master does not lead and knows no leader now (an election is on)"
+        return message, ((ELECTION_METADATA, "1"),)
+
+    async def refuse(self, context: Context) -> None:
+        """End the call UNAVAILABLE, naming the leader if known."""
+        message, metadata = self.refusal()
+        context.set_trailing_metadata(metadata)
         await context.abort(grpc.StatusCode.UNAVAILABLE, message)
 
 

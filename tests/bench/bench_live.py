@@ -42,7 +42,7 @@ What is measured, phase by phase:
    latency and the update-to-acknowledgement time are printed as details. The demand bounds
    the tasks in flight (a closed loop), so an overloaded master shows as a lower rate and a
    longer latency instead of an ever-growing backlog of status-update retries.
-``--io-workers N`` runs the master with that many I/O worker processes (issue 26); "master CPU"
+``--io-workers N`` runs the master with that many I/O worker processes; "master CPU"
    then adds up the master's process and its workers'.
 ``--metrics-cost`` adds, after phase 1, the cost of metrics (issue 4): new declining frameworks
    saturate the master again and windows alternate between /metrics not scraped and scraped

@@ -29,7 +29,7 @@ one on the same work dir and port at once. Figures, each from t0:
 - the master's log line ``master.recovery.done`` (every awaited agent back) is checked: no
   agent may have been given up on.
 
-``--io-workers N`` runs both masters with that many I/O worker processes (issue 26); the
+``--io-workers N`` runs both masters with that many I/O worker processes; the
 workers' CPU is reported beside the master's.
 
 Goal (issue 11, Mesos's published failover for 10,000 agents): offers again within 4.5 s.

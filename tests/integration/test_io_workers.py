@@ -1,4 +1,4 @@
-"""``fairshare master --io-workers 2`` (issue 26): real agents, ``fairshare run`` and
+"""``fairshare master --io-workers 2``: real agents, ``fairshare run`` and
 ``fairshare status`` through the workers; a worker killed -9 costs its agents a reconnection and
 nothing else (no task lost, none launched twice); the workers go with the master.
 

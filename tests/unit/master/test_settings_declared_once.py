@@ -1,4 +1,4 @@
-"""Each master setting declared once (issue 25, item 3): the table ``MASTER_SETTINGS`` is the
+"""Each master setting declared once: the table ``MASTER_SETTINGS`` is the
 source of every default, choice and help; ``MasterConfig``, ``RuntimeConfig``, ``RuntimeLimits``,
 ``RebalanceSettings`` and ``CoreConfig`` agree with it, and the daemon builds the runtime's configs
 from the resolved settings by field name, so no setting is lost between them."""
