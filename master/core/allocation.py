@@ -76,12 +76,14 @@ _BAND = 1e-9  # relative: float keys this close to the window's bound are compar
 class _CoarseCursor:
     """Round-robin over the agents with free resources, for coarse (whole-agent) offers.
 
-    It walks only the agents that had something free when the run started (the list's
+    It walks only the agents that had something free when it was first asked (the list's
     ``with_free`` index), from where the previous run stopped, so a run that hands out a few
-    agents costs O(those agents), not O(cluster).
+    agents costs O(those agents) beyond one sort of that index; a run that makes no coarse
+    offer (only demand-aware frameworks, or none) never builds the order, so an allocation run
+    triggered by each of thousands of registrations does not cost O(cluster) each.
     """
 
-    __slots__ = ("agents", "allocatable", "order", "pos", "start")
+    __slots__ = ("_order", "agents", "allocatable", "pos", "start")
 
     def __init__(
         self,
@@ -91,11 +93,20 @@ class _CoarseCursor:
     ) -> None:
         self.agents = agents
         self.allocatable = allocatable  # Mesos's minimum allocatable resources (CoreConfig)
-        with_free = sorted(agents.free_columns.with_free)
-        split = bisect_left(with_free, start)
-        self.order = with_free[split:] + with_free[:split]
         self.start = start
         self.pos = 0  # order[:pos] have nothing free any more (this run)
+        self._order: list[int] | None = None
+
+    @property
+    def order(self) -> list[int]:
+        """The indices of the agents with something free, from ``start`` round the list
+        (taken when first read: free resources only shrink within a run)."""
+        order = self._order
+        if order is None:
+            with_free = sorted(self.agents.free_columns.with_free)
+            split = bisect_left(with_free, self.start)
+            order = self._order = with_free[split:] + with_free[:split]
+        return order
 
     def next_for(self, refused: frozenset[str] | set[str]) -> AgentRecord | None:
         """The next agent with allocatable free resources that the framework has not refused

@@ -30,6 +30,7 @@ __all__ = [
     "FrameworkView",
     "OfferView",
     "RoleView",
+    "ShareSample",
     "TaskView",
     "role_order",
 ]
@@ -151,6 +152,17 @@ class ClusterSnapshot:
     leader: LeaderInfo
     roles: tuple[RoleView, ...] = ()
     hierarchy: str = ""  # "hdrf", "naive" or "flat" (master.core.hierarchy)
+
+
+@dataclass(frozen=True, slots=True)
+class ShareSample:
+    """The figures of a ``ClusterSnapshot`` that the dashboard's share history keeps: the
+    frameworks and the pool's used and total resources (the same values the snapshot of that
+    moment would hold), without a view of every agent, task and offer."""
+
+    frameworks: tuple[FrameworkView, ...]
+    total: ResourceVector
+    used: ResourceVector
 
 
 def role_order(path: str) -> tuple[str, ...]:

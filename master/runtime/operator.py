@@ -54,7 +54,13 @@ from master.runtime.events import EventKind
 from master.runtime.frameworks import FrameworkCalls
 from master.runtime.log_grants import LogGrant, LogGrants
 from master.runtime.state import RuntimeState, require_id
-from master.runtime.views import ClusterSnapshot, build_snapshot, redact
+from master.runtime.views import (
+    ClusterSnapshot,
+    ShareSample,
+    build_share_sample,
+    build_snapshot,
+    redact,
+)
 
 __all__ = ["OperatorCalls", "QuotaTable", "QuotaView"]
 
@@ -106,6 +112,10 @@ class OperatorCalls:
     def snapshot(self) -> ClusterSnapshot:
         """The whole cluster state, in one step of the loop (for the master's own use)."""
         return build_snapshot(self.state)
+
+    def share_sample(self) -> ShareSample:
+        """The frameworks' shares and the pool's totals alone (the dashboard's history)."""
+        return build_share_sample(self.state)
 
     def view(self, principal: str | None = None) -> ClusterSnapshot:
         """What ``principal`` may see of the cluster (PERMISSION_DENIED: nothing)."""

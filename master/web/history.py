@@ -1,10 +1,11 @@
 """``ShareHistory``: the frameworks' dominant and weighted shares over the last hour, for the
 dashboard's chart.
 
-Every ``interval`` seconds the dashboard side of the master takes one ``ClusterSnapshot`` (the
-same snapshot the API and metrics read, on the runtime's loop) and keeps, per framework, its
-dominant and weighted share and the pool's used fraction per resource. Only these numbers are
-kept, never the state itself.
+Every ``interval`` seconds the dashboard side of the master takes one ``ShareSample`` (the
+frameworks and pool totals of the snapshot the API and metrics read, without its views of every
+agent, task and offer; taken on the runtime's loop) and keeps, per framework, its dominant and
+weighted share and the pool's used fraction per resource. Only these numbers are kept, never the
+state itself.
 
 Invariants: at most ``window / interval`` points are kept (oldest dropped first); a point holds at
 most ``max_frameworks`` frameworks (those with the largest dominant shares), so the memory is
@@ -21,7 +22,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from master.runtime.views import ClusterSnapshot
+from master.runtime.views import ClusterSnapshot, ShareSample
 
 __all__ = ["ShareHistory"]
 
@@ -39,7 +40,7 @@ class ShareHistory:
         self.max_frameworks = max_frameworks
         self._points: deque[dict[str, Any]] = deque(maxlen=max(1, int(window / interval)))
 
-    def record(self, snapshot: ClusterSnapshot, at: float) -> None:
+    def record(self, snapshot: ShareSample | ClusterSnapshot, at: float) -> None:
         """Keep one point of ``snapshot`` taken at wall-clock time ``at``."""
         largest = sorted(snapshot.frameworks, key=lambda f: -f.dominant_share)
         frameworks = {
@@ -62,7 +63,7 @@ class ShareHistory:
         """``/api/v1/history``: the kept points, oldest first."""
         return {"interval": self.interval, "window": self.window, "points": list(self._points)}
 
-    async def run(self, take: Callable[[], ClusterSnapshot | None]) -> None:
+    async def run(self, take: Callable[[], ShareSample | ClusterSnapshot | None]) -> None:
         """Record a point now and every ``interval`` seconds (until cancelled); ``take``
         returns None while there is nothing to record (a master that does not lead)."""
         while True:

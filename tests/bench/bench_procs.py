@@ -32,9 +32,17 @@ ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 POLL_STEP = 0.02
-FLEET_REGISTRATION = ("--registration-rate", "100000", "--registration-burst", "100000")
+FLEET_REGISTRATION = (
+    "--registration-rate",
+    "100000",
+    "--registration-burst",
+    "100000",
+    "--max-agents-per-principal",
+    "1000000",
+)
 """Master flags for a benchmark's fleet: it registers at full speed as one anonymous principal,
-far above the default limits (100/s, burst 1,000), which would take 90 s for 10,000 agents."""
+far above the default limits (100/s, burst 1,000, which would take 90 s for 10,000 agents; at
+most 20,000 agents per principal, which would stop a 50,000-agent fleet at 20,000)."""
 
 __all__ = ["Master", "Worker", "cpu_seconds", "wait_ready"]
 

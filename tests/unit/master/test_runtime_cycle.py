@@ -177,6 +177,11 @@ def test_drf_offers_accept_launch_update_and_ack() -> None:
         [view] = snapshot.agents
         assert view.free + view.offered + view.used == R("cpus:9;mem:18432")
         assert snapshot.free + snapshot.offered + snapshot.used == snapshot.total
+        # the dashboard's history takes the same figures without a view of every agent
+        sample = runtime.operator.share_sample()
+        assert sample.frameworks == snapshot.frameworks
+        assert (sample.used, sample.total) == (snapshot.used, snapshot.total)
+        assert sample.used == R("cpus:3;mem:12288")
 
     scenario(test)
 
