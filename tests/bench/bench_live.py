@@ -600,8 +600,10 @@ def run(args: argparse.Namespace, log_dir: Path, command: str) -> Results:
                         break
         finally:
             # SIGTERM the master while the agents are still connected: it ends their streams
-            # and exits; agents that went away first would only be noticed one by one
-            code = master.stop()
+            # and exits; agents that went away first would only be noticed one by one. Ending
+            # the streams takes about 0.5 ms each (28 s for 50,000): the time allowed grows
+            # with the fleet, so a hang is still caught
+            code = master.stop(30.0 + args.agents_large / 1000)
             for worker in bench.agents:
                 worker.stop()
         results.note(f"master exited with code {code}")
