@@ -1,11 +1,12 @@
-"""The master's metric families, each built from one ``ClusterSnapshot`` or the runtime's
+"""The master's metric families, each built from one ``PoolSummary`` (the snapshot's counts,
+frameworks, roles and pool sums: ``master.runtime.views.build_pool_summary``) or the runtime's
 counters (``master.metrics`` yields them per scrape; names fixed by the metrics contract).
 
 Every function here is pure: it reads immutable values and returns new families, never touching
 the runtime. Invariants:
 - resources are in base units: cpus in cores, gpus in devices, mem and disk in bytes (MiB x
   1048576), any other resource in its own unit; for every resource of the pool
-  ``free + offered + used == capacity`` (the snapshot's pool figures);
+  ``free + offered + used == capacity`` (the summary's pool figures);
 - label values are bounded: states from fixed lists (all exported, 0 when none), resource names,
   framework ids (at most ``MAX_FRAMEWORK_SERIES`` frameworks, those with the largest shares;
   ``fairshare_framework_info`` maps each id to its name and role, so two frameworks of one name
@@ -39,7 +40,7 @@ from prometheus_client.core import (
 )
 
 from master.runtime.counters import DurationHistogram, RuntimeCounters
-from master.runtime.views import ClusterSnapshot
+from master.runtime.views import PoolSummary
 
 __all__ = [
     "AGENT_STATES",
@@ -145,29 +146,29 @@ def leadership_families(sample: LeadershipSample) -> Iterator[Metric]:
     )
 
 
-def cluster_families(snapshot: ClusterSnapshot) -> Iterator[Metric]:
+def cluster_families(summary: PoolSummary) -> Iterator[Metric]:
     """Agents, frameworks and tracked tasks by state (every state of the fixed lists),
     outstanding offers."""
-    agents = count(a.state.lower() for a in snapshot.agents if a.state != "GONE")
+    agents = {state.lower(): n for state, n in summary.agent_states.items()}
     yield by_state("fairshare_agents", "Agents by state.", AGENT_STATES, agents)
-    frameworks = count(f.state.lower() for f in snapshot.frameworks)
+    frameworks = count(f.state.lower() for f in summary.frameworks)
     yield by_state("fairshare_frameworks", "Frameworks by state.", FRAMEWORK_STATES, frameworks)
-    tasks = count(t.status.state.value.lower() for t in snapshot.tasks)
+    tasks = {state.value.lower(): n for state, n in summary.task_states.items()}
     yield by_state("fairshare_tasks", "Tracked tasks by state.", TASK_STATES, tasks)
     yield GaugeMetricFamily(
         "fairshare_offers_outstanding",
         "Offers sent and not yet answered.",
-        len(snapshot.offers),
+        summary.offers,
     )
 
 
-def resource_families(snapshot: ClusterSnapshot) -> Iterator[Metric]:
+def resource_families(summary: PoolSummary) -> Iterator[Metric]:
     """The pool's capacity per resource and its split into free, offered and used."""
-    capacity = base_units(snapshot.total)
+    capacity = base_units(summary.total)
     parts = {
-        "free": base_units(snapshot.free),
-        "offered": base_units(snapshot.offered),
-        "used": base_units(snapshot.used),
+        "free": base_units(summary.free),
+        "offered": base_units(summary.offered),
+        "used": base_units(summary.used),
     }
     total = GaugeMetricFamily(
         "fairshare_resource_capacity",
@@ -187,10 +188,10 @@ def resource_families(snapshot: ClusterSnapshot) -> Iterator[Metric]:
     yield split
 
 
-def framework_families(snapshot: ClusterSnapshot) -> Iterator[Metric]:
+def framework_families(summary: PoolSummary) -> Iterator[Metric]:
     """Per framework (at most ``MAX_FRAMEWORK_SERIES``, the largest shares): name and role,
     shares, allocation, preempted tasks."""
-    shown = sorted(snapshot.frameworks, key=lambda f: (-f.dominant_share, f.spec.framework_id))
+    shown = sorted(summary.frameworks, key=lambda f: (-f.dominant_share, f.spec.framework_id))
     info = GaugeMetricFamily(
         "fairshare_framework_info",
         "Name and role of each framework (value 1), to join on framework_id.",
@@ -232,10 +233,10 @@ def framework_families(snapshot: ClusterSnapshot) -> Iterator[Metric]:
     yield preempted
 
 
-def role_families(snapshot: ClusterSnapshot) -> Iterator[Metric]:
+def role_families(summary: PoolSummary) -> Iterator[Metric]:
     """Per role (at most ``MAX_FRAMEWORK_SERIES``, the largest weighted shares): weighted share,
     weight, allocation; then the quota families."""
-    shown = sorted(snapshot.roles, key=lambda r: (-r.weighted_share, r.path))
+    shown = sorted(summary.roles, key=lambda r: (-r.weighted_share, r.path))
     share = GaugeMetricFamily(
         "fairshare_role_share",
         "Weighted share of each role (share / weight) as the allocator's hierarchy computes"
@@ -253,7 +254,7 @@ def role_families(snapshot: ClusterSnapshot) -> Iterator[Metric]:
         " (base units).",
         labels=["role", "resource"],
     )
-    resources = sorted(base_units(snapshot.total))
+    resources = sorted(base_units(summary.total))
     for view in sorted(shown[:MAX_FRAMEWORK_SERIES], key=lambda r: r.path):
         share.add_metric([view.path], view.weighted_share)
         weight.add_metric([view.path], view.weight)
@@ -263,10 +264,10 @@ def role_families(snapshot: ClusterSnapshot) -> Iterator[Metric]:
     yield share
     yield weight
     yield allocated
-    yield from quota_families(snapshot)
+    yield from quota_families(summary)
 
 
-def quota_families(snapshot: ClusterSnapshot) -> Iterator[Metric]:
+def quota_families(summary: PoolSummary) -> Iterator[Metric]:
     """Quotas and reservations per role: guarantee, limit, consumed, below guarantee, reserved."""
     guarantee = GaugeMetricFamily(
         "fairshare_role_quota_guarantee",
@@ -295,11 +296,11 @@ def quota_families(snapshot: ClusterSnapshot) -> Iterator[Metric]:
         "Resources reserved for exactly this role on every agent, used or not (base units).",
         labels=["role", "resource"],
     )
-    reserving = [r for r in snapshot.roles if r.reserved]
+    reserving = [r for r in summary.roles if r.reserved]
     for view in reserving[:MAX_FRAMEWORK_SERIES]:
         for resource, amount in sorted(base_units(view.reserved).items()):
             reserved.add_metric([view.path, resource], amount)
-    quota_roles = [r for r in snapshot.roles if r.guarantee or r.limit is not None]
+    quota_roles = [r for r in summary.roles if r.guarantee or r.limit is not None]
     for view in quota_roles[:MAX_FRAMEWORK_SERIES]:
         held = base_units(view.allocated + view.idle_reserved)
         guaranteed = base_units(view.guarantee)

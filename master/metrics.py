@@ -2,7 +2,8 @@
 (docs/architecture.md §8; names fixed by the metrics contract).
 
 ``MasterCollector`` builds every family at scrape time from one ``MasterSample``: a
-``ClusterSnapshot`` plus copies of the runtime's counters and of the RPC interceptor's counts,
+``PoolSummary`` (what a ``ClusterSnapshot`` holds, counted instead of viewed per agent, task and
+offer) plus copies of the runtime's counters and of the RPC interceptor's counts,
 all taken in one step of the runtime's event loop (``take_sample``). There is no second copy of
 the state and nothing is updated per event except the runtime's plain integer counters.
 
@@ -11,7 +12,7 @@ loop) formats a scrape with prometheus_client's own exposition in a worker threa
 never reads loop-owned state from that thread: ``on_loop`` hands ``take_sample`` to the loop with
 ``run_coroutine_threadsafe`` and waits at most ``timeout`` seconds for the sample (immutable
 values and copies); formatting then happens off the loop. A scrape thus costs the loop one
-snapshot.
+pass over the agents (about 10 ms at 10,000 agents; a whole snapshot would take 180 ms).
 
 Invariants:
 - one ``CollectorRegistry`` per daemon (``build_registry``), never the global one; no
@@ -61,7 +62,7 @@ from master.metric_families import (
 from master.runtime import RuntimeConfig, RuntimeState
 from master.runtime.counters import RuntimeCounters
 from master.runtime.operator import OperatorCalls
-from master.runtime.views import ClusterSnapshot
+from master.runtime.views import PoolSummary
 
 __all__ = [
     "AGENT_STATES",
@@ -101,9 +102,9 @@ def bounded(family: Metric, dropped: dict[str, int]) -> Metric:
 @dataclass(frozen=True, slots=True)
 class MasterSample:
     """Everything one scrape reports, taken in one step of the runtime's loop; a master that
-    does not lead (HA) has no snapshot, and reports its build, leadership and RPC counts only."""
+    does not lead (HA) has no summary, and reports its build, leadership and RPC counts only."""
 
-    snapshot: ClusterSnapshot | None
+    summary: PoolSummary | None
     counters: RuntimeCounters
     rpc_counts: dict[tuple[str, str], int]
     tasks_ended: dict[TaskState, int]
@@ -136,20 +137,20 @@ class MasterCollector(Collector):
 
     def _families(self) -> Iterator[Metric]:
         sample = self._source()
-        snapshot = sample.snapshot
+        summary = sample.summary
         info = GaugeMetricFamily(
             "fairshare_build_info", "Version of the master.", labels=["version", "python"]
         )
-        version = snapshot.version if snapshot is not None else RuntimeConfig().version
+        version = summary.version if summary is not None else RuntimeConfig().version
         info.add_metric([version, platform.python_version()], 1)
         yield info
         if sample.leadership is not None:
             yield from leadership_families(sample.leadership)
-        if snapshot is not None:
-            yield from cluster_families(snapshot)
-            yield from resource_families(snapshot)
-            yield from framework_families(snapshot)
-            yield from role_families(snapshot)
+        if summary is not None:
+            yield from cluster_families(summary)
+            yield from resource_families(summary)
+            yield from framework_families(summary)
+            yield from role_families(summary)
             yield from counter_families(sample.counters)
             yield ended_family(sample.tasks_ended)
         rpc = CounterMetricFamily(
@@ -180,7 +181,7 @@ def sampler(
 
     def take() -> MasterSample:
         return MasterSample(
-            operator.snapshot(),
+            operator.pool_summary(),
             state.counters.copy(),
             dict(rpc_counts),
             dict(state.tasks.ended_counts),

@@ -56,7 +56,9 @@ from master.runtime.log_grants import LogGrant, LogGrants
 from master.runtime.state import RuntimeState, require_id
 from master.runtime.views import (
     ClusterSnapshot,
+    PoolSummary,
     ShareSample,
+    build_pool_summary,
     build_share_sample,
     build_snapshot,
     redact,
@@ -112,6 +114,10 @@ class OperatorCalls:
     def snapshot(self) -> ClusterSnapshot:
         """The whole cluster state, in one step of the loop (for the master's own use)."""
         return build_snapshot(self.state)
+
+    def pool_summary(self) -> PoolSummary:
+        """The snapshot's counts, frameworks, roles and pool sums (the metrics' scrape)."""
+        return build_pool_summary(self.state)
 
     def share_sample(self) -> ShareSample:
         """The frameworks' shares and the pool's totals alone (the dashboard's history)."""

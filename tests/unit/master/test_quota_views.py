@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from fairshare.resources import ResourceVector
+from pool_summary_check import assert_summary_matches
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -84,6 +85,7 @@ def test_reservations_in_the_snapshot_and_the_metrics() -> None:
             spec = AgentSpec("h1", 0, R("cpus:4;mem:4096"), reservations=(("ml", R("cpus:2")),))
             runtime.agents.register(spec)
             runtime.state.core.handle_set_quota("ml", R("cpus:1"), None, 0.0)
+            assert_summary_matches(runtime)  # the reserved free part is not in the pool's free
             registry = build_registry(MasterCollector(sampler(runtime.state, runtime.operator, {})))
             families = text_string_to_metric_families(generate_latest(registry).decode())
             values = {

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from fairshare.resources import ResourceVector
 from fairshare.task_states import TaskReason, TaskState
+from pool_summary_check import assert_summary_matches
 
 from master.core import CoreConfig, KillTask, LaunchTasks, TaskLaunch
 from master.core.errors import FailedPrecondition, InvalidArgument, NotFound
@@ -182,6 +183,7 @@ def test_drf_offers_accept_launch_update_and_ack() -> None:
         assert sample.frameworks == snapshot.frameworks
         assert (sample.used, sample.total) == (snapshot.used, snapshot.total)
         assert sample.used == R("cpus:3;mem:12288")
+        assert_summary_matches(runtime)  # the metrics' figures, counted without views
 
     scenario(test)
 
@@ -311,6 +313,7 @@ def test_unheard_agent_becomes_unreachable() -> None:
         view = runtime.operator.snapshot()
         assert [a.state for a in view.agents] == ["UNREACHABLE"] and not view.total
         assert [t.status.state for t in view.tasks] == [TaskState.UNREACHABLE]
+        assert_summary_matches(runtime)
         assert runtime.state.registry.agents[agent_id].state == "UNREACHABLE"
         with pytest.raises(NotFound):
             runtime.agents.heard(agent_id, commands)
@@ -346,6 +349,7 @@ def test_unreachable_agent_that_comes_back_rejoins_with_its_tasks() -> None:
             ("kept", TaskState.RUNNING)
         ]
         assert runtime.state.core.agents[agent_id].free == R("cpus:1;mem:128")
+        assert_summary_matches(runtime)
         assert runtime.state.registry.agents[agent_id].state == "ADMITTED"
         assert back.master_id == runtime.state.master_id
         runtime.agents.heard(agent_id, back.channel)  # a live registration again

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from pool_summary_check import assert_summary_matches
 from test_runtime_cycle import (
     agent,
     drain,
@@ -97,6 +98,7 @@ def test_a_drain_rescinds_kills_at_the_deadline_then_drained() -> None:
         runtime.operator.drains.check()
         assert drain(commands) == []  # KILLING: not killed twice
         assert _states(runtime) == {agent_id: "DRAINING"}
+        assert_summary_matches(runtime)
         killed = running("t", agent_id, b"k" * 16, TaskState.KILLED)
         report(runtime, agent_id, fw, killed, TaskState.KILLED)
         runtime.operator.drains.check()

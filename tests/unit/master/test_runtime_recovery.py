@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from fairshare.task_states import TaskState
+from pool_summary_check import assert_summary_matches
 from test_runtime_cycle import (
     AgentSpec,
     FrameworkInfo,
@@ -85,6 +86,7 @@ def test_restart_recovers_and_offers_in_drf_order_only_once_agents_are_back(
             assert runtime.state.recovering
             view = runtime.operator.snapshot()
             assert sorted(a.state for a in view.agents) == ["RECOVERING", "RECOVERING"]
+            assert_summary_matches(runtime)
             a = runtime.frameworks.subscribe(
                 FrameworkInfo(framework_id=ids["A"], name="A", failover_timeout=60.0),
                 Demand(task_resources=SMALL, max_tasks=5),
