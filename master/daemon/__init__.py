@@ -246,7 +246,7 @@ async def _serve(
         return EXIT_FAILED
     limit = raise_fd_limit()
     background = [
-        asyncio.create_task(history.run(leadership.share_sample_or_none)),
+        asyncio.create_task(history.run(leadership.summary_or_none)),
         asyncio.create_task(watch_fds(limit, config.max_connections or connection_cap(limit), log)),
     ]
     metrics_path = write_metrics_addr(work_dir, metrics.address)

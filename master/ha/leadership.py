@@ -43,7 +43,7 @@ from master.registry import Registry, RegistryError
 from master.registry.etcd_store import EtcdRegistry
 from master.runtime import MasterRuntime, RuntimeConfig
 from master.runtime.events import EventKind, announce
-from master.runtime.views import ClusterSnapshot, ShareSample
+from master.runtime.views import ClusterSnapshot, PoolSummary
 from master.service.agent import AgentServicer
 from master.service.leader_gate import LeaderGate, Servicers
 from master.service.operator import OperatorServicer
@@ -132,9 +132,9 @@ class Leadership:
             raise RuntimeError("this master does not lead: it has no cluster state")
         return term.runtime.operator.view(principal)
 
-    def share_sample_or_none(self) -> ShareSample | None:
-        """The shares and pool totals while leading (``ShareHistory``), None otherwise."""
-        return self.term.runtime.operator.share_sample() if self.term is not None else None
+    def summary_or_none(self) -> PoolSummary | None:
+        """The pool's summary while leading (``ShareHistory``), None otherwise."""
+        return self.term.runtime.operator.pool_summary() if self.term is not None else None
 
     def follower_view(self) -> dict[str, str | None] | None:
         """None while leading; else the leader's gRPC address and dashboard (if known)."""

@@ -32,7 +32,6 @@ __all__ = [
     "OfferView",
     "PoolSummary",
     "RoleView",
-    "ShareSample",
     "TaskView",
     "role_order",
 ]
@@ -157,19 +156,9 @@ class ClusterSnapshot:
 
 
 @dataclass(frozen=True, slots=True)
-class ShareSample:
-    """The figures of a ``ClusterSnapshot`` that the dashboard's share history keeps: the
-    frameworks and the pool's used and total resources (the same values the snapshot of that
-    moment would hold), without a view of every agent, task and offer."""
-
-    frameworks: tuple[FrameworkView, ...]
-    total: ResourceVector
-    used: ResourceVector
-
-
-@dataclass(frozen=True, slots=True)
 class PoolSummary:
-    """The figures of a ``ClusterSnapshot`` that the metrics report: agents, tasks and offers
+    """The figures of a ``ClusterSnapshot`` that the metrics and the dashboard's share history
+    report: agents, tasks and offers
     counted (agents by state, GONE ones left out; tasks by state), the frameworks and roles
     whole, and the pool's sums; the same values as the snapshot of that moment, without a view
     of every agent, task and offer (a scrape of 50,000 agents would hold the loop ~1 s)."""

@@ -57,9 +57,7 @@ from master.runtime.state import RuntimeState, require_id
 from master.runtime.views import (
     ClusterSnapshot,
     PoolSummary,
-    ShareSample,
     build_pool_summary,
-    build_share_sample,
     build_snapshot,
     redact,
 )
@@ -116,12 +114,9 @@ class OperatorCalls:
         return build_snapshot(self.state)
 
     def pool_summary(self) -> PoolSummary:
-        """The snapshot's counts, frameworks, roles and pool sums (the metrics' scrape)."""
+        """The snapshot's counts, frameworks, roles and pool sums (the metrics' scrape, the
+        dashboard's share history)."""
         return build_pool_summary(self.state)
-
-    def share_sample(self) -> ShareSample:
-        """The frameworks' shares and the pool's totals alone (the dashboard's history)."""
-        return build_share_sample(self.state)
 
     def view(self, principal: str | None = None) -> ClusterSnapshot:
         """What ``principal`` may see of the cluster (PERMISSION_DENIED: nothing)."""

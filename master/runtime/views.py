@@ -42,7 +42,6 @@ from master.runtime.cluster_snapshot import (
     OfferView,
     PoolSummary,
     RoleView,
-    ShareSample,
     TaskView,
     role_order,
 )
@@ -57,10 +56,8 @@ __all__ = [
     "OfferView",
     "PoolSummary",
     "RoleView",
-    "ShareSample",
     "TaskView",
     "build_pool_summary",
-    "build_share_sample",
     "build_snapshot",
     "redact",
     "role_order",
@@ -301,17 +298,6 @@ def build_snapshot(runtime: RuntimeState) -> ClusterSnapshot:
         tuple(_roles(runtime, frameworks)),
         core.hierarchy,
     )
-
-
-def build_share_sample(runtime: RuntimeState) -> ShareSample:
-    """The snapshot's frameworks, ``total`` and ``used`` alone (call on the runtime's loop).
-
-    ``used`` is the sum over the core's tasks: every task of the core runs on an agent of the
-    pool, so it is the snapshot's sum over the pool's agents. Its cost grows with frameworks
-    and tasks, not with agents (a whole snapshot of 10,000 agents holds the loop ~0.3 s)."""
-    core = runtime.core
-    used = sum((task.resources for task in core.tasks.values()), EMPTY)
-    return ShareSample(tuple(_frameworks(runtime)), core.total, used)
 
 
 def build_pool_summary(runtime: RuntimeState) -> PoolSummary:

@@ -1,8 +1,8 @@
 """``ShareHistory``: the frameworks' dominant and weighted shares over the last hour, for the
 dashboard's chart.
 
-Every ``interval`` seconds the dashboard side of the master takes one ``ShareSample`` (the
-frameworks and pool totals of the snapshot the API and metrics read, without its views of every
+Every ``interval`` seconds the dashboard side of the master takes one ``PoolSummary`` (the
+figures of the snapshot the API reads that the metrics report too, without its views of every
 agent, task and offer; taken on the runtime's loop) and keeps, per framework, its dominant and
 weighted share and the pool's used fraction per resource. Only these numbers are kept, never the
 state itself.
@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from master.runtime.views import ClusterSnapshot, ShareSample
+from master.runtime.views import ClusterSnapshot, PoolSummary
 
 __all__ = ["ShareHistory"]
 
@@ -40,7 +40,7 @@ class ShareHistory:
         self.max_frameworks = max_frameworks
         self._points: deque[dict[str, Any]] = deque(maxlen=max(1, int(window / interval)))
 
-    def record(self, snapshot: ShareSample | ClusterSnapshot, at: float) -> None:
+    def record(self, snapshot: PoolSummary | ClusterSnapshot, at: float) -> None:
         """Keep one point of ``snapshot`` taken at wall-clock time ``at``."""
         largest = sorted(snapshot.frameworks, key=lambda f: -f.dominant_share)
         frameworks = {
@@ -63,7 +63,7 @@ class ShareHistory:
         """``/api/v1/history``: the kept points, oldest first."""
         return {"interval": self.interval, "window": self.window, "points": list(self._points)}
 
-    async def run(self, take: Callable[[], ShareSample | ClusterSnapshot | None]) -> None:
+    async def run(self, take: Callable[[], PoolSummary | ClusterSnapshot | None]) -> None:
         """Record a point now and every ``interval`` seconds (until cancelled); ``take``
         returns None while there is nothing to record (a master that does not lead)."""
         while True:

@@ -1,6 +1,6 @@
 """What reading the cluster costs the master's loop at scale: a whole ``ClusterSnapshot``
-(GetState, the dashboard's JSON API), the metrics' ``PoolSummary`` (every Prometheus scrape) and
-the dashboard history's ``ShareSample`` (every 10 s). Prints figures only.
+(GetState, the dashboard's JSON API) and the ``PoolSummary`` that every Prometheus scrape and
+the dashboard's share history (every 10 s) take instead. Prints figures only.
 
 Run: ``python tests/bench/bench_views.py [--agents 10000 50000]``. One process, no sockets: a
 real ``MasterRuntime`` with the given number of registered agents (``cpus:8;mem:16384``) and 20
@@ -61,7 +61,6 @@ async def measure(agents: int, frameworks: int, repeats: int) -> dict[str, float
         return {
             "snapshot": median_ms(operator.snapshot, repeats),
             "pool_summary": median_ms(operator.pool_summary, repeats),
-            "share_sample": median_ms(operator.share_sample, repeats),
         }
     finally:
         await runtime.stop()
@@ -74,13 +73,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     print("reading the cluster on the master's loop (median ms per call)")
-    print(f"{'agents':>8}  {'snapshot':>10}  {'pool summary':>12}  {'share sample':>12}")
+    print(f"{'agents':>8}  {'snapshot':>10}  {'pool summary':>12}")
     for agents in args.agents:
         figures = asyncio.run(measure(agents, args.frameworks, args.repeats))
-        print(
-            f"{agents:>8,}  {figures['snapshot']:>10.1f}  {figures['pool_summary']:>12.1f}"
-            f"  {figures['share_sample']:>12.1f}"
-        )
+        print(f"{agents:>8,}  {figures['snapshot']:>10.1f}  {figures['pool_summary']:>12.1f}")
 
 
 if __name__ == "__main__":
