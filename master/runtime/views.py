@@ -32,6 +32,7 @@ from fairshare.task_states import TaskReason, TaskState
 
 from master.core.records import AgentRecord
 from master.model import FrameworkInfo, StatusUpdate
+from master.registry.entries import AgentDrain
 from master.runtime.cluster_snapshot import (
     EMPTY,
     POOL_STATES,
@@ -74,10 +75,14 @@ def _dominant(allocated: ResourceVector, total: ResourceVector) -> tuple[float, 
     return min(best, 1.0), name
 
 
-def _pool_state(runtime: RuntimeState, agent_id: str, record: AgentRecord) -> str:
-    """The state shown for an agent in the pool: its drain's, else ACTIVE or DEACTIVATED."""
+def _drain_of(runtime: RuntimeState, agent_id: str) -> AgentDrain | None:
+    """The agent's drain, as the registry records it (None: not draining)."""
     entry = runtime.registry.agents.get(agent_id)
-    drain = entry.drain if entry is not None else None
+    return entry.drain if entry is not None else None
+
+
+def _pool_state(record: AgentRecord, drain: AgentDrain | None) -> str:
+    """The state shown for an agent in the pool: its drain's, else ACTIVE or DEACTIVATED."""
     return drain.state if drain else "ACTIVE" if record.active else "DEACTIVATED"
 
 
@@ -105,13 +110,12 @@ def _agents(runtime: RuntimeState) -> list[AgentView]:
             continue
         offered = sum((core.offers[o].resources for o in record.offer_ids), EMPTY)
         used = sum((core.tasks[k].resources for k in record.task_keys), EMPTY)
-        entry = runtime.registry.agents.get(agent_id)
-        drain = entry.drain if entry is not None else None
+        drain = _drain_of(runtime, agent_id)
         views.append(
             AgentView(
                 agent_id,
                 link.spec,
-                _pool_state(runtime, agent_id, record),
+                _pool_state(record, drain),
                 record.free,
                 offered,
                 used,
@@ -317,7 +321,7 @@ def build_pool_summary(runtime: RuntimeState) -> PoolSummary:
             if link.recovering:
                 states["RECOVERING"] += 1
             continue
-        states[_pool_state(runtime, agent_id, record)] += 1
+        states[_pool_state(record, _drain_of(runtime, agent_id))] += 1
         if record.reserved_free:
             reserved_free = sum(record.reserved_free.values(), reserved_free)
     states.update(d.state for d in runtime.departed.values() if d.state != "GONE")

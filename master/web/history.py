@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from master.runtime.views import ClusterSnapshot, PoolSummary
+from master.runtime.views import PoolSummary
 
 __all__ = ["ShareHistory"]
 
@@ -40,9 +40,9 @@ class ShareHistory:
         self.max_frameworks = max_frameworks
         self._points: deque[dict[str, Any]] = deque(maxlen=max(1, int(window / interval)))
 
-    def record(self, snapshot: PoolSummary | ClusterSnapshot, at: float) -> None:
-        """Keep one point of ``snapshot`` taken at wall-clock time ``at``."""
-        largest = sorted(snapshot.frameworks, key=lambda f: -f.dominant_share)
+    def record(self, summary: PoolSummary, at: float) -> None:
+        """Keep one point of ``summary`` taken at wall-clock time ``at``."""
+        largest = sorted(summary.frameworks, key=lambda f: -f.dominant_share)
         frameworks = {
             view.spec.framework_id: {
                 "name": view.spec.name,
@@ -51,10 +51,10 @@ class ShareHistory:
             }
             for view in largest[: self.max_frameworks]
         }
-        used = snapshot.used.to_dict()
+        used = summary.used.to_dict()
         utilization = {
             name: round(used.get(name, 0.0) / total, 6)
-            for name, total in snapshot.total.to_dict().items()
+            for name, total in summary.total.to_dict().items()
             if total > 0
         }
         self._points.append({"time": at, "frameworks": frameworks, "utilization": utilization})
@@ -63,14 +63,14 @@ class ShareHistory:
         """``/api/v1/history``: the kept points, oldest first."""
         return {"interval": self.interval, "window": self.window, "points": list(self._points)}
 
-    async def run(self, take: Callable[[], PoolSummary | ClusterSnapshot | None]) -> None:
+    async def run(self, take: Callable[[], PoolSummary | None]) -> None:
         """Record a point now and every ``interval`` seconds (until cancelled); ``take``
         returns None while there is nothing to record (a master that does not lead)."""
         while True:
             try:
-                snapshot = take()
-                if snapshot is not None:
-                    self.record(snapshot, time.time())
+                summary = take()
+                if summary is not None:
+                    self.record(summary, time.time())
             except Exception:  # one bad sample must not end the history
                 log.exception("history.sample.failed")
             await asyncio.sleep(self.interval)

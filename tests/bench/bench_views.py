@@ -59,6 +59,7 @@ async def measure(agents: int, frameworks: int, repeats: int) -> dict[str, float
             await asyncio.sleep(0)  # the allocation run the registrations asked for
         operator = runtime.operator
         return {
+            "offers": len(runtime.state.core.offers),
             "snapshot": median_ms(operator.snapshot, repeats),
             "pool_summary": median_ms(operator.pool_summary, repeats),
         }
@@ -73,10 +74,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     print("reading the cluster on the master's loop (median ms per call)")
-    print(f"{'agents':>8}  {'snapshot':>10}  {'pool summary':>12}")
+    print(f"{'agents':>8}  {'offers held':>11}  {'snapshot':>10}  {'pool summary':>12}")
     for agents in args.agents:
         figures = asyncio.run(measure(agents, args.frameworks, args.repeats))
-        print(f"{agents:>8,}  {figures['snapshot']:>10.1f}  {figures['pool_summary']:>12.1f}")
+        print(
+            f"{agents:>8,}  {figures['offers']:>11,.0f}  {figures['snapshot']:>10.1f}"
+            f"  {figures['pool_summary']:>12.1f}"
+        )
 
 
 if __name__ == "__main__":
