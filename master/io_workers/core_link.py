@@ -1,11 +1,12 @@
 """``CoreLink``: the core's end of the I/O workers' links (docs/architecture.md §13).
 
 Each worker opens one ``LINK_METHOD`` stream on the core's Unix socket. The core applies each
-batch it receives, operation by operation in order, to the ``AgentCalls`` of the leadership term
-that leads now (one synchronous step per operation, as the one-process servicer makes them), and
-sends back, batched, the sessions' outcomes and what their channels give: one task per session
-awaits its channel (``get_batch``, as the servicer's stream handler does) and queues the items
-for the link's next batch.
+batch it receives, operation by operation in order, to the ``AgentCalls`` and ``FrameworkCalls``
+of the leadership term that leads now (one synchronous step per operation, as the one-process
+servicers make them), and sends back, batched, the sessions' and calls' outcomes and what the
+sessions' channels give: one task per agent session or framework subscription awaits its channel
+(``get_batch``, as the servicers' stream handlers do) and queues the items for the link's next
+batch.
 
 Invariants:
 - a session opened over a link belongs to it: when the link ends (the worker exited or was
@@ -17,11 +18,15 @@ Invariants:
 - backpressure: while more than ``MAX_OUTGOING`` operations wait to go to a worker, the core
   reads no more of that worker's batches and its sessions' tasks wait, so gRPC's flow control
   holds the worker back, and the worker, its agents' streams;
-- the gate decides as for one process: while this master does not lead, an open is refused
-  UNAVAILABLE with the gate's trailing metadata (the leader), or held while an election is on
-  (``hold``); a batch leaves only while the lease is current (``still_valid``): a deposed
-  leader's batch keeps only the ends (commands are dropped, sessions opened are refused
-  UNAVAILABLE), as the gate refuses the streams of one process.
+- the gate decides as for one process: while this master does not lead, an open, a call or a
+  subscription is refused UNAVAILABLE with the gate's trailing metadata (the leader), or held
+  while an election is on (``hold``, as the gate holds a call: also when the caller said the
+  leader named could not be reached); a batch leaves only while the lease is current
+  (``still_valid``): a deposed leader's batch keeps only the ends (commands and events are
+  dropped, sessions and subscriptions opened and calls answered are refused UNAVAILABLE), as the
+  gate refuses the streams and answers of one process;
+- a framework call names a ``FrameworkCalls`` method of ``FRAMEWORK_METHODS`` only, and the
+  principal the worker authenticated.
 """
 
 from __future__ import annotations
@@ -35,23 +40,31 @@ from fairshare.logs import log_event
 
 from master.core import CoreError
 from master.io_workers.protocol import (
+    ANSWERED,
+    CALL,
     CLOSE,
     COMMANDS,
     END,
+    EVENTS,
+    FRAMEWORK_METHODS,
     HEARD,
     HELLO,
     MAX_BATCH,
     OPEN,
     OPENED,
     REFUSED,
+    SUBSCRIBE,
+    SUBSCRIBED,
+    UNSUBSCRIBE,
     UPDATES,
     WORKER_METADATA,
     Operation,
     decode,
     encode,
 )
-from master.model import AgentCommand, StreamEnd
+from master.model import AgentCommand, FrameworkEvent, StreamEnd
 from master.runtime.agents import AgentCalls
+from master.runtime.frameworks import FrameworkCalls
 from master.runtime.sessions import Channel
 from master.service.agent import MAX_COMMANDS_PER_MESSAGE
 from master.service.leader_gate import LeaderGate
@@ -65,6 +78,10 @@ MAX_OUTGOING: Final = 20_000
 LINK_LOST: Final = StreamEnd("UNAVAILABLE", "the master's I/O worker serving this stream ended")
 
 
+MAX_EVENTS_PER_BATCH: Final = 1000
+"""A subscription's events in one operation at most."""
+
+
 class _Session:
     __slots__ = ("agent_id", "calls", "channel", "task")
 
@@ -73,6 +90,24 @@ class _Session:
         self.calls = calls
         self.channel = channel
         self.task: asyncio.Task[None] | None = None
+
+
+class _Subscription:
+    __slots__ = ("calls", "channel", "framework_id", "task")
+
+    def __init__(
+        self, framework_id: str, calls: FrameworkCalls, channel: Channel[FrameworkEvent]
+    ) -> None:
+        self.framework_id = framework_id
+        self.calls = calls
+        self.channel = channel
+        self.task: asyncio.Task[None] | None = None
+
+    def end(self) -> None:
+        """The framework's stream ended (the worker's or the link's end)."""
+        if self.task is not None:
+            self.task.cancel()
+        self.calls.unsubscribe(self.framework_id, self.channel)
 
 
 class _Link:
@@ -87,6 +122,7 @@ class _Link:
         self.ready = False  # the worker serves the public port
         self.worker = worker
         self.sessions: dict[int, _Session] = {}
+        self.subscriptions: dict[int, _Subscription] = {}
         self.pending: set[asyncio.Future[None]] = set()  # opens waiting for an election
         self.out: list[Operation] = []
         self.wake = asyncio.Event()
@@ -123,6 +159,14 @@ class _Link:
         if kind == OPEN:
             self.open(sid, *operation[2:])
             return
+        if kind in (CALL, SUBSCRIBE):
+            self.framework_call(operation)
+            return
+        if kind == UNSUBSCRIBE:
+            subscription = self.subscriptions.pop(sid, None)
+            if subscription is not None:
+                subscription.end()
+            return
         session = self.sessions.get(sid)
         if session is None:
             return  # ended already: the worker hears of it by its END
@@ -151,7 +195,7 @@ class _Link:
         held: bool = False,
     ) -> None:
         servicer = self.gate.servicer("agent")
-        if servicer is None and not held and self.gate.hold > 0 and self.gate.leader is None:
+        if servicer is None and not held and self.gate.should_hold_for(None):
             # An election is on: the open waits for its outcome, as the gate holds a call (the
             # agent's later messages wait for its answer, so nothing of it overtakes this).
             waiting = asyncio.ensure_future(self.held_open(sid, principal, agent_id, spec, tasks))
@@ -190,6 +234,83 @@ class _Link:
         attached = _Session(session.agent_id, calls, session.channel)
         self.sessions[sid] = attached
         attached.task = asyncio.ensure_future(self.drain(sid, attached))
+
+    def framework_call(self, operation: Any, held: bool = False) -> None:
+        """Apply a ``CALL`` or a ``SUBSCRIBE`` to the leading term's ``FrameworkCalls``."""
+        kind, sid, principal, unreachable = operation[:4]
+        servicer = self.gate.servicer("scheduler")
+        if servicer is None and not held and self.gate.should_hold_for(unreachable):
+            waiting = asyncio.ensure_future(self.held_call(operation, unreachable))
+            self.pending.add(waiting)
+            waiting.add_done_callback(self.pending.discard)
+            return
+        if servicer is None:
+            message, hint = self.gate.refusal()
+            self.push((REFUSED, sid, "UNAVAILABLE", message, hint))
+            return
+        calls: FrameworkCalls = servicer.frameworks
+        try:
+            if kind == SUBSCRIBE:
+                self.subscribe(calls, sid, principal, *operation[4:])
+                return
+            method, args = operation[4], operation[5]
+            if method not in FRAMEWORK_METHODS:
+                raise ValueError(f"{method!r} is not a framework call")
+            getattr(calls, method)(*args, principal)
+        except CoreError as error:
+            self.push((REFUSED, sid, error.code, error.message))
+            return
+        except Exception as error:  # a bug: this call is refused, the daemon goes on
+            log.error("rpc.failed method=Scheduler", exc_info=error)
+            self.push((REFUSED, sid, "INTERNAL", f"internal error: {error}"))
+            return
+        self.push((ANSWERED, sid))
+
+    async def held_call(self, operation: Any, unreachable: str | None) -> None:
+        """``framework_call`` once the election has an outcome (or ``hold`` seconds passed)."""
+        await self.gate.await_leader(unreachable)
+        if not self.ended:
+            self.framework_call(operation, held=True)
+
+    def subscribe(
+        self,
+        calls: FrameworkCalls,
+        sid: int,
+        principal: str | None,
+        spec: Any,
+        demand: Any,
+        suppressed: bool,
+    ) -> None:
+        result = calls.subscribe(spec, demand, suppressed, principal)
+        self.push(
+            (
+                SUBSCRIBED,
+                sid,
+                result.framework_id,
+                result.master_id,
+                result.heartbeat_interval,
+                result.resubscribed,
+                result.weight,
+            )
+        )
+        subscription = _Subscription(result.framework_id, calls, result.channel)
+        self.subscriptions[sid] = subscription
+        subscription.task = asyncio.ensure_future(self.drain_events(sid, subscription))
+
+    async def drain_events(self, sid: int, subscription: _Subscription) -> None:
+        """Queue the events the subscription's channel gives, until it closes."""
+        channel = subscription.channel
+        while True:
+            items, end = await channel.get_batch(MAX_EVENTS_PER_BATCH)
+            if items:
+                self.push((EVENTS, sid, items))
+            if end is not None:
+                self.push((END, sid, end))
+                if self.subscriptions.get(sid) is subscription:
+                    del self.subscriptions[sid]
+                subscription.calls.unsubscribe(subscription.framework_id, channel)
+                return
+            await self.room.wait()
 
     async def held_open(
         self, sid: int, principal: str | None, agent_id: str | None, spec: Any, tasks: Any
@@ -247,15 +368,23 @@ class _Link:
             session.calls.disconnect(session.agent_id, session.channel, LINK_LOST)
             if session.task is not None:
                 session.task.cancel()
+        subscriptions, self.subscriptions = self.subscriptions, {}
+        for subscription in subscriptions.values():
+            subscription.end()
+
+
+_REFUSED_WHEN_FENCED: Final = frozenset({OPENED, SUBSCRIBED, ANSWERED})
+_DROPPED_WHEN_FENCED: Final = frozenset({COMMANDS, EVENTS})
 
 
 def _fenced(operations: list[Operation]) -> list[Operation]:
-    """A deposed leader's batch: ends only (commands dropped, sessions refused)."""
+    """A deposed leader's batch: ends only (commands and events dropped, sessions,
+    subscriptions and answers refused)."""
     kept: list[Operation] = []
     for operation in operations:
-        if operation[0] == OPENED:
+        if operation[0] in _REFUSED_WHEN_FENCED:
             kept.append((REFUSED, operation[1], "UNAVAILABLE", "this master no longer leads"))
-        elif operation[0] != COMMANDS:
+        elif operation[0] not in _DROPPED_WHEN_FENCED:
             kept.append(operation)
     return kept
 

@@ -10,12 +10,19 @@ Worker to core (``sid``: the worker's number for one agent stream, never reused 
   ``(HELLO, 0)``: the worker serves the public port now (its first operation);
   ``(OPEN, sid, principal, agent_id | None, spec, tasks)``: register (``agent_id`` None) or
   reregister; ``(UPDATES, sid, updates)``; ``(HEARD, sid)``; ``(CLOSE, sid, end | None)``: the
-  agent's stream ended (``end``: the refusal that ended it).
+  agent's stream ended (``end``: the refusal that ended it);
+  ``(CALL, sid, principal, unreachable, method, args)``: one Scheduler API call, ``method`` one
+  of ``FRAMEWORK_METHODS`` of ``FrameworkCalls``, ``args`` its arguments but the principal,
+  already converted (``unreachable``: the leader the caller said it could not reach, or None);
+  ``(SUBSCRIBE, sid, principal, unreachable, spec, demand, suppressed)``; ``(UNSUBSCRIBE, sid)``:
+  the framework's stream ended.
 Core to worker (the first batch is empty: the core is ready, the worker may serve):
   ``(OPENED, sid, agent_id, master_id, heartbeat_interval, reconnect_jitter, epoch, log_key)``;
-  ``(REFUSED, sid, code, message[, trailing metadata])`` (a follower's names the leader);
-  ``(COMMANDS, sid, items)``: what the session's channel gave, in order; ``(END, sid, end)``:
-  the session's channel closed with ``end`` (its last item).
+  ``(REFUSED, sid, code, message[, trailing metadata])`` (a follower's names the leader): an
+  open, a call or a subscription refused; ``(ANSWERED, sid)``: a call applied;
+  ``(SUBSCRIBED, sid, framework_id, master_id, heartbeat_interval, resubscribed, weight)``;
+  ``(COMMANDS, sid, items)``, ``(EVENTS, sid, items)``: what an agent's or a framework's channel
+  gave, in order; ``(END, sid, end)``: the session's channel closed with ``end`` (its last item).
 
 Invariants: operations of one link are applied in the order they were queued, so one agent's
 messages (all on one worker) reach ``AgentCalls`` in the order the agent sent them, and its
@@ -34,10 +41,14 @@ from pathlib import Path
 from typing import Any, Final
 
 __all__ = [
+    "ANSWERED",
+    "CALL",
     "CLOSE",
     "COMMANDS",
     "END",
+    "EVENTS",
     "FORWARDED_PRINCIPAL",
+    "FRAMEWORK_METHODS",
     "HEARD",
     "HELLO",
     "LINK_METHOD",
@@ -46,6 +57,9 @@ __all__ = [
     "OPEN",
     "OPENED",
     "REFUSED",
+    "SUBSCRIBE",
+    "SUBSCRIBED",
+    "UNSUBSCRIBE",
     "UPDATES",
     "WORKER_METADATA",
     "Operation",
@@ -69,6 +83,27 @@ OPENED: Final = 5
 REFUSED: Final = 6
 COMMANDS: Final = 7
 END: Final = 8
+CALL: Final = 9
+ANSWERED: Final = 10
+SUBSCRIBE: Final = 11
+SUBSCRIBED: Final = 12
+EVENTS: Final = 13
+UNSUBSCRIBE: Final = 14
+
+FRAMEWORK_METHODS: Final = frozenset(
+    {
+        "accept",
+        "acknowledge_many",
+        "decline",
+        "kill",
+        "reconcile",
+        "revive",
+        "suppress",
+        "teardown",
+        "update_demand",
+    }
+)
+"""The ``FrameworkCalls`` methods a ``CALL`` may name (each takes the principal last)."""
 
 MAX_BATCH: Final = 2048
 """Operations in one batch at most (what is queued beyond goes in the next)."""

@@ -4,7 +4,7 @@ worker's link to the core (docs/architecture.md §13).
 The worker's ``AgentServicer`` (the one-process servicer, unchanged) calls it as it calls
 ``AgentCalls``: ``register`` and ``reregister`` return a future the core's ``OPENED`` or
 ``REFUSED`` resolves; ``heard``, ``update_statuses`` and ``disconnect`` queue their operation and
-return at once, or, while ``limit`` operations already wait, an awaitable the reader waits on
+return at once, or, while the ``WorkerLink``'s queue is full, an awaitable the reader waits on
 (backpressure: the agent's stream is read no further until the link drains). Each session's
 channel is a ``Channel`` here too, fed by the core's ``COMMANDS`` and closed by its ``END``.
 
@@ -17,9 +17,7 @@ exits, and its agents reconnect).
 from __future__ import annotations
 
 import asyncio
-import itertools
-from collections.abc import AsyncIterator, Awaitable, Sequence
-from typing import Final
+from collections.abc import Awaitable, Sequence
 
 from master.core import CoreError
 from master.io_workers.protocol import (
@@ -27,25 +25,18 @@ from master.io_workers.protocol import (
     COMMANDS,
     END,
     HEARD,
-    HELLO,
-    MAX_BATCH,
     OPEN,
     OPENED,
     REFUSED,
     UPDATES,
     Operation,
-    decode,
-    encode,
 )
+from master.io_workers.worker_link import LINK_ENDED, WorkerLink
 from master.model import AgentCommand, AgentSpec, StreamEnd
 from master.runtime.agents import AgentSession, ReportedTask, ReportedUpdate
 from master.runtime.sessions import Channel
 
-__all__ = ["QUEUE_LIMIT", "RemoteAgents", "RemoteRefusal"]
-
-QUEUE_LIMIT: Final = 10_000
-"""Operations a worker queues for the core at most before its agents' readers wait."""
-LINK_ENDED: Final = StreamEnd("UNAVAILABLE", "the master's I/O worker lost the master")
+__all__ = ["RemoteAgents", "RemoteRefusal", "refused"]
 
 
 class RemoteRefusal(CoreError):
@@ -71,49 +62,25 @@ class _SessionChannel(Channel[AgentCommand]):
 class RemoteAgents:
     """register, reregister, heard, update_statuses, disconnect: over the link."""
 
-    def __init__(self, limit: int = QUEUE_LIMIT) -> None:
-        self.limit = limit
-        self._sids = itertools.count(1)
-        self._out: list[Operation] = []
-        self._wake = asyncio.Event()
-        self._room = asyncio.Event()
-        self._room.set()
+    def __init__(self, link: WorkerLink) -> None:
+        self.link = link
         self._opening: dict[int, asyncio.Future[AgentSession]] = {}
         self._channels: dict[int, _SessionChannel] = {}
-        self.ended = False
-
-    @property
-    def depth(self) -> int:
-        """Operations waiting to go to the core."""
-        return len(self._out)
-
-    def _push(self, operation: Operation) -> Awaitable[None] | None:
-        self._out.append(operation)
-        self._wake.set()
-        if len(self._out) < self.limit:
-            return None
-        self._room.clear()
-        return self._wait_room()
-
-    async def _wait_room(self) -> None:
-        await self._room.wait()
+        link.handle((COMMANDS, END, OPENED, REFUSED), self._deliver)
+        link.on_end(self._link_ended)
 
     def _open(self, operation: Operation) -> Awaitable[AgentSession]:
         future: asyncio.Future[AgentSession] = asyncio.get_running_loop().create_future()
-        if self.ended:
-            future.set_exception(RemoteRefusal(LINK_ENDED.code, LINK_ENDED.message))
+        if self.link.ended:
+            future.set_exception(refused(LINK_ENDED))
             return future
         self._opening[operation[1]] = future
-        self._push(operation)
+        self.link.push(operation)
         return future
-
-    def hello(self) -> None:
-        """Tell the core this worker serves the public port now."""
-        self._push((HELLO, 0))
 
     def register(self, spec: AgentSpec, principal: str | None = None) -> Awaitable[AgentSession]:
         """Ask the core to admit a new agent."""
-        return self._open((OPEN, next(self._sids), principal, None, spec, ()))
+        return self._open((OPEN, self.link.next_sid(), principal, None, spec, ()))
 
     def reregister(
         self,
@@ -123,13 +90,13 @@ class RemoteAgents:
         principal: str | None = None,
     ) -> Awaitable[AgentSession]:
         """Ask the core to re-admit an agent with its tasks."""
-        return self._open((OPEN, next(self._sids), principal, agent_id, spec, list(tasks)))
+        return self._open((OPEN, self.link.next_sid(), principal, agent_id, spec, list(tasks)))
 
     def heard(self, agent_id: str, channel: Channel[AgentCommand]) -> Awaitable[None] | None:
         """The agent's stream carried a heartbeat."""
         if not isinstance(channel, _SessionChannel) or channel.sid not in self._channels:
             return None
-        return self._push((HEARD, channel.sid))
+        return self.link.push((HEARD, channel.sid))
 
     def update_statuses(
         self, agent_id: str, channel: Channel[AgentCommand], updates: Sequence[ReportedUpdate]
@@ -137,7 +104,7 @@ class RemoteAgents:
         """The agent's stream carried status updates."""
         if not isinstance(channel, _SessionChannel) or channel.sid not in self._channels:
             return None
-        return self._push((UPDATES, channel.sid, list(updates)))
+        return self.link.push((UPDATES, channel.sid, list(updates)))
 
     def disconnect(
         self, agent_id: str, channel: Channel[AgentCommand], end: StreamEnd | None = None
@@ -147,50 +114,33 @@ class RemoteAgents:
             isinstance(channel, _SessionChannel)
             and self._channels.pop(channel.sid, None) is not None
         ):
-            self._push((CLOSE, channel.sid, end))
+            self.link.push((CLOSE, channel.sid, end))
         channel.close(end or StreamEnd())
 
-    # -- the link ---------------------------------------------------------------------------------
+    # -- the core's operations --------------------------------------------------------------------
 
-    async def batches(self) -> AsyncIterator[bytes]:
-        """What goes to the core: everything queued at once, as one batch."""
-        while not self.ended:
-            await self._wake.wait()
-            await asyncio.sleep(0)  # what this loop iteration queues joins the batch
-            self._wake.clear()
-            operations, self._out = self._out[:MAX_BATCH], self._out[MAX_BATCH:]
-            if self._out:
-                self._wake.set()
-            if len(self._out) < self.limit:
-                self._room.set()
-            if operations:
-                yield encode((len(operations) + len(self._out), operations))
-
-    def deliver(self, data: bytes) -> None:
-        """Apply one batch from the core."""
-        for operation in decode(data):
-            kind, sid = operation[0], operation[1]
-            if kind == COMMANDS:
-                channel = self._channels.get(sid)
-                if channel is not None:
-                    for item in operation[2]:
-                        channel.put(item)
-            elif kind == END:
-                channel = self._channels.pop(sid, None)
-                if channel is not None:
-                    channel.close(operation[2])
-            elif kind == OPENED:
-                self._opened(sid, operation)
-            elif kind == REFUSED:
-                future = self._opening.pop(sid, None)
-                if future is not None and not future.done():
-                    hint = operation[4] if len(operation) > 4 else ()
-                    future.set_exception(RemoteRefusal(operation[2], operation[3], hint))
+    def _deliver(self, operation: Operation) -> None:
+        kind, sid = operation[0], operation[1]
+        if kind == COMMANDS:
+            channel = self._channels.get(sid)
+            if channel is not None:
+                for item in operation[2]:
+                    channel.put(item)
+        elif kind == END:
+            channel = self._channels.pop(sid, None)
+            if channel is not None:
+                channel.close(operation[2])
+        elif kind == OPENED:
+            self._opened(sid, operation)
+        elif kind == REFUSED:
+            future = self._opening.pop(sid, None)
+            if future is not None and not future.done():
+                future.set_exception(refusal_of(operation))
 
     def _opened(self, sid: int, operation: Operation) -> None:
         future = self._opening.pop(sid, None)
         if future is None or future.done():  # the agent went away meanwhile
-            self._push((CLOSE, sid, None))
+            self.link.push((CLOSE, sid, None))
             return
         channel = _SessionChannel(sid)
         self._channels[sid] = channel
@@ -199,14 +149,23 @@ class RemoteAgents:
             AgentSession(agent_id, master_id, interval, jitter, channel, epoch, log_key)
         )
 
-    def link_ended(self) -> None:
+    def _link_ended(self) -> None:
         """The core is gone: every open fails and every session ends UNAVAILABLE."""
-        self.ended = True
-        self._wake.set()
         opening, self._opening = self._opening, {}
         for future in opening.values():
             if not future.done():
-                future.set_exception(RemoteRefusal(LINK_ENDED.code, LINK_ENDED.message))
+                future.set_exception(refused(LINK_ENDED))
         channels, self._channels = self._channels, {}
         for channel in channels.values():
             channel.close(LINK_ENDED)
+
+
+def refused(end: StreamEnd) -> RemoteRefusal:
+    """The refusal of an open or a call that ``end`` says."""
+    return RemoteRefusal(end.code, end.message)
+
+
+def refusal_of(operation: Operation) -> RemoteRefusal:
+    """The refusal a ``REFUSED`` operation carries."""
+    hint = operation[4] if len(operation) > 4 else ()
+    return RemoteRefusal(operation[2], operation[3], hint)

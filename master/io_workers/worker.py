@@ -3,8 +3,10 @@
 Started by the master's ``IoWorkers`` with its ``WorkerParams`` (pickled, on standard input).
 It serves the master's public port beside the other workers (``SO_REUSEPORT``: the kernel
 spreads new connections over them), with the master's TLS, ``RpcGuard`` (authentication) and
-server limits: the Agent API by the master's own ``AgentServicer`` over ``RemoteAgents`` (its
-calls batched on the link to the core), every other call forwarded to the core (``Forwarder``).
+server limits: the Agent API by the master's own ``AgentServicer`` over ``RemoteAgents`` and the
+Scheduler API by its own ``SchedulerServicer`` over ``RemoteFrameworks`` (their calls batched on
+the one ``WorkerLink`` to the core), every other call (Operator, health) forwarded to the core
+(``Forwarder``).
 
 Invariants: the public port is served only while the link is up: the worker, started as soon
 as the core holds the port (so its imports overlap the core's start), opens its link (waiting
@@ -26,26 +28,33 @@ import pickle
 import signal
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 from fairshare.fd_watch import connection_cap
 from fairshare.logs import configure_logging, log_event
+from fairshare.masters import UNREACHABLE_LEADER_METADATA
 from fairshare.rpc_guard import RpcGuard
 from fairshare.transport import ServerLimits, add_port, raise_fd_limit, server_options
+from fairshare.v1 import scheduler_pb2_grpc
 
 from master.config import MasterConfig
 from master.io_workers.forwarding import HEALTH_SHAPES, Forwarder
 from master.io_workers.protocol import LINK_METHOD, LINK_OPTIONS, WORKER_METADATA
 from master.io_workers.remote_agents import RemoteAgents
+from master.io_workers.remote_frameworks import UNREACHABLE_LEADER, RemoteFrameworks
+from master.io_workers.worker_link import WorkerLink
 from master.security import load_security
 from master.service.agent import AgentServicer, add_agent_service
 from master.service.leader_gate import method_shapes
+from master.service.scheduler import SchedulerServicer
 
 __all__ = ["WorkerParams", "main", "serve"]
 
 log = logging.getLogger("fairshare.master.io")
 
 AGENT_SERVICE = "fairshare.v1.AgentService"
+SCHEDULER_SERVICE = "fairshare.v1.SchedulerService"
 PR_SET_PDEATHSIG = 1
 RECONNECT = (("grpc.initial_reconnect_backoff_ms", 20), ("grpc.max_reconnect_backoff_ms", 200))
 """The core's socket appears soon after the worker starts: try it often."""
@@ -71,6 +80,17 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
+class _WorkerGuard(RpcGuard):
+    """The master's guard, which also notes the leader the caller said it could not reach
+    (``UNREACHABLE_LEADER``: the core holds that call for the election, as its gate would)."""
+
+    async def _identify(self, context: Any, method: str, authenticate: bool) -> None:
+        await super()._identify(context, method, authenticate)
+        for key, value in context.invocation_metadata() or ():
+            if key == UNREACHABLE_LEADER_METADATA:
+                UNREACHABLE_LEADER.set(value if isinstance(value, str) else value.decode())
+
+
 def _server(params: WorkerParams, guard: RpcGuard) -> grpc.aio.Server:
     config = params.config
     limit = raise_fd_limit()
@@ -92,36 +112,40 @@ async def serve(params: WorkerParams) -> int:
     stop = asyncio.Event()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     core = grpc.aio.insecure_channel(params.core_socket, options=[*LINK_OPTIONS, *RECONNECT])
-    agents = RemoteAgents()
-    server = _server(params, RpcGuard(security.authenticator))
-    add_agent_service(AgentServicer(agents), server)
+    to_core = WorkerLink()
+    server = _server(params, _WorkerGuard(security.authenticator))
+    add_agent_service(AgentServicer(RemoteAgents(to_core)), server)
+    scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(
+        SchedulerServicer(RemoteFrameworks(to_core)), server
+    )
     shapes = {**HEALTH_SHAPES, **method_shapes()}
-    server.add_generic_rpc_handlers((Forwarder(core, frozenset({AGENT_SERVICE}), shapes),))
+    served_here = frozenset({AGENT_SERVICE, SCHEDULER_SERVICE})
+    server.add_generic_rpc_handlers((Forwarder(core, served_here, shapes),))
     add_port(server, f"{config.host}:{params.port}", security.server)
     open_link = core.stream_stream(LINK_METHOD, request_serializer=None, response_deserializer=None)
     link = open_link(
-        agents.batches(), metadata=((WORKER_METADATA, str(params.index)),), wait_for_ready=True
+        to_core.batches(), metadata=((WORKER_METADATA, str(params.index)),), wait_for_ready=True
     )
 
     async def read_link() -> None:
         try:
             while isinstance(data := await link.read(), bytes):  # not grpc.aio.EOF
-                if not agents.ended and not serving.done():  # the core's first, empty batch
+                if not to_core.ended and not serving.done():  # the core's first, empty batch
                     await server.start()
-                    agents.hello()
+                    to_core.hello()
                     serving.set_result(None)
                     log_event(log, "io_worker.serving", worker=params.index, port=params.port)
-                agents.deliver(data)
+                to_core.deliver(data)
         except grpc.aio.AioRpcError as error:
             log_event(log, "io_worker.link_lost", worker=params.index, code=error.code().name)
         finally:
-            agents.link_ended()
+            to_core.link_ended()
             stop.set()
 
     serving: asyncio.Future[None] = loop.create_future()
     reader = asyncio.ensure_future(read_link())
     await stop.wait()
-    graceful = not agents.ended
+    graceful = not to_core.ended
     await server.stop(config.shutdown_grace if graceful else 0.5)
     reader.cancel()
     link.cancel()

@@ -137,9 +137,13 @@ class LeaderGate:
     def should_hold(self, context: Context) -> bool:
         """A refused call should wait for the election: none is known, or the one known is
         the leader the caller could not reach."""
+        return self.should_hold_for(_unreachable(context))
+
+    def should_hold_for(self, unreachable: str | None) -> bool:
+        """``should_hold`` for a caller that said it could not reach ``unreachable``."""
         if self.hold <= 0 or self._servicers is not None:
             return False
-        return self.leader is None or self.leader == _unreachable(context)
+        return self.leader is None or self.leader == unreachable
 
     async def await_leader(self, unreachable: str | None) -> None:
         """Wait (at most ``hold`` seconds) until this master leads or knows a leader other

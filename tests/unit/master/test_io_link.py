@@ -1,6 +1,7 @@
-"""The I/O workers' link in one process (``master.io_workers``): ``RemoteAgents`` (a worker's
-``AgentCalls``) wired to ``CoreLink`` (the core's end) over the batches they exchange, with a real
-runtime behind the gate. The processes, sockets and gRPC around them are
+"""The I/O workers' link in one process (``master.io_workers``): ``RemoteAgents`` and
+``RemoteFrameworks`` (a worker's ``AgentCalls`` and ``FrameworkCalls``) on one ``WorkerLink``,
+wired to ``CoreLink`` (the core's end) over the batches they exchange, with a real runtime behind
+the gate. The processes, sockets and gRPC around them are
 ``tests/integration/test_io_workers.py``'s."""
 
 from __future__ import annotations
@@ -14,15 +15,35 @@ from fairshare.masters import LEADER_METADATA
 from fairshare.resources import ResourceVector
 from fairshare.task_states import TaskState
 
-from master.core import CoreConfig
+from master.core import CoreConfig, TaskLaunch
 from master.io_workers.core_link import CoreLink, _fenced
-from master.io_workers.protocol import COMMANDS, END, OPENED, REFUSED, decode
+from master.io_workers.protocol import (
+    ANSWERED,
+    CALL,
+    COMMANDS,
+    END,
+    EVENTS,
+    OPENED,
+    REFUSED,
+    SUBSCRIBED,
+    decode,
+)
 from master.io_workers.remote_agents import RemoteAgents, RemoteRefusal
-from master.model import AgentCommand, AgentSpec, StatusUpdate, StreamEnd
+from master.io_workers.remote_frameworks import UNREACHABLE_LEADER, RemoteFrameworks
+from master.io_workers.worker_link import WorkerLink
+from master.model import (
+    AgentCommand,
+    AgentSpec,
+    FrameworkInfo,
+    OffersEvent,
+    StatusUpdate,
+    StreamEnd,
+)
 from master.runtime import MasterRuntime, RuntimeConfig
 from master.runtime.sessions import Channel
 from master.service.agent import AgentServicer
 from master.service.leader_gate import LeaderGate, Servicers
+from master.service.scheduler import SchedulerServicer
 
 SPEC = AgentSpec("h", 0, ResourceVector(cpus=4, mem=64))
 
@@ -32,26 +53,36 @@ class _Context:
         return (("fairshare-io-worker", "0"),)
 
 
-def _with_link(body: Callable[[MasterRuntime, RemoteAgents, CoreLink], Awaitable[None]]) -> None:
-    """Run ``body`` with a runtime whose gate leads, a ``CoreLink`` and one worker's
-    ``RemoteAgents`` linked to it."""
+class _Worker:
+    """One worker's end: its link, and the two ports on it."""
+
+    def __init__(self) -> None:
+        self.link = WorkerLink()
+        self.agents = RemoteAgents(self.link)
+        self.frameworks = RemoteFrameworks(self.link)
+
+
+def _with_link(body: Callable[[MasterRuntime, _Worker, CoreLink], Awaitable[None]]) -> None:
+    """Run ``body`` with a runtime whose gate leads, a ``CoreLink`` and one worker's end linked
+    to it."""
 
     async def main() -> None:
         runtime = MasterRuntime(RuntimeConfig(core=CoreConfig(validate=True)))
         await runtime.start()
         gate = LeaderGate(lambda: True, lambda: None)
-        gate.lead(Servicers(None, AgentServicer(runtime.agents), None))
-        core, remote = CoreLink(gate), RemoteAgents()
+        scheduler = SchedulerServicer(runtime.frameworks)
+        gate.lead(Servicers(scheduler, AgentServicer(runtime.agents), None))
+        core, worker = CoreLink(gate), _Worker()
         core.open()
 
         async def pump(responses: AsyncIterator[bytes]) -> None:
             async for data in responses:
-                remote.deliver(data)
-            remote.link_ended()
+                worker.link.deliver(data)
+            worker.link.link_ended()
 
-        link = asyncio.ensure_future(pump(core.serve(remote.batches(), _Context())))
+        link = asyncio.ensure_future(pump(core.serve(worker.link.batches(), _Context())))
         try:
-            await body(runtime, remote, core)
+            await body(runtime, worker, core)
         finally:
             link.cancel()
             await asyncio.gather(link, return_exceptions=True)
@@ -72,8 +103,8 @@ async def _end(channel: Channel[AgentCommand]) -> StreamEnd:
 
 
 def test_a_registration_over_the_link_is_the_runtimes() -> None:
-    async def body(runtime: MasterRuntime, remote: RemoteAgents, core: CoreLink) -> None:
-        session = await _session(remote.register(SPEC, "alice"))
+    async def body(runtime: MasterRuntime, worker: _Worker, core: CoreLink) -> None:
+        session = await _session(worker.agents.register(SPEC, "alice"))
         assert session.agent_id in runtime.state.agents
         assert runtime.state.agents[session.agent_id].channel is not None  # its stream is open
         assert session.epoch == runtime.state.leader.epoch
@@ -83,12 +114,12 @@ def test_a_registration_over_the_link_is_the_runtimes() -> None:
 
 
 def test_a_refused_message_ends_its_session_with_its_code() -> None:
-    async def body(runtime: MasterRuntime, remote: RemoteAgents, core: CoreLink) -> None:
-        session = await _session(remote.register(SPEC))
-        other = await _session(remote.register(SPEC))
+    async def body(runtime: MasterRuntime, worker: _Worker, core: CoreLink) -> None:
+        session = await _session(worker.agents.register(SPEC))
+        other = await _session(worker.agents.register(SPEC))
         # An update naming another agent is refused, as in one process: INVALID_ARGUMENT.
         update = StatusUpdate("t1", other.agent_id, TaskState.RUNNING, uuid=b"u" * 16)
-        remote.update_statuses(session.agent_id, session.channel, [("fw-1", update, None)])
+        worker.agents.update_statuses(session.agent_id, session.channel, [("fw-1", update, None)])
         end = await _end(session.channel)
         assert end.code == "INVALID_ARGUMENT"
         assert runtime.state.agents[session.agent_id].channel is None  # the core detached it
@@ -98,19 +129,19 @@ def test_a_refused_message_ends_its_session_with_its_code() -> None:
 
 
 def test_an_unknown_agent_is_refused_and_the_worker_hears_the_code() -> None:
-    async def body(runtime: MasterRuntime, remote: RemoteAgents, core: CoreLink) -> None:
+    async def body(runtime: MasterRuntime, worker: _Worker, core: CoreLink) -> None:
         with pytest.raises(RemoteRefusal) as refused:
-            await _session(remote.reregister("ag-nobody", SPEC, []))
+            await _session(worker.agents.reregister("ag-nobody", SPEC, []))
         assert refused.value.code == "FAILED_PRECONDITION"
 
     _with_link(body)
 
 
 def test_a_follower_refuses_naming_the_leader_in_the_trailing_metadata() -> None:
-    async def body(runtime: MasterRuntime, remote: RemoteAgents, core: CoreLink) -> None:
+    async def body(runtime: MasterRuntime, worker: _Worker, core: CoreLink) -> None:
         core.gate.follow("10.0.0.2:5050")
         with pytest.raises(RemoteRefusal) as refused:
-            await _session(remote.register(SPEC))
+            await _session(worker.agents.register(SPEC))
         assert refused.value.code == "UNAVAILABLE"
         assert refused.value.trailing_metadata == ((LEADER_METADATA, "10.0.0.2:5050"),)
 
@@ -118,11 +149,11 @@ def test_a_follower_refuses_naming_the_leader_in_the_trailing_metadata() -> None
 
 
 def test_an_open_during_an_election_waits_for_its_outcome() -> None:
-    async def body(runtime: MasterRuntime, remote: RemoteAgents, core: CoreLink) -> None:
+    async def body(runtime: MasterRuntime, worker: _Worker, core: CoreLink) -> None:
         servicers = Servicers(None, AgentServicer(runtime.agents), None)
         core.gate.follow(None)  # an election is on
         core.gate.hold = 5.0
-        opened = asyncio.ensure_future(remote.register(SPEC))
+        opened = asyncio.ensure_future(worker.agents.register(SPEC))
         await asyncio.sleep(0.05)
         assert not opened.done()  # held, not refused
         core.gate.lead(servicers)  # this master won
@@ -133,9 +164,9 @@ def test_an_open_during_an_election_waits_for_its_outcome() -> None:
 
 
 def test_the_end_of_the_link_ends_its_sessions_as_broken_streams() -> None:
-    async def body(runtime: MasterRuntime, remote: RemoteAgents, core: CoreLink) -> None:
-        session = await _session(remote.register(SPEC))
-        remote.link_ended()  # the worker side goes away: its request stream ends
+    async def body(runtime: MasterRuntime, worker: _Worker, core: CoreLink) -> None:
+        session = await _session(worker.agents.register(SPEC))
+        worker.link.link_ended()  # the worker side goes away: its request stream ends
         end = await _end(session.channel)
         assert end.code == "UNAVAILABLE"
         for _ in range(100):
@@ -148,15 +179,121 @@ def test_the_end_of_the_link_ends_its_sessions_as_broken_streams() -> None:
     _with_link(body)
 
 
+async def _events(channel: Channel[Any], kind: type) -> Any:
+    """The next event of ``kind`` on a framework's channel (others are skipped)."""
+    while True:
+        event = await asyncio.wait_for(channel.get(), 5)
+        assert not isinstance(event, StreamEnd), event
+        if isinstance(event, kind):
+            return event
+
+
+def test_a_subscription_over_the_link_gets_its_offers_and_its_calls_apply() -> None:
+    async def body(runtime: MasterRuntime, worker: _Worker, core: CoreLink) -> None:
+        subscribed = await asyncio.wait_for(
+            worker.frameworks.subscribe(FrameworkInfo(name="fw"), None, False, "alice"), 5
+        )
+        framework_id = subscribed.framework_id
+        link = runtime.state.frameworks[framework_id]
+        assert link.channel is not None and link.spec.name == "fw"
+        assert subscribed.master_id == runtime.state.master_id
+        await _session(worker.agents.register(SPEC))
+        offers = await _events(subscribed.channel, OffersEvent)  # the core's events, batched
+        offer = offers.offers[0]
+        launch = TaskLaunch("t1", "t1", ResourceVector(cpus=1, mem=8), offer.agent_id)
+        await asyncio.wait_for(
+            worker.frameworks.accept(framework_id, [offer.offer_id], [launch], None, "alice"), 5
+        )
+        assert (framework_id, "t1") in runtime.state.core.tasks  # applied before the answer
+        worker.frameworks.unsubscribe(framework_id, subscribed.channel)  # the client went away
+        for _ in range(100):
+            if link.channel is None:
+                break
+            await asyncio.sleep(0.01)
+        assert link.channel is None  # the core heard the stream end: failover begins
+
+    _with_link(body)
+
+
+def test_a_refused_call_carries_the_cores_code_and_changes_nothing() -> None:
+    async def body(runtime: MasterRuntime, worker: _Worker, core: CoreLink) -> None:
+        with pytest.raises(RemoteRefusal) as refused:
+            await asyncio.wait_for(worker.frameworks.decline("fw-nobody", ["o1"], None), 5)
+        assert refused.value.code == "NOT_FOUND"
+        subscribed = await asyncio.wait_for(
+            worker.frameworks.subscribe(FrameworkInfo(name="fw"), None, False, "alice"), 5
+        )
+        with pytest.raises(RemoteRefusal) as refused:  # not the framework's role
+            await asyncio.wait_for(
+                worker.frameworks.suppress(subscribed.framework_id, "other", "alice"), 5
+            )
+        assert refused.value.code == "INVALID_ARGUMENT"
+        assert not runtime.state.core.frameworks[subscribed.framework_id].suppressed
+        assert subscribed.framework_id in runtime.state.frameworks
+        # Only ``FrameworkCalls``' calls may be named: anything else is refused, not run.
+        future = worker.frameworks._ask(CALL, "alice", "heartbeat", ())
+        with pytest.raises(RemoteRefusal) as refused:
+            await asyncio.wait_for(future, 5)
+        assert refused.value.code == "INTERNAL"
+
+    _with_link(body)
+
+
+def test_a_call_during_an_election_waits_and_a_follower_names_the_leader() -> None:
+    async def body(runtime: MasterRuntime, worker: _Worker, core: CoreLink) -> None:
+        servicers = Servicers(
+            SchedulerServicer(runtime.frameworks), AgentServicer(runtime.agents), None
+        )
+        core.gate.follow("10.0.0.2:5050")
+        with pytest.raises(RemoteRefusal) as refused:
+            await asyncio.wait_for(worker.frameworks.revive("fw-1", "", None), 5)
+        assert refused.value.code == "UNAVAILABLE"
+        assert refused.value.trailing_metadata == ((LEADER_METADATA, "10.0.0.2:5050"),)
+        core.gate.hold = 5.0
+        # The caller could not reach the leader this master names: the call waits.
+        UNREACHABLE_LEADER.set("10.0.0.2:5050")
+        subscribing = asyncio.ensure_future(
+            worker.frameworks.subscribe(FrameworkInfo(name="fw"), None, False, None)
+        )
+        await asyncio.sleep(0.05)
+        assert not subscribing.done()  # held, not refused
+        core.gate.lead(servicers)  # this master won
+        subscribed = await asyncio.wait_for(subscribing, 5)
+        assert subscribed.framework_id in runtime.state.frameworks
+
+    _with_link(body)
+
+
+def test_the_end_of_the_link_ends_its_subscriptions_and_fails_its_calls() -> None:
+    async def body(runtime: MasterRuntime, worker: _Worker, core: CoreLink) -> None:
+        subscribed = await asyncio.wait_for(
+            worker.frameworks.subscribe(FrameworkInfo(name="fw"), None, False, None), 5
+        )
+        link = runtime.state.frameworks[subscribed.framework_id]
+        worker.link.link_ended()
+        assert (await _end(subscribed.channel)).code == "UNAVAILABLE"
+        with pytest.raises(RemoteRefusal) as refused:
+            await asyncio.wait_for(worker.frameworks.suppress(subscribed.framework_id), 5)
+        assert refused.value.code == "UNAVAILABLE"
+        for _ in range(100):
+            if link.channel is None:
+                break
+            await asyncio.sleep(0.01)
+        assert link.channel is None
+
+    _with_link(body)
+
+
 def test_a_full_queue_asks_the_reader_to_wait_until_it_drains() -> None:
     async def main() -> None:
-        remote = RemoteAgents(limit=2)
+        link = WorkerLink(limit=2)
+        remote = RemoteAgents(link)
         channel: Any = object()
         assert remote.heard("ag-1", channel) is None  # not a session of this link: ignored
-        remote._push((0, 0))
-        room = remote._push((0, 0))
+        link.push((0, 0))
+        room = link.push((0, 0))
         assert room is not None
-        batches = remote.batches()
+        batches = link.batches()
         depth, operations = decode(await anext(batches))
         assert (depth, len(operations)) == (2, 2)
         await asyncio.wait_for(room, 1)  # drained: the reader goes on
@@ -170,9 +307,15 @@ def test_a_deposed_leaders_batch_keeps_only_the_ends() -> None:
         (COMMANDS, 2, ["launch"]),
         (END, 3, StreamEnd("OK")),
         (REFUSED, 4, "NOT_FOUND", "x"),
+        (SUBSCRIBED, 5, "fw-1", "m", 5.0, False, 1.0),
+        (EVENTS, 6, ["offers"]),
+        (ANSWERED, 7),
     ]
+    no_longer = "this master no longer leads"
     assert _fenced(operations) == [
-        (REFUSED, 1, "UNAVAILABLE", "this master no longer leads"),
+        (REFUSED, 1, "UNAVAILABLE", no_longer),
         (END, 3, StreamEnd("OK")),
         (REFUSED, 4, "NOT_FOUND", "x"),
+        (REFUSED, 5, "UNAVAILABLE", no_longer),
+        (REFUSED, 7, "UNAVAILABLE", no_longer),
     ]
