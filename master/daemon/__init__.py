@@ -192,6 +192,7 @@ async def _serve(
         else:
             workers.add_to_server(server)
             port = workers.reserve_port()
+            await workers.listen()
             workers.spawn()
     except (RuntimeError, SecurityError, OSError) as error:
         log_event(

@@ -1,6 +1,6 @@
 """``CoreLink``: the core's end of the I/O workers' links (docs/architecture.md §13).
 
-Each worker opens one ``LINK_METHOD`` stream on the core's Unix socket. The core applies each
+Each worker opens one connection to the core's link socket (``protocol``). The core applies each
 batch it receives, operation by operation in order, to the ``AgentCalls`` and ``FrameworkCalls``
 of the leadership term that leads now (one synchronous step per operation, as the one-process
 servicers make them), and sends back, batched, the sessions' and calls' outcomes and what the
@@ -16,8 +16,9 @@ Invariants:
 - an operation for a session the core already ended is ignored (the worker learns of the end by
   its ``END``); a refused message ends its session with the refusal's code, as in one process;
 - backpressure: while more than ``MAX_OUTGOING`` operations wait to go to a worker, the core
-  reads no more of that worker's batches and its sessions' tasks wait, so gRPC's flow control
-  holds the worker back, and the worker, its agents' streams;
+  reads no more of that worker's batches and its sessions' tasks wait, so the socket's buffers
+  fill and hold the worker back, and the worker, its clients' streams; the core sends a batch
+  only once the previous one is in the socket's buffer (``drain``);
 - the gate decides as for one process: while this master does not lead, an open, a call or a
   subscription is refused UNAVAILABLE with the gate's trailing metadata (the leader), or held
   while an election is on (``hold``, as the gate holds a call: also when the caller said the
@@ -57,10 +58,11 @@ from master.io_workers.protocol import (
     SUBSCRIBED,
     UNSUBSCRIBE,
     UPDATES,
-    WORKER_METADATA,
     Operation,
     decode,
     encode,
+    read_frame,
+    write_frame,
 )
 from master.model import AgentCommand, FrameworkEvent, StreamEnd
 from master.runtime.agents import AgentCalls
@@ -426,12 +428,25 @@ class CoreLink:
             return False
         return True
 
-    async def serve(self, requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
-        """One worker's link, until it ends."""
-        worker = "?"
-        for key, value in context.invocation_metadata() or ():
-            if key == WORKER_METADATA:
-                worker = str(value)
+    async def serve_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        """One worker's connection to the link socket: its index first, then its link."""
+        try:
+            first = await read_frame(reader)
+            if first is None:
+                return
+            worker = str(decode(first))
+            async for batch in self.serve(_frames(reader), worker):
+                write_frame(writer, batch)
+                await writer.drain()
+        except ConnectionError:
+            pass  # the worker went away: its link ended (``serve`` ended its sessions)
+        finally:
+            writer.close()
+
+    async def serve(self, requests: AsyncIterator[bytes], worker: str) -> AsyncIterator[bytes]:
+        """Worker ``worker``'s link (its batches ``requests``), until it ends; what to send it."""
         link = _Link(self.gate, worker, self.changed, self.opened)
         old = self.links.get(worker)
         if old is not None:
@@ -445,8 +460,19 @@ class CoreLink:
                 yield batch
         finally:
             reader.cancel()
-            sessions = len(link.sessions)
+            sessions, subscriptions = len(link.sessions), len(link.subscriptions)
             link.end_all()
             if self.links.get(worker) is link:
                 del self.links[worker]
-            log_event(log, "io_worker.unlinked", worker=worker, sessions_ended=sessions)
+            log_event(
+                log,
+                "io_worker.unlinked",
+                worker=worker,
+                sessions_ended=sessions,
+                subscriptions_ended=subscriptions,
+            )
+
+
+async def _frames(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
+    while (frame := await read_frame(reader)) is not None:
+        yield frame

@@ -1,12 +1,18 @@
-"""The link between an I/O worker and the core: its address, its method, and what one batch
+"""The link between an I/O worker and the core: its socket, its frames, and what one batch
 carries (docs/architecture.md §13).
 
-One link per worker: a gRPC bidirectional stream (``LINK_METHOD``) over the core's Unix socket,
-whose messages are batches. A batch is a pickled list of operations, each a tuple whose first
-item names it; a worker's batch is ``(depth, operations)``, ``depth`` being how many operations
-were queued when the batch left (the core shows it as a metric).
+One link per worker: a stream connection to the core's link socket (``LINK_SOCKET``, a Unix
+socket beside the core's gRPC one), whose frames (``write_frame``, ``read_frame``: a 4-byte
+big-endian length, then that many bytes) are batches. Not gRPC: a frame costs asyncio a read
+and a write, where a gRPC message costs several times that in grpc.aio's machinery, and the link
+carries every message of the worker's clients. The worker's first frame is its index (pickled);
+the core's first is an empty batch (the core is ready, the worker may serve). A batch is a
+pickled list of operations, each a tuple whose first item names it; a worker's batch is
+``(depth, operations)``, ``depth`` being how many operations were queued when the batch left
+(the core shows it as a metric).
 
-Worker to core (``sid``: the worker's number for one agent stream, never reused by it):
+Worker to core (``sid``: the worker's number for one agent stream, framework stream or call,
+never reused by it):
   ``(HELLO, 0)``: the worker serves the public port now (its first operation);
   ``(OPEN, sid, principal, agent_id | None, spec, tasks)``: register (``agent_id`` None) or
   reregister; ``(UPDATES, sid, updates)``; ``(HEARD, sid)``; ``(CLOSE, sid, end | None)``: the
@@ -16,7 +22,7 @@ Worker to core (``sid``: the worker's number for one agent stream, never reused 
   already converted (``unreachable``: the leader the caller said it could not reach, or None);
   ``(SUBSCRIBE, sid, principal, unreachable, spec, demand, suppressed)``; ``(UNSUBSCRIBE, sid)``:
   the framework's stream ended.
-Core to worker (the first batch is empty: the core is ready, the worker may serve):
+Core to worker:
   ``(OPENED, sid, agent_id, master_id, heartbeat_interval, reconnect_jitter, epoch, log_key)``;
   ``(REFUSED, sid, code, message[, trailing metadata])`` (a follower's names the leader): an
   open, a call or a subscription refused; ``(ANSWERED, sid)``: a call applied;
@@ -24,7 +30,8 @@ Core to worker (the first batch is empty: the core is ready, the worker may serv
   ``(COMMANDS, sid, items)``, ``(EVENTS, sid, items)``: what an agent's or a framework's channel
   gave, in order; ``(END, sid, end)``: the session's channel closed with ``end`` (its last item).
 
-Invariants: operations of one link are applied in the order they were queued, so one agent's
+Invariants: frames arrive whole and in order (one stream connection); operations of one link
+are applied in the order they were queued, so one agent's
 messages (all on one worker) reach ``AgentCalls`` in the order the agent sent them, and its
 commands reach its stream in the order the core queued them; the values are the runtime's own
 (``master.model``), so nothing is converted twice. Pickle is safe here because only processes of
@@ -34,8 +41,10 @@ never carries anything from a process that the master's user did not start.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import pickle
+import struct
 import tempfile
 from pathlib import Path
 from typing import Any, Final
@@ -51,8 +60,8 @@ __all__ = [
     "FRAMEWORK_METHODS",
     "HEARD",
     "HELLO",
-    "LINK_METHOD",
     "LINK_OPTIONS",
+    "LINK_SOCKET",
     "MAX_BATCH",
     "OPEN",
     "OPENED",
@@ -61,16 +70,17 @@ __all__ = [
     "SUBSCRIBED",
     "UNSUBSCRIBE",
     "UPDATES",
-    "WORKER_METADATA",
     "Operation",
     "decode",
     "encode",
+    "read_frame",
     "socket_dir",
+    "write_frame",
 ]
 
-LINK_METHOD: Final = "/fairshare.internal.IoLink/Link"
-WORKER_METADATA: Final = "fairshare-io-worker"
-"""The worker's index, in the link call's metadata."""
+LINK_SOCKET: Final = "link.sock"
+"""The link socket's name, beside the core's gRPC socket."""
+_LENGTH: Final = struct.Struct(">I")
 FORWARDED_PRINCIPAL: Final = "fairshare-forwarded-principal"
 """The principal a worker authenticated, in the metadata of a call it forwards to the core."""
 
@@ -129,6 +139,20 @@ def encode(value: Any) -> bytes:
 def decode(data: bytes) -> Any:
     """One batch from the link (only ever from a process of the master's own user)."""
     return pickle.loads(data)
+
+
+def write_frame(writer: asyncio.StreamWriter, data: bytes) -> None:
+    """Queue one frame on ``writer`` (the caller awaits ``drain``)."""
+    writer.write(_LENGTH.pack(len(data)) + data)
+
+
+async def read_frame(reader: asyncio.StreamReader) -> bytes | None:
+    """The next frame, or None once the other end closed the connection."""
+    try:
+        head = await reader.readexactly(_LENGTH.size)
+        return await reader.readexactly(_LENGTH.unpack(head)[0])
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return None
 
 
 def socket_dir(work_dir: Path) -> Path:

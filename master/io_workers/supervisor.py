@@ -4,9 +4,10 @@ socket, and the worker processes, restarted when they die (docs/architecture.md 
 The core binds the public port without listening on it (``SO_REUSEPORT``), so it holds the port
 (and learns it, for ``--port 0``) while the workers, which listen on it with ``SO_REUSEPORT``
 too, take every connection (the kernel hashes each new connection to one listening socket; a
-socket that only is bound takes none). The core serves its own gRPC server on a Unix socket in a
-directory of mode 0700 (the socket itself 0600): the workers' links (``CoreLink``) and the calls
-they forward, which its ``RpcGuard`` trusts (``forwarded_principal``).
+socket that only is bound takes none). In a directory of mode 0700 the core serves two Unix
+sockets (each 0600): the link socket, where each worker's link (``CoreLink``) connects, and its
+own gRPC server, for the calls the workers forward (Operator, health), which its ``RpcGuard``
+trusts (``forwarded_principal``).
 
 Invariants: the workers serve the public port only once the core is ready to answer (``linked``
 waits for their links, the core then recovers or campaigns, ``serving`` lets them serve and waits
@@ -35,7 +36,7 @@ from fairshare.logs import log_event
 
 from master.config import MasterConfig
 from master.io_workers.core_link import CoreLink
-from master.io_workers.protocol import LINK_METHOD, encode, socket_dir
+from master.io_workers.protocol import LINK_SOCKET, encode, socket_dir
 from master.io_workers.worker import WorkerParams
 
 __all__ = ["IoWorkers"]
@@ -56,6 +57,8 @@ class IoWorkers:
         self.link = link
         self.dir = socket_dir(Path(config.work_dir))
         self.socket = self.dir / "core.sock"
+        self.link_socket = self.dir / LINK_SOCKET
+        self._link_server: asyncio.AbstractServer | None = None
         self.port = 0
         self._placeholder: socket.socket | None = None
         self._procs: dict[int, asyncio.subprocess.Process] = {}
@@ -64,15 +67,18 @@ class IoWorkers:
         self.restarts = 0
 
     def add_to_server(self, server: grpc.aio.Server) -> None:
-        """The link method on the core's server, and the server on the core's Unix socket."""
-        handler = grpc.stream_stream_rpc_method_handler(self.link.serve)
-        service, _, method = LINK_METHOD.lstrip("/").partition("/")
-        server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(service, {method: handler}),)
-        )
+        """The core's gRPC server on its Unix socket too (for the forwarded calls)."""
         server.add_insecure_port(f"unix:{self.socket}")
         if self.socket.exists():
             os.chmod(self.socket, 0o600)
+
+    async def listen(self) -> None:
+        """Serve the link socket (the workers connect as soon as it exists)."""
+        self.link_socket.unlink(missing_ok=True)
+        self._link_server = await asyncio.start_unix_server(
+            self.link.serve_connection, path=str(self.link_socket)
+        )
+        os.chmod(self.link_socket, 0o600)
 
     def reserve_port(self) -> int:
         """Bind the public port (without listening) so the workers can share it; its number."""
@@ -93,7 +99,13 @@ class IoWorkers:
         if self.config.max_connections is not None:
             share = max(1, self.config.max_connections // self.count)
         return WorkerParams(
-            self.config, index, self.port, f"unix:{self.socket}", os.getpid(), share
+            self.config,
+            index,
+            self.port,
+            f"unix:{self.socket}",
+            str(self.link_socket),
+            os.getpid(),
+            share,
         )
 
     def spawn(self) -> None:
@@ -169,6 +181,9 @@ class IoWorkers:
             keeper.cancel()
         if self._placeholder is not None:
             self._placeholder.close()
+        if self._link_server is not None:
+            self._link_server.close()
         self.socket.unlink(missing_ok=True)
+        self.link_socket.unlink(missing_ok=True)
         if self.dir.name.startswith("fairshare-io-"):
             shutil.rmtree(self.dir, ignore_errors=True)

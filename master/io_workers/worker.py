@@ -40,7 +40,7 @@ from fairshare.v1 import scheduler_pb2_grpc
 
 from master.config import MasterConfig
 from master.io_workers.forwarding import HEALTH_SHAPES, Forwarder
-from master.io_workers.protocol import LINK_METHOD, LINK_OPTIONS, WORKER_METADATA
+from master.io_workers.protocol import LINK_OPTIONS, encode, read_frame, write_frame
 from master.io_workers.remote_agents import RemoteAgents
 from master.io_workers.remote_frameworks import UNREACHABLE_LEADER, RemoteFrameworks
 from master.io_workers.worker_link import WorkerLink
@@ -67,7 +67,8 @@ class WorkerParams:
     config: MasterConfig
     index: int
     port: int  # the public port, bound (not listened on) by the core
-    core_socket: str  # ``unix:PATH`` of the core's socket
+    core_socket: str  # ``unix:PATH`` of the core's gRPC socket (forwarded calls)
+    link_socket: str  # the path of the core's link socket
     parent: int  # the core's pid
     max_connections: int | None  # this worker's share of --max-connections
 
@@ -122,33 +123,43 @@ async def serve(params: WorkerParams) -> int:
     served_here = frozenset({AGENT_SERVICE, SCHEDULER_SERVICE})
     server.add_generic_rpc_handlers((Forwarder(core, served_here, shapes),))
     add_port(server, f"{config.host}:{params.port}", security.server)
-    open_link = core.stream_stream(LINK_METHOD, request_serializer=None, response_deserializer=None)
-    link = open_link(
-        to_core.batches(), metadata=((WORKER_METADATA, str(params.index)),), wait_for_ready=True
-    )
+    try:
+        link_in, link_out = await asyncio.open_unix_connection(params.link_socket)
+    except OSError as error:  # the core is gone: nothing to serve
+        log_event(log, "io_worker.link_lost", worker=params.index, code=type(error).__name__)
+        await core.close(None)
+        return 1
+    write_frame(link_out, encode(params.index))
+
+    async def write_link() -> None:
+        with contextlib.suppress(ConnectionError):
+            async for batch in to_core.batches():
+                write_frame(link_out, batch)
+                await link_out.drain()
 
     async def read_link() -> None:
         try:
-            while isinstance(data := await link.read(), bytes):  # not grpc.aio.EOF
+            while (data := await read_frame(link_in)) is not None:
                 if not to_core.ended and not serving.done():  # the core's first, empty batch
                     await server.start()
                     to_core.hello()
                     serving.set_result(None)
                     log_event(log, "io_worker.serving", worker=params.index, port=params.port)
                 to_core.deliver(data)
-        except grpc.aio.AioRpcError as error:
-            log_event(log, "io_worker.link_lost", worker=params.index, code=error.code().name)
+            log_event(log, "io_worker.link_lost", worker=params.index, code="EOF")
         finally:
             to_core.link_ended()
             stop.set()
 
     serving: asyncio.Future[None] = loop.create_future()
     reader = asyncio.ensure_future(read_link())
+    writer = asyncio.ensure_future(write_link())
     await stop.wait()
     graceful = not to_core.ended
     await server.stop(config.shutdown_grace if graceful else 0.5)
     reader.cancel()
-    link.cancel()
+    writer.cancel()
+    link_out.close()
     await core.close(None)
     return 0 if graceful else 1
 

@@ -7,6 +7,7 @@ the gate. The processes, sockets and gRPC around them are
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -23,10 +24,14 @@ from master.io_workers.protocol import (
     COMMANDS,
     END,
     EVENTS,
+    HEARD,
     OPENED,
     REFUSED,
     SUBSCRIBED,
     decode,
+    encode,
+    read_frame,
+    write_frame,
 )
 from master.io_workers.remote_agents import RemoteAgents, RemoteRefusal
 from master.io_workers.remote_frameworks import UNREACHABLE_LEADER, RemoteFrameworks
@@ -46,11 +51,6 @@ from master.service.leader_gate import LeaderGate, Servicers
 from master.service.scheduler import SchedulerServicer
 
 SPEC = AgentSpec("h", 0, ResourceVector(cpus=4, mem=64))
-
-
-class _Context:
-    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
-        return (("fairshare-io-worker", "0"),)
 
 
 class _Worker:
@@ -80,7 +80,7 @@ def _with_link(body: Callable[[MasterRuntime, _Worker, CoreLink], Awaitable[None
                 worker.link.deliver(data)
             worker.link.link_ended()
 
-        link = asyncio.ensure_future(pump(core.serve(worker.link.batches(), _Context())))
+        link = asyncio.ensure_future(pump(core.serve(worker.link.batches(), "0")))
         try:
             await body(runtime, worker, core)
         finally:
@@ -319,3 +319,21 @@ def test_a_deposed_leaders_batch_keeps_only_the_ends() -> None:
         (REFUSED, 5, "UNAVAILABLE", no_longer),
         (REFUSED, 7, "UNAVAILABLE", no_longer),
     ]
+
+
+def test_frames_cross_a_socket_whole_and_in_order_and_its_end_is_none() -> None:
+    async def main() -> None:
+        left, right = socket.socketpair()
+        reader, left_writer = await asyncio.open_connection(sock=left)
+        right_reader, writer = await asyncio.open_connection(sock=right)
+        batches = [encode([(HEARD, n)]) for n in range(3)] + [b"x" * 300_000, b""]
+        for batch in batches:
+            write_frame(writer, batch)
+        await writer.drain()
+        writer.close()
+        assert [await read_frame(reader) for _ in batches] == batches
+        assert await read_frame(reader) is None
+        left_writer.close()
+        assert right_reader is not None
+
+    asyncio.run(main())
