@@ -225,6 +225,10 @@ class AgentCalls:
         self._check_owner(agent_id, principal)
         self._check_size(agent_id, spec)
         reported = {(fid, launch.task_id): (launch, status) for fid, launch, status in tasks}
+        # While the master recovers, the whole fleet comes back at once: one line per agent
+        # would cost a third of the core's time then, so ``Recovery`` logs the progress and
+        # each agent's line is at DEBUG (the event is noted either way).
+        level = logging.DEBUG if state.recovering else logging.INFO
         link = state.agents.get(agent_id)
         if link is None:
             link = self._readmit(agent_id, spec)
@@ -254,7 +258,7 @@ class AgentCalls:
             rejoin_pool(state, self.dispatcher, link, reported)
             self.on_rejoined(agent_id)
             self.dispatcher.request_allocation()
-        state.announce(EventKind.AGENT_REREGISTERED, agent_id=agent_id, tasks=len(tasks))
+        state.announce(EventKind.AGENT_REREGISTERED, level, agent_id=agent_id, tasks=len(tasks))
         return self._open_session(link)
 
     def _check_size(self, agent_id: str, spec: AgentSpec) -> None:

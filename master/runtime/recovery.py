@@ -14,9 +14,11 @@ Invariants:
   agent that came back and the tasks they run, so offers resume in fairness order;
 - recovery ends when every recovered agent has reregistered or the reregistration window
   passed, whichever is first (the awaited agents are a set, so each reregistration costs O(1)
-  however many agents there are); then one allocation run follows and the missing agents are
-  marked unreachable in batches by the liveness check (frameworks get a FailureEvent; their
-  tasks, unknown to this master, are answered UNREACHABLE to explicit reconciliation);
+  however many agents there are; each tenth of the way is logged, ``master.recovery.progress``,
+  and each agent's ``agent.reregistered`` is at DEBUG while the master recovers); then one
+  allocation run follows and the missing agents are marked unreachable in batches by the
+  liveness check (frameworks get a FailureEvent; their tasks, unknown to this master, are
+  answered UNREACHABLE to explicit reconciliation);
 - the window is ``reregistration_timeout``, and at least twice the reconnect jitter the agents
   were told plus one second per ``REREGISTRATION_RATE`` agents, so a large fleet that reconnects
   spread out as told always fits in it (10,000 agents: 20 s either way); the heartbeat interval
@@ -49,6 +51,9 @@ __all__ = ["Recovery"]
 
 log = logging.getLogger("fairshare.master")
 
+PROGRESS_STEPS = 10
+"""The recovery's progress is logged this many times (each tenth of the awaited agents)."""
+
 
 class Recovery:
     """Rebuilding the runtime from the registry, and ending the recovery."""
@@ -64,6 +69,7 @@ class Recovery:
         self.dispatcher = dispatcher
         self.loss = loss
         self.frameworks = frameworks
+        self.expected = 0  # the agents the recovery awaited at its start
 
     def recover(self) -> None:
         """Load the registry into the runtime (call once, on the loop, before serving)."""
@@ -108,7 +114,7 @@ class Recovery:
                 state.departed[agent_id] = DepartedAgent(
                     agent_id, agent_spec, agent.state, agent.registered_at, agent.registered_at
                 )
-        waiting = len(state.awaited)
+        waiting = self.expected = len(state.awaited)
         state.announce(
             EventKind.MASTER_RECOVERED,
             cluster_id=registry.cluster_id,
@@ -123,10 +129,18 @@ class Recovery:
             state.loop.call_later(window, self.finish)
 
     def agent_back(self, agent_id: str) -> None:
-        """An agent reregistered: the recovery ends once every recovered agent is back."""
+        """An agent reregistered: the recovery ends once every recovered agent is back (its
+        progress is logged each tenth of the fleet: ``master.recovery.progress``)."""
         state = self.state
+        if agent_id not in state.awaited:
+            return
         state.awaited.discard(agent_id)
-        if state.recovering and not state.awaited:
+        if not state.recovering:
+            return
+        back = self.expected - len(state.awaited)
+        if back % max(1, self.expected // PROGRESS_STEPS) == 0 and state.awaited:
+            log_event(log, "master.recovery.progress", back=back, awaited=self.expected)
+        if not state.awaited:
             self.finish()
 
     def finish(self) -> None:

@@ -14,6 +14,7 @@ Logs (stderr) go to files under the run's log directory.
 
 from __future__ import annotations
 
+import compileall
 import ctypes
 import json
 import os
@@ -44,7 +45,18 @@ FLEET_REGISTRATION = (
 far above the default limits (100/s, burst 1,000, which would take 90 s for 10,000 agents; at
 most 20,000 agents per principal, which would stop a 50,000-agent fleet at 20,000)."""
 
-__all__ = ["Master", "Worker", "cpu_seconds", "wait_ready"]
+SOURCE_DIRS = ("proto", "master", "agent", "framework_sdk", "client_commands")
+
+__all__ = ["Master", "Worker", "cpu_seconds", "precompile", "wait_ready"]
+
+
+def precompile() -> None:
+    """Write the bytecode of the project's sources, as ``pip install`` does for an installed
+    master: in an editable checkout run with ``PYTHONDONTWRITEBYTECODE=1`` (as these machines
+    are) every start of the master would otherwise compile its sources again, which is most of
+    its import time and no cost a deployed master pays."""
+    for name in SOURCE_DIRS:
+        compileall.compile_dir(ROOT / name, quiet=1)
 
 
 def _load_prctl() -> Any:
@@ -123,6 +135,7 @@ class Master:
         self._profiles = 0
 
     def __enter__(self) -> Master:
+        precompile()
         self.work_dir.mkdir(parents=True, exist_ok=True)
         if self.profile_prefix:
             command = [str(HERE / "profiled_master.py"), self.profile_prefix, *self.argv]

@@ -5,6 +5,7 @@ agents reregistered, and the first run after that offers in DRF order."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 
 import pytest
@@ -166,3 +167,32 @@ def test_operator_weights_are_durable_and_follow_their_precedence(tmp_path: Path
         again.state.registry.close()
 
     asyncio.run(main())
+
+
+def test_a_recoverys_reregistrations_log_their_progress_not_a_line_each(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def main() -> None:
+        ids = await first_life(tmp_path)
+        runtime = MasterRuntime(CONFIG, registry=SqliteRegistry.open(tmp_path))
+        runtime.recovery.recover()
+        await runtime.start()
+        caplog.set_level(logging.DEBUG, logger="fairshare.master")
+        try:
+            for name, port in (("idle", 3), ("busy", 4)):
+                runtime.agents.reregister(ids[name], AgentSpec(name, port, SMALL), [])
+            assert not runtime.state.recovering
+            runtime.agents.reregister(ids["idle"], AgentSpec("idle", 5, SMALL), [])  # after
+        finally:
+            await runtime.stop()
+
+    asyncio.run(main())
+    lines = [(r.levelno, r.getMessage()) for r in caplog.records]
+    levels = [level for level, message in lines if message == "agent.reregistered"]
+    assert levels == [logging.DEBUG, logging.DEBUG, logging.INFO]
+    progress = [
+        r.fairshare_fields  # type: ignore[attr-defined]
+        for r in caplog.records
+        if r.getMessage() == "master.recovery.progress"
+    ]
+    assert progress == [{"back": 1, "awaited": 2}]  # each tenth (of 2: each), but the last
