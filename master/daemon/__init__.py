@@ -179,7 +179,8 @@ async def _serve(
     guard = RpcGuard(security.authenticator)
     workers: IoWorkers | None = None
     if config.io_workers:  # the workers authenticate; the core trusts what they forward
-        workers = IoWorkers(config, config.io_workers, CoreLink(leadership.gate))
+        link = CoreLink(leadership.gate, rpc_metrics.counts)
+        workers = IoWorkers(config, config.io_workers, link)
         guard = RpcGuard(security.authenticator, forwarded_principal=FORWARDED_PRINCIPAL)
     server = _server(config, guard, rpc_metrics)
     leadership.gate.add_to_server(server)

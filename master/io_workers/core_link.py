@@ -54,6 +54,7 @@ from master.io_workers.protocol import (
     OPEN,
     OPENED,
     REFUSED,
+    RPC_COUNTS,
     SUBSCRIBE,
     SUBSCRIBED,
     UNSUBSCRIBE,
@@ -116,9 +117,15 @@ class _Link:
     """One worker's link: its sessions and the operations waiting to go to it."""
 
     def __init__(
-        self, gate: LeaderGate, worker: str, on_ready: asyncio.Event, opened: asyncio.Event
+        self,
+        gate: LeaderGate,
+        worker: str,
+        on_ready: asyncio.Event,
+        opened: asyncio.Event,
+        rpc_counts: dict[tuple[str, str], int],
     ) -> None:
         self.gate = gate
+        self.rpc_counts = rpc_counts
         self.on_ready = on_ready
         self.opened = opened
         self.ready = False  # the worker serves the public port
@@ -163,6 +170,10 @@ class _Link:
             return
         if kind in (CALL, SUBSCRIBE):
             self.framework_call(operation)
+            return
+        if kind == RPC_COUNTS:
+            for key, count in operation[2].items():
+                self.rpc_counts[key] = self.rpc_counts.get(key, 0) + count
             return
         if kind == UNSUBSCRIBE:
             subscription = self.subscriptions.pop(sid, None)
@@ -394,8 +405,11 @@ def _fenced(operations: list[Operation]) -> list[Operation]:
 class CoreLink:
     """The core's end of every worker's link (the link method's servicer)."""
 
-    def __init__(self, gate: LeaderGate) -> None:
+    def __init__(
+        self, gate: LeaderGate, rpc_counts: dict[tuple[str, str], int] | None = None
+    ) -> None:
         self.gate = gate
+        self.rpc_counts = {} if rpc_counts is None else rpc_counts  # the core's, by reference
         self.links: dict[str, _Link] = {}
         self.changed = asyncio.Event()
         self.opened = asyncio.Event()
@@ -447,7 +461,7 @@ class CoreLink:
 
     async def serve(self, requests: AsyncIterator[bytes], worker: str) -> AsyncIterator[bytes]:
         """Worker ``worker``'s link (its batches ``requests``), until it ends; what to send it."""
-        link = _Link(self.gate, worker, self.changed, self.opened)
+        link = _Link(self.gate, worker, self.changed, self.opened, self.rpc_counts)
         old = self.links.get(worker)
         if old is not None:
             old.end_all()

@@ -21,7 +21,8 @@ never reused by it):
   of ``FRAMEWORK_METHODS`` of ``FrameworkCalls``, ``args`` its arguments but the principal,
   already converted (``unreachable``: the leader the caller said it could not reach, or None);
   ``(SUBSCRIBE, sid, principal, unreachable, spec, demand, suppressed)``; ``(UNSUBSCRIBE, sid)``:
-  the framework's stream ended.
+  the framework's stream ended; ``(RPC_COUNTS, 0, counts)``: the calls the worker served itself
+  since its last report, ``{(method, code): n}`` (the core adds them to its ``fairshare_rpc_*``).
 Core to worker:
   ``(OPENED, sid, agent_id, master_id, heartbeat_interval, reconnect_jitter, epoch, log_key)``;
   ``(REFUSED, sid, code, message[, trailing metadata])`` (a follower's names the leader): an
@@ -66,6 +67,7 @@ __all__ = [
     "OPEN",
     "OPENED",
     "REFUSED",
+    "RPC_COUNTS",
     "SUBSCRIBE",
     "SUBSCRIBED",
     "UNSUBSCRIBE",
@@ -99,6 +101,7 @@ SUBSCRIBE: Final = 11
 SUBSCRIBED: Final = 12
 EVENTS: Final = 13
 UNSUBSCRIBE: Final = 14
+RPC_COUNTS: Final = 15
 
 FRAMEWORK_METHODS: Final = frozenset(
     {

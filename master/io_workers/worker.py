@@ -28,7 +28,7 @@ import pickle
 import signal
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import grpc
 from fairshare.fd_watch import connection_cap
@@ -40,13 +40,20 @@ from fairshare.v1 import scheduler_pb2_grpc
 
 from master.config import MasterConfig
 from master.io_workers.forwarding import HEALTH_SHAPES, Forwarder
-from master.io_workers.protocol import LINK_OPTIONS, encode, read_frame, write_frame
+from master.io_workers.protocol import (
+    LINK_OPTIONS,
+    RPC_COUNTS,
+    encode,
+    read_frame,
+    write_frame,
+)
 from master.io_workers.remote_agents import RemoteAgents
 from master.io_workers.remote_frameworks import UNREACHABLE_LEADER, RemoteFrameworks
 from master.io_workers.worker_link import WorkerLink
 from master.security import load_security
 from master.service.agent import AgentServicer, add_agent_service
 from master.service.leader_gate import method_shapes
+from master.service.rpc_metrics import RpcMetricsInterceptor
 from master.service.scheduler import SchedulerServicer
 
 __all__ = ["WorkerParams", "main", "serve"]
@@ -56,6 +63,8 @@ log = logging.getLogger("fairshare.master.io")
 AGENT_SERVICE = "fairshare.v1.AgentService"
 SCHEDULER_SERVICE = "fairshare.v1.SchedulerService"
 PR_SET_PDEATHSIG = 1
+RPC_REPORT_INTERVAL: Final = 1.0
+"""Seconds between two reports of the worker's call counts to the core."""
 RECONNECT = (("grpc.initial_reconnect_backoff_ms", 20), ("grpc.max_reconnect_backoff_ms", 200))
 """The core's socket appears soon after the worker starts: try it often."""
 
@@ -92,7 +101,9 @@ class _WorkerGuard(RpcGuard):
                 UNREACHABLE_LEADER.set(value if isinstance(value, str) else value.decode())
 
 
-def _server(params: WorkerParams, guard: RpcGuard) -> grpc.aio.Server:
+def _server(
+    params: WorkerParams, guard: RpcGuard, metrics: RpcMetricsInterceptor
+) -> grpc.aio.Server:
     config = params.config
     limit = raise_fd_limit()
     limits = ServerLimits(
@@ -102,7 +113,7 @@ def _server(params: WorkerParams, guard: RpcGuard) -> grpc.aio.Server:
     )
     options = [o for o in server_options(limits) if o[0] != "grpc.so_reuseport"]
     options.append(("grpc.so_reuseport", 1))  # beside the other workers, on the core's port
-    return grpc.aio.server(options=options, interceptors=[guard])
+    return grpc.aio.server(options=options, interceptors=[metrics, guard])
 
 
 async def serve(params: WorkerParams) -> int:
@@ -114,13 +125,14 @@ async def serve(params: WorkerParams) -> int:
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     core = grpc.aio.insecure_channel(params.core_socket, options=[*LINK_OPTIONS, *RECONNECT])
     to_core = WorkerLink()
-    server = _server(params, _WorkerGuard(security.authenticator))
+    served_here = frozenset({AGENT_SERVICE, SCHEDULER_SERVICE})
+    metrics = RpcMetricsInterceptor(served_here)  # the core counts the calls forwarded
+    server = _server(params, _WorkerGuard(security.authenticator), metrics)
     add_agent_service(AgentServicer(RemoteAgents(to_core)), server)
     scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(
         SchedulerServicer(RemoteFrameworks(to_core)), server
     )
     shapes = {**HEALTH_SHAPES, **method_shapes()}
-    served_here = frozenset({AGENT_SERVICE, SCHEDULER_SERVICE})
     server.add_generic_rpc_handlers((Forwarder(core, served_here, shapes),))
     add_port(server, f"{config.host}:{params.port}", security.server)
     try:
@@ -151,17 +163,40 @@ async def serve(params: WorkerParams) -> int:
             to_core.link_ended()
             stop.set()
 
+    async def report_counts() -> None:
+        while True:
+            await asyncio.sleep(RPC_REPORT_INTERVAL)
+            _report(metrics, to_core)
+
     serving: asyncio.Future[None] = loop.create_future()
     reader = asyncio.ensure_future(read_link())
     writer = asyncio.ensure_future(write_link())
+    reporter = asyncio.ensure_future(report_counts())
     await stop.wait()
     graceful = not to_core.ended
     await server.stop(config.shutdown_grace if graceful else 0.5)
+    reporter.cancel()
+    _report(metrics, to_core)
+    if graceful:  # the last counts and closes leave before the link does
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(_drained(to_core), 1.0)
     reader.cancel()
     writer.cancel()
     link_out.close()
     await core.close(None)
     return 0 if graceful else 1
+
+
+def _report(metrics: RpcMetricsInterceptor, to_core: WorkerLink) -> None:
+    """Send the core the calls served since the last report."""
+    if metrics.counts and not to_core.ended:
+        counts, metrics.counts = metrics.counts, {}
+        to_core.push((RPC_COUNTS, 0, counts))
+
+
+async def _drained(to_core: WorkerLink) -> None:
+    while to_core.depth and not to_core.ended:
+        await asyncio.sleep(0.01)
 
 
 def main() -> int:

@@ -13,7 +13,9 @@ Invariants:
 - ``counts`` is a plain dict mutated only on the server's loop; readers take ``dict(counts)``
   on that loop (``master.metrics`` does);
 - the wrapped handler of a method is built once and reused (a server's handlers never change
-  once it serves), so a call costs the interceptor one dict lookup.
+  once it serves), so a call costs the interceptor one dict lookup;
+- given ``services``, only the methods of those services are counted (an I/O worker counts the
+  calls it serves itself; those it forwards, the core counts).
 """
 
 from __future__ import annotations
@@ -54,8 +56,9 @@ def _code_name(context: aio.ServicerContext[Any, Any]) -> str:
 class RpcMetricsInterceptor(aio.ServerInterceptor):  # type: ignore[type-arg]
     """Counts finished RPCs per (method, code) in ``counts``."""
 
-    def __init__(self) -> None:
+    def __init__(self, services: frozenset[str] | None = None) -> None:
         self.counts: dict[tuple[str, str], int] = {}
+        self.services = services
         self._wrapped: dict[str, Handler] = {}
 
     async def intercept_service(
@@ -68,6 +71,10 @@ class RpcMetricsInterceptor(aio.ServerInterceptor):  # type: ignore[type-arg]
             return wrapped
         handler = await continuation(handler_call_details)
         if handler is None:
+            return handler
+        service = handler_call_details.method.lstrip("/").rpartition("/")[0]
+        if self.services is not None and service not in self.services:
+            self._wrapped[handler_call_details.method] = handler
             return handler
         wrapped = self._wrap_handler(handler, method_label(handler_call_details.method))
         self._wrapped[handler_call_details.method] = wrapped

@@ -92,6 +92,25 @@ def test_agents_run_and_status_through_two_workers(
     assert labels == [
         (("direction", d), ("worker", w)) for d in ("to_core", "to_worker") for w in "01"
     ]
+    # The calls the workers served themselves are counted by the core as in one process.
+    wait_for(
+        lambda: (
+            rpc_count(master, "SchedulerService/Accept") >= 1
+            and rpc_count(master, "OperatorService/GetState") >= 1
+        ),
+        10,
+        "the workers' calls counted in fairshare_rpc_requests_total",
+    )
+
+
+def rpc_count(master: Daemon, method: str, code: str = "OK") -> float:
+    """``fairshare_rpc_requests_total`` of ``method`` and ``code`` on the master's /metrics."""
+    url = f"http://{master.metrics_address}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        metrics = response.read().decode()
+    labels = f'{{code="{code}",method="{method}"}}'
+    found = re.search(rf"^fairshare_rpc_requests_total{re.escape(labels)} (\S+)$", metrics, re.M)
+    return float(found.group(1)) if found else 0.0
 
 
 def test_a_worker_killed_costs_only_reconnections(

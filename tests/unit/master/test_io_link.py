@@ -27,6 +27,7 @@ from master.io_workers.protocol import (
     HEARD,
     OPENED,
     REFUSED,
+    RPC_COUNTS,
     SUBSCRIBED,
     decode,
     encode,
@@ -280,6 +281,22 @@ def test_the_end_of_the_link_ends_its_subscriptions_and_fails_its_calls() -> Non
                 break
             await asyncio.sleep(0.01)
         assert link.channel is None
+
+    _with_link(body)
+
+
+def test_a_workers_call_counts_add_to_the_cores() -> None:
+    async def body(runtime: MasterRuntime, worker: _Worker, core: CoreLink) -> None:
+        core.rpc_counts[("OperatorService/GetState", "OK")] = 2  # counted by the core itself
+        accepted = ("SchedulerService/Accept", "OK")
+        worker.link.push((RPC_COUNTS, 0, {accepted: 3}))
+        worker.link.push((RPC_COUNTS, 0, {accepted: 1, ("AgentService/Connect", "CANCELLED"): 1}))
+        await _session(worker.agents.register(SPEC))  # answered after the counts were applied
+        assert core.rpc_counts == {
+            ("OperatorService/GetState", "OK"): 2,
+            accepted: 4,
+            ("AgentService/Connect", "CANCELLED"): 1,
+        }
 
     _with_link(body)
 
