@@ -7,6 +7,7 @@ default is the core's (``CoreConfig``).
 
 from __future__ import annotations
 
+import os
 from typing import Final
 
 from fairshare.master_target import EtcdTarget, parse_address
@@ -25,18 +26,23 @@ from fairshare.settings import (
 from master.core.config import CoreConfig
 
 __all__ = [
+    "AUTO_IO_WORKERS_FROM",
     "MAX_IO_WORKERS",
     "REGISTRY_SYNC",
     "SERVING_SETTINGS",
     "SESSION_SETTINGS",
+    "auto_io_workers",
     "election_ttl",
     "io_workers",
     "optional_address",
     "registry",
+    "usable_cores",
 ]
 
 REGISTRY_SYNC: Final = ("full", "normal")
 MAX_IO_WORKERS: Final = 64
+AUTO_IO_WORKERS_FROM: Final = 4
+"""``--io-workers auto`` starts workers on a machine of at least this many cores."""
 _CORE: Final = CoreConfig()
 
 
@@ -59,11 +65,32 @@ def election_ttl(raw: object) -> float:
 
 
 def io_workers(raw: object) -> int:
-    """A whole number from 0 (one process) to ``MAX_IO_WORKERS``."""
+    """A whole number from 0 (one process) to ``MAX_IO_WORKERS``, or ``auto``
+    (``auto_io_workers``)."""
+    if isinstance(raw, str) and raw.strip().lower() == "auto":
+        return auto_io_workers(usable_cores())
     value = int(raw) if isinstance(raw, str) and raw.strip().isdigit() else raw
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_IO_WORKERS:
-        raise ValueError(f"{raw!r} is not a whole number from 0 to {MAX_IO_WORKERS}")
+        raise ValueError(f"{raw!r} is neither auto nor a whole number from 0 to {MAX_IO_WORKERS}")
     return value
+
+
+def usable_cores() -> int:
+    """The CPUs this process may run on (its affinity, which a container's cpuset narrows)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def auto_io_workers(cores: int) -> int:
+    """``--io-workers auto``: one worker per core but the core's own, from
+    ``AUTO_IO_WORKERS_FROM`` cores on; below, none. Measured on 2 cores (README, Performance):
+    the core spends 1.4 ms per launched task with workers against 4.6 ms alone, but the workers
+    spend 4.4 ms more, so the workers pay only with cores to run them beside the core's."""
+    if cores < AUTO_IO_WORKERS_FROM:
+        return 0
+    return min(cores - 1, MAX_IO_WORKERS)
 
 
 def optional_address(raw: object) -> str | None:
@@ -91,10 +118,11 @@ SERVING_SETTINGS: Final = (
     Setting(
         "io_workers",
         io_workers,
-        0,
-        "I/O worker processes that serve the gRPC port for the master's core (agents' streams"
-        " batched to it, other calls forwarded); 0: the master is one process",
-        metavar="N",
+        "auto",
+        "I/O worker processes that serve the gRPC port for the master's core (the agents' and"
+        " frameworks' calls batched to it, others forwarded); 0: the master is one process;"
+        f" auto: one fewer than the cores when there are at least {AUTO_IO_WORKERS_FROM}, else 0",
+        metavar="N|auto",
     ),
 )
 """The ports, the work dir, and the I/O workers serving the gRPC port."""

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from session_guard import ONE_PROCESS_MASTER
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 20.0
@@ -72,10 +73,12 @@ def reap_started(since: int) -> None:
 
 
 def daemon_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment for a daemon: no FAIRSHARE_* from the caller, unbuffered output (the
-    test session's mark, ``PYTEST_FAIRSHARE_SESSION``, is kept: ``tests/conftest.py``)."""
+    """The environment for a daemon: no FAIRSHARE_* from the caller, unbuffered output, a master
+    of one process unless its flags ask for workers (the test session's mark,
+    ``PYTEST_FAIRSHARE_SESSION``, is kept: ``tests/conftest.py``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRSHARE_")}
     env["PYTHONUNBUFFERED"] = "1"
+    env[ONE_PROCESS_MASTER[0]] = ONE_PROCESS_MASTER[1]
     env.update(extra or {})
     return env
 

@@ -11,6 +11,7 @@ from fairshare.settings import ETCD_SECURITY_SETTINGS, SettingsError
 
 from master.config import MASTER_SETTINGS, MasterConfig, load_config
 from master.security import load_security
+from master.settings.serving import auto_io_workers, usable_cores
 
 
 def args(**flags: object) -> argparse.Namespace:
@@ -137,3 +138,13 @@ def test_policy_choices_come_from_the_cores_tables_and_the_sample_size_is_a_sett
     assert load_config(args(), env).placement_sample == 32
     with pytest.raises(SettingsError, match="--placement-sample '0'"):
         load_config(args(placement_sample="0"), {})
+
+
+def test_io_workers_auto_is_one_fewer_than_the_cores_from_four_on() -> None:
+    assert [auto_io_workers(n) for n in (1, 2, 3, 4, 8, 200)] == [0, 0, 0, 3, 7, 64]
+    cores = auto_io_workers(usable_cores())
+    assert load_config(args(io_workers="auto"), {}).io_workers == cores
+    assert load_config(args(), {}).io_workers == cores  # the default
+    assert load_config(args(io_workers="2"), {"FAIRSHARE_MASTER_IO_WORKERS": "0"}).io_workers == 2
+    with pytest.raises(SettingsError, match="neither auto nor a whole number"):
+        load_config(args(io_workers="many"), {})
