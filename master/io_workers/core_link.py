@@ -312,18 +312,12 @@ class _Link:
 
     async def drain_events(self, sid: int, subscription: _Subscription) -> None:
         """Queue the events the subscription's channel gives, until it closes."""
-        channel = subscription.channel
-        while True:
-            items, end = await channel.get_batch(MAX_EVENTS_PER_BATCH)
-            if items:
-                self.push((EVENTS, sid, items))
-            if end is not None:
-                self.push((END, sid, end))
-                if self.subscriptions.get(sid) is subscription:
-                    del self.subscriptions[sid]
-                subscription.calls.unsubscribe(subscription.framework_id, channel)
-                return
-            await self.room.wait()
+        try:
+            await self.forward(sid, subscription.channel, EVENTS, MAX_EVENTS_PER_BATCH)
+        finally:
+            if self.subscriptions.get(sid) is subscription:
+                del self.subscriptions[sid]
+            subscription.calls.unsubscribe(subscription.framework_id, subscription.channel)
 
     async def held_open(
         self, sid: int, principal: str | None, agent_id: str | None, spec: Any, tasks: Any
@@ -335,20 +329,24 @@ class _Link:
 
     async def drain(self, sid: int, session: _Session) -> None:
         """Queue what the session's channel gives, until it closes."""
-        channel = session.channel
         try:
-            while True:
-                items, end = await channel.get_batch(MAX_COMMANDS_PER_MESSAGE)
-                if items:
-                    self.push((COMMANDS, sid, items))
-                if end is not None:
-                    self.push((END, sid, end))
-                    return
-                await self.room.wait()
+            await self.forward(sid, session.channel, COMMANDS, MAX_COMMANDS_PER_MESSAGE)
         finally:
             if self.sessions.get(sid) is session:
                 del self.sessions[sid]
-            session.calls.disconnect(session.agent_id, channel)
+            session.calls.disconnect(session.agent_id, session.channel)
+
+    async def forward(self, sid: int, channel: Channel[Any], kind: int, limit: int) -> None:
+        """Queue what ``channel`` gives, as ``kind`` operations of ``sid`` (at most ``limit``
+        items each, waiting while the link is full), then its ``END``."""
+        while True:
+            items, end = await channel.get_batch(limit)
+            if items:
+                self.push((kind, sid, items))
+            if end is not None:
+                self.push((END, sid, end))
+                return
+            await self.room.wait()
 
     async def batches(self) -> AsyncIterator[bytes]:
         """What goes to the worker: once the core serves (``CoreLink.open``), an empty batch (the
