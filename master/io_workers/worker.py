@@ -36,7 +36,6 @@ from fairshare.logs import configure_logging, log_event
 from fairshare.masters import UNREACHABLE_LEADER_METADATA
 from fairshare.rpc_guard import RpcGuard
 from fairshare.transport import ServerLimits, add_port, raise_fd_limit, server_options
-from fairshare.v1 import scheduler_pb2_grpc
 
 from master.config import MasterConfig
 from master.io_workers.forwarding import HEALTH_SHAPES, Forwarder
@@ -54,7 +53,7 @@ from master.security import load_security
 from master.service.agent import AgentServicer, add_agent_service
 from master.service.leader_gate import method_shapes
 from master.service.rpc_metrics import RpcMetricsInterceptor
-from master.service.scheduler import SchedulerServicer
+from master.service.scheduler import SchedulerServicer, add_scheduler_service
 
 __all__ = ["WorkerParams", "main", "serve"]
 
@@ -129,9 +128,7 @@ async def serve(params: WorkerParams) -> int:
     metrics = RpcMetricsInterceptor(served_here)  # the core counts the calls forwarded
     server = _server(params, _WorkerGuard(security.authenticator), metrics)
     add_agent_service(AgentServicer(RemoteAgents(to_core)), server)
-    scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(
-        SchedulerServicer(RemoteFrameworks(to_core)), server
-    )
+    add_scheduler_service(SchedulerServicer(RemoteFrameworks(to_core)), server)
     shapes = {**HEALTH_SHAPES, **method_shapes()}
     server.add_generic_rpc_handlers((Forwarder(core, served_here, shapes),))
     add_port(server, f"{config.host}:{params.port}", security.server)

@@ -17,7 +17,7 @@ workers (``master.io_workers``) the same servicer runs over an adapter whose ans
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from fairshare.rpc_guard import caller
 from fairshare.v1 import scheduler_pb2 as pb
@@ -30,7 +30,7 @@ from master.runtime.sessions import Channel
 from master.service import convert, streams
 from master.service.errors import Context, abort_with, grpc_code, maps_errors
 
-__all__ = ["FrameworkPort", "SchedulerServicer"]
+__all__ = ["FrameworkPort", "SchedulerServicer", "add_scheduler_service"]
 
 Answer = Awaitable[None] | None
 
@@ -83,6 +83,11 @@ class FrameworkPort(Protocol):
     def update_demand(
         self, framework_id: str, demand: Demand | None, principal: str | None
     ) -> Answer: ...
+
+
+def add_scheduler_service(servicer: SchedulerServicer, server: Any) -> None:
+    """Register ``servicer`` as the Scheduler API of ``server`` (a grpc.aio server)."""
+    scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(servicer, server)
 
 
 async def _answered(answer: Answer) -> None:
