@@ -33,8 +33,9 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any, Final
 
 from fairshare.logs import log_event
@@ -449,15 +450,20 @@ class CoreLink:
             if first is None:
                 return
             worker = str(decode(first))
-            async for batch in self.serve(_frames(reader), worker):
-                write_frame(writer, batch)
-                await writer.drain()
+            # Closed however the loop ends (a write to a worker that died raises), so ``serve``
+            # ends the link's sessions at once.
+            async with contextlib.aclosing(self.serve(_frames(reader), worker)) as batches:
+                async for batch in batches:
+                    write_frame(writer, batch)
+                    await writer.drain()
         except ConnectionError:
             pass  # the worker went away: its link ended (``serve`` ended its sessions)
         finally:
             writer.close()
 
-    async def serve(self, requests: AsyncIterator[bytes], worker: str) -> AsyncIterator[bytes]:
+    async def serve(
+        self, requests: AsyncIterator[bytes], worker: str
+    ) -> AsyncGenerator[bytes, None]:
         """Worker ``worker``'s link (its batches ``requests``), until it ends; what to send it."""
         link = _Link(self.gate, worker, self.changed, self.opened, self.rpc_counts)
         old = self.links.get(worker)

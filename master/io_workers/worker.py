@@ -9,8 +9,9 @@ the one ``WorkerLink`` to the core), every other call (Operator, health) forward
 (``Forwarder``).
 
 Invariants: the public port is served only while the link is up: the worker, started as soon
-as the core holds the port (so its imports overlap the core's start), opens its link (waiting
-for the core's socket), starts its server when the core's first batch says the core is ready to
+as the core holds the port and serves its link socket, opens its link (one connection: the
+socket exists before any worker starts, and a worker that cannot connect exits, to be started
+again), starts its server when the core's first batch says the core is ready to
 answer, tells the core so (``HELLO``), and exits when the link ends (the core died or dropped
 it); it dies with the core process (``PR_SET_PDEATHSIG``, and a check that its parent is still
 the one that started it); SIGINT is ignored (a terminal's ^C reaches the core, which stops its

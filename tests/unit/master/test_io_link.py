@@ -25,6 +25,7 @@ from master.io_workers.protocol import (
     END,
     EVENTS,
     HEARD,
+    OPEN,
     OPENED,
     REFUSED,
     RPC_COUNTS,
@@ -352,5 +353,40 @@ def test_frames_cross_a_socket_whole_and_in_order_and_its_end_is_none() -> None:
         assert await read_frame(reader) is None
         left_writer.close()
         assert right_reader is not None
+
+    asyncio.run(main())
+
+
+def test_a_workers_connection_carries_its_link_and_its_end_ends_its_sessions() -> None:
+    """``CoreLink.serve_connection`` over a real socket pair: the worker's index, then its
+    batches; the connection's end ends the worker's sessions as broken streams."""
+
+    async def main() -> None:
+        runtime = MasterRuntime(RuntimeConfig(core=CoreConfig(validate=True)))
+        await runtime.start()
+        gate = LeaderGate(lambda: True, lambda: None)
+        gate.lead(Servicers(None, AgentServicer(runtime.agents), None))
+        core = CoreLink(gate)
+        core.open()
+        core_end, worker_end = socket.socketpair()
+        reader, writer = await asyncio.open_connection(sock=core_end)
+        served = asyncio.ensure_future(core.serve_connection(reader, writer))
+        from_core, to_core = await asyncio.open_connection(sock=worker_end)
+        try:
+            write_frame(to_core, encode(7))
+            assert decode(await asyncio.wait_for(read_frame(from_core), 5)) == []  # core ready
+            write_frame(to_core, encode((1, [(OPEN, 1, None, None, SPEC, ())])))
+            await to_core.drain()
+            opened = decode(await asyncio.wait_for(read_frame(from_core), 5))
+            assert opened[0][:2] == (OPENED, 1) and set(core.links) == {"7"}
+            agent_id = opened[0][2]
+            assert runtime.state.agents[agent_id].channel is not None
+            to_core.close()  # the worker died
+            await asyncio.wait_for(served, 5)
+            assert runtime.state.agents[agent_id].channel is None  # its session ended
+            assert not core.links
+        finally:
+            served.cancel()
+            await runtime.stop()
 
     asyncio.run(main())
