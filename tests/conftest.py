@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from etcd_server import EtcdMember, SecuredEtcd, start_cluster
-from session_guard import ONE_PROCESS_MASTER, SESSION_MARK, marked_processes
+from session_guard import SESSION_MARK, marked_processes
 
 LEAK_GRACE = 5.0
 
@@ -55,9 +55,6 @@ def secured_etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredEt
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     os.environ[SESSION_MARK] = uuid.uuid4().hex
-    # The tests of the core run the master as one process whatever the machine's cores
-    # (``--io-workers auto``); a test asks for workers with ``--io-workers N`` (a flag wins).
-    os.environ[ONE_PROCESS_MASTER[0]] = ONE_PROCESS_MASTER[1]
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -10,9 +10,6 @@ import os
 from pathlib import Path
 
 SESSION_MARK = "PYTEST_FAIRSHARE_SESSION"
-ONE_PROCESS_MASTER = ("FAIRSHARE_MASTER_IO_WORKERS", "0")
-"""The environment setting every master the tests start inherits: one process, whatever the
-machine's cores (``--io-workers auto``); a test that wants workers passes ``--io-workers N``."""
 
 
 def marked_processes(mark: str) -> dict[int, str]:

@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from session_guard import ONE_PROCESS_MASTER
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 20.0
@@ -45,6 +44,9 @@ DAEMON_START_TIMEOUT = 60.0
 """A daemon that has not exited serves within this (about 1 s when the machine is idle; a
 daemon that exits fails the wait at once, so only a loaded machine ever waits long)."""
 POLL_STEP = 0.02
+ONE_PROCESS_MASTER = ("FAIRSHARE_MASTER_IO_WORKERS", "0")
+"""In every daemon's environment: a master is one process whatever the machine's cores
+(``--io-workers auto``); a test that wants workers passes ``--io-workers N`` (a flag wins)."""
 DEFAULT_MASTER_FLAGS = ("--allocation-interval", "200ms", "--validate", "--shutdown-grace", "2s")
 
 
