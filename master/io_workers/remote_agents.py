@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Sequence
 
-from master.core import CoreError
 from master.io_workers.protocol import (
     CLOSE,
     COMMANDS,
@@ -31,32 +30,19 @@ from master.io_workers.protocol import (
     UPDATES,
     Operation,
 )
-from master.io_workers.worker_link import LINK_ENDED, WorkerLink
+from master.io_workers.worker_link import (
+    LINK_ENDED,
+    LinkChannel,
+    RemoteRefusal,
+    WorkerLink,
+    end_waiting,
+    refusal_of,
+)
 from master.model import AgentCommand, AgentSpec, StreamEnd
 from master.runtime.agents import AgentSession, ReportedTask, ReportedUpdate
 from master.runtime.sessions import Channel
 
-__all__ = ["RemoteAgents", "RemoteRefusal", "refused"]
-
-
-class RemoteRefusal(CoreError):
-    """The core refused a register or reregister (``code`` is the core's; ``trailing_metadata``:
-    what the stream ends with, a follower's ``fairshare-leader``)."""
-
-    def __init__(
-        self, code: str, message: str, trailing_metadata: tuple[tuple[str, str], ...] = ()
-    ) -> None:
-        super().__init__(message)
-        self.code = code
-        self.trailing_metadata = trailing_metadata
-
-
-class _SessionChannel(Channel[AgentCommand]):
-    __slots__ = ("sid",)
-
-    def __init__(self, sid: int) -> None:
-        super().__init__()
-        self.sid = sid
+__all__ = ["RemoteAgents", "RemoteRefusal"]
 
 
 class RemoteAgents:
@@ -65,14 +51,14 @@ class RemoteAgents:
     def __init__(self, link: WorkerLink) -> None:
         self.link = link
         self._opening: dict[int, asyncio.Future[AgentSession]] = {}
-        self._channels: dict[int, _SessionChannel] = {}
+        self._channels: dict[int, LinkChannel[AgentCommand]] = {}
         link.handle((COMMANDS, END, OPENED, REFUSED), self._deliver)
         link.on_end(self._link_ended)
 
     def _open(self, operation: Operation) -> Awaitable[AgentSession]:
         future: asyncio.Future[AgentSession] = asyncio.get_running_loop().create_future()
         if self.link.ended:
-            future.set_exception(refused(LINK_ENDED))
+            future.set_exception(RemoteRefusal(LINK_ENDED.code, LINK_ENDED.message))
             return future
         self._opening[operation[1]] = future
         self.link.push(operation)
@@ -94,7 +80,7 @@ class RemoteAgents:
 
     def heard(self, agent_id: str, channel: Channel[AgentCommand]) -> Awaitable[None] | None:
         """The agent's stream carried a heartbeat."""
-        if not isinstance(channel, _SessionChannel) or channel.sid not in self._channels:
+        if not isinstance(channel, LinkChannel) or channel.sid not in self._channels:
             return None
         return self.link.push((HEARD, channel.sid))
 
@@ -102,7 +88,7 @@ class RemoteAgents:
         self, agent_id: str, channel: Channel[AgentCommand], updates: Sequence[ReportedUpdate]
     ) -> Awaitable[None] | None:
         """The agent's stream carried status updates."""
-        if not isinstance(channel, _SessionChannel) or channel.sid not in self._channels:
+        if not isinstance(channel, LinkChannel) or channel.sid not in self._channels:
             return None
         return self.link.push((UPDATES, channel.sid, list(updates)))
 
@@ -110,10 +96,7 @@ class RemoteAgents:
         self, agent_id: str, channel: Channel[AgentCommand], end: StreamEnd | None = None
     ) -> None:
         """The agent's stream ended (``end``: the refusal that ended it)."""
-        if (
-            isinstance(channel, _SessionChannel)
-            and self._channels.pop(channel.sid, None) is not None
-        ):
+        if isinstance(channel, LinkChannel) and self._channels.pop(channel.sid, None) is not None:
             self.link.push((CLOSE, channel.sid, end))
         channel.close(end or StreamEnd())
 
@@ -142,7 +125,7 @@ class RemoteAgents:
         if future is None or future.done():  # the agent went away meanwhile
             self.link.push((CLOSE, sid, None))
             return
-        channel = _SessionChannel(sid)
+        channel: LinkChannel[AgentCommand] = LinkChannel(sid)
         self._channels[sid] = channel
         agent_id, master_id, interval, jitter, epoch, log_key = operation[2:8]
         future.set_result(
@@ -151,21 +134,4 @@ class RemoteAgents:
 
     def _link_ended(self) -> None:
         """The core is gone: every open fails and every session ends UNAVAILABLE."""
-        opening, self._opening = self._opening, {}
-        for future in opening.values():
-            if not future.done():
-                future.set_exception(refused(LINK_ENDED))
-        channels, self._channels = self._channels, {}
-        for channel in channels.values():
-            channel.close(LINK_ENDED)
-
-
-def refused(end: StreamEnd) -> RemoteRefusal:
-    """The refusal of an open or a call that ``end`` says."""
-    return RemoteRefusal(end.code, end.message)
-
-
-def refusal_of(operation: Operation) -> RemoteRefusal:
-    """The refusal a ``REFUSED`` operation carries."""
-    hint = operation[4] if len(operation) > 4 else ()
-    return RemoteRefusal(operation[2], operation[3], hint)
+        end_waiting(self._opening, self._channels)

@@ -37,8 +37,14 @@ from master.io_workers.protocol import (
     UNSUBSCRIBE,
     Operation,
 )
-from master.io_workers.remote_agents import refusal_of, refused
-from master.io_workers.worker_link import LINK_ENDED, WorkerLink
+from master.io_workers.worker_link import (
+    LINK_ENDED,
+    LinkChannel,
+    RemoteRefusal,
+    WorkerLink,
+    end_waiting,
+    refusal_of,
+)
 from master.model import Demand, FrameworkEvent, FrameworkInfo
 from master.runtime.frameworks import SubscribeResult
 from master.runtime.sessions import Channel
@@ -52,28 +58,20 @@ UNREACHABLE_LEADER: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 election's hold applies to its call in the core as to a call the gate holds."""
 
 
-class _EventChannel(Channel[FrameworkEvent]):
-    __slots__ = ("sid",)
-
-    def __init__(self, sid: int) -> None:
-        super().__init__()
-        self.sid = sid
-
-
 class RemoteFrameworks:
     """Subscribe and the framework calls: over the link."""
 
     def __init__(self, link: WorkerLink) -> None:
         self.link = link
         self._calls: dict[int, asyncio.Future[Any]] = {}
-        self._channels: dict[int, _EventChannel] = {}
+        self._channels: dict[int, LinkChannel[FrameworkEvent]] = {}
         link.handle((ANSWERED, SUBSCRIBED, REFUSED, EVENTS, END), self._deliver)
         link.on_end(self._link_ended)
 
     def _ask(self, kind: int, *rest: Any) -> asyncio.Future[Any]:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         if self.link.ended:
-            future.set_exception(refused(LINK_ENDED))
+            future.set_exception(RemoteRefusal(LINK_ENDED.code, LINK_ENDED.message))
             return future
         sid = self.link.next_sid()
         self._calls[sid] = future
@@ -97,7 +95,7 @@ class RemoteFrameworks:
 
     def unsubscribe(self, framework_id: str, channel: Channel[FrameworkEvent]) -> None:
         """The framework's stream ended here."""
-        if not isinstance(channel, _EventChannel):
+        if not isinstance(channel, LinkChannel):
             return
         if self._channels.pop(channel.sid, None) is not None:
             self.link.push((UNSUBSCRIBE, channel.sid))
@@ -198,7 +196,7 @@ class RemoteFrameworks:
         if future is None or future.done():  # the framework went away meanwhile
             self.link.push((UNSUBSCRIBE, sid))
             return
-        channel = _EventChannel(sid)
+        channel: LinkChannel[FrameworkEvent] = LinkChannel(sid)
         self._channels[sid] = channel
         framework_id, master_id, interval, resubscribed, weight = operation[2:7]
         future.set_result(
@@ -207,10 +205,4 @@ class RemoteFrameworks:
 
     def _link_ended(self) -> None:
         """The core is gone: every call fails and every event stream ends UNAVAILABLE."""
-        calls, self._calls = self._calls, {}
-        for future in calls.values():
-            if not future.done():
-                future.set_exception(refused(LINK_ENDED))
-        channels, self._channels = self._channels, {}
-        for channel in channels.values():
-            channel.close(LINK_ENDED)
+        end_waiting(self._calls, self._channels)

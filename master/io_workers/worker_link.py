@@ -17,16 +17,71 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Final
+from typing import Any, Final, TypeVar
 
+from master.core import CoreError
 from master.io_workers.protocol import HELLO, MAX_BATCH, Operation, decode, encode
 from master.model import StreamEnd
+from master.runtime.sessions import Channel
 
-__all__ = ["LINK_ENDED", "QUEUE_LIMIT", "WorkerLink"]
+T = TypeVar("T")
+
+__all__ = [
+    "LINK_ENDED",
+    "QUEUE_LIMIT",
+    "LinkChannel",
+    "RemoteRefusal",
+    "WorkerLink",
+    "end_waiting",
+    "refusal_of",
+]
 
 QUEUE_LIMIT: Final = 10_000
 """Operations a worker queues for the core at most before its clients' readers wait."""
 LINK_ENDED: Final = StreamEnd("UNAVAILABLE", "the master's I/O worker lost the master")
+
+
+class RemoteRefusal(CoreError):
+    """The core refused an open, a call or a subscription (``code`` is the core's;
+    ``trailing_metadata``: what the stream ends with, a follower's ``fairshare-leader``)."""
+
+    def __init__(
+        self, code: str, message: str, trailing_metadata: tuple[tuple[str, str], ...] = ()
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.trailing_metadata = trailing_metadata
+
+
+def refusal_of(operation: Operation) -> RemoteRefusal:
+    """The refusal a ``REFUSED`` operation carries."""
+    hint = operation[4] if len(operation) > 4 else ()
+    return RemoteRefusal(operation[2], operation[3], hint)
+
+
+class LinkChannel(Channel[T]):
+    """A session's channel in the worker, known to the link by its number ``sid``."""
+
+    __slots__ = ("sid",)
+
+    def __init__(self, sid: int) -> None:
+        super().__init__()
+        self.sid = sid
+
+
+def end_waiting(
+    futures: dict[int, asyncio.Future[Any]], channels: dict[int, LinkChannel[Any]]
+) -> None:
+    """The link ended: every answer still awaited fails and every channel closes, both
+    UNAVAILABLE (``LINK_ENDED``); both maps are emptied."""
+    waiting, ended = list(futures.values()), list(channels.values())
+    futures.clear()
+    channels.clear()
+    for future in waiting:
+        if not future.done():
+            future.set_exception(RemoteRefusal(LINK_ENDED.code, LINK_ENDED.message))
+    for channel in ended:
+        channel.close(LINK_ENDED)
 
 
 class WorkerLink:

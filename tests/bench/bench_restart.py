@@ -156,7 +156,8 @@ def run(args: argparse.Namespace, log_dir: Path) -> dict[str, Any]:
         before = reregistered(agent_stats(agents))
 
         print("kill -9 the master, restart it on the same work dir and port", flush=True)
-        load0 = cpu_seconds(*[a.proc.pid for a in agents], framework.proc.pid)
+        load = [a.proc.pid for a in agents] + [framework.proc.pid]
+        load0 = cpu_seconds(*load)
         t0 = time.monotonic()
         first.kill()
         (work_dir / "master.addr").unlink(missing_ok=True)  # kill -9 leaves it behind
@@ -167,7 +168,6 @@ def run(args: argparse.Namespace, log_dir: Path) -> dict[str, Any]:
         second.__enter__()  # returns once master.addr is written
         figures["serving"] = time.monotonic() - t0
         workers = second.worker_pids()
-        load = [a.proc.pid for a in agents] + [framework.proc.pid]
         cpu0, workers0 = cpu_seconds(second.pid), cpu_seconds(*workers)
         with second.profiled("restart"):
             recovered(args, agents, framework, before, t0, figures)
