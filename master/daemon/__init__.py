@@ -224,12 +224,7 @@ async def _serve(
     if metrics is None:
         return EXIT_FAILED
     await server.start()
-    if workers is not None and not await workers.linked():
-        log_event(log, "io_workers.failed", logging.ERROR, workers=config.io_workers)
-        await workers.stop(0)
-        await server.stop(0)
-        await metrics.close()
-        return EXIT_FAILED
+    # the workers start (and link) while the core reads its registry: they serve once both are done
     if registry is not None:
         await leadership.lead_alone(registry)
     else:
@@ -238,7 +233,7 @@ async def _serve(
         leadership.campaign(
             target, me, config.election_ttl, work_dir, config.etcd, security.registry_key
         )
-    if workers is not None and not await workers.serving():  # they serve from now on
+    if workers is not None and not (await workers.linked() and await workers.serving()):
         log_event(log, "io_workers.failed", logging.ERROR, workers=config.io_workers)
         leadership.drain()
         await leadership.stop()
