@@ -39,12 +39,12 @@ commands reach its stream in the order the core queued them; the values are the 
 the master's own user can open the socket (mode 0600, in a directory of mode 0700): the link
 never carries anything from a process that the master's user did not start.
 
-``encode`` pickles the runtime's dataclasses (``LINK_VALUE_MODULES``: those whose ``__init__``
-is the generated one, with no ``__post_init__``) as their class and field values, rebuilt by
-that ``__init__`` (the link's
-own dispatch table; the process's pickling is untouched). The default for a slots dataclass walks
-``dataclasses.fields`` for every object on both ends: twice the cost, measured on a batch of
-updates, events and launches.
+``encode`` pickles the runtime's dataclasses (``LINK_VALUE_TYPES``: those of
+``LINK_VALUE_MODULES`` whose ``__init__`` is the generated one, every field positional, with no
+``__post_init__``) as their class and field values, rebuilt by that ``__init__``. It is the
+link's own dispatch table: the process's pickling is untouched. The default for a slots
+dataclass walks ``dataclasses.fields`` for every object on both ends; a batch of updates,
+events, launches and offers costs 2.6 times as much with it (``tests/bench/bench_link_batches.py``).
 """
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ def _value_types() -> frozenset[type]:
                 and value.__module__ == module_name
                 and value.__dataclass_params__.init  # type: ignore[attr-defined]
                 and not hasattr(value, "__post_init__")
-                and all(field.init for field in dataclasses.fields(value))
+                and all(field.init and not field.kw_only for field in dataclasses.fields(value))
             ):
                 found.add(value)
     return frozenset(found)
