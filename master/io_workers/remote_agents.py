@@ -31,11 +31,11 @@ from master.io_workers.protocol import (
     Operation,
 )
 from master.io_workers.worker_link import (
-    LINK_ENDED,
     LinkChannel,
     RemoteRefusal,
     WorkerLink,
     end_waiting,
+    link_lost,
     refusal_of,
 )
 from master.model import AgentCommand, AgentSpec, StreamEnd
@@ -58,7 +58,7 @@ class RemoteAgents:
     def _open(self, operation: Operation) -> Awaitable[AgentSession]:
         future: asyncio.Future[AgentSession] = asyncio.get_running_loop().create_future()
         if self.link.ended:
-            future.set_exception(RemoteRefusal(LINK_ENDED.code, LINK_ENDED.message))
+            future.set_exception(link_lost())
             return future
         self._opening[operation[1]] = future
         self.link.push(operation)

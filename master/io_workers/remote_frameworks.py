@@ -38,11 +38,10 @@ from master.io_workers.protocol import (
     Operation,
 )
 from master.io_workers.worker_link import (
-    LINK_ENDED,
     LinkChannel,
-    RemoteRefusal,
     WorkerLink,
     end_waiting,
+    link_lost,
     refusal_of,
 )
 from master.model import Demand, FrameworkEvent, FrameworkInfo
@@ -71,7 +70,7 @@ class RemoteFrameworks:
     def _ask(self, kind: int, *rest: Any) -> asyncio.Future[Any]:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         if self.link.ended:
-            future.set_exception(RemoteRefusal(LINK_ENDED.code, LINK_ENDED.message))
+            future.set_exception(link_lost())
             return future
         sid = self.link.next_sid()
         self._calls[sid] = future

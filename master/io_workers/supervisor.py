@@ -114,8 +114,6 @@ class IoWorkers:
 
     async def linked(self, timeout: float = 30.0) -> bool:
         """True once every worker has linked (it does not serve the public port yet)."""
-        if self.socket.exists():
-            os.chmod(self.socket, 0o600)
         return await self.link.linked(self.count, timeout)
 
     async def serving(self, timeout: float = 30.0) -> bool:

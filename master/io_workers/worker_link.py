@@ -33,6 +33,7 @@ __all__ = [
     "RemoteRefusal",
     "WorkerLink",
     "end_waiting",
+    "link_lost",
     "refusal_of",
 ]
 
@@ -51,6 +52,11 @@ class RemoteRefusal(CoreError):
         super().__init__(message)
         self.code = code
         self.trailing_metadata = trailing_metadata
+
+
+def link_lost() -> RemoteRefusal:
+    """The refusal of what was asked of a link that ended (``LINK_ENDED``)."""
+    return RemoteRefusal(LINK_ENDED.code, LINK_ENDED.message)
 
 
 def refusal_of(operation: Operation) -> RemoteRefusal:
@@ -79,7 +85,7 @@ def end_waiting(
     channels.clear()
     for future in waiting:
         if not future.done():
-            future.set_exception(RemoteRefusal(LINK_ENDED.code, LINK_ENDED.message))
+            future.set_exception(link_lost())
     for channel in ended:
         channel.close(LINK_ENDED)
 
